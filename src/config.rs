@@ -1,0 +1,367 @@
+//! `delayer.conf` (the original Delayer's INI file) → a typed, validated [`Config`].
+
+use std::fmt::Display;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use ini::{Ini, ParseOption};
+
+/// Where the configuration is looked for when `-c` is not given, in order.
+pub const SEARCH_PATHS: [&str; 2] = ["./delayer.conf", "/etc/delayer/delayer.conf"];
+
+// The original's shipped values; its own code fell back to zero values, which mean nothing useful.
+const DEFAULT_TIMER_INTERVAL_MS: u64 = 1000;
+const DEFAULT_BATCH_SIZE: usize = 1000;
+const DEFAULT_HOST: &str = "127.0.0.1";
+const DEFAULT_PORT: u16 = 6379;
+const DEFAULT_DATABASE: i64 = 0;
+const DEFAULT_MAX_IDLE: usize = 2;
+const DEFAULT_MAX_ACTIVE: usize = 20;
+const DEFAULT_IDLE_TIMEOUT_S: u64 = 3600;
+const DEFAULT_CONN_MAX_LIFETIME_S: u64 = 3600;
+
+/// The largest batch: one script call blocks Redis while it runs, so it must stay short.
+const MAX_BATCH_SIZE: usize = 100_000;
+
+const KNOWN_KEYS: [(&str, &[&str]); 2] = [
+    (
+        "delayer",
+        &["pid", "timer_interval", "access_log", "error_log", "batch_size"],
+    ),
+    (
+        "redis",
+        &[
+            "host",
+            "port",
+            "database",
+            "password",
+            "max_idle",
+            "max_active",
+            "idle_timeout",
+            "conn_max_lifetime",
+        ],
+    ),
+];
+
+/// Everything the daemon needs to know, validated; relative paths are already made absolute.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file this was read from (for messages).
+    pub file: PathBuf,
+    /// `[delayer] pid`: the pid file, or `None` to allow several instances.
+    pub pid: Option<PathBuf>,
+    /// `[delayer] timer_interval`: the longest the loop sleeps between two looks at the pool.
+    pub timer_interval: Duration,
+    /// `[delayer] access_log`: where info lines go (`None`: stdout).
+    pub access_log: Option<PathBuf>,
+    /// `[delayer] error_log`: where warnings and errors go (`None`: stdout).
+    pub error_log: Option<PathBuf>,
+    /// `[delayer] batch_size`: the most jobs one script call moves.
+    pub batch_size: usize,
+    pub redis: RedisConfig,
+    /// Things that were ignored (unknown sections and keys), to be logged once logging is up.
+    pub warnings: Vec<String>,
+}
+
+/// The `[redis]` section.
+#[derive(Debug, Clone)]
+pub struct RedisConfig {
+    /// A host name or address, or the path of a unix socket (starting with `/`).
+    pub host: String,
+    pub port: u16,
+    pub database: i64,
+    pub password: Option<String>,
+    /// The most idle connections the pool keeps.
+    pub max_idle: usize,
+    /// The pool size.
+    pub max_active: usize,
+    /// An idle connection is closed after this long (`None`: never).
+    pub idle_timeout: Option<Duration>,
+    /// Any connection is closed after this long (`None`: never).
+    pub conn_max_lifetime: Option<Duration>,
+}
+
+impl RedisConfig {
+    /// The address as people write it, for messages.
+    pub fn address(&self) -> String {
+        if self.is_unix_socket() {
+            self.host.clone()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    pub fn is_unix_socket(&self) -> bool {
+        self.host.starts_with('/')
+    }
+}
+
+/// The configuration file to use: `explicit` if given, else the first of [`SEARCH_PATHS`] that exists.
+pub fn locate(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(path) = explicit {
+        return Ok(path.to_path_buf());
+    }
+    SEARCH_PATHS
+        .iter()
+        .map(PathBuf::from)
+        .find(|path| path.is_file())
+        .with_context(|| {
+            format!(
+                "no configuration file found (tried {}); name one with -c FILE",
+                SEARCH_PATHS.join(", ")
+            )
+        })
+}
+
+impl Config {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read configuration file {}", path.display()))?;
+        Config::parse(&text, path)
+    }
+
+    /// Validates the text of a configuration file; `file` names it in messages and nothing is read.
+    pub fn parse(text: &str, file: &Path) -> Result<Config> {
+        let options = ParseOption {
+            enabled_escape: false,
+            ..ParseOption::default()
+        };
+        let ini = Ini::load_from_str_opt(text, options)
+            .with_context(|| format!("{}: not a valid INI file", file.display()))?;
+        let file = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+        let values = Values { file: &file, ini: &ini };
+
+        let redis = RedisConfig {
+            host: values.string("redis", "host", DEFAULT_HOST)?,
+            port: values.number("redis", "port", DEFAULT_PORT, 1..=u16::MAX)?,
+            database: values.number("redis", "database", DEFAULT_DATABASE, 0..=i64::from(i32::MAX))?,
+            password: values.get("redis", "password").filter(|p| !p.is_empty()),
+            max_idle: values.number("redis", "max_idle", DEFAULT_MAX_IDLE, 0..=100_000)?,
+            max_active: values.number("redis", "max_active", DEFAULT_MAX_ACTIVE, 1..=100_000)?,
+            idle_timeout: values.seconds("redis", "idle_timeout", DEFAULT_IDLE_TIMEOUT_S)?,
+            conn_max_lifetime: values.seconds(
+                "redis",
+                "conn_max_lifetime",
+                DEFAULT_CONN_MAX_LIFETIME_S,
+            )?,
+        };
+        let timer_interval_ms = values.number(
+            "delayer",
+            "timer_interval",
+            DEFAULT_TIMER_INTERVAL_MS,
+            1..=86_400_000,
+        )?;
+        Ok(Config {
+            pid: values.path("delayer", "pid")?,
+            timer_interval: Duration::from_millis(timer_interval_ms),
+            access_log: values.path("delayer", "access_log")?,
+            error_log: values.path("delayer", "error_log")?,
+            batch_size: values.number("delayer", "batch_size", DEFAULT_BATCH_SIZE, 1..=MAX_BATCH_SIZE)?,
+            redis,
+            warnings: values.unknown_entries(),
+            file,
+        })
+    }
+}
+
+/// Typed lookups in the parsed file, each error naming file, section, key and value.
+struct Values<'a> {
+    file: &'a Path,
+    ini: &'a Ini,
+}
+
+impl Values<'_> {
+    /// The trimmed value, `None` when the key is absent or empty.
+    fn get(&self, section: &str, key: &str) -> Option<String> {
+        let value = self.ini.section(Some(section))?.get(key)?.trim();
+        // rust-ini reads `password =   ; comment` as "; comment": an empty value with a comment.
+        if value.is_empty() || value.starts_with(';') || value.starts_with('#') {
+            None
+        } else {
+            Some(value.to_string())
+        }
+    }
+
+    fn string(&self, section: &str, key: &str, default: &str) -> Result<String> {
+        Ok(self.get(section, key).unwrap_or_else(|| default.to_string()))
+    }
+
+    fn number<T>(&self, section: &str, key: &str, default: T, range: RangeInclusive<T>) -> Result<T>
+    where
+        T: FromStr + PartialOrd + Display,
+    {
+        let Some(raw) = self.get(section, key) else {
+            return Ok(default);
+        };
+        match raw.parse::<T>() {
+            Ok(value) if range.contains(&value) => Ok(value),
+            _ => bail!(
+                "{}: [{section}] {key} = {raw:?}: expected a whole number from {} to {}",
+                self.file.display(),
+                range.start(),
+                range.end()
+            ),
+        }
+    }
+
+    /// A number of seconds where 0 means "never".
+    fn seconds(&self, section: &str, key: &str, default: u64) -> Result<Option<Duration>> {
+        let seconds = self.number(section, key, default, 0..=u64::from(u32::MAX))?;
+        Ok((seconds > 0).then(|| Duration::from_secs(seconds)))
+    }
+
+    /// A path made absolute against the working directory, as the original resolved it.
+    fn path(&self, section: &str, key: &str) -> Result<Option<PathBuf>> {
+        let Some(raw) = self.get(section, key) else {
+            return Ok(None);
+        };
+        let path = std::path::absolute(&raw).with_context(|| {
+            format!("{}: [{section}] {key} = {raw:?}: not a usable path", self.file.display())
+        })?;
+        Ok(Some(path))
+    }
+
+    fn unknown_entries(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (section, properties) in self.ini.iter() {
+            let known = KNOWN_KEYS.iter().find(|(name, _)| Some(*name) == section);
+            match (section, known) {
+                (_, Some((_, keys))) => {
+                    for (key, _) in properties.iter().filter(|(key, _)| !keys.contains(key)) {
+                        warnings.push(format!(
+                            "{}: unknown key [{}] {key}, ignored",
+                            self.file.display(),
+                            section.unwrap_or_default()
+                        ));
+                    }
+                }
+                (None, None) if properties.is_empty() => {}
+                (None, None) => warnings.push(format!(
+                    "{}: keys outside any section, ignored: {}",
+                    self.file.display(),
+                    properties.iter().map(|(key, _)| key).collect::<Vec<_>>().join(", ")
+                )),
+                (Some(name), None) => warnings.push(format!(
+                    "{}: unknown section [{name}], ignored",
+                    self.file.display()
+                )),
+            }
+        }
+        warnings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ORIGINAL: &str = include_str!("../delayer.conf");
+
+    fn parse(text: &str) -> Result<Config> {
+        Config::parse(text, Path::new("test.conf"))
+    }
+
+    fn error_of(text: &str) -> String {
+        format!("{:#}", parse(text).expect_err("should be rejected"))
+    }
+
+    #[test]
+    fn reads_the_original_file_verbatim() {
+        let config = parse(ORIGINAL).unwrap();
+        assert_eq!(config.pid, Some(PathBuf::from("/var/run/delayer.pid")));
+        assert_eq!(config.timer_interval, Duration::from_millis(1000));
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(config.access_log, Some(cwd.join("logs/access.log")));
+        assert_eq!(config.error_log, Some(cwd.join("logs/error.log")));
+        assert_eq!(config.batch_size, DEFAULT_BATCH_SIZE);
+        let redis = &config.redis;
+        assert_eq!(redis.host, "127.0.0.1");
+        assert_eq!(redis.port, 6379);
+        assert_eq!(redis.database, 0);
+        assert_eq!(redis.password, None, "an empty value followed by a comment is empty");
+        assert_eq!((redis.max_idle, redis.max_active), (2, 20));
+        assert_eq!(redis.idle_timeout, Some(Duration::from_secs(3600)));
+        assert_eq!(redis.conn_max_lifetime, Some(Duration::from_secs(3600)));
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    }
+
+    #[test]
+    fn the_original_chinese_comments_parse_too() {
+        let text = "[delayer]\ntimer_interval = 250           ; 计算间隔时间, 单位毫秒\n\
+                    [redis]\npassword =                      ; 密码, 无需密码留空\n";
+        let config = parse(text).unwrap();
+        assert_eq!(config.timer_interval, Duration::from_millis(250));
+        assert_eq!(config.redis.password, None);
+    }
+
+    #[test]
+    fn missing_keys_take_the_defaults() {
+        let config = parse("").unwrap();
+        assert_eq!(config.pid, None);
+        assert_eq!(config.access_log, None);
+        assert_eq!(config.timer_interval, Duration::from_millis(DEFAULT_TIMER_INTERVAL_MS));
+        assert_eq!(config.redis.address(), "127.0.0.1:6379");
+        assert_eq!(config.redis.max_active, DEFAULT_MAX_ACTIVE);
+    }
+
+    #[test]
+    fn values_keep_what_is_not_a_comment() {
+        let text = "[redis]\npassword = se;cret#1   ; the comment\nhost = /run/redis.sock\n\
+                    [delayer]\naccess_log = C:\\temp\\a.log\n";
+        let config = parse(text).unwrap();
+        assert_eq!(config.redis.password.as_deref(), Some("se;cret#1"));
+        assert!(config.redis.is_unix_socket());
+        assert_eq!(config.redis.address(), "/run/redis.sock");
+        let log = config.access_log.unwrap();
+        assert!(log.ends_with("C:\\temp\\a.log"), "no escapes: {log:?}");
+    }
+
+    #[test]
+    fn zero_timeouts_mean_never() {
+        let config = parse("[redis]\nidle_timeout = 0\nconn_max_lifetime = 0\n").unwrap();
+        assert_eq!(config.redis.idle_timeout, None);
+        assert_eq!(config.redis.conn_max_lifetime, None);
+    }
+
+    #[test]
+    fn bad_numbers_name_file_section_key_and_value() {
+        let cases = [
+            ("[redis]\nport = 6379x\n", "[redis] port = \"6379x\""),
+            ("[redis]\nport = 0\n", "from 1 to 65535"),
+            ("[redis]\nport = 70000\n", "[redis] port = \"70000\""),
+            ("[redis]\ndatabase = -1\n", "[redis] database = \"-1\""),
+            ("[redis]\nmax_active = 0\n", "[redis] max_active = \"0\""),
+            ("[redis]\nmax_idle = two\n", "[redis] max_idle = \"two\""),
+            ("[redis]\nidle_timeout = 1.5\n", "[redis] idle_timeout = \"1.5\""),
+            ("[redis]\nconn_max_lifetime = -3\n", "[redis] conn_max_lifetime"),
+            ("[delayer]\ntimer_interval = 0  ; ms\n", "[delayer] timer_interval = \"0\""),
+            ("[delayer]\ntimer_interval = 1s\n", "[delayer] timer_interval = \"1s\""),
+            ("[delayer]\nbatch_size = 1000000\n", "[delayer] batch_size = \"1000000\""),
+        ];
+        for (text, expected) in cases {
+            let message = error_of(text);
+            assert!(message.starts_with("test.conf: ") || message.contains("/test.conf: "), "{message}");
+            assert!(message.contains(expected), "{text:?} gave {message}");
+        }
+    }
+
+    #[test]
+    fn unknown_sections_and_keys_are_warnings() {
+        let text = "stray = 1\n[delayer]\ntimer_intervall = 5\n[redsi]\nhost = x\n";
+        let config = parse(text).unwrap();
+        let warnings = config.warnings.join("\n");
+        assert!(warnings.contains("unknown key [delayer] timer_intervall"), "{warnings}");
+        assert!(warnings.contains("unknown section [redsi]"), "{warnings}");
+        assert!(warnings.contains("keys outside any section, ignored: stray"), "{warnings}");
+    }
+
+    #[test]
+    fn a_missing_file_is_named() {
+        let message = format!("{:#}", Config::load(Path::new("/nonexistent/d.conf")).unwrap_err());
+        assert!(message.contains("/nonexistent/d.conf"), "{message}");
+    }
+}

@@ -1,0 +1,72 @@
+//! The pid file: held under an flock for the life of the process, so only one instance runs.
+
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+/// A pid file this process owns; removed when dropped.
+#[derive(Debug)]
+pub struct PidFile {
+    path: PathBuf,
+    // Holds the lock; closing it releases the lock.
+    _file: File,
+}
+
+impl PidFile {
+    /// Takes `path` for this process, or refuses with the original's message when a live
+    /// delayer holds it.
+    pub fn acquire(path: &Path) -> Result<PidFile> {
+        if let Some(directory) = path.parent() {
+            fs::create_dir_all(directory)
+                .with_context(|| format!("cannot create pid file directory {}", directory.display()))?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("cannot open pid file {}", path.display()))?;
+        let mut recorded = String::new();
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                file.read_to_string(&mut recorded).ok();
+                bail!("Service is being executed, PID: {}", recorded.trim());
+            }
+            Err(TryLockError::Error(error)) => {
+                return Err(error).with_context(|| format!("cannot lock pid file {}", path.display()));
+            }
+        }
+        // The Go original does not lock its pid file: also refuse if it names a live delayer.
+        file.read_to_string(&mut recorded)
+            .with_context(|| format!("cannot read pid file {}", path.display()))?;
+        if let Ok(pid) = recorded.trim().parse::<u32>() {
+            if pid != std::process::id() && is_running_delayer(pid) {
+                bail!("Service is being executed, PID: {pid}");
+            }
+        }
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| writeln!(file, "{}", std::process::id()))
+            .and_then(|()| file.sync_all())
+            .with_context(|| format!("cannot write pid file {}", path.display()))?;
+        Ok(PidFile {
+            path: path.to_path_buf(),
+            _file: file,
+        })
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        // Removed while still locked, so no other instance can take it in between.
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+fn is_running_delayer(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|name| name.trim().starts_with("delayer"))
+}

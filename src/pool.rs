@@ -1,0 +1,103 @@
+//! The deadpool-redis pool built from `[redis]`, and Redis failures told in words a user understands.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use deadpool_redis::redis::{
+    self, AsyncConnectionConfig, ConnectionAddr, ErrorKind, IntoConnectionInfo, RedisConnectionInfo,
+};
+use deadpool_redis::{Manager, Pool, PoolError};
+
+use crate::config::RedisConfig;
+
+/// How long connecting may take before it counts as a failure.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a reply may take; bounds how long a stop waits for a hung Redis.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A pool of connections to the configured Redis (nothing is connected until first use).
+pub fn build(config: &RedisConfig) -> Result<Pool> {
+    let addr = if config.is_unix_socket() {
+        ConnectionAddr::Unix(config.host.clone().into())
+    } else {
+        ConnectionAddr::Tcp(config.host.clone(), config.port)
+    };
+    let mut settings = RedisConnectionInfo::default().set_db(config.database);
+    if let Some(password) = &config.password {
+        settings = settings.set_password(password);
+    }
+    let info = addr.into_connection_info()?.set_redis_settings(settings);
+    let connection = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT));
+    let manager = Manager::new_with_config(info, connection)?;
+    Pool::builder(manager)
+        .max_size(config.max_active)
+        .build()
+        .context("cannot build the Redis connection pool")
+}
+
+/// Closes connections past `idle_timeout` or `conn_max_lifetime`, and idle ones beyond `max_idle`.
+pub fn prune(pool: &Pool, config: &RedisConfig) {
+    let mut kept = 0;
+    pool.retain(|_, metrics| {
+        let fresh = config.idle_timeout.is_none_or(|limit| metrics.last_used() < limit)
+            && config.conn_max_lifetime.is_none_or(|limit| metrics.age() < limit);
+        kept += usize::from(fresh);
+        fresh && kept <= config.max_idle
+    });
+}
+
+/// Why talking to Redis failed, in the words of someone running the daemon.
+pub fn describe(error: &PoolError, config: &RedisConfig) -> String {
+    match error {
+        PoolError::Backend(error) => describe_redis(error, config),
+        other => format!("Redis at {}: {other}", config.address()),
+    }
+}
+
+/// Like [`describe`], for an error from a command.
+pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> String {
+    let address = config.address();
+    match failure_kind(error) {
+        Failure::Password => format!(
+            "Redis at {address} refused the password ([redis] password is {}): {error}",
+            if config.password.is_some() { "set" } else { "empty" }
+        ),
+        Failure::Database => format!(
+            "Redis at {address} has no database {} ([redis] database): {error}",
+            config.database
+        ),
+        Failure::Unreachable => format!("cannot reach Redis at {address}: {error}"),
+        Failure::Other => format!("Redis at {address} failed: {error}"),
+    }
+}
+
+/// True for failures that retrying cannot fix: the configured password or database is wrong.
+pub fn is_config_error(error: &redis::RedisError) -> bool {
+    matches!(failure_kind(error), Failure::Password | Failure::Database)
+}
+
+enum Failure {
+    Password,
+    Database,
+    Unreachable,
+    Other,
+}
+
+fn failure_kind(error: &redis::RedisError) -> Failure {
+    let text = error.to_string();
+    if error.kind() == ErrorKind::AuthenticationFailed
+        || ["NOAUTH", "WRONGPASS", "invalid password", "without any password"]
+            .iter()
+            .any(|marker| text.contains(marker))
+    {
+        Failure::Password
+    } else if text.contains("DB index") {
+        Failure::Database
+    } else if error.is_io_error() || error.is_timeout() || error.is_connection_dropped() {
+        Failure::Unreachable
+    } else {
+        Failure::Other
+    }
+}
