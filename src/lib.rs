@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 pub use config::Config;
+pub use deadpool_redis::redis;
 pub use mover::Mover;
 
 /// Runs the service until `shutdown` is cancelled: logs the start line, moves jobs as they fall

@@ -1,0 +1,143 @@
+//! push → due → pop with the PHP and Go clients' own command sequences, against the running service.
+
+mod support;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
+use delayer::redis::AsyncCommands;
+use support::legacy_client::{self, Message};
+use support::{RedisServer, spawn_service};
+
+fn message(id: &str, topic: &str, body: &str) -> Message {
+    Message {
+        id: id.to_string(),
+        topic: topic.to_string(),
+        body: body.to_string(),
+    }
+}
+
+fn now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
+}
+
+#[tokio::test]
+async fn pushed_jobs_arrive_once_intact_and_never_early() {
+    let server = RedisServer::start();
+    // A long interval: arriving well before it proves the loop wakes at the due time.
+    let (service, stop) = spawn_service(server.config("timer_interval = 10000"));
+    let mut client = server.connect().await;
+    let body = format!("{{\"order\": 42, \"note\": \"ünïcødé\", \"pad\": \"{}\"}}", "x".repeat(100_000));
+    let jobs = [
+        message("5d41402abc4b2a76b9719d911017c592", "order.close", &body),
+        message("7d793037a0760186574b0282f2f435e7", "order.close", "second"),
+        message("e4da3b7fbbce2345d7772b0674a318d5", "member.remind", "third"),
+    ];
+    let due = (legacy_client::now_seconds() + 1) as f64;
+    for job in &jobs {
+        legacy_client::push(&mut client, job, 1).await.unwrap();
+    }
+
+    for job in &jobs {
+        let popped = legacy_client::bpop(&mut client, &job.topic, 5).await.unwrap();
+        let arrived = now();
+        assert_eq!(popped.as_ref(), Some(job), "delivered intact");
+        assert!(arrived >= due, "early by {:.3}s", due - arrived);
+        assert!(arrived < due + 5.0, "late by {:.3}s", arrived - due);
+    }
+
+    for topic in ["order.close", "member.remind"] {
+        assert_eq!(legacy_client::pop(&mut client, topic).await.unwrap(), None, "delivered once");
+    }
+    let pool: i64 = client.zcard(JOB_POOL).await.unwrap();
+    let bucket_left: bool = client.exists(job_bucket(&jobs[0].id)).await.unwrap();
+    assert_eq!((pool, bucket_left), (0, false), "the pop deleted the bucket");
+    stop.cancel();
+    service.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn non_blocking_pop_finds_the_job_once_due() {
+    let server = RedisServer::start();
+    let (service, stop) = spawn_service(server.config("timer_interval = 200"));
+    let mut client = server.connect().await;
+    let job = message("a1", "t", "body");
+    legacy_client::push(&mut client, &job, 0).await.unwrap();
+
+    let popped = support::wait_for(Duration::from_secs(5), "pop to return the job", || {
+        let mut client = client.clone();
+        async move { legacy_client::pop(&mut client, "t").await.unwrap() }
+    })
+    .await;
+
+    assert_eq!(popped, job);
+    stop.cancel();
+    service.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_job_removed_before_it_is_due_is_never_delivered() {
+    let server = RedisServer::start();
+    let (service, stop) = spawn_service(server.config(""));
+    let mut client = server.connect().await;
+    let removed = message("removed", "t", "undo me");
+    let kept = message("kept", "t", "keep me");
+    legacy_client::push(&mut client, &removed, 1).await.unwrap();
+    legacy_client::push(&mut client, &kept, 2).await.unwrap();
+
+    assert!(legacy_client::remove(&mut client, &removed.id).await.unwrap());
+    // Jobs move in due order, so had `removed` been delivered it would come out first.
+    let first = legacy_client::bpop(&mut client, "t", 5).await.unwrap();
+
+    assert_eq!(first, Some(kept));
+    let left: i64 = client.llen(ready_queue("t")).await.unwrap();
+    let pool: i64 = client.zcard(JOB_POOL).await.unwrap();
+    assert_eq!((left, pool), (0, 0));
+    assert!(!legacy_client::remove(&mut client, &removed.id).await.unwrap(), "already gone");
+    stop.cancel();
+    service.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn an_earlier_job_added_while_sleeping_towards_a_later_one_is_found() {
+    let server = RedisServer::start();
+    let (service, stop) = spawn_service(server.config("timer_interval = 1000"));
+    let mut client = server.connect().await;
+    legacy_client::push(&mut client, &message("later", "t", "b"), 3600).await.unwrap();
+    // Let the loop see only the far job and go to sleep towards it.
+    support::wait_for(Duration::from_secs(5), "the loop to look at the pool", || {
+        let mut client = client.clone();
+        async move {
+            let stats: String =
+                delayer::redis::cmd("INFO").arg("commandstats").query_async(&mut client).await.unwrap();
+            stats.contains("cmdstat_eval").then_some(())
+        }
+    })
+    .await;
+
+    legacy_client::push(&mut client, &message("sooner", "t", "b"), 0).await.unwrap();
+
+    let popped = legacy_client::bpop(&mut client, "t", 3).await.unwrap();
+    assert_eq!(popped.map(|message| message.id), Some("sooner".to_string()));
+    stop.cancel();
+    service.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn php_client_with_password_and_database() {
+    let server = RedisServer::start_with(&["--requirepass", "s3cret;#x"]);
+    let config = format!("{}password = s3cret;#x   ; a comment\ndatabase = 3\n", server.config_text(""));
+    let config = delayer::Config::parse(&config, std::path::Path::new("test.conf")).unwrap();
+    let (service, stop) = spawn_service(config);
+    let mut php = legacy_client::php_connect(&server.socket(), "s3cret;#x", 3).await;
+    let job = message("php-1", "mail", "hello");
+
+    legacy_client::push(&mut php, &job, 0).await.unwrap();
+
+    assert_eq!(legacy_client::bpop(&mut php, "mail", 5).await.unwrap(), Some(job));
+    let mut database_zero = legacy_client::php_connect(&server.socket(), "s3cret;#x", 0).await;
+    let keys: Vec<String> = database_zero.keys("*").await.unwrap();
+    assert!(keys.is_empty(), "database 0 untouched: {keys:?}");
+    stop.cancel();
+    service.await.unwrap().unwrap();
+}

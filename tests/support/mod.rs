@@ -1,0 +1,242 @@
+//! Test harness: a throwaway redis-server per test, the daemon as a process, and polling helpers.
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+pub mod legacy_client;
+
+use std::future::Future;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use delayer::Config;
+use delayer::redis::aio::MultiplexedConnection;
+use delayer::redis::{self, AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo};
+use tempfile::TempDir;
+
+/// A redis-server of our own on a unix socket in a temporary directory, killed on drop.
+pub struct RedisServer {
+    dir: TempDir,
+    extra_args: Vec<String>,
+    process: Option<Child>,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// Starts one with extra `redis-server` arguments, e.g. `["--requirepass", "x"]`.
+    pub fn start_with(extra_args: &[&str]) -> RedisServer {
+        let mut server = RedisServer {
+            dir: tempfile::tempdir().expect("temporary directory"),
+            extra_args: extra_args.iter().map(|arg| arg.to_string()).collect(),
+            process: None,
+        };
+        server.launch();
+        server
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("redis.sock")
+    }
+
+    /// A directory for the test's own files (configs, logs), removed with the server.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn launch(&mut self) {
+        let socket = self.socket();
+        let process = Command::new("redis-server")
+            .args(["--port", "0", "--unixsocket"])
+            .arg(&socket)
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(self.dir.path())
+            .args(&self.extra_args)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!(
+                    "cannot start redis-server ({error}): install it (e.g. `apt-get install \
+                     redis-server`) or run the tests with scripts/test, which does"
+                )
+            });
+        self.process = Some(process);
+        wait_until_sync(Duration::from_secs(10), "redis-server answers PING", || {
+            ping(&socket)
+        });
+    }
+
+    /// Stops the server, saving its data to disk first when `save` is set.
+    pub fn stop(&mut self, save: bool) {
+        let mut process = self.process.take().expect("server is running");
+        if save {
+            let mut stream = UnixStream::connect(self.socket()).expect("connect to save");
+            stream.write_all(b"SHUTDOWN SAVE\r\n").unwrap();
+            process.wait().unwrap();
+        } else {
+            process.kill().ok();
+            process.wait().ok();
+        }
+        std::fs::remove_file(self.socket()).ok();
+    }
+
+    /// Starts the server again on the same socket, loading what `stop(true)` saved.
+    pub fn restart(&mut self) {
+        self.launch();
+    }
+
+    /// A connection that waits as long as a blocking command needs.
+    pub async fn connect(&self) -> MultiplexedConnection {
+        let info = ConnectionAddr::Unix(self.socket()).into_connection_info().unwrap();
+        redis::Client::open(info)
+            .unwrap()
+            .get_multiplexed_async_connection_with_config(
+                &AsyncConnectionConfig::new().set_response_timeout(None),
+            )
+            .await
+            .expect("connect to test redis")
+    }
+
+    /// The text of a `delayer.conf` for this server; `extra` lines are added to `[delayer]`.
+    pub fn config_text(&self, extra: &str) -> String {
+        format!(
+            "[delayer]\ntimer_interval = 1000\n{extra}\n[redis]\nhost = {}\n",
+            self.socket().display()
+        )
+    }
+
+    /// A parsed configuration for this server (logs to stdout, no pid file).
+    pub fn config(&self, extra: &str) -> Config {
+        Config::parse(&self.config_text(extra), Path::new("test.conf")).expect("valid test config")
+    }
+
+    /// Writes `text` to a file in the test directory and returns its path.
+    pub fn write_file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill().ok();
+            process.wait().ok();
+        }
+    }
+}
+
+fn ping(socket: &Path) -> bool {
+    let Ok(mut stream) = UnixStream::connect(socket) else {
+        return false;
+    };
+    let mut reply = String::new();
+    stream.write_all(b"PING\r\n").is_ok()
+        && BufReader::new(stream).read_line(&mut reply).is_ok()
+        && (reply.starts_with("+PONG") || reply.starts_with("-NOAUTH"))
+}
+
+/// Polls `poll` every few milliseconds until it returns something; panics naming `what` after
+/// `timeout`.
+pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, mut poll: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(found) = poll().await {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Like [`wait_for`], for a condition checked outside a runtime.
+pub fn wait_until_sync(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting until {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The `delayer` binary running as a child process; killed on drop if still running.
+pub struct Daemon {
+    pub process: Child,
+}
+
+impl Daemon {
+    pub fn start(config: &Path) -> Daemon {
+        Daemon {
+            process: delayer_command()
+                .arg("-c")
+                .arg(config)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start delayer"),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
+    pub fn signal(&self, name: &str) {
+        send_signal(self.pid(), name);
+    }
+
+    /// Waits for the process to exit; panics if it takes longer than `timeout`.
+    pub fn wait(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.process.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "delayer did not exit within {timeout:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.process.kill().ok();
+        self.process.wait().ok();
+    }
+}
+
+/// `delayer` with no arguments yet.
+pub fn delayer_command() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_delayer"))
+}
+
+pub fn send_signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{name} {pid} failed");
+}
+
+/// A file's text, or "" while it does not exist yet.
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// The service running in this test's runtime until the returned token is cancelled.
+pub fn spawn_service(
+    config: Config,
+) -> (tokio::task::JoinHandle<anyhow::Result<()>>, tokio_util::sync::CancellationToken) {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let token = stop.clone();
+    let handle = tokio::spawn(async move { delayer::run(&config, token).await });
+    (handle, stop)
+}
