@@ -240,3 +240,35 @@ pub fn spawn_service(
     let handle = tokio::spawn(async move { delayer::run(&config, token).await });
     (handle, stop)
 }
+
+/// Where a daemon started with [`RedisServer::daemon_config`] writes its logs.
+pub struct Logs {
+    pub access: PathBuf,
+    pub error: PathBuf,
+}
+
+impl Logs {
+    /// Polls until the access or error log contains `text`.
+    pub fn wait_for_line(&self, text: &str) {
+        wait_until_sync(Duration::from_secs(10), &format!("a log line with {text:?}"), || {
+            read(&self.access).contains(text) || read(&self.error).contains(text)
+        });
+    }
+}
+
+impl RedisServer {
+    /// Writes `<name>.conf` for a daemon process logging to `<name>/access.log` and
+    /// `<name>/error.log`; `extra` lines go into `[delayer]`.
+    pub fn daemon_config(&self, name: &str, extra: &str) -> (PathBuf, Logs) {
+        let logs = Logs {
+            access: self.dir().join(name).join("access.log"),
+            error: self.dir().join(name).join("error.log"),
+        };
+        let extra = format!(
+            "access_log = {}\nerror_log = {}\n{extra}",
+            logs.access.display(),
+            logs.error.display()
+        );
+        (self.write_file(&format!("{name}.conf"), &self.config_text(&extra)), logs)
+    }
+}

@@ -1,0 +1,389 @@
+//! The `delayer` binary as a user runs it: several instances, signals, Redis outages, pid file,
+//! and bad input.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
+use delayer::redis::aio::MultiplexedConnection;
+use delayer::redis::{self, AsyncCommands};
+use support::{Daemon, RedisServer, delayer_command, read, wait_until_sync};
+
+/// Adds `count` jobs due `seconds_ago`, spread over `topics`; returns their ids.
+async fn fill_backlog(redis: &mut MultiplexedConnection, count: usize, topics: &[&str]) -> Vec<String> {
+    let due = legacy_due_seconds() - 10;
+    let ids: Vec<String> = (0..count).map(|index| format!("job-{index:07}")).collect();
+    for chunk in ids.chunks(10_000) {
+        let mut pipe = redis::pipe();
+        for id in chunk {
+            let index: usize = id[4..].parse().unwrap();
+            pipe.hset_multiple(job_bucket(id), &[("topic", topics[index % topics.len()]), ("body", "b")])
+                .ignore()
+                .zadd(JOB_POOL, id, due)
+                .ignore();
+        }
+        pipe.query_async::<()>(redis).await.unwrap();
+    }
+    ids
+}
+
+fn legacy_due_seconds() -> i64 {
+    support::legacy_client::now_seconds()
+}
+
+/// How many times each id sits in the ready lists of `topics`.
+async fn delivered(redis: &mut MultiplexedConnection, topics: &[&str]) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for topic in topics {
+        let ids: Vec<String> = redis.lrange(ready_queue(topic), 0, -1).await.unwrap();
+        for id in ids {
+            *counts.entry(id).or_default() += 1;
+        }
+    }
+    counts
+}
+
+async fn pool_size(redis: &mut MultiplexedConnection) -> usize {
+    redis.zcard(JOB_POOL).await.unwrap()
+}
+
+fn assert_exactly_once(counts: &HashMap<String, usize>, ids: &[String]) {
+    let duplicated: Vec<_> = counts.iter().filter(|(_, count)| **count > 1).take(5).collect();
+    assert!(duplicated.is_empty(), "duplicates, e.g. {duplicated:?}");
+    let missing: Vec<_> = ids.iter().filter(|id| !counts.contains_key(*id)).take(5).collect();
+    assert!(missing.is_empty(), "missing, e.g. {missing:?}");
+    assert_eq!(counts.len(), ids.len(), "nothing else was delivered");
+}
+
+#[tokio::test]
+async fn three_daemons_deliver_a_backlog_exactly_once() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let topics = ["a", "b", "c", "d", "e"];
+    let ids = fill_backlog(&mut redis, 50_000, &topics).await;
+    let mut daemons: Vec<_> = ["one", "two", "three"]
+        .iter()
+        .map(|name| {
+            // Small batches make the three interleave many times over the backlog.
+            let (config, _) = server.daemon_config(name, "batch_size = 100");
+            Daemon::start(&config)
+        })
+        .collect();
+
+    support::wait_for(Duration::from_secs(60), "the pool to drain", || {
+        let mut redis = redis.clone();
+        async move { (pool_size(&mut redis).await == 0).then_some(()) }
+    })
+    .await;
+
+    assert_exactly_once(&delivered(&mut redis, &topics).await, &ids);
+    for daemon in &mut daemons {
+        daemon.signal("TERM");
+        assert!(daemon.wait(Duration::from_secs(5)).success());
+    }
+}
+
+#[tokio::test]
+async fn sigterm_mid_drain_stops_within_two_seconds_and_loses_nothing() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let topics = ["t"];
+    let ids = fill_backlog(&mut redis, 300_000, &topics).await;
+    let pid_file = server.dir().join("run/delayer.pid");
+    let (config, logs) = server.daemon_config(
+        "daemon",
+        &format!("batch_size = 50\npid = {}", pid_file.display()),
+    );
+    let mut daemon = Daemon::start(&config);
+    logs.wait_for_line("Job is ready, Topic: t, IDs: [job-0000000,");
+
+    daemon.signal("TERM");
+    let signalled = Instant::now();
+    let status = daemon.wait(Duration::from_secs(2));
+    let stopped_after = signalled.elapsed();
+
+    assert!(status.success(), "exit status {status:?}, stderr: {:?}", daemon.process.stderr);
+    let left = pool_size(&mut redis).await;
+    assert!(left > 0, "the backlog drained before the signal: the test proves nothing");
+    let counts = delivered(&mut redis, &topics).await;
+    assert_eq!(counts.len() + left, ids.len(), "every job is either moved or still waiting");
+    assert!(counts.values().all(|count| *count == 1), "no duplicates");
+    let waiting: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
+    assert!(waiting.iter().all(|id| !counts.contains_key(id)), "no job is both moved and waiting");
+    assert!(read(&logs.access).contains(&format!("Service stopped successfully, PID: {}", daemon.pid())));
+    assert!(!pid_file.exists(), "pid file removed");
+    eprintln!("stopped {stopped_after:?} after SIGTERM with {left} jobs still waiting");
+}
+
+#[tokio::test]
+async fn every_stop_signal_stops_gracefully() {
+    let server = RedisServer::start();
+    for signal in ["INT", "QUIT", "HUP", "TERM"] {
+        let (config, logs) = server.daemon_config(signal, "");
+        let mut daemon = Daemon::start(&config);
+        logs.wait_for_line("Service started successfully");
+
+        daemon.signal(signal);
+
+        assert!(daemon.wait(Duration::from_secs(2)).success(), "SIG{signal}");
+        assert!(read(&logs.access).contains("Service stopped successfully"), "SIG{signal}");
+    }
+}
+
+#[tokio::test]
+async fn logs_have_the_original_shape() {
+    let server = RedisServer::start();
+    let (config, logs) = server.daemon_config("daemon", "");
+    let mut daemon = Daemon::start(&config);
+    let mut redis = server.connect().await;
+    let _: () = redis.zadd(JOB_POOL, "orphan-1", 1).await.unwrap();
+    support::legacy_client::push(
+        &mut redis,
+        &support::legacy_client::Message {
+            id: "id-1".into(),
+            topic: "mail".into(),
+            body: "b".into(),
+        },
+        0,
+    )
+    .await
+    .unwrap();
+    logs.wait_for_line("Job is ready, Topic: mail, IDs: [id-1]");
+    logs.wait_for_line("orphan-1");
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(2)).success());
+
+    let access = read(&logs.access);
+    let pid = daemon.pid();
+    let lines: Vec<&str> = access.lines().collect();
+    assert_eq!(lines.first().map(|line| &line[27..]), Some(&*format!("Service started successfully, PID: {pid}")));
+    assert_eq!(lines.last().map(|line| &line[27..]), Some(&*format!("Service stopped successfully, PID: {pid}")));
+    for line in &lines {
+        assert!(is_legacy_line(line, "info"), "{line:?}");
+    }
+    let error = read(&logs.error);
+    assert!(error.lines().all(|line| is_legacy_line(line, "warning")), "{error}");
+    assert!(error.contains("IDs: [orphan-1]"), "{error}");
+}
+
+/// `[info] 2018/10/21 11:24:24 message`
+fn is_legacy_line(line: &str, level: &str) -> bool {
+    let Some(rest) = line.strip_prefix(&format!("[{level}] ")) else {
+        return false;
+    };
+    let stamp = rest.as_bytes();
+    stamp.len() > 20
+        && stamp[..19].iter().enumerate().all(|(index, byte)| match index {
+            4 | 7 => *byte == b'/',
+            10 => *byte == b' ',
+            13 | 16 => *byte == b':',
+            _ => byte.is_ascii_digit(),
+        })
+        && stamp[19] == b' '
+}
+
+#[tokio::test]
+async fn survives_a_redis_restart_and_moves_what_fell_due_meanwhile() {
+    let mut server = RedisServer::start();
+    let (config, logs) = server.daemon_config("daemon", "timer_interval = 1000");
+    let mut daemon = Daemon::start(&config);
+    logs.wait_for_line("Service started successfully");
+    let mut redis = server.connect().await;
+    let due = legacy_due_seconds() + 2;
+    let _: () = redis.hset(job_bucket("during-outage"), "topic", "t").await.unwrap();
+    let _: () = redis.zadd(JOB_POOL, "during-outage", due).await.unwrap();
+
+    server.stop(true);
+    logs.wait_for_line("cannot reach Redis at");
+    wait_until_sync(Duration::from_secs(5), "the job to fall due", || legacy_due_seconds() > due);
+    server.restart();
+    let restarted = Instant::now();
+    let mut redis = server.connect().await;
+
+    let moved: Vec<String> = support::wait_for(Duration::from_secs(5), "the job to move", || {
+        let mut redis = redis.clone();
+        async move {
+            let ids: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
+            (!ids.is_empty()).then_some(ids)
+        }
+    })
+    .await;
+    let after = restarted.elapsed();
+
+    assert_eq!(moved, ["during-outage"]);
+    assert_eq!(pool_size(&mut redis).await, 0);
+    logs.wait_for_line("redis is reachable again");
+    let outage_lines = read(&logs.error).matches("cannot reach Redis at").count();
+    assert_eq!(outage_lines, 1, "the outage is logged once:\n{}", read(&logs.error));
+    assert!(read(&logs.error).contains(&server.socket().display().to_string()), "names the address");
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(2)).success());
+    eprintln!("moved {after:?} after Redis came back");
+}
+
+#[tokio::test]
+async fn starts_while_redis_is_down_and_works_once_it_is_up() {
+    let mut server = RedisServer::start();
+    server.stop(false);
+    let (config, logs) = server.daemon_config("daemon", "");
+    let mut daemon = Daemon::start(&config);
+    logs.wait_for_line("Service started successfully");
+    logs.wait_for_line("cannot reach Redis at");
+
+    server.restart();
+    let mut redis = server.connect().await;
+    let _: () = redis.hset(job_bucket("j"), "topic", "t").await.unwrap();
+    let _: () = redis.zadd(JOB_POOL, "j", 1).await.unwrap();
+
+    support::wait_for(Duration::from_secs(5), "the job to move", || {
+        let mut redis = redis.clone();
+        async move { (pool_size(&mut redis).await == 0).then_some(()) }
+    })
+    .await;
+    let ready: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
+    assert_eq!(ready, ["j"]);
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(2)).success());
+}
+
+#[test]
+fn a_second_instance_with_the_same_pid_file_is_refused() {
+    let server = RedisServer::start();
+    let pid_file = server.dir().join("delayer.pid");
+    let (config, logs) = server.daemon_config("first", &format!("pid = {}", pid_file.display()));
+    let mut first = Daemon::start(&config);
+    logs.wait_for_line("Service started successfully");
+    assert_eq!(read(&pid_file).trim(), first.pid().to_string());
+
+    let second = delayer_command().arg("-c").arg(&config).output().unwrap();
+
+    assert!(!second.status.success());
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains(&format!("ERROR: Service is being executed, PID: {}", first.pid())),
+        "{stderr}"
+    );
+    assert!(first.process.try_wait().unwrap().is_none(), "the first one is untouched");
+    assert_eq!(read(&pid_file).trim(), first.pid().to_string());
+    first.signal("TERM");
+    assert!(first.wait(Duration::from_secs(2)).success());
+    assert!(!pid_file.exists());
+}
+
+#[test]
+fn an_unlocked_pid_file_naming_a_live_delayer_is_refused_and_a_stale_one_is_taken() {
+    // The Go original writes its pid file without a lock: the pid it names must still count.
+    let server = RedisServer::start();
+    let (unlocked, logs) = server.daemon_config("unlocked", "");
+    let mut running = Daemon::start(&unlocked);
+    logs.wait_for_line("Service started successfully");
+    let pid_file = server.write_file("legacy.pid", &format!("{}\n", running.pid()));
+    let (config, second_logs) = server.daemon_config("second", &format!("pid = {}", pid_file.display()));
+
+    let refused = delayer_command().arg("-c").arg(&config).output().unwrap();
+
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains(&format!("PID: {}", running.pid())));
+    running.signal("TERM");
+    assert!(running.wait(Duration::from_secs(2)).success());
+
+    // Now the pid it names is gone: the file is stale and is taken over.
+    let mut taker = Daemon::start(&config);
+    second_logs.wait_for_line("Service started successfully");
+    assert_eq!(read(&pid_file).trim(), taker.pid().to_string());
+    taker.signal("TERM");
+    assert!(taker.wait(Duration::from_secs(2)).success());
+}
+
+fn failed_start(args: &[&std::ffi::OsStr], cwd: &std::path::Path) -> String {
+    let output = delayer_command().args(args).current_dir(cwd).output().unwrap();
+    assert!(!output.status.success(), "should fail: {args:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn bad_config_values_are_refused_naming_file_section_key_and_value() {
+    let server = RedisServer::start();
+    let config = server.write_file("bad.conf", "[delayer]\ntimer_interval = 1000\n[redis]\nport = 63 79   ; typo\n");
+
+    let stderr = failed_start(&["-c".as_ref(), config.as_os_str()], server.dir());
+
+    assert!(stderr.contains(&config.display().to_string()), "{stderr}");
+    assert!(stderr.contains("[redis] port = \"63 79\""), "{stderr}");
+}
+
+#[test]
+fn a_missing_config_file_is_named() {
+    let server = RedisServer::start();
+    let missing = server.dir().join("nope.conf");
+
+    let stderr = failed_start(&["-c".as_ref(), missing.as_os_str()], server.dir());
+
+    assert!(stderr.contains("cannot read configuration file"), "{stderr}");
+    assert!(stderr.contains(&missing.display().to_string()), "{stderr}");
+}
+
+#[test]
+fn without_c_the_search_paths_are_tried_and_named() {
+    let empty = tempfile::tempdir().unwrap();
+    if std::path::Path::new(delayer::config::SEARCH_PATHS[1]).exists() {
+        return; // this machine has a system-wide config: the search would succeed
+    }
+
+    let stderr = failed_start(&[], empty.path());
+
+    for path in delayer::config::SEARCH_PATHS {
+        assert!(stderr.contains(path), "{stderr}");
+    }
+    let help = delayer_command().arg("-h").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("./delayer.conf") && help.contains("/etc/delayer/delayer.conf"), "{help}");
+}
+
+#[test]
+fn an_unwritable_log_path_is_a_start_up_error() {
+    let server = RedisServer::start();
+    let blocker = server.write_file("not-a-directory", "");
+    let config = server.write_file(
+        "log.conf",
+        &server.config_text(&format!("access_log = {}/access.log", blocker.display())),
+    );
+
+    let stderr = failed_start(&["-c".as_ref(), config.as_os_str()], server.dir());
+
+    assert!(stderr.contains("cannot create log directory"), "{stderr}");
+    assert!(stderr.contains(&blocker.display().to_string()), "{stderr}");
+}
+
+#[test]
+fn a_wrong_password_or_database_is_told_in_plain_words() {
+    let server = RedisServer::start_with(&["--requirepass", "right", "--databases", "4"]);
+    let cases = [
+        ("password = wrong\n", "refused the password ([redis] password is set)"),
+        ("", "refused the password ([redis] password is empty)"),
+        ("password = right\ndatabase = 9\n", "has no database 9 ([redis] database)"),
+    ];
+    for (index, (redis_lines, expected)) in cases.iter().enumerate() {
+        let text = format!("{}{redis_lines}", server.config_text(""));
+        let config = server.write_file(&format!("auth{index}.conf"), &text);
+
+        let stderr = failed_start(&["-c".as_ref(), config.as_os_str()], server.dir());
+
+        assert!(stderr.contains(expected), "{redis_lines:?}: {stderr}");
+        assert!(stderr.contains(&server.socket().display().to_string()), "names the address: {stderr}");
+    }
+}
+
+#[test]
+fn version_and_help() {
+    let version = delayer_command().arg("-v").output().unwrap();
+    assert!(version.status.success());
+    assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
+    let help = delayer_command().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for flag in ["-c, --configuration", "-d, --daemon", "-h, --help", "-v, --version"] {
+        assert!(help.contains(flag), "{flag} in {help}");
+    }
+}
