@@ -29,7 +29,13 @@ const MAX_BATCH_SIZE: usize = 100_000;
 const KNOWN_KEYS: [(&str, &[&str]); 2] = [
     (
         "delayer",
-        &["pid", "timer_interval", "access_log", "error_log", "batch_size"],
+        &[
+            "pid",
+            "timer_interval",
+            "access_log",
+            "error_log",
+            "batch_size",
+        ],
     ),
     (
         "redis",
@@ -133,12 +139,20 @@ impl Config {
         let ini = Ini::load_from_str_opt(text, options)
             .with_context(|| format!("{}: not a valid INI file", file.display()))?;
         let file = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
-        let values = Values { file: &file, ini: &ini };
+        let values = Values {
+            file: &file,
+            ini: &ini,
+        };
 
         let redis = RedisConfig {
             host: values.string("redis", "host", DEFAULT_HOST)?,
             port: values.number("redis", "port", DEFAULT_PORT, 1..=u16::MAX)?,
-            database: values.number("redis", "database", DEFAULT_DATABASE, 0..=i64::from(i32::MAX))?,
+            database: values.number(
+                "redis",
+                "database",
+                DEFAULT_DATABASE,
+                0..=i64::from(i32::MAX),
+            )?,
             password: values.get("redis", "password").filter(|p| !p.is_empty()),
             max_idle: values.number("redis", "max_idle", DEFAULT_MAX_IDLE, 0..=100_000)?,
             max_active: values.number("redis", "max_active", DEFAULT_MAX_ACTIVE, 1..=100_000)?,
@@ -160,7 +174,12 @@ impl Config {
             timer_interval: Duration::from_millis(timer_interval_ms),
             access_log: values.path("delayer", "access_log")?,
             error_log: values.path("delayer", "error_log")?,
-            batch_size: values.number("delayer", "batch_size", DEFAULT_BATCH_SIZE, 1..=MAX_BATCH_SIZE)?,
+            batch_size: values.number(
+                "delayer",
+                "batch_size",
+                DEFAULT_BATCH_SIZE,
+                1..=MAX_BATCH_SIZE,
+            )?,
             redis,
             warnings: values.unknown_entries(),
             file,
@@ -187,7 +206,9 @@ impl Values<'_> {
     }
 
     fn string(&self, section: &str, key: &str, default: &str) -> Result<String> {
-        Ok(self.get(section, key).unwrap_or_else(|| default.to_string()))
+        Ok(self
+            .get(section, key)
+            .unwrap_or_else(|| default.to_string()))
     }
 
     fn number<T>(&self, section: &str, key: &str, default: T, range: RangeInclusive<T>) -> Result<T>
@@ -220,7 +241,10 @@ impl Values<'_> {
             return Ok(None);
         };
         let path = std::path::absolute(&raw).with_context(|| {
-            format!("{}: [{section}] {key} = {raw:?}: not a usable path", self.file.display())
+            format!(
+                "{}: [{section}] {key} = {raw:?}: not a usable path",
+                self.file.display()
+            )
         })?;
         Ok(Some(path))
     }
@@ -243,7 +267,11 @@ impl Values<'_> {
                 (None, None) => warnings.push(format!(
                     "{}: keys outside any section, ignored: {}",
                     self.file.display(),
-                    properties.iter().map(|(key, _)| key).collect::<Vec<_>>().join(", ")
+                    properties
+                        .iter()
+                        .map(|(key, _)| key)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )),
                 (Some(name), None) => warnings.push(format!(
                     "{}: unknown section [{name}], ignored",
@@ -282,7 +310,10 @@ mod tests {
         assert_eq!(redis.host, "127.0.0.1");
         assert_eq!(redis.port, 6379);
         assert_eq!(redis.database, 0);
-        assert_eq!(redis.password, None, "an empty value followed by a comment is empty");
+        assert_eq!(
+            redis.password, None,
+            "an empty value followed by a comment is empty"
+        );
         assert_eq!((redis.max_idle, redis.max_active), (2, 20));
         assert_eq!(redis.idle_timeout, Some(Duration::from_secs(3600)));
         assert_eq!(redis.conn_max_lifetime, Some(Duration::from_secs(3600)));
@@ -303,7 +334,10 @@ mod tests {
         let config = parse("").unwrap();
         assert_eq!(config.pid, None);
         assert_eq!(config.access_log, None);
-        assert_eq!(config.timer_interval, Duration::from_millis(DEFAULT_TIMER_INTERVAL_MS));
+        assert_eq!(
+            config.timer_interval,
+            Duration::from_millis(DEFAULT_TIMER_INTERVAL_MS)
+        );
         assert_eq!(config.redis.address(), "127.0.0.1:6379");
         assert_eq!(config.redis.max_active, DEFAULT_MAX_ACTIVE);
     }
@@ -336,15 +370,33 @@ mod tests {
             ("[redis]\ndatabase = -1\n", "[redis] database = \"-1\""),
             ("[redis]\nmax_active = 0\n", "[redis] max_active = \"0\""),
             ("[redis]\nmax_idle = two\n", "[redis] max_idle = \"two\""),
-            ("[redis]\nidle_timeout = 1.5\n", "[redis] idle_timeout = \"1.5\""),
-            ("[redis]\nconn_max_lifetime = -3\n", "[redis] conn_max_lifetime"),
-            ("[delayer]\ntimer_interval = 0  ; ms\n", "[delayer] timer_interval = \"0\""),
-            ("[delayer]\ntimer_interval = 1s\n", "[delayer] timer_interval = \"1s\""),
-            ("[delayer]\nbatch_size = 1000000\n", "[delayer] batch_size = \"1000000\""),
+            (
+                "[redis]\nidle_timeout = 1.5\n",
+                "[redis] idle_timeout = \"1.5\"",
+            ),
+            (
+                "[redis]\nconn_max_lifetime = -3\n",
+                "[redis] conn_max_lifetime",
+            ),
+            (
+                "[delayer]\ntimer_interval = 0  ; ms\n",
+                "[delayer] timer_interval = \"0\"",
+            ),
+            (
+                "[delayer]\ntimer_interval = 1s\n",
+                "[delayer] timer_interval = \"1s\"",
+            ),
+            (
+                "[delayer]\nbatch_size = 1000000\n",
+                "[delayer] batch_size = \"1000000\"",
+            ),
         ];
         for (text, expected) in cases {
             let message = error_of(text);
-            assert!(message.starts_with("test.conf: ") || message.contains("/test.conf: "), "{message}");
+            assert!(
+                message.starts_with("test.conf: ") || message.contains("/test.conf: "),
+                "{message}"
+            );
             assert!(message.contains(expected), "{text:?} gave {message}");
         }
     }
@@ -354,14 +406,23 @@ mod tests {
         let text = "stray = 1\n[delayer]\ntimer_intervall = 5\n[redsi]\nhost = x\n";
         let config = parse(text).unwrap();
         let warnings = config.warnings.join("\n");
-        assert!(warnings.contains("unknown key [delayer] timer_intervall"), "{warnings}");
+        assert!(
+            warnings.contains("unknown key [delayer] timer_intervall"),
+            "{warnings}"
+        );
         assert!(warnings.contains("unknown section [redsi]"), "{warnings}");
-        assert!(warnings.contains("keys outside any section, ignored: stray"), "{warnings}");
+        assert!(
+            warnings.contains("keys outside any section, ignored: stray"),
+            "{warnings}"
+        );
     }
 
     #[test]
     fn a_missing_file_is_named() {
-        let message = format!("{:#}", Config::load(Path::new("/nonexistent/d.conf")).unwrap_err());
+        let message = format!(
+            "{:#}",
+            Config::load(Path::new("/nonexistent/d.conf")).unwrap_err()
+        );
         assert!(message.contains("/nonexistent/d.conf"), "{message}");
     }
 }

@@ -53,8 +53,9 @@ fn open(path: Option<&Path>, guards: &mut Vec<WorkerGuard>) -> Result<NonBlockin
         None => builder.finish(std::io::stdout()),
         Some(path) => {
             if let Some(directory) = path.parent() {
-                fs::create_dir_all(directory)
-                    .with_context(|| format!("cannot create log directory {}", directory.display()))?;
+                fs::create_dir_all(directory).with_context(|| {
+                    format!("cannot create log directory {}", directory.display())
+                })?;
             }
             let file = OpenOptions::new()
                 .create(true)
@@ -76,7 +77,12 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
 {
-    fn format_event(&self, context: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+    fn format_event(
+        &self,
+        context: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
         let level = match *event.metadata().level() {
             Level::ERROR => "error",
             Level::WARN => "warning",
@@ -84,8 +90,14 @@ where
             Level::DEBUG => "debug",
             Level::TRACE => "trace",
         };
-        write!(writer, "[{level}] {} ", chrono::Local::now().format("%Y/%m/%d %H:%M:%S"))?;
-        context.field_format().format_fields(writer.by_ref(), event)?;
+        write!(
+            writer,
+            "[{level}] {} ",
+            chrono::Local::now().format("%Y/%m/%d %H:%M:%S")
+        )?;
+        context
+            .field_format()
+            .format_fields(writer.by_ref(), event)?;
         writeln!(writer)
     }
 }

@@ -48,15 +48,22 @@ fn main() -> ExitCode {
 fn serve(args: &Args) -> Result<()> {
     let config = Config::load(&config::locate(args.configuration.as_deref())?)?;
     let _pid_file = config.pid.as_deref().map(PidFile::acquire).transpose()?;
-    println!("{BANNER}\nService:\t\tdelayer\nVersion:\t\t{}", env!("CARGO_PKG_VERSION"));
+    println!(
+        "{BANNER}\nService:\t\tdelayer\nVersion:\t\t{}",
+        env!("CARGO_PKG_VERSION")
+    );
     // Dropped last: the stop line must reach the log.
     let _logs = logging::init(&config)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async {
+    let result = runtime.block_on(async {
         let shutdown = signals::stop_token()?;
         delayer::run(&config, shutdown).await
-    })
+    });
+    if let Err(error) = &result {
+        tracing::error!("{error:#}");
+    }
+    result
 }

@@ -72,7 +72,9 @@ impl Mover {
             Err(_) => return Ok(()),
         };
         match reply {
-            Err(error) if pool::is_config_error(&error) => bail!(pool::describe_redis(&error, &self.redis)),
+            Err(error) if pool::is_config_error(&error) => {
+                bail!(pool::describe_redis(&error, &self.redis))
+            }
             _ => Ok(()),
         }
     }
@@ -191,7 +193,12 @@ pub fn unix_now() -> f64 {
 
 /// Reads the script's reply (see the header of `move_due.lua`).
 fn parse_reply(reply: Value) -> RedisResult<Batch> {
-    let malformed = || redis::RedisError::from((ErrorKind::UnexpectedReturnType, "malformed move script reply"));
+    let malformed = || {
+        redis::RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "malformed move script reply",
+        ))
+    };
     let Value::Array(items) = reply else {
         return Err(malformed());
     };
@@ -209,7 +216,10 @@ fn parse_reply(reply: Value) -> RedisResult<Batch> {
         moved: Vec::new(),
     };
     while let (Some(topic), Some(ids)) = (items.next(), items.next()) {
-        batch.moved.push((text(topic).ok_or_else(malformed)?, texts(ids).ok_or_else(malformed)?));
+        batch.moved.push((
+            text(topic).ok_or_else(malformed)?,
+            texts(ids).ok_or_else(malformed)?,
+        ));
     }
     Ok(batch)
 }

@@ -19,8 +19,9 @@ impl PidFile {
     /// delayer holds it.
     pub fn acquire(path: &Path) -> Result<PidFile> {
         if let Some(directory) = path.parent() {
-            fs::create_dir_all(directory)
-                .with_context(|| format!("cannot create pid file directory {}", directory.display()))?;
+            fs::create_dir_all(directory).with_context(|| {
+                format!("cannot create pid file directory {}", directory.display())
+            })?;
         }
         let mut file = OpenOptions::new()
             .read(true)
@@ -37,16 +38,18 @@ impl PidFile {
                 bail!("Service is being executed, PID: {}", recorded.trim());
             }
             Err(TryLockError::Error(error)) => {
-                return Err(error).with_context(|| format!("cannot lock pid file {}", path.display()));
+                return Err(error)
+                    .with_context(|| format!("cannot lock pid file {}", path.display()));
             }
         }
         // The Go original does not lock its pid file: also refuse if it names a live delayer.
         file.read_to_string(&mut recorded)
             .with_context(|| format!("cannot read pid file {}", path.display()))?;
-        if let Ok(pid) = recorded.trim().parse::<u32>() {
-            if pid != std::process::id() && is_running_delayer(pid) {
-                bail!("Service is being executed, PID: {pid}");
-            }
+        if let Ok(pid) = recorded.trim().parse::<u32>()
+            && pid != std::process::id()
+            && is_running_delayer(pid)
+        {
+            bail!("Service is being executed, PID: {pid}");
         }
         file.set_len(0)
             .and_then(|()| file.rewind())
@@ -68,5 +71,6 @@ impl Drop for PidFile {
 }
 
 fn is_running_delayer(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|name| name.trim().starts_with("delayer"))
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|name| name.trim().starts_with("delayer"))
 }

@@ -41,8 +41,12 @@ pub fn build(config: &RedisConfig) -> Result<Pool> {
 pub fn prune(pool: &Pool, config: &RedisConfig) {
     let mut kept = 0;
     pool.retain(|_, metrics| {
-        let fresh = config.idle_timeout.is_none_or(|limit| metrics.last_used() < limit)
-            && config.conn_max_lifetime.is_none_or(|limit| metrics.age() < limit);
+        let fresh = config
+            .idle_timeout
+            .is_none_or(|limit| metrics.last_used() < limit)
+            && config
+                .conn_max_lifetime
+                .is_none_or(|limit| metrics.age() < limit);
         kept += usize::from(fresh);
         fresh && kept <= config.max_idle
     });
@@ -62,7 +66,11 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> String
     match failure_kind(error) {
         Failure::Password => format!(
             "Redis at {address} refused the password ([redis] password is {}): {error}",
-            if config.password.is_some() { "set" } else { "empty" }
+            if config.password.is_some() {
+                "set"
+            } else {
+                "empty"
+            }
         ),
         Failure::Database => format!(
             "Redis at {address} has no database {} ([redis] database): {error}",
@@ -88,9 +96,14 @@ enum Failure {
 fn failure_kind(error: &redis::RedisError) -> Failure {
     let text = error.to_string();
     if error.kind() == ErrorKind::AuthenticationFailed
-        || ["NOAUTH", "WRONGPASS", "invalid password", "without any password"]
-            .iter()
-            .any(|marker| text.contains(marker))
+        || [
+            "NOAUTH",
+            "WRONGPASS",
+            "invalid password",
+            "without any password",
+        ]
+        .iter()
+        .any(|marker| text.contains(marker))
     {
         Failure::Password
     } else if text.contains("DB index") {

@@ -18,7 +18,10 @@ fn message(id: &str, topic: &str, body: &str) -> Message {
 }
 
 fn now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
 }
 
 #[tokio::test]
@@ -27,7 +30,10 @@ async fn pushed_jobs_arrive_once_intact_and_never_early() {
     // A long interval: arriving well before it proves the loop wakes at the due time.
     let (service, stop) = spawn_service(server.config("timer_interval = 10000"));
     let mut client = server.connect().await;
-    let body = format!("{{\"order\": 42, \"note\": \"ünïcødé\", \"pad\": \"{}\"}}", "x".repeat(100_000));
+    let body = format!(
+        "{{\"order\": 42, \"note\": \"ünïcødé\", \"pad\": \"{}\"}}",
+        "x".repeat(100_000)
+    );
     let jobs = [
         message("5d41402abc4b2a76b9719d911017c592", "order.close", &body),
         message("7d793037a0760186574b0282f2f435e7", "order.close", "second"),
@@ -39,7 +45,9 @@ async fn pushed_jobs_arrive_once_intact_and_never_early() {
     }
 
     for job in &jobs {
-        let popped = legacy_client::bpop(&mut client, &job.topic, 5).await.unwrap();
+        let popped = legacy_client::bpop(&mut client, &job.topic, 5)
+            .await
+            .unwrap();
         let arrived = now();
         assert_eq!(popped.as_ref(), Some(job), "delivered intact");
         assert!(arrived >= due, "early by {:.3}s", due - arrived);
@@ -47,11 +55,19 @@ async fn pushed_jobs_arrive_once_intact_and_never_early() {
     }
 
     for topic in ["order.close", "member.remind"] {
-        assert_eq!(legacy_client::pop(&mut client, topic).await.unwrap(), None, "delivered once");
+        assert_eq!(
+            legacy_client::pop(&mut client, topic).await.unwrap(),
+            None,
+            "delivered once"
+        );
     }
     let pool: i64 = client.zcard(JOB_POOL).await.unwrap();
     let bucket_left: bool = client.exists(job_bucket(&jobs[0].id)).await.unwrap();
-    assert_eq!((pool, bucket_left), (0, false), "the pop deleted the bucket");
+    assert_eq!(
+        (pool, bucket_left),
+        (0, false),
+        "the pop deleted the bucket"
+    );
     stop.cancel();
     service.await.unwrap().unwrap();
 }
@@ -85,7 +101,11 @@ async fn a_job_removed_before_it_is_due_is_never_delivered() {
     legacy_client::push(&mut client, &removed, 1).await.unwrap();
     legacy_client::push(&mut client, &kept, 2).await.unwrap();
 
-    assert!(legacy_client::remove(&mut client, &removed.id).await.unwrap());
+    assert!(
+        legacy_client::remove(&mut client, &removed.id)
+            .await
+            .unwrap()
+    );
     // Jobs move in due order, so had `removed` been delivered it would come out first.
     let first = legacy_client::bpop(&mut client, "t", 5).await.unwrap();
 
@@ -93,7 +113,12 @@ async fn a_job_removed_before_it_is_due_is_never_delivered() {
     let left: i64 = client.llen(ready_queue("t")).await.unwrap();
     let pool: i64 = client.zcard(JOB_POOL).await.unwrap();
     assert_eq!((left, pool), (0, 0));
-    assert!(!legacy_client::remove(&mut client, &removed.id).await.unwrap(), "already gone");
+    assert!(
+        !legacy_client::remove(&mut client, &removed.id)
+            .await
+            .unwrap(),
+        "already gone"
+    );
     stop.cancel();
     service.await.unwrap().unwrap();
 }
@@ -103,19 +128,30 @@ async fn an_earlier_job_added_while_sleeping_towards_a_later_one_is_found() {
     let server = RedisServer::start();
     let (service, stop) = spawn_service(server.config("timer_interval = 1000"));
     let mut client = server.connect().await;
-    legacy_client::push(&mut client, &message("later", "t", "b"), 3600).await.unwrap();
+    legacy_client::push(&mut client, &message("later", "t", "b"), 3600)
+        .await
+        .unwrap();
     // Let the loop see only the far job and go to sleep towards it.
-    support::wait_for(Duration::from_secs(5), "the loop to look at the pool", || {
-        let mut client = client.clone();
-        async move {
-            let stats: String =
-                delayer::redis::cmd("INFO").arg("commandstats").query_async(&mut client).await.unwrap();
-            stats.contains("cmdstat_eval").then_some(())
-        }
-    })
+    support::wait_for(
+        Duration::from_secs(5),
+        "the loop to look at the pool",
+        || {
+            let mut client = client.clone();
+            async move {
+                let stats: String = delayer::redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query_async(&mut client)
+                    .await
+                    .unwrap();
+                stats.contains("cmdstat_eval").then_some(())
+            }
+        },
+    )
     .await;
 
-    legacy_client::push(&mut client, &message("sooner", "t", "b"), 0).await.unwrap();
+    legacy_client::push(&mut client, &message("sooner", "t", "b"), 0)
+        .await
+        .unwrap();
 
     let popped = legacy_client::bpop(&mut client, "t", 3).await.unwrap();
     assert_eq!(popped.map(|message| message.id), Some("sooner".to_string()));
@@ -126,7 +162,10 @@ async fn an_earlier_job_added_while_sleeping_towards_a_later_one_is_found() {
 #[tokio::test]
 async fn php_client_with_password_and_database() {
     let server = RedisServer::start_with(&["--requirepass", "s3cret;#x"]);
-    let config = format!("{}password = s3cret;#x   ; a comment\ndatabase = 3\n", server.config_text(""));
+    let config = format!(
+        "{}password = s3cret;#x   ; a comment\ndatabase = 3\n",
+        server.config_text("")
+    );
     let config = delayer::Config::parse(&config, std::path::Path::new("test.conf")).unwrap();
     let (service, stop) = spawn_service(config);
     let mut php = legacy_client::php_connect(&server.socket(), "s3cret;#x", 3).await;
@@ -134,7 +173,10 @@ async fn php_client_with_password_and_database() {
 
     legacy_client::push(&mut php, &job, 0).await.unwrap();
 
-    assert_eq!(legacy_client::bpop(&mut php, "mail", 5).await.unwrap(), Some(job));
+    assert_eq!(
+        legacy_client::bpop(&mut php, "mail", 5).await.unwrap(),
+        Some(job)
+    );
     let mut database_zero = legacy_client::php_connect(&server.socket(), "s3cret;#x", 0).await;
     let keys: Vec<String> = database_zero.keys("*").await.unwrap();
     assert!(keys.is_empty(), "database 0 untouched: {keys:?}");

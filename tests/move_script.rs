@@ -2,11 +2,11 @@
 
 mod support;
 
+use delayer::Mover;
 use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
 use delayer::mover::Batch;
 use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncCommands};
-use delayer::Mover;
 use support::RedisServer;
 
 const NOW: f64 = 1_000_000.5;
@@ -50,8 +50,15 @@ async fn moves_only_due_jobs_and_reports_the_next_due_time() {
     assert_eq!(pool(&mut redis).await, ["just-later", "much-later"]);
     assert_eq!(batch.scanned, 2);
     assert_eq!(batch.next_due, Some(NOW + 0.001));
-    let bucket: Vec<String> = redis.hmget(job_bucket("early"), &["topic", "body"]).await.unwrap();
-    assert_eq!(bucket, ["t", "the body"], "the bucket stays for the consumer");
+    let bucket: Vec<String> = redis
+        .hmget(job_bucket("early"), &["topic", "body"])
+        .await
+        .unwrap();
+    assert_eq!(
+        bucket,
+        ["t", "the body"],
+        "the bucket stays for the consumer"
+    );
 }
 
 #[tokio::test]
@@ -91,7 +98,10 @@ async fn moves_several_topics_in_one_call() {
     assert_eq!(
         batch.moved,
         [
-            ("order.close".to_string(), vec!["o1".to_string(), "o2".to_string()]),
+            (
+                "order.close".to_string(),
+                vec!["o1".to_string(), "o2".to_string()]
+            ),
             ("member:remind".to_string(), vec!["m1".to_string()]),
         ]
     );
@@ -114,7 +124,10 @@ async fn drops_orphans_whose_bucket_or_topic_is_gone() {
 
     let batch = mover(&server, 1000).tick(NOW).await.unwrap();
 
-    assert_eq!(batch.orphans, ["no-bucket", "no-topic", "empty-topic", "not-a-hash"]);
+    assert_eq!(
+        batch.orphans,
+        ["no-bucket", "no-topic", "empty-topic", "not-a-hash"]
+    );
     assert_eq!(ready(&mut redis, "t").await, ["good"]);
     assert!(pool(&mut redis).await.is_empty(), "orphans leave the pool");
     let empty_topic_list: i64 = redis.llen(ready_queue("")).await.unwrap();
@@ -125,7 +138,10 @@ async fn drops_orphans_whose_bucket_or_topic_is_gone() {
 async fn leaves_jobs_in_the_pool_when_their_ready_list_is_not_a_list() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let _: () = redis.set(ready_queue("broken"), "not a list").await.unwrap();
+    let _: () = redis
+        .set(ready_queue("broken"), "not a list")
+        .await
+        .unwrap();
     add_job(&mut redis, "b1", "broken", NOW - 2.0).await;
     add_job(&mut redis, "ok", "fine", NOW - 1.0).await;
     add_job(&mut redis, "later", "fine", NOW + 5.0).await;
@@ -135,7 +151,11 @@ async fn leaves_jobs_in_the_pool_when_their_ready_list_is_not_a_list() {
     assert_eq!(batch.stuck, ["b1"]);
     assert_eq!(ready(&mut redis, "fine").await, ["ok"]);
     assert_eq!(pool(&mut redis).await, ["b1", "later"], "nothing is lost");
-    assert_eq!(batch.next_due, Some(NOW + 5.0), "a stuck job is not reported as next due");
+    assert_eq!(
+        batch.next_due,
+        Some(NOW + 5.0),
+        "a stuck job is not reported as next due"
+    );
     let still: String = redis.get(ready_queue("broken")).await.unwrap();
     assert_eq!(still, "not a list");
 }
@@ -144,7 +164,14 @@ async fn leaves_jobs_in_the_pool_when_their_ready_list_is_not_a_list() {
 async fn moves_odd_topics_and_huge_bodies_intact() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let topics = ["with space", "ünïcødé 话题", "a:b:c", "*", "tab\there", "[brackets]"];
+    let topics = [
+        "with space",
+        "ünïcødé 话题",
+        "a:b:c",
+        "*",
+        "tab\there",
+        "[brackets]",
+    ];
     for (index, topic) in topics.iter().enumerate() {
         add_job(&mut redis, &format!("id{index}"), topic, NOW - 1.0).await;
     }
@@ -155,7 +182,11 @@ async fn moves_odd_topics_and_huge_bodies_intact() {
 
     assert_eq!(batch.moved_count(), topics.len());
     for (index, topic) in topics.iter().enumerate() {
-        assert_eq!(ready(&mut redis, topic).await, [format!("id{index}")], "topic {topic:?}");
+        assert_eq!(
+            ready(&mut redis, topic).await,
+            [format!("id{index}")],
+            "topic {topic:?}"
+        );
     }
     let body: String = redis.hget(job_bucket("id0"), "body").await.unwrap();
     assert_eq!(body.len(), huge.len());
@@ -169,7 +200,8 @@ async fn a_batch_larger_than_luas_unpack_limit_moves_whole() {
     let mut pipe = redis::pipe();
     for index in 0..count {
         let id = format!("{index:06}");
-        pipe.hset(job_bucket(&id), "topic", "bulk").zadd(JOB_POOL, &id, NOW - 1.0);
+        pipe.hset(job_bucket(&id), "topic", "bulk")
+            .zadd(JOB_POOL, &id, NOW - 1.0);
     }
     pipe.query_async::<()>(&mut redis).await.unwrap();
 
@@ -187,7 +219,11 @@ async fn survives_a_script_cache_flush() {
     let mut redis = server.connect().await;
     let mover = mover(&server, 1000);
     assert_eq!(mover.tick(NOW).await.unwrap(), Batch::default());
-    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut redis).await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
     add_job(&mut redis, "after-flush", "t", NOW - 1.0).await;
 
     mover.tick(NOW).await.unwrap();

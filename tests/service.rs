@@ -12,17 +12,24 @@ use delayer::redis::{self, AsyncCommands};
 use support::{Daemon, RedisServer, delayer_command, read, wait_until_sync};
 
 /// Adds `count` jobs due `seconds_ago`, spread over `topics`; returns their ids.
-async fn fill_backlog(redis: &mut MultiplexedConnection, count: usize, topics: &[&str]) -> Vec<String> {
+async fn fill_backlog(
+    redis: &mut MultiplexedConnection,
+    count: usize,
+    topics: &[&str],
+) -> Vec<String> {
     let due = legacy_due_seconds() - 10;
     let ids: Vec<String> = (0..count).map(|index| format!("job-{index:07}")).collect();
     for chunk in ids.chunks(10_000) {
         let mut pipe = redis::pipe();
         for id in chunk {
             let index: usize = id[4..].parse().unwrap();
-            pipe.hset_multiple(job_bucket(id), &[("topic", topics[index % topics.len()]), ("body", "b")])
-                .ignore()
-                .zadd(JOB_POOL, id, due)
-                .ignore();
+            pipe.hset_multiple(
+                job_bucket(id),
+                &[("topic", topics[index % topics.len()]), ("body", "b")],
+            )
+            .ignore()
+            .zadd(JOB_POOL, id, due)
+            .ignore();
         }
         pipe.query_async::<()>(redis).await.unwrap();
     }
@@ -50,9 +57,17 @@ async fn pool_size(redis: &mut MultiplexedConnection) -> usize {
 }
 
 fn assert_exactly_once(counts: &HashMap<String, usize>, ids: &[String]) {
-    let duplicated: Vec<_> = counts.iter().filter(|(_, count)| **count > 1).take(5).collect();
+    let duplicated: Vec<_> = counts
+        .iter()
+        .filter(|(_, count)| **count > 1)
+        .take(5)
+        .collect();
     assert!(duplicated.is_empty(), "duplicates, e.g. {duplicated:?}");
-    let missing: Vec<_> = ids.iter().filter(|id| !counts.contains_key(*id)).take(5).collect();
+    let missing: Vec<_> = ids
+        .iter()
+        .filter(|id| !counts.contains_key(*id))
+        .take(5)
+        .collect();
     assert!(missing.is_empty(), "missing, e.g. {missing:?}");
     assert_eq!(counts.len(), ids.len(), "nothing else was delivered");
 }
@@ -104,15 +119,32 @@ async fn sigterm_mid_drain_stops_within_two_seconds_and_loses_nothing() {
     let status = daemon.wait(Duration::from_secs(2));
     let stopped_after = signalled.elapsed();
 
-    assert!(status.success(), "exit status {status:?}, stderr: {:?}", daemon.process.stderr);
+    assert!(
+        status.success(),
+        "exit status {status:?}, stderr: {:?}",
+        daemon.process.stderr
+    );
     let left = pool_size(&mut redis).await;
-    assert!(left > 0, "the backlog drained before the signal: the test proves nothing");
+    assert!(
+        left > 0,
+        "the backlog drained before the signal: the test proves nothing"
+    );
     let counts = delivered(&mut redis, &topics).await;
-    assert_eq!(counts.len() + left, ids.len(), "every job is either moved or still waiting");
+    assert_eq!(
+        counts.len() + left,
+        ids.len(),
+        "every job is either moved or still waiting"
+    );
     assert!(counts.values().all(|count| *count == 1), "no duplicates");
     let waiting: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
-    assert!(waiting.iter().all(|id| !counts.contains_key(id)), "no job is both moved and waiting");
-    assert!(read(&logs.access).contains(&format!("Service stopped successfully, PID: {}", daemon.pid())));
+    assert!(
+        waiting.iter().all(|id| !counts.contains_key(id)),
+        "no job is both moved and waiting"
+    );
+    assert!(read(&logs.access).contains(&format!(
+        "Service stopped successfully, PID: {}",
+        daemon.pid()
+    )));
     assert!(!pid_file.exists(), "pid file removed");
     eprintln!("stopped {stopped_after:?} after SIGTERM with {left} jobs still waiting");
 }
@@ -128,7 +160,10 @@ async fn every_stop_signal_stops_gracefully() {
         daemon.signal(signal);
 
         assert!(daemon.wait(Duration::from_secs(2)).success(), "SIG{signal}");
-        assert!(read(&logs.access).contains("Service stopped successfully"), "SIG{signal}");
+        assert!(
+            read(&logs.access).contains("Service stopped successfully"),
+            "SIG{signal}"
+        );
     }
 }
 
@@ -158,13 +193,22 @@ async fn logs_have_the_original_shape() {
     let access = read(&logs.access);
     let pid = daemon.pid();
     let lines: Vec<&str> = access.lines().collect();
-    assert_eq!(lines.first().map(|line| &line[27..]), Some(&*format!("Service started successfully, PID: {pid}")));
-    assert_eq!(lines.last().map(|line| &line[27..]), Some(&*format!("Service stopped successfully, PID: {pid}")));
+    assert_eq!(
+        lines.first().map(|line| &line[27..]),
+        Some(&*format!("Service started successfully, PID: {pid}"))
+    );
+    assert_eq!(
+        lines.last().map(|line| &line[27..]),
+        Some(&*format!("Service stopped successfully, PID: {pid}"))
+    );
     for line in &lines {
         assert!(is_legacy_line(line, "info"), "{line:?}");
     }
     let error = read(&logs.error);
-    assert!(error.lines().all(|line| is_legacy_line(line, "warning")), "{error}");
+    assert!(
+        error.lines().all(|line| is_legacy_line(line, "warning")),
+        "{error}"
+    );
     assert!(error.contains("IDs: [orphan-1]"), "{error}");
 }
 
@@ -175,12 +219,15 @@ fn is_legacy_line(line: &str, level: &str) -> bool {
     };
     let stamp = rest.as_bytes();
     stamp.len() > 20
-        && stamp[..19].iter().enumerate().all(|(index, byte)| match index {
-            4 | 7 => *byte == b'/',
-            10 => *byte == b' ',
-            13 | 16 => *byte == b':',
-            _ => byte.is_ascii_digit(),
-        })
+        && stamp[..19]
+            .iter()
+            .enumerate()
+            .all(|(index, byte)| match index {
+                4 | 7 => *byte == b'/',
+                10 => *byte == b' ',
+                13 | 16 => *byte == b':',
+                _ => byte.is_ascii_digit(),
+            })
         && stamp[19] == b' '
 }
 
@@ -192,12 +239,17 @@ async fn survives_a_redis_restart_and_moves_what_fell_due_meanwhile() {
     logs.wait_for_line("Service started successfully");
     let mut redis = server.connect().await;
     let due = legacy_due_seconds() + 2;
-    let _: () = redis.hset(job_bucket("during-outage"), "topic", "t").await.unwrap();
+    let _: () = redis
+        .hset(job_bucket("during-outage"), "topic", "t")
+        .await
+        .unwrap();
     let _: () = redis.zadd(JOB_POOL, "during-outage", due).await.unwrap();
 
     server.stop(true);
     logs.wait_for_line("cannot reach Redis at");
-    wait_until_sync(Duration::from_secs(5), "the job to fall due", || legacy_due_seconds() > due);
+    wait_until_sync(Duration::from_secs(5), "the job to fall due", || {
+        legacy_due_seconds() > due
+    });
     server.restart();
     let restarted = Instant::now();
     let mut redis = server.connect().await;
@@ -216,8 +268,16 @@ async fn survives_a_redis_restart_and_moves_what_fell_due_meanwhile() {
     assert_eq!(pool_size(&mut redis).await, 0);
     logs.wait_for_line("redis is reachable again");
     let outage_lines = read(&logs.error).matches("cannot reach Redis at").count();
-    assert_eq!(outage_lines, 1, "the outage is logged once:\n{}", read(&logs.error));
-    assert!(read(&logs.error).contains(&server.socket().display().to_string()), "names the address");
+    assert_eq!(
+        outage_lines,
+        1,
+        "the outage is logged once:\n{}",
+        read(&logs.error)
+    );
+    assert!(
+        read(&logs.error).contains(&server.socket().display().to_string()),
+        "names the address"
+    );
     daemon.signal("TERM");
     assert!(daemon.wait(Duration::from_secs(2)).success());
     eprintln!("moved {after:?} after Redis came back");
@@ -262,10 +322,16 @@ fn a_second_instance_with_the_same_pid_file_is_refused() {
     assert!(!second.status.success());
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert!(
-        stderr.contains(&format!("ERROR: Service is being executed, PID: {}", first.pid())),
+        stderr.contains(&format!(
+            "ERROR: Service is being executed, PID: {}",
+            first.pid()
+        )),
         "{stderr}"
     );
-    assert!(first.process.try_wait().unwrap().is_none(), "the first one is untouched");
+    assert!(
+        first.process.try_wait().unwrap().is_none(),
+        "the first one is untouched"
+    );
     assert_eq!(read(&pid_file).trim(), first.pid().to_string());
     first.signal("TERM");
     assert!(first.wait(Duration::from_secs(2)).success());
@@ -280,7 +346,8 @@ fn an_unlocked_pid_file_naming_a_live_delayer_is_refused_and_a_stale_one_is_take
     let mut running = Daemon::start(&unlocked);
     logs.wait_for_line("Service started successfully");
     let pid_file = server.write_file("legacy.pid", &format!("{}\n", running.pid()));
-    let (config, second_logs) = server.daemon_config("second", &format!("pid = {}", pid_file.display()));
+    let (config, second_logs) =
+        server.daemon_config("second", &format!("pid = {}", pid_file.display()));
 
     let refused = delayer_command().arg("-c").arg(&config).output().unwrap();
 
@@ -298,7 +365,11 @@ fn an_unlocked_pid_file_naming_a_live_delayer_is_refused_and_a_stale_one_is_take
 }
 
 fn failed_start(args: &[&std::ffi::OsStr], cwd: &std::path::Path) -> String {
-    let output = delayer_command().args(args).current_dir(cwd).output().unwrap();
+    let output = delayer_command()
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
     assert!(!output.status.success(), "should fail: {args:?}");
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
@@ -306,7 +377,10 @@ fn failed_start(args: &[&std::ffi::OsStr], cwd: &std::path::Path) -> String {
 #[test]
 fn bad_config_values_are_refused_naming_file_section_key_and_value() {
     let server = RedisServer::start();
-    let config = server.write_file("bad.conf", "[delayer]\ntimer_interval = 1000\n[redis]\nport = 63 79   ; typo\n");
+    let config = server.write_file(
+        "bad.conf",
+        "[delayer]\ntimer_interval = 1000\n[redis]\nport = 63 79   ; typo\n",
+    );
 
     let stderr = failed_start(&["-c".as_ref(), config.as_os_str()], server.dir());
 
@@ -321,7 +395,10 @@ fn a_missing_config_file_is_named() {
 
     let stderr = failed_start(&["-c".as_ref(), missing.as_os_str()], server.dir());
 
-    assert!(stderr.contains("cannot read configuration file"), "{stderr}");
+    assert!(
+        stderr.contains("cannot read configuration file"),
+        "{stderr}"
+    );
     assert!(stderr.contains(&missing.display().to_string()), "{stderr}");
 }
 
@@ -339,7 +416,10 @@ fn without_c_the_search_paths_are_tried_and_named() {
     }
     let help = delayer_command().arg("-h").output().unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
-    assert!(help.contains("./delayer.conf") && help.contains("/etc/delayer/delayer.conf"), "{help}");
+    assert!(
+        help.contains("./delayer.conf") && help.contains("/etc/delayer/delayer.conf"),
+        "{help}"
+    );
 }
 
 #[test]
@@ -361,9 +441,15 @@ fn an_unwritable_log_path_is_a_start_up_error() {
 fn a_wrong_password_or_database_is_told_in_plain_words() {
     let server = RedisServer::start_with(&["--requirepass", "right", "--databases", "4"]);
     let cases = [
-        ("password = wrong\n", "refused the password ([redis] password is set)"),
+        (
+            "password = wrong\n",
+            "refused the password ([redis] password is set)",
+        ),
         ("", "refused the password ([redis] password is empty)"),
-        ("password = right\ndatabase = 9\n", "has no database 9 ([redis] database)"),
+        (
+            "password = right\ndatabase = 9\n",
+            "has no database 9 ([redis] database)",
+        ),
     ];
     for (index, (redis_lines, expected)) in cases.iter().enumerate() {
         let text = format!("{}{redis_lines}", server.config_text(""));
@@ -372,7 +458,10 @@ fn a_wrong_password_or_database_is_told_in_plain_words() {
         let stderr = failed_start(&["-c".as_ref(), config.as_os_str()], server.dir());
 
         assert!(stderr.contains(expected), "{redis_lines:?}: {stderr}");
-        assert!(stderr.contains(&server.socket().display().to_string()), "names the address: {stderr}");
+        assert!(
+            stderr.contains(&server.socket().display().to_string()),
+            "names the address: {stderr}"
+        );
     }
 }
 
@@ -383,7 +472,12 @@ fn version_and_help() {
     assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
     let help = delayer_command().arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
-    for flag in ["-c, --configuration", "-d, --daemon", "-h, --help", "-v, --version"] {
+    for flag in [
+        "-c, --configuration",
+        "-d, --daemon",
+        "-h, --help",
+        "-v, --version",
+    ] {
         assert!(help.contains(flag), "{flag} in {help}");
     }
 }

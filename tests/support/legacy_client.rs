@@ -20,12 +20,19 @@ pub struct Message {
 
 /// The client's clock: whole unix seconds, like PHP's `time()`.
 pub fn now_seconds() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
 }
 
 /// push(message, delay, ready_max_lifetime):
 /// `MULTI; HMSET bucket topic t body b; EXPIRE bucket delay+lifetime; ZADD pool now+delay id; EXEC`.
-pub async fn push(connection: &mut MultiplexedConnection, message: &Message, delay: i64) -> RedisResult<()> {
+pub async fn push(
+    connection: &mut MultiplexedConnection,
+    message: &Message,
+    delay: i64,
+) -> RedisResult<()> {
     let bucket = job_bucket(&message.id);
     redis::pipe()
         .atomic()
@@ -47,8 +54,14 @@ pub async fn push(connection: &mut MultiplexedConnection, message: &Message, del
 }
 
 /// pop(topic): `RPOP ready_queue`, then [`fetch`].
-pub async fn pop(connection: &mut MultiplexedConnection, topic: &str) -> RedisResult<Option<Message>> {
-    let id: Option<String> = redis::cmd("RPOP").arg(ready_queue(topic)).query_async(connection).await?;
+pub async fn pop(
+    connection: &mut MultiplexedConnection,
+    topic: &str,
+) -> RedisResult<Option<Message>> {
+    let id: Option<String> = redis::cmd("RPOP")
+        .arg(ready_queue(topic))
+        .query_async(connection)
+        .await?;
     match id {
         Some(id) => fetch(connection, id).await,
         None => Ok(None),
@@ -75,8 +88,10 @@ pub async fn bpop(
 /// `HGETALL bucket`; topic or body missing → "expired or incomplete" (None); else `DEL bucket`.
 async fn fetch(connection: &mut MultiplexedConnection, id: String) -> RedisResult<Option<Message>> {
     let bucket = job_bucket(&id);
-    let fields: std::collections::HashMap<String, String> =
-        redis::cmd("HGETALL").arg(&bucket).query_async(connection).await?;
+    let fields: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(&bucket)
+        .query_async(connection)
+        .await?;
     let (Some(topic), Some(body)) = (fields.get("topic"), fields.get("body")) else {
         return Ok(None);
     };
@@ -85,7 +100,10 @@ async fn fetch(connection: &mut MultiplexedConnection, id: String) -> RedisResul
         topic: topic.clone(),
         body: body.clone(),
     };
-    redis::cmd("DEL").arg(&bucket).query_async::<()>(connection).await?;
+    redis::cmd("DEL")
+        .arg(&bucket)
+        .query_async::<()>(connection)
+        .await?;
     Ok(Some(message))
 }
 
@@ -104,16 +122,30 @@ pub async fn remove(connection: &mut MultiplexedConnection, id: &str) -> RedisRe
 }
 
 /// The PHP client's connect: always `AUTH password` and `SELECT database`.
-pub async fn php_connect(socket: &std::path::Path, password: &str, database: i64) -> MultiplexedConnection {
+pub async fn php_connect(
+    socket: &std::path::Path,
+    password: &str,
+    database: i64,
+) -> MultiplexedConnection {
     let info = redis::ConnectionAddr::Unix(socket.to_path_buf());
-    let client = redis::Client::open(redis::IntoConnectionInfo::into_connection_info(info).unwrap()).unwrap();
+    let client =
+        redis::Client::open(redis::IntoConnectionInfo::into_connection_info(info).unwrap())
+            .unwrap();
     let mut connection = client
         .get_multiplexed_async_connection_with_config(
             &redis::AsyncConnectionConfig::new().set_response_timeout(None),
         )
         .await
         .unwrap();
-    redis::cmd("AUTH").arg(password).query_async::<()>(&mut connection).await.unwrap();
-    redis::cmd("SELECT").arg(database).query_async::<()>(&mut connection).await.unwrap();
+    redis::cmd("AUTH")
+        .arg(password)
+        .query_async::<()>(&mut connection)
+        .await
+        .unwrap();
+    redis::cmd("SELECT")
+        .arg(database)
+        .query_async::<()>(&mut connection)
+        .await
+        .unwrap();
     connection
 }

@@ -90,7 +90,9 @@ impl RedisServer {
 
     /// A connection that waits as long as a blocking command needs.
     pub async fn connect(&self) -> MultiplexedConnection {
-        let info = ConnectionAddr::Unix(self.socket()).into_connection_info().unwrap();
+        let info = ConnectionAddr::Unix(self.socket())
+            .into_connection_info()
+            .unwrap();
         redis::Client::open(info)
             .unwrap()
             .get_multiplexed_async_connection_with_config(
@@ -152,7 +154,10 @@ where
         if let Some(found) = poll().await {
             return found;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -161,7 +166,10 @@ where
 pub fn wait_until_sync(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !condition() {
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting until {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting until {what}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -199,7 +207,10 @@ impl Daemon {
             if let Some(status) = self.process.try_wait().unwrap() {
                 return status;
             }
-            assert!(Instant::now() < deadline, "delayer did not exit within {timeout:?}");
+            assert!(
+                Instant::now() < deadline,
+                "delayer did not exit within {timeout:?}"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
@@ -234,7 +245,10 @@ pub fn read(path: &Path) -> String {
 /// The service running in this test's runtime until the returned token is cancelled.
 pub fn spawn_service(
     config: Config,
-) -> (tokio::task::JoinHandle<anyhow::Result<()>>, tokio_util::sync::CancellationToken) {
+) -> (
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+    tokio_util::sync::CancellationToken,
+) {
     let stop = tokio_util::sync::CancellationToken::new();
     let token = stop.clone();
     let handle = tokio::spawn(async move { delayer::run(&config, token).await });
@@ -250,9 +264,11 @@ pub struct Logs {
 impl Logs {
     /// Polls until the access or error log contains `text`.
     pub fn wait_for_line(&self, text: &str) {
-        wait_until_sync(Duration::from_secs(10), &format!("a log line with {text:?}"), || {
-            read(&self.access).contains(text) || read(&self.error).contains(text)
-        });
+        wait_until_sync(
+            Duration::from_secs(10),
+            &format!("a log line with {text:?}"),
+            || read(&self.access).contains(text) || read(&self.error).contains(text),
+        );
     }
 }
 
@@ -269,6 +285,9 @@ impl RedisServer {
             logs.access.display(),
             logs.error.display()
         );
-        (self.write_file(&format!("{name}.conf"), &self.config_text(&extra)), logs)
+        (
+            self.write_file(&format!("{name}.conf"), &self.config_text(&extra)),
+            logs,
+        )
     }
 }
