@@ -128,16 +128,22 @@ impl Mover {
             }
             () = shutdown.cancelled() => return Ok(None),
         };
-        loop {
-            let batch = self
-                .run_script(&mut connection, unix_now())
-                .await
-                .map_err(|error| pool::describe_redis(&error, &self.redis))?;
-            log_batch(&batch);
-            if !batch.is_full(self.batch_size) || shutdown.is_cancelled() {
-                return Ok(batch.next_due);
-            }
+        let describe = |error| pool::describe_redis(&error, &self.redis);
+        let mut batch = self
+            .run_script(&mut connection, unix_now())
+            .await
+            .map_err(describe)?;
+        while batch.is_full(self.batch_size) && !shutdown.is_cancelled() {
+            // The next call goes out before this batch is logged, so Redis works while we format.
+            let (next, ()) = tokio::join!(
+                biased;
+                self.run_script(&mut connection, unix_now()),
+                async { log_batch(&batch) },
+            );
+            batch = next.map_err(describe)?;
         }
+        log_batch(&batch);
+        Ok(batch.next_due)
     }
 
     async fn run_script(&self, connection: &mut Connection, now: f64) -> RedisResult<Batch> {

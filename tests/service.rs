@@ -7,50 +7,11 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
+use delayer::redis::AsyncCommands;
 use delayer::redis::aio::MultiplexedConnection;
-use delayer::redis::{self, AsyncCommands};
-use support::{Daemon, RedisServer, delayer_command, read, wait_until_sync};
-
-/// Adds `count` jobs due `seconds_ago`, spread over `topics`; returns their ids.
-async fn fill_backlog(
-    redis: &mut MultiplexedConnection,
-    count: usize,
-    topics: &[&str],
-) -> Vec<String> {
-    let due = legacy_due_seconds() - 10;
-    let ids: Vec<String> = (0..count).map(|index| format!("job-{index:07}")).collect();
-    for chunk in ids.chunks(10_000) {
-        let mut pipe = redis::pipe();
-        for id in chunk {
-            let index: usize = id[4..].parse().unwrap();
-            pipe.hset_multiple(
-                job_bucket(id),
-                &[("topic", topics[index % topics.len()]), ("body", "b")],
-            )
-            .ignore()
-            .zadd(JOB_POOL, id, due)
-            .ignore();
-        }
-        pipe.query_async::<()>(redis).await.unwrap();
-    }
-    ids
-}
-
-fn legacy_due_seconds() -> i64 {
-    support::legacy_client::now_seconds()
-}
-
-/// How many times each id sits in the ready lists of `topics`.
-async fn delivered(redis: &mut MultiplexedConnection, topics: &[&str]) -> HashMap<String, usize> {
-    let mut counts = HashMap::new();
-    for topic in topics {
-        let ids: Vec<String> = redis.lrange(ready_queue(topic), 0, -1).await.unwrap();
-        for id in ids {
-            *counts.entry(id).or_default() += 1;
-        }
-    }
-    counts
-}
+use support::{
+    Daemon, RedisServer, delayer_command, delivered, fill_backlog, read, wait_until_sync,
+};
 
 async fn pool_size(redis: &mut MultiplexedConnection) -> usize {
     redis.zcard(JOB_POOL).await.unwrap()
@@ -238,7 +199,7 @@ async fn survives_a_redis_restart_and_moves_what_fell_due_meanwhile() {
     let mut daemon = Daemon::start(&config);
     logs.wait_for_line("Service started successfully");
     let mut redis = server.connect().await;
-    let due = legacy_due_seconds() + 2;
+    let due = support::legacy_client::now_seconds() + 2;
     let _: () = redis
         .hset(job_bucket("during-outage"), "topic", "t")
         .await
@@ -248,7 +209,7 @@ async fn survives_a_redis_restart_and_moves_what_fell_due_meanwhile() {
     server.stop(true);
     logs.wait_for_line("cannot reach Redis at");
     wait_until_sync(Duration::from_secs(5), "the job to fall due", || {
-        legacy_due_seconds() > due
+        support::legacy_client::now_seconds() > due
     });
     server.restart();
     let restarted = Instant::now();

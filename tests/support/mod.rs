@@ -10,9 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::collections::HashMap;
+
 use delayer::Config;
+use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
 use delayer::redis::aio::MultiplexedConnection;
-use delayer::redis::{self, AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo};
+use delayer::redis::{
+    self, AsyncCommands, AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo,
+};
 use tempfile::TempDir;
 
 /// A redis-server of our own on a unix socket in a temporary directory, killed on drop.
@@ -290,4 +295,41 @@ impl RedisServer {
             logs,
         )
     }
+}
+
+/// Adds `count` jobs, already due, spread round-robin over `topics`; returns their ids.
+pub async fn fill_backlog(
+    redis: &mut MultiplexedConnection,
+    count: usize,
+    topics: &[&str],
+) -> Vec<String> {
+    let due = legacy_client::now_seconds() - 10;
+    let ids: Vec<String> = (0..count).map(|index| format!("job-{index:07}")).collect();
+    for (chunk_index, chunk) in ids.chunks(10_000).enumerate() {
+        let mut pipe = redis::pipe();
+        for (offset, id) in chunk.iter().enumerate() {
+            let topic = topics[(chunk_index * 10_000 + offset) % topics.len()];
+            pipe.hset_multiple(job_bucket(id), &[("topic", topic), ("body", "b")])
+                .ignore()
+                .zadd(JOB_POOL, id, due)
+                .ignore();
+        }
+        pipe.query_async::<()>(redis).await.unwrap();
+    }
+    ids
+}
+
+/// How many times each id sits in the ready lists of `topics`.
+pub async fn delivered(
+    redis: &mut MultiplexedConnection,
+    topics: &[&str],
+) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for topic in topics {
+        let ids: Vec<String> = redis.lrange(ready_queue(topic), 0, -1).await.unwrap();
+        for id in ids {
+            *counts.entry(id).or_default() += 1;
+        }
+    }
+    counts
 }

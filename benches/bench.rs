@@ -1,0 +1,458 @@
+//! The benchmark: `cargo bench --bench bench [-- SCENARIO...]` with scenarios `batch`, `drain`,
+//! `lateness` and `idle` (default: all). It starts its own redis-server and the release `delayer`
+//! binary (access log on, to a file), and prints each figure beside a reference measured in the
+//! same run, since this machine is shared and noisy: compare ratios, not absolute numbers.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use delayer::keys::{JOB_BUCKET_PREFIX, JOB_POOL, READY_QUEUE_PREFIX, job_bucket, ready_queue};
+use delayer::mover::unix_now;
+use delayer::redis::aio::MultiplexedConnection;
+use delayer::redis::{self, AsyncCommands, Script, Value};
+use support::{Daemon, RedisServer, delivered, fill_backlog};
+
+const TOPICS: [&str; 10] = ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"];
+const BATCH_SIZES: [usize; 6] = [100, 250, 500, 1000, 2000, 5000];
+const CONSUMERS: usize = 8;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo test --all-targets` runs this too, without `--bench`: there is nothing to measure then.
+    if !args.iter().any(|arg| arg == "--bench") {
+        println!("bench: run it with `cargo bench --bench bench`");
+        return;
+    }
+    let chosen: Vec<&str> = args
+        .iter()
+        .filter(|arg| !arg.starts_with('-'))
+        .map(String::as_str)
+        .collect();
+    let runs = |name: &str| chosen.is_empty() || chosen.contains(&name);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let server = RedisServer::start();
+        println!(
+            "redis-server {}, delayer {}",
+            redis_version(&server).await,
+            env!("CARGO_PKG_VERSION")
+        );
+        if runs("batch") {
+            batch_sizes(&server).await;
+        }
+        if runs("drain") {
+            drains(&server).await;
+        }
+        if runs("lateness") {
+            lateness(&server).await;
+        }
+        if runs("idle") {
+            idle(&server).await;
+        }
+    });
+}
+
+async fn redis_version(server: &RedisServer) -> String {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut server.connect().await)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// Drain 100k jobs with each batch size, bare script and daemon, to choose the default.
+async fn batch_sizes(server: &RedisServer) {
+    println!("\n## Drain by batch size (100k jobs due, 10 topics)\n");
+    println!("| batch size | bare script jobs/s | daemon jobs/s | daemon / bare |");
+    println!("|---:|---:|---:|---:|");
+    for batch_size in BATCH_SIZES {
+        let bare = bare_drain(server, 100_000, batch_size).await;
+        let daemon = daemon_drain(server, 100_000, batch_size).await;
+        println!(
+            "| {batch_size} | {:.0} | {:.0} | {:.2} |",
+            100_000.0 / bare,
+            100_000.0 / daemon.seconds,
+            bare / daemon.seconds
+        );
+    }
+}
+
+/// Drain 100k and 1M jobs with the default batch size; peak RSS of the daemon during each.
+async fn drains(server: &RedisServer) {
+    println!("\n## Drain (jobs already due, 10 topics, default batch size)\n");
+    println!(
+        "| jobs | bare script s | bare jobs/s | daemon s | daemon jobs/s | daemon / bare | daemon peak RSS |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    let batch_size = delayer::config::DEFAULT_BATCH_SIZE;
+    for count in [100_000, 1_000_000] {
+        let bare = bare_drain(server, count, batch_size).await;
+        let daemon = daemon_drain(server, count, batch_size).await;
+        println!(
+            "| {count} | {bare:.3} | {:.0} | {:.3} | {:.0} | {:.2} | {:.2} | {:.1} MB |",
+            count as f64 / bare,
+            daemon.seconds,
+            count as f64 / daemon.seconds,
+            bare / daemon.seconds,
+            daemon.cpu_seconds,
+            daemon.peak_rss_kb as f64 / 1024.0
+        );
+    }
+}
+
+/// The reference: the same script called in a tight loop on one connection, nothing else.
+async fn bare_drain(server: &RedisServer, count: usize, batch_size: usize) -> f64 {
+    let mut redis = fresh(server).await;
+    let ids = fill_backlog(&mut redis, count, &TOPICS).await;
+    let script = Script::new(include_str!("../src/move_due.lua"));
+    let now = format!("{:.6}", unix_now());
+    let mut connection = redis.clone();
+    let tight_loop = async move {
+        loop {
+            let reply: Value = script
+                .key(JOB_POOL)
+                .arg(&now)
+                .arg(batch_size)
+                .arg(JOB_BUCKET_PREFIX)
+                .arg(READY_QUEUE_PREFIX)
+                .invoke_async(&mut connection)
+                .await
+                .unwrap();
+            let Value::Array(items) = reply else {
+                panic!("odd reply")
+            };
+            if items[0] != Value::Int(batch_size as i64) {
+                break;
+            }
+        }
+    };
+    let (seconds, ()) = tokio::join!(time_drain(&mut redis, count), tight_loop);
+    check_exactly_once(&mut redis, &ids).await;
+    seconds
+}
+
+/// Watches the pool (every millisecond, the same for the reference and the daemon) and returns the
+/// seconds from the first move to an empty pool.
+async fn time_drain(redis: &mut MultiplexedConnection, count: usize) -> f64 {
+    let mut first_move = None;
+    loop {
+        let left: usize = redis.zcard(JOB_POOL).await.unwrap();
+        if left < count && first_move.is_none() {
+            first_move = Some(Instant::now());
+        }
+        if left == 0 {
+            return first_move.unwrap().elapsed().as_secs_f64();
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+struct DaemonDrain {
+    seconds: f64,
+    cpu_seconds: f64,
+    peak_rss_kb: u64,
+}
+
+/// The daemon draining a backlog: from its first move to an empty pool.
+async fn daemon_drain(server: &RedisServer, count: usize, batch_size: usize) -> DaemonDrain {
+    let mut redis = fresh(server).await;
+    let ids = fill_backlog(&mut redis, count, &TOPICS).await;
+    let (config, _) = server.daemon_config(
+        &format!("drain-{count}-{batch_size}"),
+        &format!("batch_size = {batch_size}"),
+    );
+    let mut daemon = Daemon::start(&config);
+    let seconds = time_drain(&mut redis, count).await;
+    let peak_rss_kb = proc_status_kb(daemon.pid(), "VmHWM");
+    let cpu_seconds = cpu_ticks(daemon.pid()) as f64 / clock_ticks_per_second();
+    stop(&mut daemon);
+    check_exactly_once(&mut redis, &ids).await;
+    DaemonDrain {
+        seconds,
+        cpu_seconds,
+        peak_rss_kb,
+    }
+}
+
+async fn check_exactly_once(redis: &mut MultiplexedConnection, ids: &[String]) {
+    let counts = delivered(redis, &TOPICS).await;
+    assert!(counts.values().all(|count| *count == 1), "duplicates");
+    assert_eq!(counts.len(), ids.len(), "every id is in a ready list once");
+}
+
+/// Jobs falling due at a steady rate, popped by consumers on BRPOP: arrival − due.
+async fn lateness(server: &RedisServer) {
+    println!(
+        "\n## Lateness (jobs falling due at a steady rate for 5 s, {CONSUMERS} consumers on BRPOP)\n"
+    );
+    println!("| rate | scores | jobs | p50 ms | p99 ms | max ms | early | max move lag ms |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    for rate in [1_000, 20_000] {
+        for whole_seconds in [true, false] {
+            let stats = lateness_run(server, rate, whole_seconds, 5).await;
+            println!(
+                "| {rate}/s | {} | {} | {:.2} | {:.2} | {:.2} | {} | {:.2} |",
+                if whole_seconds {
+                    "whole seconds"
+                } else {
+                    "milliseconds"
+                },
+                stats.jobs,
+                stats.p50,
+                stats.p99,
+                stats.max,
+                stats.early,
+                stats.max_move_lag
+            );
+        }
+    }
+}
+
+struct Lateness {
+    jobs: usize,
+    p50: f64,
+    p99: f64,
+    max: f64,
+    early: usize,
+    /// The daemon's part, apart from how fast consumers pop: the most the oldest due job still in
+    /// the pool was overdue, sampled every millisecond.
+    max_move_lag: f64,
+}
+
+async fn lateness_run(
+    server: &RedisServer,
+    rate: usize,
+    whole_seconds: bool,
+    seconds: usize,
+) -> Lateness {
+    let mut redis = fresh(server).await;
+    let (config, logs) = server.daemon_config(&format!("lateness-{rate}-{whole_seconds}"), "");
+    let mut daemon = Daemon::start(&config);
+    logs.wait_for_line("Service started successfully");
+
+    let jobs = rate * seconds;
+    let start = unix_now().floor() + 2.0;
+    let due: Vec<f64> = (0..jobs)
+        .map(|index| {
+            if whole_seconds {
+                start + (index / rate) as f64
+            } else {
+                start + ((index * 1000 / rate) as f64) / 1000.0
+            }
+        })
+        .collect();
+    for (chunk_index, chunk) in due.chunks(10_000).enumerate() {
+        let mut pipe = redis::pipe();
+        for (offset, score) in chunk.iter().enumerate() {
+            let index = chunk_index * 10_000 + offset;
+            let id = index.to_string();
+            pipe.hset_multiple(
+                job_bucket(&id),
+                &[("topic", TOPICS[index % TOPICS.len()]), ("body", "b")],
+            )
+            .ignore()
+            .zadd(JOB_POOL, &id, *score)
+            .ignore();
+        }
+        pipe.query_async::<()>(&mut redis).await.unwrap();
+    }
+    assert!(
+        unix_now() < start,
+        "loading took too long: the first jobs fell due before it ended"
+    );
+
+    let arrivals = Arc::new(Mutex::new(Vec::with_capacity(jobs)));
+    let received = Arc::new(AtomicUsize::new(0));
+    let keys: Vec<String> = TOPICS.iter().map(|topic| ready_queue(topic)).collect();
+    let mut consumers = Vec::new();
+    for _ in 0..CONSUMERS {
+        let (mut connection, arrivals, received, keys) = (
+            server.connect().await,
+            arrivals.clone(),
+            received.clone(),
+            keys.clone(),
+        );
+        consumers.push(tokio::spawn(async move {
+            while received.load(Ordering::Relaxed) < jobs {
+                let popped: Option<(String, String)> = redis::cmd("BRPOP")
+                    .arg(&keys)
+                    .arg(1)
+                    .query_async(&mut connection)
+                    .await
+                    .unwrap();
+                if let Some((_, id)) = popped {
+                    let arrived = unix_now();
+                    arrivals
+                        .lock()
+                        .unwrap()
+                        .push((id.parse::<usize>().unwrap(), arrived));
+                    received.fetch_add(1, Ordering::Relaxed);
+                } else if unix_now() > start + seconds as f64 + 10.0 {
+                    break;
+                }
+            }
+        }));
+    }
+    let mut watcher = server.connect().await;
+    let watched = received.clone();
+    let move_lag = tokio::spawn(async move {
+        let mut max_lag: f64 = 0.0;
+        while watched.load(Ordering::Relaxed) < jobs {
+            let oldest: Vec<(String, f64)> =
+                watcher.zrange_withscores(JOB_POOL, 0, 0).await.unwrap();
+            if let Some((_, due)) = oldest.first() {
+                max_lag = max_lag.max(unix_now() - due);
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        max_lag * 1000.0
+    });
+    for consumer in consumers {
+        consumer.await.unwrap();
+    }
+    let max_move_lag = move_lag.await.unwrap();
+    stop(&mut daemon);
+
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), jobs, "every job arrived");
+    let mut late_ms: Vec<f64> = arrivals
+        .iter()
+        .map(|(id, arrived)| (arrived - due[*id]) * 1000.0)
+        .collect();
+    late_ms.sort_by(f64::total_cmp);
+    Lateness {
+        jobs,
+        p50: late_ms[jobs / 2],
+        p99: late_ms[jobs * 99 / 100],
+        max: late_ms[jobs - 1],
+        early: late_ms.iter().filter(|late| **late < 0.0).count(),
+        max_move_lag,
+    }
+}
+
+/// What the daemon costs while nothing is due: Redis commands per second and its CPU.
+async fn idle(server: &RedisServer) {
+    println!("\n## Idle cost (timer_interval = 1000 ms, nothing due, 10 s window)\n");
+    println!(
+        "| jobs waiting | script calls/s | Redis commands/s (all, incl. inside the script) | daemon CPU % |"
+    );
+    println!("|---:|---:|---:|---:|");
+    for waiting in [0, 1_000_000] {
+        let mut redis = fresh(server).await;
+        let far = unix_now() + 86_400.0;
+        for chunk_start in (0..waiting).step_by(10_000) {
+            let mut pipe = redis::pipe();
+            for index in chunk_start..(chunk_start + 10_000).min(waiting) {
+                let id = format!("far-{index}");
+                pipe.hset(job_bucket(&id), "topic", "t0")
+                    .ignore()
+                    .zadd(JOB_POOL, &id, far)
+                    .ignore();
+            }
+            pipe.query_async::<()>(&mut redis).await.unwrap();
+        }
+        let (config, logs) =
+            server.daemon_config(&format!("idle-{waiting}"), "timer_interval = 1000");
+        let mut daemon = Daemon::start(&config);
+        logs.wait_for_line("Service started successfully");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+
+        let before = (command_calls(&mut redis).await, cpu_ticks(daemon.pid()));
+        let started = Instant::now();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let after = (command_calls(&mut redis).await, cpu_ticks(daemon.pid()));
+        let elapsed = started.elapsed().as_secs_f64();
+        stop(&mut daemon);
+
+        let script_calls =
+            after.0.get("evalsha").unwrap_or(&0) - before.0.get("evalsha").unwrap_or(&0);
+        // The first INFO is counted in the second reading: it is ours, not the daemon's.
+        let all_calls = after.0.values().sum::<u64>() - before.0.values().sum::<u64>() - 1;
+        let cpu = (after.1 - before.1) as f64 / clock_ticks_per_second() / elapsed * 100.0;
+        println!(
+            "| {waiting} | {:.1} | {:.1} | {cpu:.2} |",
+            script_calls as f64 / elapsed,
+            all_calls as f64 / elapsed
+        );
+    }
+}
+
+/// Calls so far per command, from `INFO commandstats`.
+async fn command_calls(redis: &mut MultiplexedConnection) -> HashMap<String, u64> {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(redis)
+        .await
+        .unwrap();
+    stats
+        .lines()
+        .filter_map(|line| {
+            let (command, rest) = line.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+            Some((command.to_string(), rest.split(',').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// An empty database and a connection to it.
+async fn fresh(server: &RedisServer) -> MultiplexedConnection {
+    let mut redis = server.connect().await;
+    redis::cmd("FLUSHALL")
+        .query_async::<()>(&mut redis)
+        .await
+        .unwrap();
+    redis
+}
+
+fn stop(daemon: &mut Daemon) {
+    daemon.signal("TERM");
+    assert!(
+        daemon.wait(Duration::from_secs(5)).success(),
+        "the daemon stops cleanly"
+    );
+}
+
+/// A `kB` field of /proc/<pid>/status, e.g. VmHWM (peak RSS).
+fn proc_status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap()
+}
+
+/// User + system CPU time of a process, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+fn clock_ticks_per_second() -> f64 {
+    let output = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .unwrap()
+}
