@@ -74,12 +74,12 @@ async fn redis_version(server: &RedisServer) -> String {
 
 /// Drain 100k jobs with each batch size, bare script and daemon, to choose the default.
 async fn batch_sizes(server: &RedisServer) {
-    println!("\n## Drain by batch size (100k jobs due, 10 topics)\n");
+    println!("\n## Drain by batch size (100k jobs due, 10 topics; best of {RUNS})\n");
     println!("| batch size | bare script jobs/s | daemon jobs/s | daemon / bare |");
     println!("|---:|---:|---:|---:|");
     for batch_size in BATCH_SIZES {
-        let bare = bare_drain(server, 100_000, batch_size).await;
-        let daemon = daemon_drain(server, 100_000, batch_size).await;
+        let bare = best_bare(server, 100_000, batch_size).await;
+        let daemon = best_daemon(server, 100_000, batch_size).await;
         println!(
             "| {batch_size} | {:.0} | {:.0} | {:.2} |",
             100_000.0 / bare,
@@ -91,15 +91,15 @@ async fn batch_sizes(server: &RedisServer) {
 
 /// Drain 100k and 1M jobs with the default batch size; peak RSS of the daemon during each.
 async fn drains(server: &RedisServer) {
-    println!("\n## Drain (jobs already due, 10 topics, default batch size)\n");
+    println!("\n## Drain (jobs already due, 10 topics, default batch size; best of {RUNS})\n");
     println!(
-        "| jobs | bare script s | bare jobs/s | daemon s | daemon jobs/s | daemon / bare | daemon peak RSS |"
+        "| jobs | bare script s | bare jobs/s | daemon s | daemon jobs/s | daemon / bare | daemon CPU s | daemon peak RSS |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     let batch_size = delayer::config::DEFAULT_BATCH_SIZE;
     for count in [100_000, 1_000_000] {
-        let bare = bare_drain(server, count, batch_size).await;
-        let daemon = daemon_drain(server, count, batch_size).await;
+        let bare = best_bare(server, count, batch_size).await;
+        let daemon = best_daemon(server, count, batch_size).await;
         println!(
             "| {count} | {bare:.3} | {:.0} | {:.3} | {:.0} | {:.2} | {:.2} | {:.1} MB |",
             count as f64 / bare,
@@ -110,6 +110,30 @@ async fn drains(server: &RedisServer) {
             daemon.peak_rss_kb as f64 / 1024.0
         );
     }
+}
+
+/// Short drains are at the mercy of a shared machine: each figure is the best of this many runs.
+const RUNS: usize = 3;
+
+async fn best_bare(server: &RedisServer, count: usize, batch_size: usize) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..RUNS {
+        best = best.min(bare_drain(server, count, batch_size).await);
+    }
+    best
+}
+
+async fn best_daemon(server: &RedisServer, count: usize, batch_size: usize) -> DaemonDrain {
+    let mut best = daemon_drain(server, count, batch_size).await;
+    for _ in 1..RUNS {
+        let run = daemon_drain(server, count, batch_size).await;
+        best.peak_rss_kb = best.peak_rss_kb.max(run.peak_rss_kb);
+        if run.seconds < best.seconds {
+            best.seconds = run.seconds;
+            best.cpu_seconds = run.cpu_seconds;
+        }
+    }
+    best
 }
 
 /// The reference: the same script called in a tight loop on one connection, nothing else.
