@@ -66,11 +66,24 @@ pub struct Config {
     pub access_log: Option<PathBuf>,
     /// `[delayer] error_log`: where warnings and errors go (`None`: stdout).
     pub error_log: Option<PathBuf>,
+    /// `[delayer] log_rotate`: whether log files roll over daily.
+    pub log_rotate: LogRotation,
+    /// `[delayer] log_max_files`: with daily rotation, how many files of each log to keep (`None`: all).
+    pub log_max_files: Option<usize>,
     /// `[delayer] batch_size`: the most jobs one script call moves.
     pub batch_size: usize,
     pub redis: RedisConfig,
     /// Things that were ignored (unknown sections and keys), to be logged once logging is up.
     pub warnings: Vec<String>,
+}
+
+/// When log files roll over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogRotation {
+    /// One file, appended to for ever (rotate it from outside with logrotate's `copytruncate`).
+    Never,
+    /// A new file each day (UTC), named `<file>.YYYY-MM-DD`.
+    Daily,
 }
 
 /// The `[redis]` section.
@@ -103,6 +116,53 @@ impl RedisConfig {
 
     pub fn is_unix_socket(&self) -> bool {
         self.host.starts_with('/')
+    }
+}
+
+/// The configuration as it will be used, in `delayer.conf`'s own shape (password masked).
+impl Display for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let path = |path: &Option<PathBuf>, empty: &str| match path {
+            Some(path) => format!("{}", path.display()),
+            None => format!("                ; {empty}"),
+        };
+        let seconds = |limit: Option<Duration>| limit.map_or(0, |limit| limit.as_secs());
+        let redis = &self.redis;
+        writeln!(f, "[delayer]")?;
+        writeln!(
+            f,
+            "pid = {}",
+            path(&self.pid, "none: several instances may run")
+        )?;
+        writeln!(f, "timer_interval = {}", self.timer_interval.as_millis())?;
+        writeln!(f, "access_log = {}", path(&self.access_log, "stdout"))?;
+        writeln!(f, "error_log = {}", path(&self.error_log, "stdout"))?;
+        let rotate = if self.log_rotate == LogRotation::Daily {
+            "daily"
+        } else {
+            "never"
+        };
+        writeln!(f, "log_rotate = {rotate}")?;
+        writeln!(f, "log_max_files = {}", self.log_max_files.unwrap_or(0))?;
+        writeln!(f, "batch_size = {}", self.batch_size)?;
+        writeln!(f, "\n[redis]")?;
+        writeln!(f, "host = {}", redis.host)?;
+        writeln!(f, "port = {}", redis.port)?;
+        writeln!(f, "database = {}", redis.database)?;
+        let password = if redis.password.is_some() {
+            "********"
+        } else {
+            "                ; none"
+        };
+        writeln!(f, "password = {password}")?;
+        writeln!(f, "max_idle = {}", redis.max_idle)?;
+        writeln!(f, "max_active = {}", redis.max_active)?;
+        writeln!(f, "idle_timeout = {}", seconds(redis.idle_timeout))?;
+        write!(
+            f,
+            "conn_max_lifetime = {}",
+            seconds(redis.conn_max_lifetime)
+        )
     }
 }
 
@@ -175,6 +235,15 @@ impl Config {
             timer_interval: Duration::from_millis(timer_interval_ms),
             access_log: values.path("delayer", "access_log")?,
             error_log: values.path("delayer", "error_log")?,
+            log_rotate: values.choice(
+                "delayer",
+                "log_rotate",
+                &[("never", LogRotation::Never), ("daily", LogRotation::Daily)],
+            )?,
+            log_max_files: match values.number("delayer", "log_max_files", 0, 0..=100_000)? {
+                0 => None,
+                count => Some(count),
+            },
             batch_size: values.number(
                 "delayer",
                 "batch_size",
@@ -226,6 +295,28 @@ impl Values<'_> {
                 self.file.display(),
                 range.start(),
                 range.end()
+            ),
+        }
+    }
+
+    /// One of `choices` (by name, case-insensitive); the first is the default.
+    fn choice<T: Copy>(&self, section: &str, key: &str, choices: &[(&str, T)]) -> Result<T> {
+        let Some(raw) = self.get(section, key) else {
+            return Ok(choices[0].1);
+        };
+        match choices
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(&raw))
+        {
+            Some((_, value)) => Ok(*value),
+            None => bail!(
+                "{}: [{section}] {key} = {raw:?}: expected one of {}",
+                self.file.display(),
+                choices
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }
     }
@@ -353,6 +444,32 @@ mod tests {
         assert_eq!(config.redis.address(), "/run/redis.sock");
         let log = config.access_log.unwrap();
         assert!(log.ends_with("C:\\temp\\a.log"), "no escapes: {log:?}");
+    }
+
+    #[test]
+    fn log_rotation() {
+        let config = parse("[delayer]\nlog_rotate = Daily ; roll\nlog_max_files = 7\n").unwrap();
+        assert_eq!(
+            (config.log_rotate, config.log_max_files),
+            (LogRotation::Daily, Some(7))
+        );
+        let config = parse("").unwrap();
+        assert_eq!(
+            (config.log_rotate, config.log_max_files),
+            (LogRotation::Never, None)
+        );
+    }
+
+    #[test]
+    fn printing_masks_the_password_and_reads_back_the_same() {
+        let text = "[delayer]\nbatch_size = 7\nlog_rotate = daily\n[redis]\npassword = hunter2\nidle_timeout = 0\n";
+        let config = parse(text).unwrap();
+        let printed = config.to_string();
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("password = ********"), "{printed}");
+        let again = parse(&printed.replace("********", "hunter2")).unwrap();
+        assert_eq!(again.to_string(), printed);
+        assert_eq!((again.batch_size, again.redis.idle_timeout), (7, None));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod daemon;
 pub mod keys;
 pub mod logging;
 pub mod mover;
@@ -23,17 +24,39 @@ pub use config::Config;
 pub use deadpool_redis::redis;
 pub use mover::Mover;
 
-/// Runs the service until `shutdown` is cancelled: logs the start line, moves jobs as they fall
-/// due, and logs the stop line once the last script call has finished.
-pub async fn run(config: &Config, shutdown: CancellationToken) -> Result<()> {
-    for warning in &config.warnings {
-        warn!("{warning}");
+/// The service once started: its configuration accepted by Redis and its start line logged.
+pub struct Service {
+    mover: Mover,
+}
+
+impl Service {
+    /// Logs the configuration's warnings, refuses a Redis that rejects the configured password or
+    /// database (an unreachable one is waited for), and logs the start line.
+    pub async fn start(config: &Config) -> Result<Service> {
+        for warning in &config.warnings {
+            warn!("{warning}");
+        }
+        let mover = Mover::new(config)?;
+        mover.check_redis().await?;
+        info!("Service started successfully, PID: {}", std::process::id());
+        Ok(Service { mover })
     }
-    let mover = Mover::new(config)?;
-    mover.check_redis().await?;
-    let pid = std::process::id();
-    info!("Service started successfully, PID: {pid}");
-    mover.run(&shutdown).await;
-    info!("Service stopped successfully, PID: {pid}");
+
+    /// Moves jobs as they fall due until `shutdown` is cancelled, then logs the stop line once the
+    /// last script call has finished.
+    pub async fn run(self, shutdown: CancellationToken) {
+        self.mover.run(&shutdown).await;
+        info!("Service stopped successfully, PID: {}", std::process::id());
+    }
+}
+
+/// Starts the service and runs it until `shutdown` is cancelled.
+pub async fn run(config: &Config, shutdown: CancellationToken) -> Result<()> {
+    Service::start(config).await?.run(shutdown).await;
     Ok(())
+}
+
+/// For `--check-config`: connects to the configured Redis once and returns its version.
+pub async fn check_redis(config: &Config) -> Result<String> {
+    pool::server_version(&config.redis).await
 }

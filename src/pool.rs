@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use deadpool_redis::redis::{
     self, AsyncConnectionConfig, ConnectionAddr, ErrorKind, IntoConnectionInfo, RedisConnectionInfo,
 };
@@ -35,6 +35,25 @@ pub fn build(config: &RedisConfig) -> Result<Pool> {
         .max_size(config.max_active)
         .build()
         .context("cannot build the Redis connection pool")
+}
+
+/// Connects once and returns the server's `redis_version`.
+pub async fn server_version(config: &RedisConfig) -> Result<String> {
+    let pool = build(config)?;
+    let mut connection = pool
+        .get()
+        .await
+        .map_err(|error| anyhow!(describe(&error, config)))?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut connection)
+        .await
+        .map_err(|error| anyhow!(describe_redis(&error, config)))?;
+    Ok(info
+        .lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .unwrap_or("unknown")
+        .to_string())
 }
 
 /// Closes connections past `idle_timeout` or `conn_max_lifetime`, and idle ones beyond `max_idle`.

@@ -1,0 +1,98 @@
+//! `-d`: detach into the background, the foreground process waiting until the daemon is up.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{PipeReader, PipeWriter, Read, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use daemonize::{Daemonize, Outcome};
+
+use crate::config::Config;
+
+const READY: &str = "READY";
+
+/// How a starting service tells the foreground process that waits for it (if any) how it went.
+pub struct Readiness(Option<PipeWriter>);
+
+impl Readiness {
+    /// Nobody is waiting: the service runs in the foreground.
+    pub fn foreground() -> Readiness {
+        Readiness(None)
+    }
+
+    /// The service is up: the foreground process may exit 0.
+    pub fn ready(&mut self) {
+        if let Some(mut pipe) = self.0.take() {
+            let _ = writeln!(pipe, "{READY} {}", std::process::id());
+        }
+    }
+
+    /// The service could not start: the foreground process prints `error` and exits non-zero.
+    pub fn failed(&mut self, error: &anyhow::Error) {
+        if let Some(mut pipe) = self.0.take() {
+            let _ = write!(pipe, "{error:#}");
+        }
+    }
+}
+
+/// Forks into the background (call before any thread exists). Returns `Some` in the daemon, whose
+/// stdout and stderr now append to the access and error logs; in the foreground process, waits
+/// for the daemon's report and returns `None` once it is up, or its reason for failing.
+pub fn detach(config: &Config) -> Result<Option<Readiness>> {
+    let (Some(access_log), Some(error_log)) = (&config.access_log, &config.error_log) else {
+        bail!(
+            "{}: -d needs [delayer] access_log and error_log: a daemon has no terminal to log to",
+            config.file.display()
+        );
+    };
+    let (report, pipe) = std::io::pipe().context("cannot create a pipe to the daemon")?;
+    let daemon = Daemonize::new()
+        .working_directory("/")
+        .stdout(open_log(access_log)?)
+        .stderr(open_log(error_log)?);
+    match daemon.execute() {
+        Outcome::Parent(Ok(_)) => {
+            drop(pipe);
+            wait_for_report(report, error_log).map(|()| None)
+        }
+        Outcome::Parent(Err(error)) => bail!("cannot start the daemon: {error}"),
+        Outcome::Child(Ok(_)) => Ok(Some(Readiness(Some(pipe)))),
+        Outcome::Child(Err(error)) => {
+            let error = anyhow::anyhow!("cannot start the daemon: {error}");
+            Readiness(Some(pipe)).failed(&error);
+            Err(error)
+        }
+    }
+}
+
+/// Reads the daemon's report until it closes its end of the pipe.
+fn wait_for_report(mut report: PipeReader, error_log: &Path) -> Result<()> {
+    let mut text = String::new();
+    report
+        .read_to_string(&mut text)
+        .context("cannot read the daemon's report")?;
+    match text.strip_prefix(READY) {
+        Some(pid) => {
+            println!("delayer is running in the background, PID: {}", pid.trim());
+            Ok(())
+        }
+        None if text.is_empty() => bail!(
+            "the daemon exited while starting; see {}",
+            error_log.display()
+        ),
+        None => bail!(text),
+    }
+}
+
+/// Opened before the fork so a bad path is reported on the terminal.
+fn open_log(path: &Path) -> Result<File> {
+    if let Some(directory) = path.parent() {
+        fs::create_dir_all(directory)
+            .with_context(|| format!("cannot create log directory {}", directory.display()))?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open log file {}", path.display()))
+}
