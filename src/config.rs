@@ -35,6 +35,8 @@ const KNOWN_KEYS: [(&str, &[&str]); 2] = [
             "timer_interval",
             "access_log",
             "error_log",
+            "log_rotate",
+            "log_max_files",
             "batch_size",
         ],
     ),
@@ -409,6 +411,18 @@ mod tests {
         assert_eq!((redis.max_idle, redis.max_active), (2, 20));
         assert_eq!(redis.idle_timeout, Some(Duration::from_secs(3600)));
         assert_eq!(redis.conn_max_lifetime, Some(Duration::from_secs(3600)));
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    }
+
+    #[test]
+    fn the_packaged_config_suits_systemd() {
+        let config = parse(include_str!("../dist/delayer.conf")).unwrap();
+        assert_eq!(config.pid, None, "systemd tracks the process");
+        assert_eq!(
+            (config.access_log, config.error_log),
+            (None, None),
+            "logs go to the journal"
+        );
         assert!(config.warnings.is_empty(), "{:?}", config.warnings);
     }
 
