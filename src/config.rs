@@ -268,7 +268,8 @@ struct Values<'a> {
 impl Values<'_> {
     /// The trimmed value, `None` when the key is absent or empty.
     fn get(&self, section: &str, key: &str) -> Option<String> {
-        let value = self.ini.section(Some(section))?.get(key)?.trim();
+        // The last one wins, as in the original (go-ini); duplicates are warned about.
+        let value = self.ini.section(Some(section))?.get_all(key).last()?.trim();
         // rust-ini reads `password =   ; comment` as "; comment": an empty value with a comment.
         if value.is_empty() || value.starts_with(';') || value.starts_with('#') {
             None
@@ -348,17 +349,25 @@ impl Values<'_> {
         for (section, properties) in self.ini.iter() {
             let known = KNOWN_KEYS.iter().find(|(name, _)| Some(*name) == section);
             match (section, known) {
-                (_, Some((_, keys))) => {
+                (Some(name), Some((_, keys))) => {
                     for (key, _) in properties.iter().filter(|(key, _)| !keys.contains(key)) {
                         warnings.push(format!(
-                            "{}: unknown key [{}] {key}, ignored",
-                            self.file.display(),
-                            section.unwrap_or_default()
+                            "{}: unknown key [{name}] {key}, ignored",
+                            self.file.display()
+                        ));
+                    }
+                    for key in keys
+                        .iter()
+                        .filter(|key| properties.get_all(key).count() > 1)
+                    {
+                        warnings.push(format!(
+                            "{}: [{name}] {key} is set more than once; the last value is used",
+                            self.file.display()
                         ));
                     }
                 }
-                (None, None) if properties.is_empty() => {}
-                (None, None) => warnings.push(format!(
+                (None, _) if properties.is_empty() => {}
+                (None, _) => warnings.push(format!(
                     "{}: keys outside any section, ignored: {}",
                     self.file.display(),
                     properties
@@ -484,6 +493,20 @@ mod tests {
         let again = parse(&printed.replace("********", "hunter2")).unwrap();
         assert_eq!(again.to_string(), printed);
         assert_eq!((again.batch_size, again.redis.idle_timeout), (7, None));
+    }
+
+    #[test]
+    fn a_repeated_key_takes_the_last_value_with_a_warning() {
+        let config = parse("[redis]\nport = 1\nport = 2\n").unwrap();
+        assert_eq!(config.redis.port, 2);
+        assert!(
+            config
+                .warnings
+                .join("\n")
+                .contains("[redis] port is set more than once"),
+            "{:?}",
+            config.warnings
+        );
     }
 
     #[test]
