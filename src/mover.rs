@@ -9,7 +9,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::config::{Config, RedisConfig};
-use crate::{keys, pool};
+use crate::keys;
+use crate::pool::{self, Failure, Trouble};
 
 /// The first wait after a failed attempt; it doubles up to [`MAX_RETRY_WAIT`].
 const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -19,8 +20,8 @@ const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
 /// What one run of the move script did.
 #[derive(Debug, Default, PartialEq)]
 pub struct Batch {
-    /// How many due ids the script looked at; equal to the batch size when more may be due.
-    pub scanned: usize,
+    /// How many ids left the pool (moved or dropped); equal to the batch size when more may be due.
+    pub taken: usize,
     /// When the earliest job that is not due yet falls due, in unix seconds.
     pub next_due: Option<f64>,
     /// Ids dropped from the pool because their bucket or its topic is gone.
@@ -37,9 +38,9 @@ impl Batch {
         self.moved.iter().map(|(_, ids)| ids.len()).sum()
     }
 
-    /// More jobs may be due right now: the batch was full and made progress.
+    /// More jobs may be due right now.
     fn is_full(&self, batch_size: usize) -> bool {
-        self.scanned >= batch_size && self.moved_count() + self.orphans.len() > 0
+        self.taken >= batch_size
     }
 }
 
@@ -88,10 +89,14 @@ impl Mover {
     /// Moves jobs as they fall due until `shutdown` is cancelled. A script call that has started
     /// always finishes: Redis is never left with a job half-moved.
     pub async fn run(&self, shutdown: &CancellationToken) {
-        let mut outage: Option<String> = None;
+        let mut outage: Option<Failure> = None;
         let mut retry_wait = FIRST_RETRY_WAIT;
-        while !shutdown.is_cancelled() {
-            let wait = match self.drain(shutdown).await {
+        loop {
+            let drained = self.drain(shutdown).await;
+            if shutdown.is_cancelled() {
+                return;
+            }
+            let wait = match drained {
                 Ok(next_due) => {
                     if outage.take().is_some() {
                         info!(address = %self.redis.address(), "redis is reachable again");
@@ -99,11 +104,11 @@ impl Mover {
                     retry_wait = FIRST_RETRY_WAIT;
                     self.wait_until(next_due)
                 }
-                Err(message) => {
+                Err(trouble) => {
                     // Once per outage (or change of cause), not on every retry.
-                    if outage.as_ref() != Some(&message) {
-                        error!("{message}; retrying until it answers");
-                        outage = Some(message);
+                    if outage != Some(trouble.kind) {
+                        error!("{trouble}; retrying until it answers");
+                        outage = Some(trouble.kind);
                     }
                     let wait = retry_wait;
                     retry_wait = (retry_wait * 2).min(MAX_RETRY_WAIT);
@@ -112,14 +117,14 @@ impl Mover {
             };
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
-                () = shutdown.cancelled() => {}
+                () = shutdown.cancelled() => return,
             }
         }
     }
 
     /// Runs the script until a batch comes back short (or a stop is asked for), and returns when
     /// the next job falls due.
-    async fn drain(&self, shutdown: &CancellationToken) -> Result<Option<f64>, String> {
+    async fn drain(&self, shutdown: &CancellationToken) -> Result<Option<f64>, Trouble> {
         pool::prune(&self.pool, &self.redis);
         // Waiting for a connection is cancellable; the script call below is not.
         let mut connection = tokio::select! {
@@ -138,11 +143,13 @@ impl Mover {
             let (next, ()) = tokio::join!(
                 biased;
                 self.run_script(&mut connection, unix_now()),
-                async { log_batch(&batch) },
+                async { log_moves(&batch) },
             );
             batch = next.map_err(describe)?;
         }
-        log_batch(&batch);
+        log_moves(&batch);
+        // Stuck ids come back in every batch of a drain: said once per drain.
+        log_stuck(&batch);
         Ok(batch.next_due)
     }
 
@@ -163,14 +170,16 @@ impl Mover {
     /// that jobs added with an earlier due time are found in time.
     fn wait_until(&self, next_due: Option<f64>) -> Duration {
         next_due.map_or(self.timer_interval, |due| {
-            Duration::try_from_secs_f64(due - unix_now())
-                .unwrap_or(Duration::ZERO)
-                .min(self.timer_interval)
+            // max/min rather than clamp: a score of +inf must mean "a long way off", not a panic.
+            let seconds = (due - unix_now())
+                .max(0.0)
+                .min(self.timer_interval.as_secs_f64());
+            Duration::from_secs_f64(seconds)
         })
     }
 }
 
-fn log_batch(batch: &Batch) {
+fn log_moves(batch: &Batch) {
     // These lines keep the original's exact wording: people grep their logs for them.
     for (topic, ids) in &batch.moved {
         info!("Job is ready, Topic: {topic}, IDs: [{}]", ids.join(","));
@@ -181,6 +190,9 @@ fn log_batch(batch: &Batch) {
             batch.orphans.join(",")
         );
     }
+}
+
+fn log_stuck(batch: &Batch) {
     if !batch.stuck.is_empty() {
         error!(
             "jobs left in the pool: their ready list key ({}<topic>) is not a list, IDs: [{}]",
@@ -209,13 +221,13 @@ fn parse_reply(reply: Value) -> RedisResult<Batch> {
         return Err(malformed());
     };
     let mut items = items.into_iter();
-    let (Some(Value::Int(scanned)), Some(next_due), Some(orphans), Some(stuck)) =
+    let (Some(Value::Int(taken)), Some(next_due), Some(orphans), Some(stuck)) =
         (items.next(), items.next(), items.next(), items.next())
     else {
         return Err(malformed());
     };
     let mut batch = Batch {
-        scanned: usize::try_from(scanned).map_err(|_| malformed())?,
+        taken: usize::try_from(taken).map_err(|_| malformed())?,
         next_due: text(next_due).and_then(|score| score.parse().ok()),
         orphans: texts(orphans).ok_or_else(malformed)?,
         stuck: texts(stuck).ok_or_else(malformed)?,

@@ -12,8 +12,10 @@ use crate::config::RedisConfig;
 
 /// How long connecting may take before it counts as a failure.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long a reply may take; bounds how long a stop waits for a hung Redis.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a reply may take: bounds how long a stop waits for a hung Redis. Far above the
+/// longest script call (a full batch of the largest size takes tens of ms), so that a slow Redis
+/// (forking for a save, say) is not mistaken for a lost one.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A pool of connections to the configured Redis (nothing is connected until first use).
 pub fn build(config: &RedisConfig) -> Result<Pool> {
@@ -71,18 +73,43 @@ pub fn prune(pool: &Pool, config: &RedisConfig) {
     });
 }
 
-/// Why talking to Redis failed, in the words of someone running the daemon.
-pub fn describe(error: &PoolError, config: &RedisConfig) -> String {
+/// A failure to talk to Redis: its kind (an outage is logged once per kind) and what to tell the user.
+#[derive(Debug)]
+pub struct Trouble {
+    pub kind: Failure,
+    pub message: String,
+}
+
+impl std::fmt::Display for Trouble {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    Password,
+    Database,
+    Unreachable,
+    Other,
+}
+
+/// Why getting a connection failed, in the words of someone running the daemon.
+pub fn describe(error: &PoolError, config: &RedisConfig) -> Trouble {
     match error {
         PoolError::Backend(error) => describe_redis(error, config),
-        other => format!("Redis at {}: {other}", config.address()),
+        other => Trouble {
+            kind: Failure::Other,
+            message: format!("Redis at {}: {other}", config.address()),
+        },
     }
 }
 
 /// Like [`describe`], for an error from a command.
-pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> String {
+pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> Trouble {
     let address = config.address();
-    match failure_kind(error) {
+    let kind = failure_kind(error);
+    let message = match kind {
         Failure::Password => format!(
             "Redis at {address} refused the password ([redis] password is {}): {error}",
             if config.password.is_some() {
@@ -97,19 +124,13 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> String
         ),
         Failure::Unreachable => format!("cannot reach Redis at {address}: {error}"),
         Failure::Other => format!("Redis at {address} failed: {error}"),
-    }
+    };
+    Trouble { kind, message }
 }
 
 /// True for failures that retrying cannot fix: the configured password or database is wrong.
 pub fn is_config_error(error: &redis::RedisError) -> bool {
     matches!(failure_kind(error), Failure::Password | Failure::Database)
-}
-
-enum Failure {
-    Password,
-    Database,
-    Unreachable,
-    Other,
 }
 
 fn failure_kind(error: &redis::RedisError) -> Failure {

@@ -48,7 +48,7 @@ async fn moves_only_due_jobs_and_reports_the_next_due_time() {
 
     assert_eq!(ready(&mut redis, "t").await, ["early", "exactly-now"]);
     assert_eq!(pool(&mut redis).await, ["just-later", "much-later"]);
-    assert_eq!(batch.scanned, 2);
+    assert_eq!(batch.taken, 2);
     assert_eq!(batch.next_due, Some(NOW + 0.001));
     let bucket: Vec<String> = redis
         .hmget(job_bucket("early"), &["topic", "body"])
@@ -71,16 +71,16 @@ async fn keeps_due_order_within_and_across_batches() {
     }
     let mover = mover(&server, 2);
 
-    let scanned: Vec<usize> = [
+    let taken: Vec<usize> = [
         mover.tick(NOW).await.unwrap(),
         mover.tick(NOW).await.unwrap(),
         mover.tick(NOW).await.unwrap(),
     ]
     .iter()
-    .map(|batch| batch.scanned)
+    .map(|batch| batch.taken)
     .collect();
 
-    assert_eq!(scanned, [2, 2, 1], "the batch size limits each call");
+    assert_eq!(taken, [2, 2, 1], "the batch size limits each call");
     assert_eq!(ready(&mut redis, "t").await, ["a", "b", "c", "d", "e"]);
     assert!(pool(&mut redis).await.is_empty());
 }
@@ -161,6 +161,39 @@ async fn leaves_jobs_in_the_pool_when_their_ready_list_is_not_a_list() {
 }
 
 #[tokio::test]
+async fn more_stuck_jobs_than_a_batch_do_not_hold_up_other_topics() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let _: () = redis
+        .set(ready_queue("broken"), "not a list")
+        .await
+        .unwrap();
+    for index in 0..25 {
+        add_job(
+            &mut redis,
+            &format!("stuck{index:02}"),
+            "broken",
+            NOW - 100.0,
+        )
+        .await;
+    }
+    for index in 0..3 {
+        add_job(&mut redis, &format!("fine{index}"), "fine", NOW - 1.0).await;
+    }
+
+    let batch = mover(&server, 10).tick(NOW).await.unwrap();
+
+    assert_eq!(ready(&mut redis, "fine").await, ["fine0", "fine1", "fine2"]);
+    assert_eq!(batch.stuck.len(), 25);
+    assert_eq!(
+        batch.taken, 3,
+        "not a full batch: the loop will not spin on stuck jobs"
+    );
+    let left: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert_eq!(left, 25, "stuck jobs are kept");
+}
+
+#[tokio::test]
 async fn moves_odd_topics_and_huge_bodies_intact() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
@@ -196,16 +229,12 @@ async fn moves_odd_topics_and_huge_bodies_intact() {
 async fn a_batch_larger_than_luas_unpack_limit_moves_whole() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let count = 12_000;
-    let mut pipe = redis::pipe();
-    for index in 0..count {
-        let id = format!("{index:06}");
-        pipe.hset(job_bucket(&id), "topic", "bulk")
-            .zadd(JOB_POOL, &id, NOW - 1.0);
-    }
-    pipe.query_async::<()>(&mut redis).await.unwrap();
+    // Above the 8000 arguments Lua's unpack() takes, at the largest batch size allowed.
+    let count = 10_000;
+    let jobs = (0..count).map(|index| (format!("{index:06}"), "bulk", NOW - 1.0));
+    support::add_jobs(&mut redis, jobs).await;
 
-    let batch = mover(&server, 20_000).tick(NOW).await.unwrap();
+    let batch = mover(&server, count).tick(NOW).await.unwrap();
 
     assert_eq!(batch.moved_count(), count);
     let ids = ready(&mut redis, "bulk").await;

@@ -110,7 +110,7 @@ impl RedisServer {
     /// The text of a `delayer.conf` for this server; `extra` lines are added to `[delayer]`.
     pub fn config_text(&self, extra: &str) -> String {
         format!(
-            "[delayer]\ntimer_interval = 1000\n{extra}\n[redis]\nhost = {}\n",
+            "[delayer]\n{extra}\n[redis]\nhost = {}\n",
             self.socket().display()
         )
     }
@@ -207,17 +207,12 @@ impl Daemon {
 
     /// Waits for the process to exit; panics if it takes longer than `timeout`.
     pub fn wait(&mut self, timeout: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.process.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "delayer did not exit within {timeout:?}"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let mut status = None;
+        wait_until_sync(timeout, "delayer to exit", || {
+            status = self.process.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap()
     }
 }
 
@@ -303,20 +298,32 @@ pub async fn fill_backlog(
     count: usize,
     topics: &[&str],
 ) -> Vec<String> {
-    let due = legacy_client::now_seconds() - 10;
+    let due = (legacy_client::now_seconds() - 10) as f64;
     let ids: Vec<String> = (0..count).map(|index| format!("job-{index:07}")).collect();
-    for (chunk_index, chunk) in ids.chunks(10_000).enumerate() {
+    let jobs = ids
+        .iter()
+        .enumerate()
+        .map(|(index, id)| (id.clone(), topics[index % topics.len()], due));
+    add_jobs(redis, jobs).await;
+    ids
+}
+
+/// Adds (id, topic, due score) jobs with a one-byte body, pipelined in chunks.
+pub async fn add_jobs<'a>(
+    redis: &mut MultiplexedConnection,
+    jobs: impl IntoIterator<Item = (String, &'a str, f64)>,
+) {
+    let mut jobs = jobs.into_iter().peekable();
+    while jobs.peek().is_some() {
         let mut pipe = redis::pipe();
-        for (offset, id) in chunk.iter().enumerate() {
-            let topic = topics[(chunk_index * 10_000 + offset) % topics.len()];
-            pipe.hset_multiple(job_bucket(id), &[("topic", topic), ("body", "b")])
+        for (id, topic, due) in jobs.by_ref().take(10_000) {
+            pipe.hset_multiple(job_bucket(&id), &[("topic", topic), ("body", "b")])
                 .ignore()
-                .zadd(JOB_POOL, id, due)
+                .zadd(JOB_POOL, &id, due)
                 .ignore();
         }
         pipe.query_async::<()>(redis).await.unwrap();
     }
-    ids
 }
 
 /// How many times each id sits in the ready lists of `topics`.
@@ -332,4 +339,36 @@ pub async fn delivered(
         }
     }
     counts
+}
+
+/// Per command, from `INFO commandstats`: (calls, failed calls).
+pub async fn command_stats(redis: &mut MultiplexedConnection) -> HashMap<String, (u64, u64)> {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(redis)
+        .await
+        .unwrap();
+    stats
+        .lines()
+        .filter_map(|line| {
+            let (command, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |name: &str| -> Option<u64> {
+                fields
+                    .split(',')
+                    .find_map(|part| part.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+            };
+            Some((
+                command.to_string(),
+                (field("calls")?, field("failed_calls").unwrap_or(0)),
+            ))
+        })
+        .collect()
+}
+
+/// How many move scripts Redis has run to the end (a first EVALSHA refused with NOSCRIPT is not one).
+pub async fn script_runs(redis: &mut MultiplexedConnection) -> u64 {
+    let stats = command_stats(redis).await;
+    stats
+        .get("evalsha")
+        .map_or(0, |(calls, failed)| calls - failed)
 }
