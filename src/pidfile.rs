@@ -2,6 +2,7 @@
 
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -23,49 +24,75 @@ impl PidFile {
                 format!("cannot create pid file directory {}", directory.display())
             })?;
         }
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .with_context(|| format!("cannot open pid file {}", path.display()))?;
-        let mut recorded = String::new();
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                file.read_to_string(&mut recorded).ok();
-                bail!("Service is being executed, PID: {}", recorded.trim());
-            }
-            Err(TryLockError::Error(error)) => {
-                return Err(error)
-                    .with_context(|| format!("cannot lock pid file {}", path.display()));
+        // A retry is needed only when the holder removes the file between our open and our lock.
+        for _ in 0..3 {
+            if let Some(file) = lock(path)? {
+                return take(path, file);
             }
         }
-        // The Go original does not lock its pid file: also refuse if it names a live delayer.
-        file.read_to_string(&mut recorded)
-            .with_context(|| format!("cannot read pid file {}", path.display()))?;
-        if let Ok(pid) = recorded.trim().parse::<u32>()
-            && pid != std::process::id()
-            && is_running_delayer(pid)
-        {
-            bail!("Service is being executed, PID: {pid}");
-        }
-        file.set_len(0)
-            .and_then(|()| file.rewind())
-            .and_then(|()| writeln!(file, "{}", std::process::id()))
-            .and_then(|()| file.sync_all())
-            .with_context(|| format!("cannot write pid file {}", path.display()))?;
-        Ok(PidFile {
-            path: path.to_path_buf(),
-            _file: file,
-        })
+        bail!(
+            "cannot lock pid file {}: it keeps being replaced",
+            path.display()
+        )
     }
+}
+
+/// Opens and locks `path`; `None` if the file was removed (by the instance that held it, on its
+/// way out) before the lock was ours, since a lock on a file no longer at `path` protects nothing.
+fn lock(path: &Path) -> Result<Option<File>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("cannot open pid file {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut recorded = String::new();
+            file.read_to_string(&mut recorded).ok();
+            bail!("Service is being executed, PID: {}", recorded.trim());
+        }
+        Err(TryLockError::Error(error)) => {
+            return Err(error).with_context(|| format!("cannot lock pid file {}", path.display()));
+        }
+    }
+    let locked = file
+        .metadata()
+        .with_context(|| format!("cannot read pid file {}", path.display()))?;
+    let still_there =
+        fs::metadata(path).is_ok_and(|now| (now.dev(), now.ino()) == (locked.dev(), locked.ino()));
+    Ok(still_there.then_some(file))
+}
+
+/// Writes this process's pid into the locked file, unless it names another live delayer.
+fn take(path: &Path, mut file: File) -> Result<PidFile> {
+    // The Go original does not lock its pid file: also refuse if it names a live delayer.
+    let mut recorded = String::new();
+    file.read_to_string(&mut recorded)
+        .with_context(|| format!("cannot read pid file {}", path.display()))?;
+    if let Ok(pid) = recorded.trim().parse::<u32>()
+        && pid != std::process::id()
+        && is_running_delayer(pid)
+    {
+        bail!("Service is being executed, PID: {pid}");
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("cannot write pid file {}", path.display()))?;
+    Ok(PidFile {
+        path: path.to_path_buf(),
+        _file: file,
+    })
 }
 
 impl Drop for PidFile {
     fn drop(&mut self) {
-        // Removed while still locked, so no other instance can take it in between.
+        // Removed while still locked: a starter that opened it meanwhile finds, once the lock is
+        // its own, that the file is gone, and starts over with a new one (see `lock`).
         let _ = fs::remove_file(&self.path);
     }
 }
