@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use delayer::keys::{JOB_BUCKET_PREFIX, JOB_POOL, READY_QUEUE_PREFIX, job_bucket, ready_queue};
+use delayer::keys::{JOB_BUCKET_PREFIX, JOB_POOL, READY_QUEUE_PREFIX, ready_queue};
 use delayer::mover::unix_now;
 use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncCommands, Script, Value};
@@ -42,7 +42,7 @@ fn main() {
         let server = RedisServer::start();
         println!(
             "redis-server {}, delayer {}",
-            redis_version(&server).await,
+            delayer::redis_version(&server.config("")).await.unwrap(),
             env!("CARGO_PKG_VERSION")
         );
         if runs("batch") {
@@ -58,18 +58,6 @@ fn main() {
             idle(&server).await;
         }
     });
-}
-
-async fn redis_version(server: &RedisServer) -> String {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut server.connect().await)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("redis_version:"))
-        .unwrap_or("?")
-        .to_string()
 }
 
 /// Drain 100k jobs with each batch size, bare script and daemon, to choose the default.
@@ -277,21 +265,11 @@ async fn lateness_run(
             }
         })
         .collect();
-    for (chunk_index, chunk) in due.chunks(10_000).enumerate() {
-        let mut pipe = redis::pipe();
-        for (offset, score) in chunk.iter().enumerate() {
-            let index = chunk_index * 10_000 + offset;
-            let id = index.to_string();
-            pipe.hset_multiple(
-                job_bucket(&id),
-                &[("topic", TOPICS[index % TOPICS.len()]), ("body", "b")],
-            )
-            .ignore()
-            .zadd(JOB_POOL, &id, *score)
-            .ignore();
-        }
-        pipe.query_async::<()>(&mut redis).await.unwrap();
-    }
+    let loaded = due
+        .iter()
+        .enumerate()
+        .map(|(index, score)| (index.to_string(), TOPICS[index % TOPICS.len()], *score));
+    support::add_jobs(&mut redis, loaded).await;
     assert!(
         unix_now() < start,
         "loading took too long: the first jobs fell due before it ended"
@@ -376,27 +354,21 @@ async fn idle(server: &RedisServer) {
     for waiting in [0, 1_000_000] {
         let mut redis = fresh(server).await;
         let far = unix_now() + 86_400.0;
-        for chunk_start in (0..waiting).step_by(10_000) {
-            let mut pipe = redis::pipe();
-            for index in chunk_start..(chunk_start + 10_000).min(waiting) {
-                let id = format!("far-{index}");
-                pipe.hset(job_bucket(&id), "topic", "t0")
-                    .ignore()
-                    .zadd(JOB_POOL, &id, far)
-                    .ignore();
-            }
-            pipe.query_async::<()>(&mut redis).await.unwrap();
-        }
+        support::add_jobs(
+            &mut redis,
+            (0..waiting).map(|index| (format!("far-{index}"), "t0", far)),
+        )
+        .await;
         let (config, logs) =
             server.daemon_config(&format!("idle-{waiting}"), "timer_interval = 1000");
         let mut daemon = Daemon::start(&config);
         logs.wait_for_line("Service started successfully");
         tokio::time::sleep(Duration::from_secs(2)).await;
 
-        let before = (command_calls(&mut redis).await, cpu_ticks(daemon.pid()));
+        let before = (calls(&mut redis).await, cpu_ticks(daemon.pid()));
         let started = Instant::now();
         tokio::time::sleep(Duration::from_secs(10)).await;
-        let after = (command_calls(&mut redis).await, cpu_ticks(daemon.pid()));
+        let after = (calls(&mut redis).await, cpu_ticks(daemon.pid()));
         let elapsed = started.elapsed().as_secs_f64();
         stop(&mut daemon);
 
@@ -413,19 +385,12 @@ async fn idle(server: &RedisServer) {
     }
 }
 
-/// Calls so far per command, from `INFO commandstats`.
-async fn command_calls(redis: &mut MultiplexedConnection) -> HashMap<String, u64> {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(redis)
-        .await
-        .unwrap();
+/// Calls so far per command.
+async fn calls(redis: &mut MultiplexedConnection) -> HashMap<String, u64> {
+    let stats = support::command_stats(redis).await;
     stats
-        .lines()
-        .filter_map(|line| {
-            let (command, rest) = line.strip_prefix("cmdstat_")?.split_once(":calls=")?;
-            Some((command.to_string(), rest.split(',').next()?.parse().ok()?))
-        })
+        .into_iter()
+        .map(|(command, (calls, _))| (command, calls))
         .collect()
 }
 

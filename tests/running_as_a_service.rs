@@ -58,7 +58,7 @@ async fn dash_d_returns_once_the_daemon_runs_and_sigterm_stops_it() {
     let _cleanup = KillOnDrop(pid);
     assert!(is_running(pid));
     assert!(String::from_utf8_lossy(&started.stdout).contains(&format!("PID: {pid}")));
-    assert!(read(&logs.access).contains(&format!("Service started successfully, PID: {pid}")));
+    logs.wait_for_line(&format!("Service started successfully, PID: {pid}"));
 
     let mut redis = server.connect().await;
     let _: () = redis.hset(job_bucket("j"), "topic", "t").await.unwrap();
