@@ -1,6 +1,6 @@
 //! `-d`: detach into the background, the foreground process waiting until the daemon is up.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{PipeReader, PipeWriter, Read, Write};
 use std::path::Path;
 
@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use daemonize::{Daemonize, Outcome};
 
 use crate::config::Config;
+use crate::logging;
 
 const READY: &str = "READY";
 
@@ -87,8 +88,7 @@ fn wait_for_report(mut report: PipeReader, error_log: &Path) -> Result<()> {
 /// Opened before the fork so a bad path is reported on the terminal.
 fn open_log(path: &Path) -> Result<File> {
     if let Some(directory) = path.parent() {
-        fs::create_dir_all(directory)
-            .with_context(|| format!("cannot create log directory {}", directory.display()))?;
+        logging::create_directory(directory)?;
     }
     OpenOptions::new()
         .create(true)

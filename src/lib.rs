@@ -57,6 +57,6 @@ pub async fn run(config: &Config, shutdown: CancellationToken) -> Result<()> {
 }
 
 /// For `--check-config`: connects to the configured Redis once and returns its version.
-pub async fn check_redis(config: &Config) -> Result<String> {
+pub async fn redis_version(config: &Config) -> Result<String> {
     pool::server_version(&config.redis).await
 }

@@ -68,8 +68,7 @@ fn appender(path: &Path, config: &Config) -> Result<RollingFileAppender> {
     let (Some(directory), Some(name)) = (path.parent(), path.file_name()) else {
         bail!("log path {} does not name a file", path.display());
     };
-    fs::create_dir_all(directory)
-        .with_context(|| format!("cannot create log directory {}", directory.display()))?;
+    create_directory(directory)?;
     let mut builder = RollingFileAppender::builder()
         .rotation(match config.log_rotate {
             LogRotation::Never => Rotation::NEVER,
@@ -82,6 +81,12 @@ fn appender(path: &Path, config: &Config) -> Result<RollingFileAppender> {
     builder
         .build(directory)
         .with_context(|| format!("cannot open log file {}", path.display()))
+}
+
+/// Creates a log file's directory (and its parents) when missing.
+pub fn create_directory(directory: &Path) -> Result<()> {
+    fs::create_dir_all(directory)
+        .with_context(|| format!("cannot create log directory {}", directory.display()))
 }
 
 /// `[info] 2018/10/21 11:24:24 message key=value`, as the Go original printed (local time).

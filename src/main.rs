@@ -100,7 +100,7 @@ fn check(config: &Config) -> Result<()> {
         "; {} as delayer reads it\n{config}\n",
         config.file.display()
     );
-    let version = runtime()?.block_on(delayer::check_redis(config))?;
+    let version = runtime()?.block_on(delayer::redis_version(config))?;
     println!(
         "Redis at {} answers (redis_version {version})",
         config.redis.address()
