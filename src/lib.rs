@@ -15,6 +15,7 @@ pub mod mover;
 pub mod pidfile;
 pub mod pool;
 pub mod signals;
+pub mod wakeup;
 
 use anyhow::Result;
 use tokio_util::sync::CancellationToken;

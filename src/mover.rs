@@ -2,6 +2,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use tokio::time::Instant;
+
 use anyhow::{Result, bail};
 use deadpool_redis::redis::{self, ErrorKind, RedisResult, Script, Value};
 use deadpool_redis::{Connection, Pool, PoolError};
@@ -11,11 +13,15 @@ use tracing::{error, info, warn};
 use crate::config::{Config, RedisConfig};
 use crate::keys;
 use crate::pool::{self, Failure, Trouble};
+use crate::wakeup::PoolWatch;
 
 /// The first wait after a failed attempt; it doubles up to [`MAX_RETRY_WAIT`].
 const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);
 /// Capped well under a second so what fell due during an outage moves within a second of Redis returning.
 const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
+/// The least time between two looks woken by writes to the pool: a burst of pushes must not turn
+/// into thousands of script calls, and a job due within this is at most this late.
+const MIN_LOOK_GAP: Duration = Duration::from_millis(5);
 
 /// What one run of the move script did.
 #[derive(Debug, Default, PartialEq)]
@@ -89,10 +95,12 @@ impl Mover {
     /// Moves jobs as they fall due until `shutdown` is cancelled. A script call that has started
     /// always finishes: Redis is never left with a job half-moved.
     pub async fn run(&self, shutdown: &CancellationToken) {
+        let mut watch = PoolWatch::new(&self.redis);
         let mut outage: Option<Failure> = None;
         let mut retry_wait = FIRST_RETRY_WAIT;
         loop {
             let drained = self.drain(shutdown).await;
+            let looked_at = Instant::now();
             if shutdown.is_cancelled() {
                 return;
             }
@@ -102,6 +110,7 @@ impl Mover {
                         info!(address = %self.redis.address(), "redis is reachable again");
                     }
                     retry_wait = FIRST_RETRY_WAIT;
+                    watch.ensure().await;
                     self.wait_until(next_due)
                 }
                 Err(trouble) => {
@@ -117,6 +126,11 @@ impl Mover {
             };
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
+                // A client pushed: look again, but not more often than MIN_LOOK_GAP.
+                () = async {
+                    watch.written().await;
+                    tokio::time::sleep_until(looked_at + MIN_LOOK_GAP).await;
+                } => {}
                 () = shutdown.cancelled() => return,
             }
         }

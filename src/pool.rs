@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use deadpool_redis::redis::{
-    self, AsyncConnectionConfig, ConnectionAddr, ErrorKind, IntoConnectionInfo, RedisConnectionInfo,
+    self, AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo,
+    ProtocolVersion, RedisConnectionInfo, RedisResult,
 };
 use deadpool_redis::{Manager, Pool, PoolError};
 
@@ -19,24 +20,38 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A pool of connections to the configured Redis (nothing is connected until first use).
 pub fn build(config: &RedisConfig) -> Result<Pool> {
+    let info = connection_info(config, ProtocolVersion::RESP2)?;
+    let manager = Manager::new_with_config(info, connection_config())?;
+    Pool::builder(manager)
+        .max_size(config.max_active)
+        .build()
+        .context("cannot build the Redis connection pool")
+}
+
+/// Where and how to connect, as `[redis]` says.
+pub fn connection_info(
+    config: &RedisConfig,
+    protocol: ProtocolVersion,
+) -> RedisResult<ConnectionInfo> {
     let addr = if config.is_unix_socket() {
         ConnectionAddr::Unix(config.host.clone().into())
     } else {
         ConnectionAddr::Tcp(config.host.clone(), config.port)
     };
-    let mut settings = RedisConnectionInfo::default().set_db(config.database);
+    let mut settings = RedisConnectionInfo::default()
+        .set_db(config.database)
+        .set_protocol(protocol);
     if let Some(password) = &config.password {
         settings = settings.set_password(password);
     }
-    let info = addr.into_connection_info()?.set_redis_settings(settings);
-    let connection = AsyncConnectionConfig::new()
+    Ok(addr.into_connection_info()?.set_redis_settings(settings))
+}
+
+/// The timeouts every connection of ours uses.
+pub fn connection_config() -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
-        .set_response_timeout(Some(RESPONSE_TIMEOUT));
-    let manager = Manager::new_with_config(info, connection)?;
-    Pool::builder(manager)
-        .max_size(config.max_active)
-        .build()
-        .context("cannot build the Redis connection pool")
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
 }
 
 /// Connects once and returns the server's `redis_version`.
@@ -126,6 +141,12 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> Troubl
         Failure::Other => format!("Redis at {address} failed: {error}"),
     };
     Trouble { kind, message }
+}
+
+/// True for failures that may pass: Redis unreachable, or refusing the configured password or
+/// database (which can be fixed on the Redis side while we wait).
+pub fn is_retryable(error: &redis::RedisError) -> bool {
+    failure_kind(error) != Failure::Other
 }
 
 /// True for failures that retrying cannot fix: the configured password or database is wrong.

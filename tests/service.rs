@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
-use delayer::redis::AsyncCommands;
 use delayer::redis::aio::MultiplexedConnection;
+use delayer::redis::{self, AsyncCommands};
 use support::{
     Daemon, RedisServer, delayer_command, delivered, fill_backlog, read, wait_until_sync,
 };
@@ -445,4 +445,29 @@ fn version_and_help() {
     ] {
         assert!(help.contains(flag), "{flag} in {help}");
     }
+}
+
+#[tokio::test]
+async fn without_client_tracking_jobs_still_move_every_timer_interval() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "default", "-client|tracking"][..])
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let (config, logs) = server.daemon_config("daemon", "timer_interval = 200");
+    let mut daemon = Daemon::start(&config);
+    logs.wait_for_line("cannot report writes to delayer:job_pool");
+
+    let _: () = redis.hset(job_bucket("j"), "topic", "t").await.unwrap();
+    let _: () = redis.zadd(JOB_POOL, "j", 1).await.unwrap();
+    support::wait_for(Duration::from_secs(5), "the job to move", || {
+        let mut redis = redis.clone();
+        async move { (pool_size(&mut redis).await == 0).then_some(()) }
+    })
+    .await;
+
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(2)).success());
 }

@@ -68,3 +68,31 @@ async fn a_job_due_at_infinity_does_not_make_the_loop_spin() {
     stop.cancel();
     service.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn a_job_pushed_while_the_loop_sleeps_moves_on_time() {
+    let server = RedisServer::start();
+    let mut client = server.connect().await;
+    // A long interval: only being woken by the push can make the job punctual.
+    let (service, stop) = spawn_service(server.config("timer_interval = 60000"));
+    support::wait_for(Duration::from_secs(5), "the loop to watch the pool", || {
+        let mut client = client.clone();
+        async move { (support::tracking_clients(&mut client).await == 1).then_some(()) }
+    })
+    .await;
+
+    let due = (legacy_client::now_seconds() + 1) as f64;
+    legacy_client::push(&mut client, &message("soon"), 1)
+        .await
+        .unwrap();
+
+    let popped = legacy_client::bpop(&mut client, "t", 5).await.unwrap();
+    let late = delayer::mover::unix_now() - due;
+    assert_eq!(popped.map(|message| message.id), Some("soon".to_string()));
+    assert!(
+        (0.0..0.5).contains(&late),
+        "{late:.3} s after its due second"
+    );
+    stop.cancel();
+    service.await.unwrap().unwrap();
+}

@@ -372,3 +372,19 @@ pub async fn script_runs(redis: &mut MultiplexedConnection) -> u64 {
         .get("evalsha")
         .map_or(0, |(calls, failed)| calls - failed)
 }
+
+/// How many connections have client tracking on (`t` among their `CLIENT LIST` flags).
+pub async fn tracking_clients(redis: &mut MultiplexedConnection) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(redis)
+        .await
+        .unwrap();
+    list.lines()
+        .filter(|line| {
+            line.split(' ')
+                .find_map(|field| field.strip_prefix("flags="))
+                .is_some_and(|flags| flags.contains('t'))
+        })
+        .count()
+}
