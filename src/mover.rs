@@ -110,7 +110,11 @@ impl Mover {
                         info!(address = %self.redis.address(), "redis is reachable again");
                     }
                     retry_wait = FIRST_RETRY_WAIT;
-                    watch.ensure().await;
+                    // Connecting the watch may take a while; nothing changes until it succeeds.
+                    tokio::select! {
+                        () = watch.ensure() => {}
+                        () = shutdown.cancelled() => return,
+                    }
                     self.wait_until(next_due)
                 }
                 Err(trouble) => {

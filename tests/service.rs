@@ -48,11 +48,7 @@ async fn three_daemons_deliver_a_backlog_exactly_once() {
         })
         .unzip();
 
-    support::wait_for(Duration::from_secs(60), "the pool to drain", || {
-        let mut redis = redis.clone();
-        async move { (pool_size(&mut redis).await == 0).then_some(()) }
-    })
-    .await;
+    support::wait_for_empty_pool(&redis, Duration::from_secs(60)).await;
 
     assert_exactly_once(&delivered(&mut redis, &topics).await, &ids);
     let working = logs
@@ -262,11 +258,7 @@ async fn starts_while_redis_is_down_and_works_once_it_is_up() {
     let _: () = redis.hset(job_bucket("j"), "topic", "t").await.unwrap();
     let _: () = redis.zadd(JOB_POOL, "j", 1).await.unwrap();
 
-    support::wait_for(Duration::from_secs(5), "the job to move", || {
-        let mut redis = redis.clone();
-        async move { (pool_size(&mut redis).await == 0).then_some(()) }
-    })
-    .await;
+    support::wait_for_empty_pool(&redis, Duration::from_secs(5)).await;
     let ready: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
     assert_eq!(ready, ["j"]);
     daemon.signal("TERM");
@@ -462,11 +454,7 @@ async fn without_client_tracking_jobs_still_move_every_timer_interval() {
 
     let _: () = redis.hset(job_bucket("j"), "topic", "t").await.unwrap();
     let _: () = redis.zadd(JOB_POOL, "j", 1).await.unwrap();
-    support::wait_for(Duration::from_secs(5), "the job to move", || {
-        let mut redis = redis.clone();
-        async move { (pool_size(&mut redis).await == 0).then_some(()) }
-    })
-    .await;
+    support::wait_for_empty_pool(&redis, Duration::from_secs(5)).await;
 
     daemon.signal("TERM");
     assert!(daemon.wait(Duration::from_secs(2)).success());

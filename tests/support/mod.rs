@@ -388,3 +388,15 @@ pub async fn tracking_clients(redis: &mut MultiplexedConnection) -> usize {
         })
         .count()
 }
+
+/// Polls until the job pool is empty (every job moved or dropped).
+pub async fn wait_for_empty_pool(redis: &MultiplexedConnection, timeout: Duration) {
+    wait_for(timeout, "the job pool to empty", || {
+        let mut redis = redis.clone();
+        async move {
+            let left: usize = redis.zcard(JOB_POOL).await.unwrap();
+            (left == 0).then_some(())
+        }
+    })
+    .await;
+}
