@@ -22,17 +22,10 @@ pub struct PoolWatch {
     redis: RedisConfig,
     written: Arc<Notify>,
     lost: Arc<AtomicBool>,
+    /// The tracking connection while watching; `None` before, or once it was lost.
     connection: Option<MultiplexedConnection>,
-    state: State,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// Not watching yet, or the watch connection was lost: try (again) at the next turn.
-    Off,
-    Watching,
     /// This Redis cannot do it (told once); the loop relies on `timer_interval`.
-    Unsupported,
+    unsupported: bool,
 }
 
 impl PoolWatch {
@@ -42,7 +35,7 @@ impl PoolWatch {
             written: Arc::new(Notify::new()),
             lost: Arc::new(AtomicBool::new(false)),
             connection: None,
-            state: State::Off,
+            unsupported: false,
         }
     }
 
@@ -51,16 +44,12 @@ impl PoolWatch {
     pub async fn ensure(&mut self) {
         if self.lost.swap(false, Ordering::Relaxed) {
             self.connection = None;
-            self.state = State::Off;
         }
-        if self.state != State::Off {
+        if self.connection.is_some() || self.unsupported {
             return;
         }
         match self.connect().await {
-            Ok(connection) => {
-                self.connection = Some(connection);
-                self.state = State::Watching;
-            }
+            Ok(connection) => self.connection = Some(connection),
             // Redis unreachable or refusing the password: the loop says so; try again later.
             Err(error) if pool::is_retryable(&error) => {}
             Err(error) => {
@@ -70,7 +59,7 @@ impl PoolWatch {
                     self.redis.address(),
                     keys::JOB_POOL
                 );
-                self.state = State::Unsupported;
+                self.unsupported = true;
             }
         }
     }
