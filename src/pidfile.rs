@@ -68,13 +68,14 @@ fn lock(path: &Path) -> Result<Option<File>> {
 
 /// Writes this process's pid into the locked file, unless it names another live delayer.
 fn take(path: &Path, mut file: File) -> Result<PidFile> {
-    // The Go original does not lock its pid file: also refuse if it names a live delayer.
+    // The lock is ours, so no delayer of ours holds this file. But the Go original writes its pid
+    // file without a lock: refuse if the file names one that runs.
     let mut recorded = String::new();
     file.read_to_string(&mut recorded)
         .with_context(|| format!("cannot read pid file {}", path.display()))?;
     if let Ok(pid) = recorded.trim().parse::<u32>()
         && pid != std::process::id()
-        && is_running_delayer(pid)
+        && is_running_other_delayer(pid)
     {
         bail!("Service is being executed, PID: {pid}");
     }
@@ -97,7 +98,27 @@ impl Drop for PidFile {
     }
 }
 
-fn is_running_delayer(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/comm"))
-        .is_ok_and(|name| name.trim().starts_with("delayer"))
+/// True when `pid` is a live process named delayer that runs another executable than ours: the Go
+/// original, which never locks its pid file. A killed daemon not yet reaped (a zombie) is not
+/// running, and a process of our own executable would hold the lock if the file were its own.
+fn is_running_other_delayer(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (comm) state ...": comm may itself hold ") ", so split at the last one.
+    let Some((head, tail)) = stat.rsplit_once(") ") else {
+        return false;
+    };
+    let name = head.split_once(" (").map_or("", |(_, name)| name);
+    let dead = matches!(tail.chars().next(), Some('Z' | 'X' | 'x'));
+    name.starts_with("delayer") && !dead && !runs_our_executable(pid)
+}
+
+fn runs_our_executable(pid: u32) -> bool {
+    let identity = |path: String| fs::metadata(path).map(|meta| (meta.dev(), meta.ino()));
+    // Another user's process cannot be looked into: it counts as not ours.
+    matches!(
+        (identity(format!("/proc/{pid}/exe")), identity("/proc/self/exe".to_string())),
+        (Ok(theirs), Ok(ours)) if theirs == ours
+    )
 }

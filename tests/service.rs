@@ -296,29 +296,86 @@ fn a_second_instance_with_the_same_pid_file_is_refused() {
 }
 
 #[test]
-fn an_unlocked_pid_file_naming_a_live_delayer_is_refused_and_a_stale_one_is_taken() {
-    // The Go original writes its pid file without a lock: the pid it names must still count.
+fn a_killed_daemon_not_yet_reaped_does_not_block_a_restart() {
     let server = RedisServer::start();
-    let (unlocked, logs) = server.daemon_config("unlocked", "");
-    let mut running = Daemon::start(&unlocked);
+    let pid_file = server.dir().join("delayer.pid");
+    let pid_line = format!("pid = {}", pid_file.display());
+    let (config, logs) = server.daemon_config("killed", &pid_line);
+    let mut killed = Daemon::start(&config);
     logs.wait_for_line("Service started successfully");
-    let pid_file = server.write_file("legacy.pid", &format!("{}\n", running.pid()));
-    let (config, second_logs) =
-        server.daemon_config("second", &format!("pid = {}", pid_file.display()));
 
+    // Killed, and left unreaped: a zombie still named "delayer", its lock released.
+    support::send_signal(killed.pid(), "KILL");
+    wait_until_sync(Duration::from_secs(5), "the daemon to be a zombie", || {
+        process_state(killed.pid()) == Some('Z')
+    });
+    let (config, logs) = server.daemon_config("restarted", &pid_line);
+    let mut restarted = Daemon::start(&config);
+
+    logs.wait_for_line("Service started successfully");
+    assert_eq!(read(&pid_file).trim(), restarted.pid().to_string());
+    restarted.signal("TERM");
+    assert!(restarted.wait(Duration::from_secs(2)).success());
+    killed.wait(Duration::from_secs(1));
+}
+
+#[test]
+fn an_unlocked_pid_file_counts_only_for_a_delayer_that_does_not_lock() {
+    let server = RedisServer::start();
+    let pid_file = server.dir().join("legacy.pid");
+    let (config, logs) = server.daemon_config("second", &format!("pid = {}", pid_file.display()));
+
+    // The Go original writes its pid file without a lock: a running one must still count. A copy
+    // of `sleep` named delayer stands in for it.
+    let go_original = server.dir().join("delayer");
+    std::fs::copy("/bin/sleep", &go_original).unwrap();
+    let mut original = std::process::Command::new(&go_original)
+        .arg("60")
+        .spawn()
+        .unwrap();
+    std::fs::write(&pid_file, format!("{}\n", original.id())).unwrap();
     let refused = delayer_command().arg("-c").arg(&config).output().unwrap();
-
     assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains(&format!("PID: {}", running.pid())));
-    running.signal("TERM");
-    assert!(running.wait(Duration::from_secs(2)).success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "Service is being executed, PID: {}",
+            original.id()
+        )),
+        "{stderr}"
+    );
+    original.kill().unwrap();
+    original.wait().unwrap();
 
-    // Now the pid it names is gone: the file is stale and is taken over.
+    // One of ours would hold the lock if the file were its own: one that runs without it (another
+    // instance, or a pid reused) does not block.
+    let (other_config, other_logs) = server.daemon_config("other", "");
+    let mut other = Daemon::start(&other_config);
+    other_logs.wait_for_line("Service started successfully");
+    std::fs::write(&pid_file, format!("{}\n", other.pid())).unwrap();
     let mut taker = Daemon::start(&config);
-    second_logs.wait_for_line("Service started successfully");
+    logs.wait_for_line("Service started successfully");
     assert_eq!(read(&pid_file).trim(), taker.pid().to_string());
-    taker.signal("TERM");
-    assert!(taker.wait(Duration::from_secs(2)).success());
+    for daemon in [&mut taker, &mut other] {
+        daemon.signal("TERM");
+        assert!(daemon.wait(Duration::from_secs(2)).success());
+    }
+
+    // And a pid that no longer runs is stale.
+    std::fs::write(&pid_file, format!("{}\n", other.pid())).unwrap();
+    let mut after_stale = Daemon::start(&config);
+    logs.wait_for_line(&format!(
+        "Service started successfully, PID: {}",
+        after_stale.pid()
+    ));
+    after_stale.signal("TERM");
+    assert!(after_stale.wait(Duration::from_secs(2)).success());
+}
+
+/// The state letter of `pid` in /proc (R, S, Z, ...), `None` once it is gone.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
 }
 
 fn failed_start(args: &[&std::ffi::OsStr], cwd: &std::path::Path) -> String {
