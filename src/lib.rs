@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod daemon;
+pub mod escape;
 pub mod keys;
 pub mod logging;
 pub mod mover;

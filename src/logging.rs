@@ -16,6 +16,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{Layer, Registry};
 
 use crate::config::{Config, LogRotation};
+use crate::escape::OneLine;
 
 /// Keeps the log writers running; drop it last, after the final line, so nothing is lost.
 #[must_use = "logs are flushed when this is dropped"]
@@ -115,9 +116,11 @@ where
             "[{level}] {} ",
             chrono::Local::now().format("%Y/%m/%d %H:%M:%S")
         )?;
+        // Whatever a message holds (it may quote data from Redis), it stays one line.
+        let mut line = OneLine(&mut writer);
         context
             .field_format()
-            .format_fields(writer.by_ref(), event)?;
+            .format_fields(Writer::new(&mut line), event)?;
         writeln!(writer)
     }
 }

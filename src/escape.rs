@@ -1,0 +1,108 @@
+//! Text from Redis (ids, topics) made safe to log: one event stays one line, a list stays unambiguous.
+//!
+//! Anyone who can write to Redis chooses ids and topics, so they must not be able to forge a log line
+//! (an id holding `\n[info] ... Service stopped`) or blur a list (an id holding a comma). Plain text,
+//! which is every id and topic the legacy clients are used with, prints as it is, as the original did;
+//! anything else prints as a double-quoted string with Rust's escapes (`"a,b"`, `"x\n[info]"`).
+
+use std::borrow::Cow;
+use std::fmt::{self, Write};
+
+/// `text` as it is when it is plain (no control character, nothing that delimits a log line's
+/// fields), else quoted and escaped.
+pub fn field(text: &str) -> Cow<'_, str> {
+    if is_plain(text) {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(format!("{text:?}"))
+    }
+}
+
+/// `ids` joined with commas, each as [`field`] prints it.
+pub fn list(ids: &[String]) -> String {
+    let mut joined = String::with_capacity(ids.iter().map(|id| id.len() + 1).sum());
+    for (index, id) in ids.iter().enumerate() {
+        if index > 0 {
+            joined.push(',');
+        }
+        joined.push_str(&field(id));
+    }
+    joined
+}
+
+fn is_plain(text: &str) -> bool {
+    !text.is_empty()
+        && !text.contains([',', '"', '\\', '[', ']'])
+        && if text.is_ascii() {
+            // The common case (hex digests, numbers, dotted topics): no formatting needed to tell.
+            text.bytes().all(|byte| (b' '..=b'~').contains(&byte))
+        } else {
+            // Anything Debug would escape (controls, line separators, unprintables) is not plain.
+            text.chars()
+                .all(|c| c == '\'' || c.escape_debug().len() == 1)
+        }
+}
+
+/// Writes through to `inner`, escaping control characters, so whatever a message holds it ends up
+/// on one line. The last line of defence: ids and topics are already quoted by [`field`].
+pub struct OneLine<W>(pub W);
+
+impl<W: Write> Write for OneLine<W> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        let mut rest = text;
+        while let Some(at) = rest.find(char::is_control) {
+            self.0.write_str(&rest[..at])?;
+            let control = rest[at..].chars().next().expect("found a char at `at`");
+            write!(self.0, "{}", control.escape_default())?;
+            rest = &rest[at + control.len_utf8()..];
+        }
+        self.0.write_str(rest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_ids_and_topics_print_as_they_are() {
+        for text in [
+            "5d41402abc4b2a76b9719d911017c592",
+            "order.close",
+            "with space",
+            "a:b/c-d_e",
+            "ünïcødé 话题",
+        ] {
+            assert_eq!(field(text), text);
+        }
+    }
+
+    #[test]
+    fn line_breaks_and_delimiters_are_quoted_and_escaped() {
+        assert_eq!(
+            field("x\n[info] 2026/01/01 00:00:00 Service stopped successfully, PID: 1"),
+            r#""x\n[info] 2026/01/01 00:00:00 Service stopped successfully, PID: 1""#
+        );
+        assert_eq!(field("a,b"), r#""a,b""#);
+        assert_eq!(field("say \"hi\""), r#""say \"hi\"""#);
+        assert_eq!(field("back\\slash"), r#""back\\slash""#);
+        assert_eq!(field("cr\rtab\t"), r#""cr\rtab\t""#);
+        assert_eq!(field(""), r#""""#);
+        // Unicode line and paragraph separators break lines in some viewers.
+        assert_eq!(field("a\u{2028}b"), r#""a\u{2028}b""#);
+    }
+
+    #[test]
+    fn a_list_stays_unambiguous() {
+        let ids = ["a".to_string(), "b,c".to_string(), "d]".to_string()];
+        assert_eq!(list(&ids), r#"a,"b,c","d]""#);
+    }
+
+    #[test]
+    fn one_line_escapes_every_control_character() {
+        let mut out = String::new();
+        write!(OneLine(&mut out), "a\nb\r\u{1b}[31mc\u{85}d").unwrap();
+        assert_eq!(out, r"a\nb\r\u{1b}[31mc\u{85}d");
+        assert!(!out.contains('\n'));
+    }
+}
