@@ -11,10 +11,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use delayer::keys::{JOB_BUCKET_PREFIX, JOB_POOL, READY_QUEUE_PREFIX, ready_queue};
+use delayer::keys::{JOB_POOL, ready_queue};
+use delayer::move_script::MoveScript;
 use delayer::mover::unix_now;
 use delayer::redis::aio::MultiplexedConnection;
-use delayer::redis::{self, AsyncCommands, Script, Value};
+use delayer::redis::{self, AsyncCommands, Value};
 use support::{Daemon, RedisServer, delivered, fill_backlog};
 
 const TOPICS: [&str; 10] = ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"];
@@ -128,17 +129,14 @@ async fn best_daemon(server: &RedisServer, count: usize, batch_size: usize) -> D
 async fn bare_drain(server: &RedisServer, count: usize, batch_size: usize) -> f64 {
     let mut redis = fresh(server).await;
     let ids = fill_backlog(&mut redis, count, &TOPICS).await;
-    let script = Script::new(include_str!("../src/move_due.lua"));
-    let now = format!("{:.6}", unix_now());
+    let script = MoveScript::default();
+    let now = unix_now();
     let mut connection = redis.clone();
     let tight_loop = async move {
         loop {
+            // The raw reply: reading it into a Batch is the daemon's cost, not Redis's.
             let reply: Value = script
-                .key(JOB_POOL)
-                .arg(&now)
-                .arg(batch_size)
-                .arg(JOB_BUCKET_PREFIX)
-                .arg(READY_QUEUE_PREFIX)
+                .call(now, batch_size)
                 .invoke_async(&mut connection)
                 .await
                 .unwrap();

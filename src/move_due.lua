@@ -5,16 +5,22 @@
 -- ARGV[2]  the most ids to take in this call (the batch size)
 -- ARGV[3]  the job bucket key prefix ("delayer:job_bucket:"); a bucket is a hash with field `topic`
 -- ARGV[4]  the ready list key prefix ("delayer:ready_queue:")
+-- ARGV[5]  when to look at stuck jobs again (a time after now): they are re-scored to it, a
+--          microsecond apart in the order they were due, so that they keep their order (across
+--          calls too, as long as each call's now is later than the last one's parked scores: a
+--          call that parks n jobs takes far longer than n microseconds)
 --
 -- Returns {taken, next_due, orphans, stuck, topic_1, ids_1, topic_2, ids_2, ...}:
---   taken     how many ids left the pool (moved + orphans); == ARGV[2]: more may be due
+--   taken     how many due ids this call dealt with (moved + orphans + parked); == ARGV[2]: more
+--             may be due
 --   next_due  the score of the earliest job due after now, or "" when there is none
 --   orphans   ids whose bucket or topic is gone (or not a hash): removed from the pool, pushed nowhere
---   stuck     ids whose ready list key holds something other than a list: left in the pool untouched
+--   stuck     {topic, type, count} for each topic whose ready list key holds something other than a
+--             list (`type` is what it holds): its jobs stay in the pool, parked at ARGV[5]
 --   topic_n, ids_n  every topic pushed to, with its ids in due order (earliest is popped first)
 
 local pool, now, limit = KEYS[1], ARGV[1], tonumber(ARGV[2])
-local bucket_prefix, ready_prefix = ARGV[3], ARGV[4]
+local bucket_prefix, ready_prefix, park_at = ARGV[3], ARGV[4], tonumber(ARGV[5])
 
 -- unpack() is bounded by Lua's C stack (LUAI_MAXCSTACK = 8000), so long argument lists go in slices.
 local function call_in_slices(command, key, items)
@@ -23,49 +29,50 @@ local function call_in_slices(command, key, items)
   end
 end
 
--- Stuck ids stay in the pool, and being the earliest they come back first on every call: scan past
--- them, so that they never hold up other topics, but only so far (a call blocks Redis while it runs).
-local MAX_SCANS = 8
-
-local topics, ids_by_topic, orphans, stuck, removed = {}, {}, {}, {}, {}
-local scanned = 0
-for _ = 1, MAX_SCANS do
-  local wanted = limit - #removed
-  local due = redis.call('ZRANGEBYSCORE', pool, '-inf', now, 'LIMIT', scanned, wanted)
-  scanned = scanned + #due
-  for _, id in ipairs(due) do
-    -- pcall: a bucket key of the wrong type must make an orphan, not an error that wedges the pool.
-    local topic = redis.pcall('HGET', bucket_prefix .. id, 'topic')
-    if type(topic) ~= 'string' or topic == '' then
-      orphans[#orphans + 1] = id
+local topics, ids_by_topic, orphans, removed = {}, {}, {}, {}
+-- A stuck topic's jobs would come back first on every call and hold up every later job: parked
+-- out of the due range instead, each call still touches at most `limit` ids.
+local stuck_topics, stuck_kind, parked = {}, {}, {}
+local due = redis.call('ZRANGEBYSCORE', pool, '-inf', now, 'LIMIT', 0, limit)
+for _, id in ipairs(due) do
+  -- pcall: a bucket key of the wrong type must make an orphan, not an error that wedges the pool.
+  local topic = redis.pcall('HGET', bucket_prefix .. id, 'topic')
+  if type(topic) ~= 'string' or topic == '' then
+    orphans[#orphans + 1] = id
+    removed[#removed + 1] = id
+  else
+    local ids = ids_by_topic[topic]
+    if ids == nil then
+      -- Checked before any write: a failing LPUSH after the ZREM would lose jobs.
+      local kind = redis.call('TYPE', ready_prefix .. topic).ok
+      if kind == 'list' or kind == 'none' then
+        ids = {}
+        topics[#topics + 1] = topic
+      else
+        ids = false
+        stuck_topics[#stuck_topics + 1] = topic
+        stuck_kind[topic] = {topic, kind, 0}
+      end
+      ids_by_topic[topic] = ids
+    end
+    if ids then
+      ids[#ids + 1] = id
       removed[#removed + 1] = id
     else
-      local ids = ids_by_topic[topic]
-      if ids == nil then
-        -- Checked before any write: a failing LPUSH after the ZREM would lose jobs.
-        local kind = redis.call('TYPE', ready_prefix .. topic).ok
-        if kind == 'list' or kind == 'none' then
-          ids = {}
-          topics[#topics + 1] = topic
-        else
-          ids = false
-        end
-        ids_by_topic[topic] = ids
-      end
-      if ids then
-        ids[#ids + 1] = id
-        removed[#removed + 1] = id
-      else
-        stuck[#stuck + 1] = id
-      end
+      local entry = stuck_kind[topic]
+      entry[3] = entry[3] + 1
+      -- A double resolves ~0.24 us at today's unix times: 1 us steps keep the order.
+      parked[#parked + 1] = park_at + #parked / 2 * 0.000001
+      parked[#parked + 1] = id
     end
-  end
-  if #due < wanted or #removed == limit then
-    break
   end
 end
 
-local result = {#removed, '', orphans, stuck}
+local stuck = {}
+for _, topic in ipairs(stuck_topics) do
+  stuck[#stuck + 1] = stuck_kind[topic]
+end
+local result = {#due, '', orphans, stuck}
 -- Pushes come before the ZREM: if Redis refuses the first write (e.g. out of memory), nothing changed.
 for _, topic in ipairs(topics) do
   call_in_slices('LPUSH', ready_prefix .. topic, ids_by_topic[topic])
@@ -73,8 +80,10 @@ for _, topic in ipairs(topics) do
   result[#result + 1] = ids_by_topic[topic]
 end
 call_in_slices('ZREM', pool, removed)
+-- Score/id pairs: slices of 1000 items never split a pair.
+call_in_slices('ZADD', pool, parked)
 
--- Strictly after now: stuck jobs must not make the caller spin.
+-- Strictly after now: jobs parked just now are found when they are due to be looked at again.
 local next_job = redis.call('ZRANGEBYSCORE', pool, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 if next_job[2] then
   result[2] = next_job[2]

@@ -5,13 +5,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
 use anyhow::{Result, bail};
-use deadpool_redis::redis::{self, ErrorKind, RedisResult, Script, Value};
+use deadpool_redis::redis::{self, RedisResult};
 use deadpool_redis::{Connection, Pool, PoolError};
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use crate::config::{Config, RedisConfig};
-use crate::keys;
+use crate::move_log::{self, StuckTopics};
+use crate::move_script::{Batch, MoveScript, STUCK_RECHECK};
 use crate::pool::{self, Failure, Trouble};
 use crate::wakeup::PoolWatch;
 
@@ -23,38 +24,11 @@ const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
 /// into thousands of script calls, and a job due within this is at most this late.
 const MIN_LOOK_GAP: Duration = Duration::from_millis(5);
 
-/// What one run of the move script did.
-#[derive(Debug, Default, PartialEq)]
-pub struct Batch {
-    /// How many ids left the pool (moved or dropped); equal to the batch size when more may be due.
-    pub taken: usize,
-    /// When the earliest job that is not due yet falls due, in unix seconds.
-    pub next_due: Option<f64>,
-    /// Ids dropped from the pool because their bucket or its topic is gone.
-    pub orphans: Vec<String>,
-    /// Ids left in the pool because their ready list key holds something other than a list.
-    pub stuck: Vec<String>,
-    /// Each topic pushed to, with its ids in due order.
-    pub moved: Vec<(String, Vec<String>)>,
-}
-
-impl Batch {
-    /// How many jobs were pushed onto ready lists.
-    pub fn moved_count(&self) -> usize {
-        self.moved.iter().map(|(_, ids)| ids.len()).sum()
-    }
-
-    /// More jobs may be due right now.
-    fn is_full(&self, batch_size: usize) -> bool {
-        self.taken >= batch_size
-    }
-}
-
 /// Moves due jobs from the job pool to the ready lists.
 pub struct Mover {
     pool: Pool,
     redis: RedisConfig,
-    script: Script,
+    script: MoveScript,
     batch_size: usize,
     timer_interval: Duration,
 }
@@ -64,7 +38,7 @@ impl Mover {
         Ok(Mover {
             pool: pool::build(&config.redis)?,
             redis: config.redis.clone(),
-            script: Script::new(include_str!("move_due.lua")),
+            script: MoveScript::default(),
             batch_size: config.batch_size,
             timer_interval: config.timer_interval,
         })
@@ -96,19 +70,17 @@ impl Mover {
     /// always finishes: Redis is never left with a job half-moved.
     pub async fn run(&self, shutdown: &CancellationToken) {
         let mut watch = PoolWatch::new(&self.redis);
+        let mut stuck = StuckTopics::default();
         let mut outage: Option<Failure> = None;
         let mut retry_wait = FIRST_RETRY_WAIT;
         loop {
-            let drained = self.drain(shutdown).await;
+            let drained = self.drain(shutdown, &mut stuck, &mut outage).await;
             let looked_at = Instant::now();
             if shutdown.is_cancelled() {
                 return;
             }
             let wait = match drained {
                 Ok(next_due) => {
-                    if outage.take().is_some() {
-                        info!(address = %self.redis.address(), "redis is reachable again");
-                    }
                     retry_wait = FIRST_RETRY_WAIT;
                     // Connecting the watch may take a while; nothing changes until it succeeds.
                     tokio::select! {
@@ -117,12 +89,23 @@ impl Mover {
                     }
                     self.wait_until(next_due)
                 }
-                Err(trouble) => {
-                    // Once per outage (or change of cause), not on every retry.
-                    if outage != Some(trouble.kind) {
-                        error!("{trouble}; retrying until it answers");
-                        outage = Some(trouble.kind);
+                Err(Stopped {
+                    trouble,
+                    lost_reply,
+                }) => {
+                    let waiting = trouble.kind.waiting_for();
+                    if lost_reply {
+                        // Every lost reply is said: each may hide moved jobs no other line lists.
+                        error!(
+                            "The reply to a move never came ({trouble}): it may have moved up to {} \
+                             jobs that no \"Job is ready\" line lists; {waiting}",
+                            self.batch_size
+                        );
+                    } else if outage != Some(trouble.kind) {
+                        // Once per outage (or change of cause), not on every retry.
+                        error!("{trouble}; {waiting}");
                     }
+                    outage = Some(trouble.kind);
                     let wait = retry_wait;
                     retry_wait = (retry_wait * 2).min(MAX_RETRY_WAIT);
                     wait
@@ -141,47 +124,58 @@ impl Mover {
     }
 
     /// Runs the script until a batch comes back short (or a stop is asked for), and returns when
-    /// the next job falls due.
-    async fn drain(&self, shutdown: &CancellationToken) -> Result<Option<f64>, Trouble> {
+    /// the next job falls due. Ends the `outage` (saying so) once a call succeeds.
+    async fn drain(
+        &self,
+        shutdown: &CancellationToken,
+        stuck: &mut StuckTopics,
+        outage: &mut Option<Failure>,
+    ) -> Result<Option<f64>, Stopped> {
         pool::prune(&self.pool, &self.redis);
         // Waiting for a connection is cancellable; the script call below is not.
         let mut connection = tokio::select! {
-            connection = self.pool.get() => {
-                connection.map_err(|error| pool::describe(&error, &self.redis))?
-            }
+            connection = self.pool.get() => connection.map_err(|error| Stopped {
+                trouble: pool::describe(&error, &self.redis),
+                lost_reply: false,
+            })?,
             () = shutdown.cancelled() => return Ok(None),
         };
-        let describe = |error| pool::describe_redis(&error, &self.redis);
+        let stopped = |error| Stopped {
+            lost_reply: pool::reply_may_be_lost(&error),
+            trouble: pool::describe_redis(&error, &self.redis),
+        };
         let mut batch = self
             .run_script(&mut connection, unix_now())
             .await
-            .map_err(describe)?;
+            .map_err(stopped)?;
+        // Before the batch's own lines: what moved after an outage is told after its end.
+        if let Some(failure) = outage.take() {
+            info!("{}", failure.recovered(&self.redis.address()));
+        }
+        stuck.note(&batch);
         while batch.is_full(self.batch_size) && !shutdown.is_cancelled() {
             // The next call goes out before this batch is logged, so Redis works while we format.
             let (next, ()) = tokio::join!(
                 biased;
                 self.run_script(&mut connection, unix_now()),
-                async { log_moves(&batch) },
+                async { move_log::moves(&batch) },
             );
-            batch = next.map_err(describe)?;
+            batch = match next {
+                Ok(next) => next,
+                Err(error) => {
+                    stuck.report(STUCK_RECHECK);
+                    return Err(stopped(error));
+                }
+            };
+            stuck.note(&batch);
         }
-        log_moves(&batch);
-        // Stuck ids come back in every batch of a drain: said once per drain.
-        log_stuck(&batch);
+        move_log::moves(&batch);
+        stuck.report(STUCK_RECHECK);
         Ok(batch.next_due)
     }
 
     async fn run_script(&self, connection: &mut Connection, now: f64) -> RedisResult<Batch> {
-        let reply: Value = self
-            .script
-            .key(keys::JOB_POOL)
-            .arg(format!("{now:.6}"))
-            .arg(self.batch_size)
-            .arg(keys::JOB_BUCKET_PREFIX)
-            .arg(keys::READY_QUEUE_PREFIX)
-            .invoke_async(connection)
-            .await?;
-        parse_reply(reply)
+        self.script.run(connection, now, self.batch_size).await
     }
 
     /// How long to sleep: until the next job is due, but never longer than `timer_interval`, so
@@ -197,29 +191,6 @@ impl Mover {
     }
 }
 
-fn log_moves(batch: &Batch) {
-    // These lines keep the original's exact wording: people grep their logs for them.
-    for (topic, ids) in &batch.moved {
-        info!("Job is ready, Topic: {topic}, IDs: [{}]", ids.join(","));
-    }
-    if !batch.orphans.is_empty() {
-        warn!(
-            "dropped orphan jobs (bucket or topic gone), IDs: [{}]",
-            batch.orphans.join(",")
-        );
-    }
-}
-
-fn log_stuck(batch: &Batch) {
-    if !batch.stuck.is_empty() {
-        error!(
-            "jobs left in the pool: their ready list key ({}<topic>) is not a list, IDs: [{}]",
-            keys::READY_QUEUE_PREFIX,
-            batch.stuck.join(",")
-        );
-    }
-}
-
 /// The current time in unix seconds, with sub-second precision.
 pub fn unix_now() -> f64 {
     SystemTime::now()
@@ -227,50 +198,8 @@ pub fn unix_now() -> f64 {
         .map_or(0.0, |since| since.as_secs_f64())
 }
 
-/// Reads the script's reply (see the header of `move_due.lua`).
-fn parse_reply(reply: Value) -> RedisResult<Batch> {
-    let malformed = || {
-        redis::RedisError::from((
-            ErrorKind::UnexpectedReturnType,
-            "malformed move script reply",
-        ))
-    };
-    let Value::Array(items) = reply else {
-        return Err(malformed());
-    };
-    let mut items = items.into_iter();
-    let (Some(Value::Int(taken)), Some(next_due), Some(orphans), Some(stuck)) =
-        (items.next(), items.next(), items.next(), items.next())
-    else {
-        return Err(malformed());
-    };
-    let mut batch = Batch {
-        taken: usize::try_from(taken).map_err(|_| malformed())?,
-        next_due: text(next_due).and_then(|score| score.parse().ok()),
-        orphans: texts(orphans).ok_or_else(malformed)?,
-        stuck: texts(stuck).ok_or_else(malformed)?,
-        moved: Vec::new(),
-    };
-    while let (Some(topic), Some(ids)) = (items.next(), items.next()) {
-        batch.moved.push((
-            text(topic).ok_or_else(malformed)?,
-            texts(ids).ok_or_else(malformed)?,
-        ));
-    }
-    Ok(batch)
-}
-
-/// Ids and topics are whatever bytes clients wrote; they are only printed, so lossy is fine.
-fn text(value: Value) -> Option<String> {
-    match value {
-        Value::BulkString(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-        _ => None,
-    }
-}
-
-fn texts(value: Value) -> Option<Vec<String>> {
-    match value {
-        Value::Array(items) => items.into_iter().map(text).collect(),
-        _ => None,
-    }
+/// A drain that failed: why, and whether the failed call was a move whose reply never came.
+struct Stopped {
+    trouble: Trouble,
+    lost_reply: bool,
 }

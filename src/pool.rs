@@ -101,17 +101,77 @@ impl std::fmt::Display for Trouble {
     }
 }
 
+/// What went wrong, as far as it changes what the daemon says and waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
+    /// Redis refuses the configured password (or wants one).
     Password,
+    /// Redis has no such database.
     Database,
+    /// No connection could be made.
     Unreachable,
+    /// An open connection broke (Redis went away, or the connection was killed).
+    ConnectionLost,
+    /// Redis took longer than [`RESPONSE_TIMEOUT`] to reply: it may be alive but blocked.
+    Timeout,
+    /// Redis refuses writes: maxmemory reached under a `noeviction` policy.
+    OutOfMemory,
+    /// Redis refuses writes: it is a replica.
+    ReadOnly,
+    /// Redis is loading its data set after a restart.
+    Loading,
     Other,
+}
+
+impl Failure {
+    /// What the daemon does about it, said after the failure itself.
+    pub fn waiting_for(self) -> &'static str {
+        match self {
+            Failure::Password | Failure::Database => "retrying until Redis accepts them",
+            Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout => {
+                "retrying until it answers"
+            }
+            Failure::OutOfMemory => {
+                "no job can move until Redis has memory to spare (maxmemory, eviction policy); retrying"
+            }
+            Failure::ReadOnly => {
+                "no job can move until it is promoted or [redis] names the master; retrying"
+            }
+            Failure::Loading => "waiting until it has loaded",
+            Failure::Other => "retrying",
+        }
+    }
+
+    /// The line that ends an outage of this kind.
+    pub fn recovered(self, address: &str) -> String {
+        match self {
+            Failure::OutOfMemory | Failure::ReadOnly => {
+                format!("Redis at {address} accepts writes again")
+            }
+            Failure::Loading => format!("Redis at {address} has loaded its data"),
+            Failure::Password | Failure::Database | Failure::Other => {
+                format!("Redis at {address} works again")
+            }
+            Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout => {
+                format!("Redis at {address} answers again")
+            }
+        }
+    }
 }
 
 /// Why getting a connection failed, in the words of someone running the daemon.
 pub fn describe(error: &PoolError, config: &RedisConfig) -> Trouble {
     match error {
+        // Connecting includes a handshake: a Redis that is blocked (or a host that drops packets)
+        // lets it time out.
+        PoolError::Backend(error) if error.is_timeout() => Trouble {
+            kind: Failure::Timeout,
+            message: format!(
+                "Redis at {} did not answer within {} s of connecting",
+                config.address(),
+                CONNECT_TIMEOUT.as_secs()
+            ),
+        },
         PoolError::Backend(error) => describe_redis(error, config),
         other => Trouble {
             kind: Failure::Other,
@@ -138,13 +198,20 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> Troubl
             config.database
         ),
         Failure::Unreachable => format!("cannot reach Redis at {address}: {error}"),
+        Failure::ConnectionLost => format!("lost the connection to Redis at {address}: {error}"),
+        Failure::Timeout => format!(
+            "Redis at {address} did not answer within {} s",
+            RESPONSE_TIMEOUT.as_secs()
+        ),
+        Failure::OutOfMemory => format!("Redis at {address} is out of memory: {error}"),
+        Failure::ReadOnly => format!("Redis at {address} is a read-only replica: {error}"),
+        Failure::Loading => format!("Redis at {address} is loading its data set: {error}"),
         Failure::Other => format!("Redis at {address} failed: {error}"),
     };
     Trouble { kind, message }
 }
 
-/// True for failures that may pass: Redis unreachable, or refusing the configured password or
-/// database (which can be fixed on the Redis side while we wait).
+/// True for failures that may pass by themselves or be fixed on the Redis side while we wait.
 pub fn is_retryable(error: &redis::RedisError) -> bool {
     failure_kind(error) != Failure::Other
 }
@@ -154,23 +221,40 @@ pub fn is_config_error(error: &redis::RedisError) -> bool {
     matches!(failure_kind(error), Failure::Password | Failure::Database)
 }
 
+/// True when a command that failed this way may still have run: it was sent, but its reply never
+/// came (a timeout, or a connection that broke while waiting). A reply that is an error means the
+/// command did not run.
+pub fn reply_may_be_lost(error: &redis::RedisError) -> bool {
+    matches!(
+        failure_kind(error),
+        Failure::Timeout | Failure::ConnectionLost
+    )
+}
+
 fn failure_kind(error: &redis::RedisError) -> Failure {
     let text = error.to_string();
+    let code = error.code().unwrap_or("");
     if error.kind() == ErrorKind::AuthenticationFailed
-        || [
-            "NOAUTH",
-            "WRONGPASS",
-            "invalid password",
-            "without any password",
-        ]
-        .iter()
-        .any(|marker| text.contains(marker))
+        || matches!(code, "NOAUTH" | "WRONGPASS")
+        || ["invalid password", "without any password"]
+            .iter()
+            .any(|marker| text.contains(marker))
     {
         Failure::Password
     } else if text.contains("DB index") {
         Failure::Database
-    } else if error.is_io_error() || error.is_timeout() || error.is_connection_dropped() {
+    } else if code == "OOM" || text.contains("OOM command not allowed") {
+        Failure::OutOfMemory
+    } else if code == "READONLY" || text.contains("READONLY") {
+        Failure::ReadOnly
+    } else if code == "LOADING" {
+        Failure::Loading
+    } else if error.is_timeout() {
+        Failure::Timeout
+    } else if error.is_connection_refusal() {
         Failure::Unreachable
+    } else if error.is_io_error() || error.is_connection_dropped() {
+        Failure::ConnectionLost
     } else {
         Failure::Other
     }

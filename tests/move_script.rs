@@ -4,12 +4,15 @@ mod support;
 
 use delayer::Mover;
 use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
-use delayer::mover::Batch;
+use delayer::move_script::{Batch, STUCK_RECHECK, Stuck};
 use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncCommands};
 use support::RedisServer;
 
-const NOW: f64 = 1_000_000.5;
+/// A realistic unix time: scores this large are where a double's precision runs out.
+const NOW: f64 = 1_800_000_000.5;
+/// How long stuck jobs stay parked, in seconds.
+const RECHECK: f64 = STUCK_RECHECK.as_secs_f64();
 
 async fn add_job(connection: &mut MultiplexedConnection, id: &str, topic: &str, due: f64) {
     redis::pipe()
@@ -29,6 +32,29 @@ async fn ready(connection: &mut MultiplexedConnection, topic: &str) -> Vec<Strin
 
 async fn pool(connection: &mut MultiplexedConnection) -> Vec<String> {
     connection.zrange(JOB_POOL, 0, -1).await.unwrap()
+}
+
+/// The pool's ids with their scores, lowest first.
+async fn scores(connection: &mut MultiplexedConnection) -> Vec<(String, f64)> {
+    connection.zrange_withscores(JOB_POOL, 0, -1).await.unwrap()
+}
+
+/// Ticks from `now` the way the loop drains: again while batches come back full, the clock moving
+/// on between calls (a call takes at least a round trip).
+async fn drain(mover: &Mover, batch_size: usize, now: f64) -> Vec<Batch> {
+    let mut batches = Vec::new();
+    loop {
+        let batch = mover
+            .tick(now + batches.len() as f64 * 0.001)
+            .await
+            .unwrap();
+        let full = batch.is_full(batch_size);
+        batches.push(batch);
+        if !full {
+            return batches;
+        }
+        assert!(batches.len() < 1000, "the drain does not end");
+    }
 }
 
 fn mover(server: &RedisServer, batch_size: usize) -> Mover {
@@ -135,7 +161,7 @@ async fn drops_orphans_whose_bucket_or_topic_is_gone() {
 }
 
 #[tokio::test]
-async fn leaves_jobs_in_the_pool_when_their_ready_list_is_not_a_list() {
+async fn parks_jobs_whose_ready_list_is_not_a_list() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let _: () = redis
@@ -148,49 +174,125 @@ async fn leaves_jobs_in_the_pool_when_their_ready_list_is_not_a_list() {
 
     let batch = mover(&server, 1000).tick(NOW).await.unwrap();
 
-    assert_eq!(batch.stuck, ["b1"]);
-    assert_eq!(ready(&mut redis, "fine").await, ["ok"]);
-    assert_eq!(pool(&mut redis).await, ["b1", "later"], "nothing is lost");
     assert_eq!(
-        batch.next_due,
-        Some(NOW + 5.0),
-        "a stuck job is not reported as next due"
+        batch.stuck,
+        [Stuck {
+            topic: "broken".into(),
+            key_type: "string".into(),
+            parked: 1
+        }]
     );
+    assert_eq!(ready(&mut redis, "fine").await, ["ok"]);
+    assert_eq!(
+        scores(&mut redis).await,
+        [("later".into(), NOW + 5.0), ("b1".into(), NOW + RECHECK)],
+        "nothing is lost: the stuck job waits in the pool, out of the due range"
+    );
+    assert_eq!(batch.next_due, Some(NOW + 5.0));
     let still: String = redis.get(ready_queue("broken")).await.unwrap();
     assert_eq!(still, "not a list");
 }
 
+/// The case: at batch size 1, eight stuck jobs due first used to hold up every later job.
 #[tokio::test]
-async fn more_stuck_jobs_than_a_batch_do_not_hold_up_other_topics() {
+async fn stuck_jobs_never_hold_up_later_jobs_of_other_topics() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let _: () = redis
-        .set(ready_queue("broken"), "not a list")
-        .await
-        .unwrap();
-    for index in 0..25 {
+    let _: () = redis.set(ready_queue("bad"), "x").await.unwrap();
+    for index in 0..8 {
         add_job(
             &mut redis,
-            &format!("stuck{index:02}"),
-            "broken",
-            NOW - 100.0,
+            &format!("bad{index}"),
+            "bad",
+            NOW - 100.0 + f64::from(index),
         )
         .await;
     }
-    for index in 0..3 {
-        add_job(&mut redis, &format!("fine{index}"), "fine", NOW - 1.0).await;
-    }
+    add_job(&mut redis, "good", "good", NOW - 50.0).await;
+    const BATCH: usize = 1;
+    let mover = mover(&server, BATCH);
 
-    let batch = mover(&server, 10).tick(NOW).await.unwrap();
+    let batches = drain(&mover, BATCH, NOW).await;
 
-    assert_eq!(ready(&mut redis, "fine").await, ["fine0", "fine1", "fine2"]);
-    assert_eq!(batch.stuck.len(), 25);
-    assert_eq!(
-        batch.taken, 3,
-        "not a full batch: the loop will not spin on stuck jobs"
+    assert_eq!(ready(&mut redis, "good").await, ["good"]);
+    assert!(
+        batches.iter().all(|batch| batch.taken <= 1),
+        "one call, one job"
     );
+    let parked: usize = batches
+        .iter()
+        .flat_map(|batch| &batch.stuck)
+        .map(|s| s.parked)
+        .sum();
+    assert_eq!(parked, 8);
+    let waiting = scores(&mut redis).await;
+    assert_eq!(waiting.len(), 8, "every stuck job is still in the pool");
+    assert!(waiting.iter().all(|(_, score)| *score >= NOW + RECHECK));
+}
+
+#[tokio::test]
+async fn parked_jobs_move_in_their_due_order_once_the_key_is_fixed() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let _: () = redis.set(ready_queue("bad"), "x").await.unwrap();
+    // Ids in the opposite order of their due times, so that order by id would be visible.
+    for index in 0..25 {
+        add_job(
+            &mut redis,
+            &format!("job{:02}", 24 - index),
+            "bad",
+            NOW - 100.0 + f64::from(index),
+        )
+        .await;
+    }
+    const BATCH: usize = 10;
+    let mover = mover(&server, BATCH);
+    drain(&mover, BATCH, NOW).await;
+    let _: () = redis.del(ready_queue("bad")).await.unwrap();
+
+    let early = drain(&mover, BATCH, NOW + RECHECK - 1.0).await;
+    assert_eq!(
+        early.iter().map(|batch| batch.moved_count()).sum::<usize>(),
+        0,
+        "not before their time"
+    );
+    drain(&mover, BATCH, NOW + RECHECK + 1.0).await;
+
+    let expected: Vec<String> = (0..25)
+        .map(|index| format!("job{:02}", 24 - index))
+        .collect();
+    assert_eq!(ready(&mut redis, "bad").await, expected);
+    assert!(pool(&mut redis).await.is_empty());
+}
+
+#[tokio::test]
+async fn one_call_touches_at_most_a_batch_however_many_jobs_are_stuck() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let _: () = redis
+        .hset(ready_queue("bad"), "not", "a list")
+        .await
+        .unwrap();
+    let jobs = (0..1000).map(|index| (format!("stuck{index:04}"), "bad", NOW - 10.0));
+    support::add_jobs(&mut redis, jobs).await;
+    add_job(&mut redis, "good", "good", NOW - 1.0).await;
+    const BATCH: usize = 100;
+    let mover = mover(&server, BATCH);
+
+    let first = mover.tick(NOW).await.unwrap();
+
+    assert_eq!(first.taken, 100);
+    assert_eq!(first.stuck[0].parked, 100);
+    assert_eq!(first.stuck[0].key_type, "hash");
+    let rest = drain(&mover, BATCH, NOW).await;
+    assert_eq!(
+        rest.len(),
+        10,
+        "ten more calls: 900 parked, then the good job"
+    );
+    assert_eq!(ready(&mut redis, "good").await, ["good"]);
     let left: usize = redis.zcard(JOB_POOL).await.unwrap();
-    assert_eq!(left, 25, "stuck jobs are kept");
+    assert_eq!(left, 1000, "stuck jobs are kept");
 }
 
 #[tokio::test]

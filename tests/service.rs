@@ -1,4 +1,4 @@
-//! The `delayer` binary as a user runs it: several instances, signals, Redis outages, pid file,
+//! The `delayer` binary as a user runs it: several instances, signals, pid file,
 //! and bad input.
 
 mod support;
@@ -6,7 +6,7 @@ mod support;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
+use delayer::keys::{JOB_POOL, job_bucket};
 use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncCommands};
 use support::{
@@ -190,79 +190,6 @@ fn is_legacy_line(line: &str, level: &str) -> bool {
                 _ => byte.is_ascii_digit(),
             })
         && stamp[19] == b' '
-}
-
-#[tokio::test]
-async fn survives_a_redis_restart_and_moves_what_fell_due_meanwhile() {
-    let mut server = RedisServer::start();
-    let (config, logs) = server.daemon_config("daemon", "timer_interval = 1000");
-    let mut daemon = Daemon::start(&config);
-    logs.wait_for_line("Service started successfully");
-    let mut redis = server.connect().await;
-    let due = support::legacy_client::now_seconds() + 2;
-    let _: () = redis
-        .hset(job_bucket("during-outage"), "topic", "t")
-        .await
-        .unwrap();
-    let _: () = redis.zadd(JOB_POOL, "during-outage", due).await.unwrap();
-
-    server.stop(true);
-    logs.wait_for_line("cannot reach Redis at");
-    wait_until_sync(Duration::from_secs(5), "the job to fall due", || {
-        support::legacy_client::now_seconds() > due
-    });
-    server.restart();
-    let restarted = Instant::now();
-    let mut redis = server.connect().await;
-
-    let moved: Vec<String> = support::wait_for(Duration::from_secs(5), "the job to move", || {
-        let mut redis = redis.clone();
-        async move {
-            let ids: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
-            (!ids.is_empty()).then_some(ids)
-        }
-    })
-    .await;
-    let after = restarted.elapsed();
-
-    assert_eq!(moved, ["during-outage"]);
-    assert_eq!(pool_size(&mut redis).await, 0);
-    logs.wait_for_line("redis is reachable again");
-    let outage_lines = read(&logs.error).matches("cannot reach Redis at").count();
-    assert_eq!(
-        outage_lines,
-        1,
-        "the outage is logged once:\n{}",
-        read(&logs.error)
-    );
-    assert!(
-        read(&logs.error).contains(&server.socket().display().to_string()),
-        "names the address"
-    );
-    daemon.signal("TERM");
-    assert!(daemon.wait(Duration::from_secs(2)).success());
-    eprintln!("moved {after:?} after Redis came back");
-}
-
-#[tokio::test]
-async fn starts_while_redis_is_down_and_works_once_it_is_up() {
-    let mut server = RedisServer::start();
-    server.stop(false);
-    let (config, logs) = server.daemon_config("daemon", "");
-    let mut daemon = Daemon::start(&config);
-    logs.wait_for_line("Service started successfully");
-    logs.wait_for_line("cannot reach Redis at");
-
-    server.restart();
-    let mut redis = server.connect().await;
-    let _: () = redis.hset(job_bucket("j"), "topic", "t").await.unwrap();
-    let _: () = redis.zadd(JOB_POOL, "j", 1).await.unwrap();
-
-    support::wait_for_empty_pool(&redis, Duration::from_secs(5)).await;
-    let ready: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
-    assert_eq!(ready, ["j"]);
-    daemon.signal("TERM");
-    assert!(daemon.wait(Duration::from_secs(2)).success());
 }
 
 #[test]

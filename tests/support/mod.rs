@@ -262,13 +262,18 @@ pub struct Logs {
 }
 
 impl Logs {
-    /// Polls until the access or error log contains `text`.
+    /// Polls until the access or error log contains `text`; shows both logs if it never does.
     pub fn wait_for_line(&self, text: &str) {
-        wait_until_sync(
-            Duration::from_secs(10),
-            &format!("a log line with {text:?}"),
-            || read(&self.access).contains(text) || read(&self.error).contains(text),
-        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(read(&self.access).contains(text) || read(&self.error).contains(text)) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out after 10 s waiting for a log line with {text:?}\naccess log:\n{}\nerror log:\n{}",
+                read(&self.access),
+                read(&self.error)
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 

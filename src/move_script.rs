@@ -1,0 +1,157 @@
+//! The move script (`move_due.lua`): how it is called, and what its reply says.
+
+use std::time::Duration;
+
+use deadpool_redis::redis::aio::ConnectionLike;
+use deadpool_redis::redis::{self, ErrorKind, RedisResult, Script, ScriptInvocation, Value};
+
+use crate::keys;
+
+/// How long a job whose ready list key is not a list stays parked before it is looked at again.
+/// Each look at a parked job costs Redis about as much as a move, so a minute keeps even a million
+/// of them to a few percent of one core, while a fixed key gets its jobs moving within a minute.
+pub const STUCK_RECHECK: Duration = Duration::from_secs(60);
+
+/// The move script, loaded into Redis on first use (and again whenever Redis lost it).
+pub struct MoveScript(Script);
+
+impl Default for MoveScript {
+    fn default() -> MoveScript {
+        MoveScript(Script::new(include_str!("move_due.lua")))
+    }
+}
+
+impl MoveScript {
+    /// One call as of `now` (unix seconds): moves at most `batch_size` due jobs, and parks those
+    /// that cannot move until [`STUCK_RECHECK`] from now.
+    pub fn call(&self, now: f64, batch_size: usize) -> ScriptInvocation<'_> {
+        let park_at = now + STUCK_RECHECK.as_secs_f64();
+        let mut call = self.0.key(keys::JOB_POOL);
+        call.arg(format!("{now:.6}"))
+            .arg(batch_size)
+            .arg(keys::JOB_BUCKET_PREFIX)
+            .arg(keys::READY_QUEUE_PREFIX)
+            .arg(format!("{park_at:.6}"));
+        call
+    }
+
+    /// Runs one call and reads what it did.
+    pub async fn run(
+        &self,
+        connection: &mut impl ConnectionLike,
+        now: f64,
+        batch_size: usize,
+    ) -> RedisResult<Batch> {
+        let reply: Value = self.call(now, batch_size).invoke_async(connection).await?;
+        Batch::from_reply(reply)
+    }
+}
+
+/// What one run of the move script did.
+#[derive(Debug, Default, PartialEq)]
+pub struct Batch {
+    /// How many due ids the call dealt with (moved, dropped or parked); equal to the batch size
+    /// when more may be due.
+    pub taken: usize,
+    /// When the earliest job that is not due yet falls due, in unix seconds.
+    pub next_due: Option<f64>,
+    /// Ids dropped from the pool because their bucket or its topic is gone.
+    pub orphans: Vec<String>,
+    /// Topics whose ready list key holds something other than a list; their jobs were parked.
+    pub stuck: Vec<Stuck>,
+    /// Each topic pushed to, with its ids in due order.
+    pub moved: Vec<(String, Vec<String>)>,
+}
+
+/// A topic whose jobs cannot move: its ready list key holds another type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stuck {
+    pub topic: String,
+    /// What the key holds (`string`, `hash`, ...), as Redis's TYPE names it.
+    pub key_type: String,
+    /// How many of its jobs this call parked in the pool, to be looked at again later.
+    pub parked: usize,
+}
+
+impl Batch {
+    /// How many jobs were pushed onto ready lists.
+    pub fn moved_count(&self) -> usize {
+        self.moved.iter().map(|(_, ids)| ids.len()).sum()
+    }
+
+    /// More jobs may be due right now.
+    pub fn is_full(&self, batch_size: usize) -> bool {
+        self.taken >= batch_size
+    }
+
+    /// Reads the script's reply.
+    fn from_reply(reply: Value) -> RedisResult<Batch> {
+        let Value::Array(items) = reply else {
+            return Err(malformed());
+        };
+        let mut items = items.into_iter();
+        let (Some(Value::Int(taken)), Some(next_due), Some(orphans), Some(Value::Array(stuck))) =
+            (items.next(), items.next(), items.next(), items.next())
+        else {
+            return Err(malformed());
+        };
+        let mut batch = Batch {
+            taken: usize::try_from(taken).map_err(|_| malformed())?,
+            next_due: text(next_due).and_then(|score| score.parse().ok()),
+            orphans: texts(orphans).ok_or_else(malformed)?,
+            stuck: stuck
+                .into_iter()
+                .map(read_stuck)
+                .collect::<Option<_>>()
+                .ok_or_else(malformed)?,
+            moved: Vec::new(),
+        };
+        while let (Some(topic), Some(ids)) = (items.next(), items.next()) {
+            batch.moved.push((
+                text(topic).ok_or_else(malformed)?,
+                texts(ids).ok_or_else(malformed)?,
+            ));
+        }
+        Ok(batch)
+    }
+}
+
+fn read_stuck(entry: Value) -> Option<Stuck> {
+    let Value::Array(fields) = entry else {
+        return None;
+    };
+    let mut fields = fields.into_iter();
+    let (Some(topic), Some(key_type), Some(Value::Int(parked))) =
+        (fields.next(), fields.next(), fields.next())
+    else {
+        return None;
+    };
+    Some(Stuck {
+        topic: text(topic)?,
+        key_type: text(key_type)?,
+        parked: usize::try_from(parked).ok()?,
+    })
+}
+
+fn malformed() -> redis::RedisError {
+    redis::RedisError::from((
+        ErrorKind::UnexpectedReturnType,
+        "malformed move script reply",
+    ))
+}
+
+/// Ids and topics are whatever bytes clients wrote; they are only printed, so lossy is fine (and
+/// printing escapes them, see `escape`).
+fn text(value: Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        _ => None,
+    }
+}
+
+fn texts(value: Value) -> Option<Vec<String>> {
+    match value {
+        Value::Array(items) => items.into_iter().map(text).collect(),
+        _ => None,
+    }
+}
