@@ -50,7 +50,7 @@ pub struct OneLine<W>(pub W);
 impl<W: Write> Write for OneLine<W> {
     fn write_str(&mut self, text: &str) -> fmt::Result {
         let mut rest = text;
-        while let Some(at) = rest.find(char::is_control) {
+        while let Some(at) = find_control(rest) {
             self.0.write_str(&rest[..at])?;
             let control = rest[at..].chars().next().expect("found a char at `at`");
             write!(self.0, "{}", control.escape_default())?;
@@ -58,6 +58,20 @@ impl<W: Write> Write for OneLine<W> {
         }
         self.0.write_str(rest)
     }
+}
+
+/// Where the first control character (C0, DEL or C1) is. A byte scan: "Job is ready" lines run to
+/// tens of kilobytes, and this is on every one of them.
+fn find_control(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    bytes.iter().enumerate().find_map(|(at, &byte)| {
+        // C1 controls (U+0080..U+009F) are 0xC2 0x80..0x9F in UTF-8.
+        let c1 = byte == 0xC2
+            && bytes
+                .get(at + 1)
+                .is_some_and(|next| (0x80..=0x9F).contains(next));
+        (byte < 0x20 || byte == 0x7F || c1).then_some(at)
+    })
 }
 
 #[cfg(test)]

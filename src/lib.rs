@@ -10,10 +10,8 @@
 pub mod config;
 pub mod daemon;
 pub mod escape;
-pub mod keys;
 pub mod logging;
 pub mod move_log;
-pub mod move_script;
 pub mod mover;
 pub mod pidfile;
 pub mod pool;

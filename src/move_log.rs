@@ -7,8 +7,8 @@ use std::time::Duration;
 use tracing::{error, info, warn};
 
 use crate::escape;
-use crate::keys;
-use crate::move_script::{Batch, Stuck};
+use delayer_client::keys;
+use delayer_client::move_script::{Batch, Stuck};
 
 /// Logs the jobs a batch moved and the orphans it dropped.
 pub fn moves(batch: &Batch) {

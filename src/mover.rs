@@ -12,9 +12,9 @@ use tracing::{error, info};
 
 use crate::config::{Config, RedisConfig};
 use crate::move_log::{self, StuckTopics};
-use crate::move_script::{Batch, MoveScript, STUCK_RECHECK};
 use crate::pool::{self, Failure, Trouble};
 use crate::wakeup::PoolWatch;
+use delayer_client::move_script::{Batch, MoveScript, STUCK_RECHECK};
 
 /// The first wait after a failed attempt; it doubles up to [`MAX_RETRY_WAIT`].
 const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);

@@ -15,7 +15,8 @@ use tokio::sync::Notify;
 use tracing::info;
 
 use crate::config::RedisConfig;
-use crate::{keys, pool};
+use crate::pool;
+use delayer_client::keys;
 
 /// Watches the job pool for writes.
 pub struct PoolWatch {

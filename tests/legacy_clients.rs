@@ -2,11 +2,13 @@
 
 mod support;
 
+use support::DaemonSetup;
+
 use std::time::Duration;
 
-use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
 use delayer::mover::unix_now;
 use delayer::redis::AsyncCommands;
+use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
 use support::legacy_client::{self, Message};
 use support::{RedisServer, spawn_service};
 

@@ -2,11 +2,13 @@
 
 mod support;
 
+use support::DaemonSetup;
+
 use delayer::Mover;
-use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
-use delayer::move_script::{Batch, STUCK_RECHECK, Stuck};
 use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncCommands};
+use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
+use delayer_client::move_script::{Batch, STUCK_RECHECK, Stuck};
 use support::RedisServer;
 
 /// A realistic unix time: scores this large are where a double's precision runs out.

@@ -3,11 +3,13 @@
 
 mod support;
 
+use support::DaemonSetup;
+
 use std::time::{Duration, Instant};
 
-use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
 use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncCommands};
+use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
 use support::legacy_client::{self, Message};
 use support::{Daemon, RedisServer, delivered, fill_backlog, read, wait_until_sync};
 

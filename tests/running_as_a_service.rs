@@ -2,12 +2,14 @@
 
 mod support;
 
+use support::DaemonSetup;
+
 use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
 use delayer::redis::AsyncCommands;
+use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
 use support::{Daemon, RedisServer, delayer_command, read, send_signal, wait_until_sync};
 
 /// True while `pid` runs (a zombie waiting to be reaped has stopped running).

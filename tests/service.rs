@@ -3,12 +3,14 @@
 
 mod support;
 
+use support::DaemonSetup;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use delayer::keys::{JOB_POOL, job_bucket};
 use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncCommands};
+use delayer_client::keys::{JOB_POOL, job_bucket};
 use support::{
     Daemon, RedisServer, delayer_command, delivered, fill_backlog, read, wait_until_sync,
 };

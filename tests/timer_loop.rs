@@ -2,10 +2,12 @@
 
 mod support;
 
+use support::DaemonSetup;
+
 use std::time::Duration;
 
-use delayer::keys::{JOB_POOL, job_bucket};
 use delayer::redis::AsyncCommands;
+use delayer_client::keys::{JOB_POOL, job_bucket};
 use support::legacy_client::{self, Message};
 use support::{RedisServer, spawn_service};
 

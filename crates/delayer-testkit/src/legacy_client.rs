@@ -3,9 +3,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use delayer::keys::{JOB_POOL, job_bucket, ready_queue};
-use delayer::redis::aio::MultiplexedConnection;
-use delayer::redis::{self, RedisResult};
+use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
+use redis::RedisResult;
+use redis::aio::MultiplexedConnection;
 
 /// What the clients use when the caller gives no `ready_max_lifetime`.
 pub const READY_MAX_LIFETIME: i64 = 604_800;

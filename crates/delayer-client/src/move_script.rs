@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use deadpool_redis::redis::aio::ConnectionLike;
-use deadpool_redis::redis::{self, ErrorKind, RedisResult, Script, ScriptInvocation, Value};
+use redis::aio::ConnectionLike;
+use redis::{ErrorKind, RedisResult, Script, ScriptInvocation, Value};
 
 use crate::keys;
 

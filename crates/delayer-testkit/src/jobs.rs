@@ -1,0 +1,119 @@
+//! Filling Redis with jobs and reading back what happened to them.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+
+use crate::{legacy_client, wait_for};
+
+/// Adds `count` jobs, already due, spread round-robin over `topics`; returns their ids.
+pub async fn fill_backlog(
+    redis: &mut MultiplexedConnection,
+    count: usize,
+    topics: &[&str],
+) -> Vec<String> {
+    let due = (legacy_client::now_seconds() - 10) as f64;
+    let ids: Vec<String> = (0..count).map(|index| format!("job-{index:07}")).collect();
+    let jobs = ids
+        .iter()
+        .enumerate()
+        .map(|(index, id)| (id.clone(), topics[index % topics.len()], due));
+    add_jobs(redis, jobs).await;
+    ids
+}
+
+/// Adds (id, topic, due score) jobs with a one-byte body, pipelined in chunks.
+pub async fn add_jobs<'a>(
+    redis: &mut MultiplexedConnection,
+    jobs: impl IntoIterator<Item = (String, &'a str, f64)>,
+) {
+    let mut jobs = jobs.into_iter().peekable();
+    while jobs.peek().is_some() {
+        let mut pipe = redis::pipe();
+        for (id, topic, due) in jobs.by_ref().take(10_000) {
+            pipe.hset_multiple(job_bucket(&id), &[("topic", topic), ("body", "b")])
+                .ignore()
+                .zadd(JOB_POOL, &id, due)
+                .ignore();
+        }
+        pipe.query_async::<()>(redis).await.unwrap();
+    }
+}
+
+/// How many times each id sits in the ready lists of `topics`.
+pub async fn delivered(
+    redis: &mut MultiplexedConnection,
+    topics: &[&str],
+) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for topic in topics {
+        let ids: Vec<String> = redis.lrange(ready_queue(topic), 0, -1).await.unwrap();
+        for id in ids {
+            *counts.entry(id).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// Per command, from `INFO commandstats`: (calls, failed calls).
+pub async fn command_stats(redis: &mut MultiplexedConnection) -> HashMap<String, (u64, u64)> {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(redis)
+        .await
+        .unwrap();
+    stats
+        .lines()
+        .filter_map(|line| {
+            let (command, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |name: &str| -> Option<u64> {
+                fields
+                    .split(',')
+                    .find_map(|part| part.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+            };
+            Some((
+                command.to_string(),
+                (field("calls")?, field("failed_calls").unwrap_or(0)),
+            ))
+        })
+        .collect()
+}
+
+/// How many move scripts Redis has run to the end (a first EVALSHA refused with NOSCRIPT is not one).
+pub async fn script_runs(redis: &mut MultiplexedConnection) -> u64 {
+    let stats = command_stats(redis).await;
+    stats
+        .get("evalsha")
+        .map_or(0, |(calls, failed)| calls - failed)
+}
+
+/// How many connections have client tracking on (`t` among their `CLIENT LIST` flags).
+pub async fn tracking_clients(redis: &mut MultiplexedConnection) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(redis)
+        .await
+        .unwrap();
+    list.lines()
+        .filter(|line| {
+            line.split(' ')
+                .find_map(|field| field.strip_prefix("flags="))
+                .is_some_and(|flags| flags.contains('t'))
+        })
+        .count()
+}
+
+/// Polls until the job pool is empty (every job moved or dropped).
+pub async fn wait_for_empty_pool(redis: &MultiplexedConnection, timeout: Duration) {
+    wait_for(timeout, "the job pool to empty", || {
+        let mut redis = redis.clone();
+        async move {
+            let left: usize = redis.zcard(JOB_POOL).await.unwrap();
+            (left == 0).then_some(())
+        }
+    })
+    .await;
+}

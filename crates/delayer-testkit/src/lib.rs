@@ -1,0 +1,11 @@
+//! What delayer's tests share: a throwaway redis-server, polling helpers, the exact command
+//! sequences of the legacy PHP and Go clients, and job fillers and counters. Not published.
+#![forbid(unsafe_code)]
+
+pub mod jobs;
+pub mod legacy_client;
+mod polling;
+mod redis_server;
+
+pub use polling::{wait_for, wait_until_sync};
+pub use redis_server::RedisServer;

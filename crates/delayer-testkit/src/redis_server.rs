@@ -1,0 +1,135 @@
+//! A throwaway redis-server on a unix socket in a temporary directory, killed on drop.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo};
+use tempfile::TempDir;
+
+use crate::wait_until_sync;
+
+/// A redis-server of our own on a unix socket in a temporary directory, killed on drop.
+pub struct RedisServer {
+    dir: TempDir,
+    extra_args: Vec<String>,
+    process: Option<Child>,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// Starts one with extra `redis-server` arguments, e.g. `["--requirepass", "x"]`.
+    pub fn start_with(extra_args: &[&str]) -> RedisServer {
+        let mut server = RedisServer {
+            dir: tempfile::tempdir().expect("temporary directory"),
+            extra_args: extra_args.iter().map(|arg| arg.to_string()).collect(),
+            process: None,
+        };
+        server.launch();
+        server
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("redis.sock")
+    }
+
+    /// A directory for the test's own files (configs, logs), removed with the server.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn launch(&mut self) {
+        let socket = self.socket();
+        let process = Command::new("redis-server")
+            .args(["--port", "0", "--unixsocket"])
+            .arg(&socket)
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(self.dir.path())
+            .args(&self.extra_args)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!(
+                    "cannot start redis-server ({error}): install it (e.g. `apt-get install \
+                     redis-server`) or run the tests with scripts/test, which does"
+                )
+            });
+        self.process = Some(process);
+        wait_until_sync(Duration::from_secs(10), "redis-server answers PING", || {
+            ping(&socket)
+        });
+    }
+
+    /// Stops the server, saving its data to disk first when `save` is set.
+    pub fn stop(&mut self, save: bool) {
+        let mut process = self.process.take().expect("server is running");
+        if save {
+            let mut stream = UnixStream::connect(self.socket()).expect("connect to save");
+            stream.write_all(b"SHUTDOWN SAVE\r\n").unwrap();
+            process.wait().unwrap();
+        } else {
+            process.kill().ok();
+            process.wait().ok();
+        }
+        std::fs::remove_file(self.socket()).ok();
+    }
+
+    /// Starts the server again on the same socket, loading what `stop(true)` saved.
+    pub fn restart(&mut self) {
+        self.launch();
+    }
+
+    /// A connection that waits as long as a blocking command needs.
+    pub async fn connect(&self) -> MultiplexedConnection {
+        let info = ConnectionAddr::Unix(self.socket())
+            .into_connection_info()
+            .unwrap();
+        redis::Client::open(info)
+            .unwrap()
+            .get_multiplexed_async_connection_with_config(
+                &AsyncConnectionConfig::new().set_response_timeout(None),
+            )
+            .await
+            .expect("connect to test redis")
+    }
+
+    /// The text of a `delayer.conf` for this server; `extra` lines are added to `[delayer]`.
+    pub fn config_text(&self, extra: &str) -> String {
+        format!(
+            "[delayer]\n{extra}\n[redis]\nhost = {}\n",
+            self.socket().display()
+        )
+    }
+
+    /// Writes `text` to a file in the test directory and returns its path.
+    pub fn write_file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill().ok();
+            process.wait().ok();
+        }
+    }
+}
+
+fn ping(socket: &Path) -> bool {
+    let Ok(mut stream) = UnixStream::connect(socket) else {
+        return false;
+    };
+    let mut reply = String::new();
+    stream.write_all(b"PING\r\n").is_ok()
+        && BufReader::new(stream).read_line(&mut reply).is_ok()
+        && (reply.starts_with("+PONG") || reply.starts_with("-NOAUTH"))
+}
