@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use delayer::mover::unix_now;
 use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncCommands, Value};
 use delayer_client::keys::{JOB_POOL, ready_queue};
-use delayer_client::move_script::MoveScript;
+use delayer_client::scripts::move_due::MoveScript;
+use delayer_client::time::unix_now;
 use support::{Daemon, RedisServer, delivered, fill_backlog};
 
 const TOPICS: [&str; 10] = ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"];

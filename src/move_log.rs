@@ -8,7 +8,7 @@ use tracing::{error, info, warn};
 
 use crate::escape;
 use delayer_client::keys;
-use delayer_client::move_script::{Batch, Stuck};
+use delayer_client::scripts::move_due::{Batch, Stuck, StuckBecause};
 
 /// Logs the jobs a batch moved and the orphans it dropped.
 pub fn moves(batch: &Batch) {
@@ -34,24 +34,19 @@ pub fn moves(batch: &Batch) {
 pub struct StuckTopics {
     /// Already reported, not yet seen moving again.
     reported: HashSet<String>,
-    /// Found in the current drain, not reported yet: what the key holds, jobs parked so far.
-    found: BTreeMap<String, (String, usize)>,
+    /// Found in the current drain, not reported yet: why, and how many jobs were parked so far.
+    found: BTreeMap<String, (StuckBecause, usize)>,
 }
 
 impl StuckTopics {
     /// Takes note of one batch of a drain (recoveries are said at once).
     pub fn note(&mut self, batch: &Batch) {
-        for Stuck {
-            topic,
-            key_type,
-            parked,
-        } in &batch.stuck
-        {
+        for Stuck { topic, why, parked } in &batch.stuck {
             if !self.reported.contains(topic) {
                 let entry = self
                     .found
                     .entry(topic.clone())
-                    .or_insert_with(|| (key_type.clone(), 0));
+                    .or_insert_with(|| (why.clone(), 0));
                 entry.1 += parked;
             }
         }
@@ -68,13 +63,20 @@ impl StuckTopics {
 
     /// At the end of a drain: says which topics were found stuck in it.
     pub fn report(&mut self, recheck: Duration) {
-        for (topic, (key_type, parked)) in std::mem::take(&mut self.found) {
+        for (topic, (why, parked)) in std::mem::take(&mut self.found) {
+            let key = escape::field(&keys::ready_queue(&topic)).into_owned();
+            let why = match why {
+                StuckBecause::WrongType(key_type) => {
+                    format!("{key} holds a {}, not a list", escape::field(&key_type))
+                }
+                StuckBecause::NoPermission => {
+                    format!("the Redis user may not write {key} (ACL)")
+                }
+            };
             error!(
-                "Topic {} cannot move: {} holds a {}, not a list; {parked} of its jobs wait in the \
-                 pool, looked at again every {} s until the key is deleted or made a list",
+                "Topic {} cannot move: {why}; {parked} of its jobs wait in the pool, looked at \
+                 again every {} s until that is fixed",
                 escape::field(&topic),
-                escape::field(&keys::ready_queue(&topic)),
-                escape::field(&key_type),
                 recheck.as_secs()
             );
             self.reported.insert(topic);

@@ -1,11 +1,11 @@
 //! The timer loop: runs the move script when jobs fall due, back to back while a backlog drains.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use anyhow::{Result, bail};
-use deadpool_redis::redis::{self, RedisResult};
+use deadpool_redis::redis::{self, ConnectionInfo, RedisResult};
 use deadpool_redis::{Connection, Pool, PoolError};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
@@ -14,7 +14,8 @@ use crate::config::{Config, RedisConfig};
 use crate::move_log::{self, StuckTopics};
 use crate::pool::{self, Failure, Trouble};
 use crate::wakeup::PoolWatch;
-use delayer_client::move_script::{Batch, MoveScript, STUCK_RECHECK};
+use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK};
+use delayer_client::time::unix_now;
 
 /// The first wait after a failed attempt; it doubles up to [`MAX_RETRY_WAIT`].
 const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -28,6 +29,8 @@ const MIN_LOOK_GAP: Duration = Duration::from_millis(5);
 pub struct Mover {
     pool: Pool,
     redis: RedisConfig,
+    /// Where Redis is, for the pool watch's own connection.
+    info: ConnectionInfo,
     script: MoveScript,
     batch_size: usize,
     timer_interval: Duration,
@@ -38,6 +41,7 @@ impl Mover {
         Ok(Mover {
             pool: pool::build(&config.redis)?,
             redis: config.redis.clone(),
+            info: pool::connection_info(&config.redis)?,
             script: MoveScript::default(),
             batch_size: config.batch_size,
             timer_interval: config.timer_interval,
@@ -69,11 +73,12 @@ impl Mover {
     /// Moves jobs as they fall due until `shutdown` is cancelled. A script call that has started
     /// always finishes: Redis is never left with a job half-moved.
     pub async fn run(&self, shutdown: &CancellationToken) {
-        let mut watch = PoolWatch::new(&self.redis);
+        let mut watch = PoolWatch::new(self.info.clone(), self.redis.address());
         let mut stuck = StuckTopics::default();
         let mut outage: Option<Failure> = None;
         let mut retry_wait = FIRST_RETRY_WAIT;
         loop {
+            watch.seen();
             let drained = self.drain(shutdown, &mut stuck, &mut outage).await;
             let looked_at = Instant::now();
             if shutdown.is_cancelled() {
@@ -189,13 +194,6 @@ impl Mover {
             Duration::from_secs_f64(seconds)
         })
     }
-}
-
-/// The current time in unix seconds, with sub-second precision.
-pub fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |since| since.as_secs_f64())
 }
 
 /// A drain that failed: why, and whether the failed call was a move whose reply never came.

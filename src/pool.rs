@@ -1,27 +1,19 @@
 //! The deadpool-redis pool built from `[redis]`, and Redis failures told in words a user understands.
 
-use std::time::Duration;
-
 use anyhow::{Context, Result, anyhow};
 use deadpool_redis::redis::{
-    self, AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo,
-    ProtocolVersion, RedisConnectionInfo, RedisResult,
+    self, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisConnectionInfo,
+    RedisResult,
 };
 use deadpool_redis::{Manager, Pool, PoolError};
 
 use crate::config::RedisConfig;
-
-/// How long connecting may take before it counts as a failure.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long a reply may take: bounds how long a stop waits for a hung Redis. Far above the
-/// longest script call (a full batch of the largest size takes tens of ms), so that a slow Redis
-/// (forking for a save, say) is not mistaken for a lost one.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+use delayer_client::connection::{self, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 
 /// A pool of connections to the configured Redis (nothing is connected until first use).
 pub fn build(config: &RedisConfig) -> Result<Pool> {
-    let info = connection_info(config, ProtocolVersion::RESP2)?;
-    let manager = Manager::new_with_config(info, connection_config())?;
+    let info = connection_info(config)?;
+    let manager = Manager::new_with_config(info, connection::config())?;
     Pool::builder(manager)
         .max_size(config.max_active)
         .build()
@@ -29,29 +21,17 @@ pub fn build(config: &RedisConfig) -> Result<Pool> {
 }
 
 /// Where and how to connect, as `[redis]` says.
-pub fn connection_info(
-    config: &RedisConfig,
-    protocol: ProtocolVersion,
-) -> RedisResult<ConnectionInfo> {
+pub fn connection_info(config: &RedisConfig) -> RedisResult<ConnectionInfo> {
     let addr = if config.is_unix_socket() {
         ConnectionAddr::Unix(config.host.clone().into())
     } else {
         ConnectionAddr::Tcp(config.host.clone(), config.port)
     };
-    let mut settings = RedisConnectionInfo::default()
-        .set_db(config.database)
-        .set_protocol(protocol);
+    let mut settings = RedisConnectionInfo::default().set_db(config.database);
     if let Some(password) = &config.password {
         settings = settings.set_password(password);
     }
     Ok(addr.into_connection_info()?.set_redis_settings(settings))
-}
-
-/// The timeouts every connection of ours uses.
-pub fn connection_config() -> AsyncConnectionConfig {
-    AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(CONNECT_TIMEOUT))
-        .set_response_timeout(Some(RESPONSE_TIMEOUT))
 }
 
 /// Connects once and returns the server's `redis_version`.
@@ -120,6 +100,12 @@ pub enum Failure {
     ReadOnly,
     /// Redis is loading its data set after a restart.
     Loading,
+    /// Redis refuses writes: it cannot save to disk (`stop-writes-on-bgsave-error`).
+    CannotSave,
+    /// Another client's script runs too long: Redis answers nothing else.
+    Busy,
+    /// The Redis user may not run a command or touch a key the daemon needs (ACL).
+    NoPermission,
     Other,
 }
 
@@ -138,6 +124,11 @@ impl Failure {
                 "no job can move until it is promoted or [redis] names the master; retrying"
             }
             Failure::Loading => "waiting until it has loaded",
+            Failure::CannotSave => "no job can move until it can save again; retrying",
+            Failure::Busy => "waiting until the script ends (SCRIPT KILL ends it)",
+            Failure::NoPermission => {
+                "no job can move until the user may (see the ACL a delayer user needs in the README); retrying"
+            }
             Failure::Other => "retrying",
         }
     }
@@ -145,14 +136,14 @@ impl Failure {
     /// The line that ends an outage of this kind.
     pub fn recovered(self, address: &str) -> String {
         match self {
-            Failure::OutOfMemory | Failure::ReadOnly => {
+            Failure::OutOfMemory | Failure::ReadOnly | Failure::CannotSave => {
                 format!("Redis at {address} accepts writes again")
             }
             Failure::Loading => format!("Redis at {address} has loaded its data"),
-            Failure::Password | Failure::Database | Failure::Other => {
+            Failure::Password | Failure::Database | Failure::NoPermission | Failure::Other => {
                 format!("Redis at {address} works again")
             }
-            Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout => {
+            Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout | Failure::Busy => {
                 format!("Redis at {address} answers again")
             }
         }
@@ -171,6 +162,11 @@ pub fn describe(error: &PoolError, config: &RedisConfig) -> Trouble {
                 config.address(),
                 CONNECT_TIMEOUT.as_secs()
             ),
+        },
+        // Any other I/O failure while connecting (no such host, no route): nothing was lost.
+        PoolError::Backend(error) if error.is_io_error() => Trouble {
+            kind: Failure::Unreachable,
+            message: format!("cannot reach Redis at {}: {error}", config.address()),
         },
         PoolError::Backend(error) => describe_redis(error, config),
         other => Trouble {
@@ -206,6 +202,13 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> Troubl
         Failure::OutOfMemory => format!("Redis at {address} is out of memory: {error}"),
         Failure::ReadOnly => format!("Redis at {address} is a read-only replica: {error}"),
         Failure::Loading => format!("Redis at {address} is loading its data set: {error}"),
+        Failure::CannotSave => {
+            format!("Redis at {address} refuses writes because it cannot save to disk: {error}")
+        }
+        Failure::Busy => format!("Redis at {address} is busy running a script: {error}"),
+        Failure::NoPermission => format!(
+            "Redis at {address} does not let this user do what delayer needs (ACL): {error}"
+        ),
         Failure::Other => format!("Redis at {address} failed: {error}"),
     };
     Trouble { kind, message }
@@ -249,6 +252,16 @@ fn failure_kind(error: &redis::RedisError) -> Failure {
         Failure::ReadOnly
     } else if code == "LOADING" {
         Failure::Loading
+    } else if code == "MISCONF" {
+        Failure::CannotSave
+    } else if code == "BUSY" {
+        Failure::Busy
+    } else if code == "NOPERM"
+        || ["NOPERM", "can't access", "has no permissions"]
+            .iter()
+            .any(|marker| text.contains(marker))
+    {
+        Failure::NoPermission
     } else if error.is_timeout() {
         Failure::Timeout
     } else if error.is_connection_refusal() {

@@ -121,8 +121,7 @@ async fn ids_and_topics_cannot_forge_log_lines() {
         "{error}"
     );
     assert!(
-        access
-            .contains(r#""x\n[info] 2026/01/01 00:00:00 Service stopped successfully, PID: 1""#),
+        access.contains(r#""x\n[info] 2026/01/01 00:00:00 Service stopped successfully, PID: 1""#),
         "the id is there, escaped:\n{access}"
     );
     assert!(

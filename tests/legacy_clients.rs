@@ -6,9 +6,9 @@ use support::DaemonSetup;
 
 use std::time::Duration;
 
-use delayer::mover::unix_now;
 use delayer::redis::AsyncCommands;
 use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
+use delayer_client::time::unix_now;
 use support::legacy_client::{self, Message};
 use support::{RedisServer, spawn_service};
 

@@ -8,7 +8,7 @@ use delayer::Mover;
 use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncCommands};
 use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
-use delayer_client::move_script::{Batch, STUCK_RECHECK, Stuck};
+use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK, Stuck, StuckBecause};
 use support::RedisServer;
 
 /// A realistic unix time: scores this large are where a double's precision runs out.
@@ -180,7 +180,7 @@ async fn parks_jobs_whose_ready_list_is_not_a_list() {
         batch.stuck,
         [Stuck {
             topic: "broken".into(),
-            key_type: "string".into(),
+            why: StuckBecause::WrongType("string".into()),
             parked: 1
         }]
     );
@@ -285,7 +285,7 @@ async fn one_call_touches_at_most_a_batch_however_many_jobs_are_stuck() {
 
     assert_eq!(first.taken, 100);
     assert_eq!(first.stuck[0].parked, 100);
-    assert_eq!(first.stuck[0].key_type, "hash");
+    assert_eq!(first.stuck[0].why, StuckBecause::WrongType("hash".into()));
     let rest = drain(&mover, BATCH, NOW).await;
     assert_eq!(
         rest.len(),
@@ -362,4 +362,79 @@ async fn survives_a_script_cache_flush() {
     mover.tick(NOW).await.unwrap();
 
     assert_eq!(ready(&mut redis, "t").await, ["after-flush"]);
+}
+
+/// Creates an ACL user `mover` (password `pw`) with `rules` on top of all commands.
+async fn acl_user(redis: &mut MultiplexedConnection, rules: &[&str]) {
+    redis::cmd("ACL")
+        .arg(&["SETUSER", "mover", "on", ">pw", "+@all"][..])
+        .arg(rules)
+        .query_async::<()>(redis)
+        .await
+        .unwrap();
+}
+
+/// A user that may not read buckets must not take every due job for an orphan and drop it.
+#[tokio::test]
+async fn a_bucket_read_refused_by_acl_fails_the_call_and_drops_nothing() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    add_job(&mut redis, "j1", "t", NOW - 1.0).await;
+    acl_user(
+        &mut redis,
+        &[
+            "~delayer:job_pool",
+            "~delayer:ready_queue:*",
+            "~delayer:topics",
+        ],
+    )
+    .await;
+    let mut mover = server.connect_as("mover", "pw").await;
+
+    let refused = MoveScript::default().run(&mut mover, NOW, 1000).await;
+
+    let error = refused.expect_err("the user may not read buckets");
+    assert!(error.to_string().contains("can't access"), "{error}");
+    assert_eq!(pool(&mut redis).await, ["j1"], "nothing dropped");
+    assert!(ready(&mut redis, "t").await.is_empty());
+}
+
+/// A user that may not write one topic's ready list: that topic is parked (once, never pushed
+/// half-way and retried), and the others move.
+#[tokio::test]
+async fn a_ready_list_the_user_may_not_write_is_stuck_not_duplicated() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    add_job(&mut redis, "j1", "a", NOW - 2.0).await;
+    add_job(&mut redis, "j2", "b", NOW - 1.0).await;
+    acl_user(
+        &mut redis,
+        &[
+            "~delayer:job_pool",
+            "~delayer:job_bucket:*",
+            "~delayer:topics",
+            "~delayer:ready_queue:a",
+            "%R~delayer:ready_queue:b",
+        ],
+    )
+    .await;
+    let mut mover = server.connect_as("mover", "pw").await;
+    let script = MoveScript::default();
+
+    let first = script.run(&mut mover, NOW, 1000).await.unwrap();
+    for _ in 0..2 {
+        script.run(&mut mover, NOW, 1000).await.unwrap();
+    }
+
+    assert_eq!(ready(&mut redis, "a").await, ["j1"], "moved once");
+    assert!(ready(&mut redis, "b").await.is_empty());
+    assert_eq!(
+        first.stuck,
+        [Stuck {
+            topic: "b".into(),
+            why: StuckBecause::NoPermission,
+            parked: 1
+        }]
+    );
+    assert_eq!(pool(&mut redis).await, ["j2"], "parked, not lost");
 }

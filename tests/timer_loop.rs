@@ -89,7 +89,7 @@ async fn a_job_pushed_while_the_loop_sleeps_moves_on_time() {
         .unwrap();
 
     let popped = legacy_client::bpop(&mut client, "t", 5).await.unwrap();
-    let late = delayer::mover::unix_now() - due;
+    let late = delayer_client::time::unix_now() - due;
     assert_eq!(popped.map(|message| message.id), Some("soon".to_string()));
     assert!(
         (0.0..0.5).contains(&late),

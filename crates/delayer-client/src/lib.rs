@@ -2,13 +2,42 @@
 //! Delayer server and its PHP and Go clients share, so that old and new clients see each other's
 //! jobs.
 //!
+//! ```no_run
+//! # async fn example() -> delayer_client::Result<()> {
+//! use std::time::Duration;
+//! let client = delayer_client::Client::connect("redis://127.0.0.1:6379/0").await?;
+//! let id = client.push("order.close", "order 42").delay(Duration::from_secs(1800)).await?;
+//! // Later, in a consumer: at least once, with 30 s to finish each job.
+//! if let Some(job) = client.reserve(&["order.close"], Duration::from_secs(30), Duration::from_secs(5)).await? {
+//!     // ... close the order ...
+//!     client.ack(&job.id).await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! The layout (see [`keys`]): a job is a hash `delayer:job_bucket:<id>` {topic, body} and an entry
-//! of the sorted set `delayer:job_pool` scored by its due time in unix seconds. When it falls due
-//! the daemon moves its id onto the list `delayer:ready_queue:<topic>` (the move script,
-//! [`move_script`]), where consumers pop it.
+//! of the sorted set `delayer:job_pool` scored by its due time in unix seconds. When it falls due,
+//! the daemon moves its id onto the list `delayer:ready_queue:<topic>`, where consumers pop it
+//! (legacy, at most once) or reserve it (at least once: it is recorded in `delayer:reserved`
+//! until acked, and delivered again if its time to run passes). Every change of more than one key
+//! is one Lua script ([`scripts`]), so that nothing is ever half done.
 #![forbid(unsafe_code)]
 
+mod client;
+pub mod connection;
+mod error;
+mod job;
 pub mod keys;
-pub mod move_script;
+mod push;
+pub mod scripts;
+pub mod time;
+pub mod watch;
 
+pub use client::{
+    Client, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_READY_MAX_LIFETIME, Nacked,
+    Settings,
+};
+pub use error::{Error, Result};
+pub use job::{Job, JobInfo, State};
+pub use push::Push;
 pub use redis;

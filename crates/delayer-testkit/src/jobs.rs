@@ -117,3 +117,19 @@ pub async fn wait_for_empty_pool(redis: &MultiplexedConnection, timeout: Duratio
     })
     .await;
 }
+
+/// Moves the jobs due now onto their ready lists, as the daemon would (for tests without one).
+pub async fn move_due_jobs(redis: &mut MultiplexedConnection) -> usize {
+    let script = delayer_client::scripts::move_due::MoveScript::default();
+    let mut moved = 0;
+    loop {
+        let batch = script
+            .run(redis, delayer_client::time::unix_now(), 1000)
+            .await
+            .unwrap();
+        moved += batch.moved_count();
+        if !batch.is_full(1000) {
+            return moved;
+        }
+    }
+}

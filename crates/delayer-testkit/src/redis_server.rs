@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo};
+use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 use tempfile::TempDir;
 
 use crate::wait_until_sync;
@@ -87,9 +87,28 @@ impl RedisServer {
 
     /// A connection that waits as long as a blocking command needs.
     pub async fn connect(&self) -> MultiplexedConnection {
-        let info = ConnectionAddr::Unix(self.socket())
+        self.open(self.info()).await
+    }
+
+    /// Like [`connect`](RedisServer::connect), as an ACL user.
+    pub async fn connect_as(&self, user: &str, password: &str) -> MultiplexedConnection {
+        let info = self.info();
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_username(user)
+            .set_password(password);
+        self.open(info.set_redis_settings(settings)).await
+    }
+
+    /// Where this server is, for a client of the library under test.
+    pub fn info(&self) -> ConnectionInfo {
+        ConnectionAddr::Unix(self.socket())
             .into_connection_info()
-            .unwrap();
+            .unwrap()
+    }
+
+    async fn open(&self, info: ConnectionInfo) -> MultiplexedConnection {
         redis::Client::open(info)
             .unwrap()
             .get_multiplexed_async_connection_with_config(

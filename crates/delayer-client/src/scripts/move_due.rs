@@ -1,10 +1,11 @@
-//! The move script (`move_due.lua`): how it is called, and what its reply says.
+//! The move script (`move_due.lua`), which the daemon runs: its call, and what its reply says.
 
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::{ErrorKind, RedisResult, Script, ScriptInvocation, Value};
+use redis::{RedisResult, Script, ScriptInvocation, Value};
 
+use super::{malformed, seconds, text, texts};
 use crate::keys;
 
 /// How long a job whose ready list key is not a list stays parked before it is looked at again.
@@ -17,7 +18,7 @@ pub struct MoveScript(Script);
 
 impl Default for MoveScript {
     fn default() -> MoveScript {
-        MoveScript(Script::new(include_str!("move_due.lua")))
+        MoveScript(script!("move_due.lua"))
     }
 }
 
@@ -27,6 +28,7 @@ impl MoveScript {
     pub fn call(&self, now: f64, batch_size: usize) -> ScriptInvocation<'_> {
         let park_at = now + STUCK_RECHECK.as_secs_f64();
         let mut call = self.0.key(keys::JOB_POOL);
+        call.key(keys::TOPICS);
         call.arg(format!("{now:.6}"))
             .arg(batch_size)
             .arg(keys::JOB_BUCKET_PREFIX)
@@ -57,20 +59,28 @@ pub struct Batch {
     pub next_due: Option<f64>,
     /// Ids dropped from the pool because their bucket or its topic is gone.
     pub orphans: Vec<String>,
-    /// Topics whose ready list key holds something other than a list; their jobs were parked.
+    /// Topics whose jobs cannot move; their jobs were parked.
     pub stuck: Vec<Stuck>,
     /// Each topic pushed to, with its ids in due order.
     pub moved: Vec<(String, Vec<String>)>,
 }
 
-/// A topic whose jobs cannot move: its ready list key holds another type.
+/// A topic whose jobs cannot move.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stuck {
     pub topic: String,
-    /// What the key holds (`string`, `hash`, ...), as Redis's TYPE names it.
-    pub key_type: String,
+    pub why: StuckBecause,
     /// How many of its jobs this call parked in the pool, to be looked at again later.
     pub parked: usize,
+}
+
+/// Why a topic's jobs cannot move onto its ready list.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StuckBecause {
+    /// The ready list key holds another type: `string`, `hash`, ..., as Redis's TYPE names it.
+    WrongType(String),
+    /// This Redis user may not write the ready list key (ACL).
+    NoPermission,
 }
 
 impl Batch {
@@ -86,34 +96,31 @@ impl Batch {
 
     /// Reads the script's reply.
     fn from_reply(reply: Value) -> RedisResult<Batch> {
-        let Value::Array(items) = reply else {
-            return Err(malformed());
-        };
-        let mut items = items.into_iter();
-        let (Some(Value::Int(taken)), Some(next_due), Some(orphans), Some(Value::Array(stuck))) =
-            (items.next(), items.next(), items.next(), items.next())
-        else {
-            return Err(malformed());
-        };
-        let mut batch = Batch {
-            taken: usize::try_from(taken).map_err(|_| malformed())?,
-            next_due: text(next_due).and_then(|score| score.parse().ok()),
-            orphans: texts(orphans).ok_or_else(malformed)?,
-            stuck: stuck
-                .into_iter()
-                .map(read_stuck)
-                .collect::<Option<_>>()
-                .ok_or_else(malformed)?,
-            moved: Vec::new(),
-        };
-        while let (Some(topic), Some(ids)) = (items.next(), items.next()) {
-            batch.moved.push((
-                text(topic).ok_or_else(malformed)?,
-                texts(ids).ok_or_else(malformed)?,
-            ));
-        }
-        Ok(batch)
+        read(reply).ok_or_else(|| malformed("move_due"))
     }
+}
+
+fn read(reply: Value) -> Option<Batch> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    let mut items = items.into_iter();
+    let (Some(Value::Int(taken)), Some(next_due), Some(orphans), Some(Value::Array(stuck))) =
+        (items.next(), items.next(), items.next(), items.next())
+    else {
+        return None;
+    };
+    let mut batch = Batch {
+        taken: usize::try_from(taken).ok()?,
+        next_due: seconds(next_due),
+        orphans: texts(orphans)?,
+        stuck: stuck.into_iter().map(read_stuck).collect::<Option<_>>()?,
+        moved: Vec::new(),
+    };
+    while let (Some(topic), Some(ids)) = (items.next(), items.next()) {
+        batch.moved.push((text(topic)?, texts(ids)?));
+    }
+    Some(batch)
 }
 
 fn read_stuck(entry: Value) -> Option<Stuck> {
@@ -121,37 +128,19 @@ fn read_stuck(entry: Value) -> Option<Stuck> {
         return None;
     };
     let mut fields = fields.into_iter();
-    let (Some(topic), Some(key_type), Some(Value::Int(parked))) =
+    let (Some(topic), Some(why), Some(Value::Int(parked))) =
         (fields.next(), fields.next(), fields.next())
     else {
         return None;
     };
+    let why = text(why)?;
     Some(Stuck {
         topic: text(topic)?,
-        key_type: text(key_type)?,
+        why: if why == "noperm" {
+            StuckBecause::NoPermission
+        } else {
+            StuckBecause::WrongType(why)
+        },
         parked: usize::try_from(parked).ok()?,
     })
-}
-
-fn malformed() -> redis::RedisError {
-    redis::RedisError::from((
-        ErrorKind::UnexpectedReturnType,
-        "malformed move script reply",
-    ))
-}
-
-/// Ids and topics are whatever bytes clients wrote; they are only printed, so lossy is fine (and
-/// printing escapes them, see `escape`).
-fn text(value: Value) -> Option<String> {
-    match value {
-        Value::BulkString(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-        _ => None,
-    }
-}
-
-fn texts(value: Value) -> Option<Vec<String>> {
-    match value {
-        Value::Array(items) => items.into_iter().map(text).collect(),
-        _ => None,
-    }
 }

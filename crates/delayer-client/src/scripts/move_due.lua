@@ -1,26 +1,29 @@
 -- Moves the jobs that are due from the job pool onto their topics' ready lists, atomically.
 --
 -- KEYS[1]  the job pool: sorted set of job ids scored by due time in seconds ("delayer:job_pool")
+-- KEYS[2]  the registry of topics ("delayer:topics"): every topic moved to is added
 -- ARGV[1]  now, in (fractional) seconds: a job is due when its score <= now
 -- ARGV[2]  the most ids to take in this call (the batch size)
 -- ARGV[3]  the job bucket key prefix ("delayer:job_bucket:"); a bucket is a hash with field `topic`
 -- ARGV[4]  the ready list key prefix ("delayer:ready_queue:")
 -- ARGV[5]  when to look at stuck jobs again (a time after now): they are re-scored to it, a
---          microsecond apart in the order they were due, so that they keep their order (across
---          calls too, as long as each call's now is later than the last one's parked scores: a
---          call that parks n jobs takes far longer than n microseconds)
+--          microsecond apart in the order they were due, after any job parked there before, so
+--          that they keep their order
 --
 -- Returns {taken, next_due, orphans, stuck, topic_1, ids_1, topic_2, ids_2, ...}:
 --   taken     how many due ids this call dealt with (moved + orphans + parked); == ARGV[2]: more
 --             may be due
 --   next_due  the score of the earliest job due after now, or "" when there is none
 --   orphans   ids whose bucket or topic is gone (or not a hash): removed from the pool, pushed nowhere
---   stuck     {topic, type, count} for each topic whose ready list key holds something other than a
---             list (`type` is what it holds): its jobs stay in the pool, parked at ARGV[5]
+--   stuck     {topic, why, count} for each topic whose jobs cannot move: `why` is what its ready
+--             list key holds instead of a list ("string", "hash", ...), or "noperm" when this
+--             Redis user may not write it (ACL); its jobs stay in the pool, parked at ARGV[5]
 --   topic_n, ids_n  every topic pushed to, with its ids in due order (earliest is popped first)
 
-local pool, now, limit = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local pool, registry, now, limit = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2])
 local bucket_prefix, ready_prefix, park_at = ARGV[3], ARGV[4], tonumber(ARGV[5])
+require_permission('ZREM', pool, 'id')
+require_permission('ZADD', pool, '0', 'id')
 
 -- unpack() is bounded by Lua's C stack (LUAI_MAXCSTACK = 8000), so long argument lists go in slices.
 local function call_in_slices(command, key, items)
@@ -32,26 +35,29 @@ end
 local topics, ids_by_topic, orphans, removed = {}, {}, {}, {}
 -- A stuck topic's jobs would come back first on every call and hold up every later job: parked
 -- out of the due range instead, each call still touches at most `limit` ids.
-local stuck_topics, stuck_kind, parked = {}, {}, {}
+local stuck_topics, stuck_by_topic, parked = {}, {}, {}
 local due = redis.call('ZRANGEBYSCORE', pool, '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(due) do
-  -- pcall: a bucket key of the wrong type must make an orphan, not an error that wedges the pool.
-  local topic = redis.pcall('HGET', bucket_prefix .. id, 'topic')
-  if type(topic) ~= 'string' or topic == '' then
+  local topic = read_or_false('HGET', bucket_prefix .. id, 'topic')
+  if not topic or topic == '' then
     orphans[#orphans + 1] = id
     removed[#removed + 1] = id
   else
     local ids = ids_by_topic[topic]
     if ids == nil then
       -- Checked before any write: a failing LPUSH after the ZREM would lose jobs.
-      local kind = redis.call('TYPE', ready_prefix .. topic).ok
-      if kind == 'list' or kind == 'none' then
+      local ready = ready_prefix .. topic
+      local why = redis.call('TYPE', ready).ok
+      if why == 'list' or why == 'none' then
+        why = may('LPUSH', ready, 'id') and '' or 'noperm'
+      end
+      if why == '' then
         ids = {}
         topics[#topics + 1] = topic
       else
         ids = false
         stuck_topics[#stuck_topics + 1] = topic
-        stuck_kind[topic] = {topic, kind, 0}
+        stuck_by_topic[topic] = {topic, why, 0}
       end
       ids_by_topic[topic] = ids
     end
@@ -59,10 +65,8 @@ for _, id in ipairs(due) do
       ids[#ids + 1] = id
       removed[#removed + 1] = id
     else
-      local entry = stuck_kind[topic]
+      local entry = stuck_by_topic[topic]
       entry[3] = entry[3] + 1
-      -- A double resolves ~0.24 us at today's unix times: 1 us steps keep the order.
-      parked[#parked + 1] = park_at + #parked / 2 * 0.000001
       parked[#parked + 1] = id
     end
   end
@@ -70,18 +74,32 @@ end
 
 local stuck = {}
 for _, topic in ipairs(stuck_topics) do
-  stuck[#stuck + 1] = stuck_kind[topic]
+  stuck[#stuck + 1] = stuck_by_topic[topic]
 end
 local result = {#due, '', orphans, stuck}
 -- Pushes come before the ZREM: if Redis refuses the first write (e.g. out of memory), nothing changed.
 for _, topic in ipairs(topics) do
   call_in_slices('LPUSH', ready_prefix .. topic, ids_by_topic[topic])
+  -- pcall: the registry only helps to list topics; it must never stop a move.
+  redis.pcall('SADD', registry, topic)
   result[#result + 1] = topic
   result[#result + 1] = ids_by_topic[topic]
 end
 call_in_slices('ZREM', pool, removed)
--- Score/id pairs: slices of 1000 items never split a pair.
-call_in_slices('ZADD', pool, parked)
+
+if #parked > 0 then
+  -- After what an earlier call (perhaps another daemon's, its clock a little ahead) parked just
+  -- there: a double resolves ~0.24 us at today's unix times, so 1 us steps keep the order.
+  local last = redis.call('ZREVRANGEBYSCORE', pool, park_at + 1, park_at, 'WITHSCORES', 'LIMIT', 0, 1)
+  local base = last[2] and math.max(park_at, tonumber(last[2]) + 0.000001) or park_at
+  local scored = {}
+  for index, id in ipairs(parked) do
+    scored[#scored + 1] = base + (index - 1) * 0.000001
+    scored[#scored + 1] = id
+  end
+  -- Score/id pairs: slices of 1000 items never split a pair.
+  call_in_slices('ZADD', pool, scored)
+end
 
 -- Strictly after now: jobs parked just now are found when they are due to be looked at again.
 local next_job = redis.call('ZRANGEBYSCORE', pool, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)

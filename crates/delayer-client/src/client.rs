@@ -1,0 +1,477 @@
+//! The client: push, remove and look up jobs, and consume them in either of two ways: `pop`
+//! (at most once, exactly as the legacy clients do) or `reserve` then `ack` (at least once).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::{AsyncCommands, IntoConnectionInfo, RedisResult};
+use tokio::time::Instant;
+use tracing::warn;
+
+use crate::connection;
+use crate::error::{Error, Result};
+use crate::job::{Job, JobInfo, State};
+use crate::keys::{self, field};
+use crate::push::Push;
+use crate::scripts::ack::{AckScript, Acked};
+use crate::scripts::push::PushScript;
+use crate::scripts::release::ReleaseScript;
+use crate::scripts::requeue_dead::RequeueDeadScript;
+use crate::scripts::reserve::ReserveScript;
+use crate::time::{from_unix, unix_now};
+use crate::watch::{Ensured, KeyWatch};
+
+/// The largest body a push takes unless told otherwise.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
+/// How long a job's data outlives its due time, as the legacy clients' default `ready_max_lifetime`.
+pub const DEFAULT_READY_MAX_LIFETIME: Duration = Duration::from_secs(604_800);
+/// How many times a job is reserved before a failure sends it to its topic's dead list.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
+
+/// How long a blocking reserve waits between looks when Redis reports no writes (Redis 5, or
+/// `CLIENT` denied by ACL), and, when it does, how long it trusts the reports alone.
+const POLL_WITHOUT_WATCH: Duration = Duration::from_millis(20);
+const POLL_WITH_WATCH: Duration = Duration::from_secs(1);
+/// Blocking connections kept for the next `bpop`.
+const IDLE_BLOCKING_CONNECTIONS: usize = 4;
+/// Dead jobs requeued per script call.
+const REQUEUE_BATCH: usize = 1000;
+
+/// A handle on the delayer Redis; cheap to clone, one connection shared by all clones.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Reconnects by itself; carries every command that does not block.
+    commands: ConnectionManager,
+    redis: redis::Client,
+    /// Connections for `bpop`, whose BRPOP would hold up everything else on `commands`.
+    idle_blocking: Mutex<Vec<MultiplexedConnection>>,
+    /// Writes to any ready list, for blocking reserves.
+    ready_lists: KeyWatch,
+    scripts: Scripts,
+    settings: Settings,
+}
+
+#[derive(Default)]
+struct Scripts {
+    push: PushScript,
+    reserve: ReserveScript,
+    ack: AckScript,
+    release: ReleaseScript,
+    requeue_dead: RequeueDeadScript,
+}
+
+/// What a client may be told besides where Redis is.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The largest body a push takes.
+    pub max_body_bytes: usize,
+    /// How long a job's data outlives its due time (the legacy clients' `ready_max_lifetime`).
+    pub ready_max_lifetime: Duration,
+    /// A nacked job that was reserved this many times goes to its topic's dead list. The daemon
+    /// has its own setting for jobs whose reservation lapsed: keep the two the same.
+    pub max_attempts: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            ready_max_lifetime: DEFAULT_READY_MAX_LIFETIME,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+        }
+    }
+}
+
+/// What became of a nacked job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nacked {
+    /// Back in the pool, due again after the delay given.
+    Retry,
+    /// It had been reserved `max_attempts` times: on its topic's dead list.
+    Dead,
+    /// Its data had expired meanwhile: nothing left to deliver.
+    Gone,
+}
+
+impl Client {
+    /// Connects with default [`Settings`]. `redis` is a URL (`redis://:password@host:6379/0`,
+    /// `redis+unix:///run/redis.sock`) or a [`redis::ConnectionInfo`].
+    pub async fn connect(redis: impl IntoConnectionInfo) -> Result<Client> {
+        Client::connect_with(redis, Settings::default()).await
+    }
+
+    /// Connects, failing at once if Redis is unreachable or refuses the credentials.
+    pub async fn connect_with(
+        redis: impl IntoConnectionInfo,
+        settings: Settings,
+    ) -> Result<Client> {
+        let info = redis.into_connection_info()?;
+        let redis = redis::Client::open(info.clone())?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(connection::CONNECT_TIMEOUT))
+            .set_response_timeout(Some(connection::RESPONSE_TIMEOUT))
+            .set_number_of_retries(1);
+        let commands = ConnectionManager::new_with_config(redis.clone(), manager_config).await?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                commands,
+                redis,
+                idle_blocking: Mutex::new(Vec::new()),
+                ready_lists: KeyWatch::new(info, connection::config(), keys::READY_QUEUE_PREFIX),
+                scripts: Scripts::default(),
+                settings,
+            }),
+        })
+    }
+
+    /// The settings this client was made with.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// A new job on `topic`, due at once unless [`Push::delay`] or [`Push::at`] say otherwise;
+    /// `.await` it for its id.
+    pub fn push(&self, topic: impl Into<String>, body: impl Into<Vec<u8>>) -> Push<'_> {
+        Push::new(self, topic.into(), body.into())
+    }
+
+    /// Writes a job that [`Push`] validated.
+    pub(crate) async fn push_validated(
+        &self,
+        job: &crate::scripts::push::NewJob<'_>,
+    ) -> Result<()> {
+        let mut connection = self.connection();
+        self.inner
+            .scripts
+            .push
+            .run(&mut connection, job)
+            .await
+            .map_err(|error| Error::about_key(error, &keys::job_bucket(job.id)))
+    }
+
+    /// Removes a job wherever it is, as the legacy clients do (`ZREM` from the pool and `DEL` of
+    /// its data, and its reservation if any). True when it was still waiting: a job that was
+    /// already due may still reach a consumer's pop, which then finds its data gone.
+    pub async fn remove(&self, id: &str) -> Result<bool> {
+        check_id(id)?;
+        let (from_pool, data): (i64, i64) = redis::pipe()
+            .atomic()
+            .zrem(keys::JOB_POOL, id)
+            .del(keys::job_bucket(id))
+            .zrem(keys::RESERVED, id)
+            .ignore()
+            .query_async(&mut self.connection())
+            .await?;
+        Ok(from_pool == 1 && data == 1)
+    }
+
+    /// Where a job is, and what it holds.
+    pub async fn get(&self, id: &str) -> Result<JobInfo> {
+        check_id(id)?;
+        let bucket = keys::job_bucket(id);
+        let (due, deadline, fields): (Option<f64>, Option<f64>, HashMap<String, Vec<u8>>) =
+            redis::pipe()
+                .atomic()
+                .zscore(keys::JOB_POOL, id)
+                .zscore(keys::RESERVED, id)
+                .hgetall(&bucket)
+                .query_async(&mut self.connection())
+                .await
+                .map_err(|error| Error::about_key(error, &bucket))?;
+        let text = |name: &str| {
+            fields
+                .get(name)
+                .map(|value| String::from_utf8_lossy(value).into_owned())
+        };
+        let number = |name: &str| text(name).and_then(|value| value.parse::<f64>().ok());
+        let state = if !fields.contains_key(field::TOPIC) {
+            State::Unknown
+        } else if due.is_some() {
+            State::Waiting
+        } else if deadline.is_some() {
+            State::Reserved
+        } else if fields.contains_key(field::DIED_AT) {
+            State::Dead
+        } else {
+            State::Ready
+        };
+        Ok(JobInfo {
+            id: id.to_string(),
+            state,
+            topic: text(field::TOPIC),
+            body: fields.get(field::BODY).cloned(),
+            due: due.or_else(|| number(field::DUE)).and_then(from_unix),
+            attempts: number(field::ATTEMPTS).map_or(0, |attempts| attempts as u32),
+            deadline: deadline.and_then(from_unix),
+        })
+    }
+
+    /// The legacy pop: takes the oldest ready job of `topic` and deletes its data, so a consumer
+    /// that dies before finishing it loses it. `None` when there is none.
+    pub async fn pop(&self, topic: &str) -> Result<Option<Job>> {
+        check_topic(topic)?;
+        let ready = keys::ready_queue(topic);
+        let id: Option<String> = self
+            .connection()
+            .rpop(&ready, None)
+            .await
+            .map_err(|error| Error::about_key(error, &ready))?;
+        match id {
+            Some(id) => self.take(id, &mut self.connection()).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The legacy blocking pop: like [`pop`](Client::pop) on the first of `topics` that has a
+    /// job, waiting up to `timeout` for one (`Duration::ZERO`: for ever, as BRPOP's 0).
+    pub async fn bpop(&self, topics: &[&str], timeout: Duration) -> Result<Option<Job>> {
+        for topic in topics {
+            check_topic(topic)?;
+        }
+        let ready: Vec<String> = topics
+            .iter()
+            .map(|topic| keys::ready_queue(topic))
+            .collect();
+        let mut connection = self.blocking_connection().await?;
+        let popped: Option<(String, String)> = redis::cmd("BRPOP")
+            .arg(&ready)
+            .arg(timeout.as_secs_f64())
+            .query_async(&mut connection)
+            .await
+            .map_err(|error| Error::about_key(error, &ready.join(" ")))?;
+        let job = match popped {
+            Some((_, id)) => Some(self.take(id, &mut connection).await?),
+            None => None,
+        };
+        self.return_blocking_connection(connection);
+        Ok(job)
+    }
+
+    /// Reserves the oldest ready job of the first of `topics` that has one, for `ttr` (its time
+    /// to run): unless it is acked, touched or nacked by then, the daemon delivers it again.
+    /// Waits up to `timeout` for a job (`Duration::ZERO`: only looks once).
+    pub async fn reserve(
+        &self,
+        topics: &[&str],
+        ttr: Duration,
+        timeout: Duration,
+    ) -> Result<Option<Job>> {
+        for topic in topics {
+            check_topic(topic)?;
+        }
+        let until = Instant::now() + timeout;
+        loop {
+            let poll = match self.inner.ready_lists.ensure().await {
+                Ensured::Watching => POLL_WITH_WATCH,
+                Ensured::Unsupported(refusal) => {
+                    if let Some(refusal) = refusal {
+                        warn!(
+                            "Redis cannot report writes to ready lists ({refusal}): blocking \
+                             reserves look every {} ms",
+                            POLL_WITHOUT_WATCH.as_millis()
+                        );
+                    }
+                    POLL_WITHOUT_WATCH
+                }
+                Ensured::Failed(_) => POLL_WITHOUT_WATCH,
+            };
+            // Subscribed before looking: a job pushed meanwhile wakes us.
+            let mut written = self.inner.ready_lists.subscribe();
+            let deadline = unix_now() + ttr.as_secs_f64();
+            let job = self
+                .inner
+                .scripts
+                .reserve
+                .run(&mut self.connection(), deadline, topics)
+                .await
+                .map_err(|error| Error::about_key(error, keys::RESERVED))?;
+            let now = Instant::now();
+            if job.is_some() || now >= until {
+                return Ok(job);
+            }
+            tokio::select! {
+                _ = written.changed() => {}
+                () = tokio::time::sleep((until - now).min(poll)) => {}
+            }
+        }
+    }
+
+    /// Finishes a reserved job: it is deleted and never delivered again. False when its
+    /// reservation had lapsed first (it may have been delivered to another consumer as well);
+    /// an error when there is no such job.
+    pub async fn ack(&self, id: &str) -> Result<bool> {
+        check_id(id)?;
+        match self
+            .inner
+            .scripts
+            .ack
+            .run(&mut self.connection(), id)
+            .await?
+        {
+            Acked::WasReserved => Ok(true),
+            Acked::Lapsed => Ok(false),
+            Acked::Unknown => Err(Error::UnknownJob(id.to_string())),
+        }
+    }
+
+    /// Gives a reserved job back, to be delivered again after `retry_in`, or, when it was
+    /// reserved `max_attempts` times, sent to its topic's dead list.
+    pub async fn nack(&self, id: &str, retry_in: Duration) -> Result<Nacked> {
+        check_id(id)?;
+        let now = unix_now();
+        let released = self
+            .inner
+            .scripts
+            .release
+            .one(
+                &mut self.connection(),
+                id,
+                now,
+                now + retry_in.as_secs_f64(),
+                self.inner.settings.max_attempts,
+            )
+            .await?;
+        if released.ended == 0 {
+            Err(Error::NotReserved(id.to_string()))
+        } else if !released.dead.is_empty() {
+            Ok(Nacked::Dead)
+        } else if !released.dropped.is_empty() {
+            Ok(Nacked::Gone)
+        } else {
+            Ok(Nacked::Retry)
+        }
+    }
+
+    /// Extends a reserved job's time to run: it must be acked within `ttr` from now.
+    pub async fn touch(&self, id: &str, ttr: Duration) -> Result<()> {
+        check_id(id)?;
+        let deadline = unix_now() + ttr.as_secs_f64();
+        let (was,): (Option<f64>,) = redis::pipe()
+            .atomic()
+            .zscore(keys::RESERVED, id)
+            .cmd("ZADD")
+            .arg(keys::RESERVED)
+            .arg("XX")
+            .arg(format!("{deadline:.6}"))
+            .arg(id)
+            .ignore()
+            .query_async(&mut self.connection())
+            .await?;
+        match was {
+            Some(_) => Ok(()),
+            None => Err(Error::NotReserved(id.to_string())),
+        }
+    }
+
+    /// The ids on `topic`'s dead list, oldest first, at most `limit`.
+    pub async fn dead(&self, topic: &str, limit: usize) -> Result<Vec<String>> {
+        check_topic(topic)?;
+        let dead = keys::dead_queue(topic);
+        // LPUSHed: the oldest are at the end.
+        let last = isize::try_from(limit).unwrap_or(isize::MAX);
+        let mut ids: Vec<String> = self
+            .connection()
+            .lrange(&dead, -last, -1)
+            .await
+            .map_err(|error| Error::about_key(error, &dead))?;
+        ids.reverse();
+        Ok(ids)
+    }
+
+    /// Moves every dead job of `topic` back to the pool, due now, its attempts counted afresh.
+    /// Returns how many went back (those whose data had expired are dropped).
+    pub async fn requeue_dead(&self, topic: &str) -> Result<usize> {
+        check_topic(topic)?;
+        let mut total = 0;
+        loop {
+            let (requeued, dropped) = self
+                .inner
+                .scripts
+                .requeue_dead
+                .run(&mut self.connection(), topic, unix_now(), REQUEUE_BATCH)
+                .await
+                .map_err(|error| Error::about_key(error, &keys::dead_queue(topic)))?;
+            total += requeued;
+            if requeued + dropped < REQUEUE_BATCH {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// The connection for commands that do not block (a cheap handle on a shared one).
+    pub(crate) fn connection(&self) -> ConnectionManager {
+        self.inner.commands.clone()
+    }
+
+    /// The legacy pop's second half: reads the job's data and deletes it.
+    async fn take(
+        &self,
+        id: String,
+        connection: &mut (impl redis::aio::ConnectionLike + Send + Sync),
+    ) -> Result<Job> {
+        let bucket = keys::job_bucket(&id);
+        let fields: HashMap<String, Vec<u8>> = connection
+            .hgetall(&bucket)
+            .await
+            .map_err(|error| Error::about_key(error, &bucket))?;
+        let (Some(topic), Some(body)) = (fields.get(field::TOPIC), fields.get(field::BODY)) else {
+            return Err(Error::Incomplete(id));
+        };
+        let _: () = connection.del(&bucket).await?;
+        Ok(Job {
+            topic: String::from_utf8_lossy(topic).into_owned(),
+            body: body.clone(),
+            attempts: 0,
+            due: fields
+                .get(field::DUE)
+                .and_then(|due| String::from_utf8_lossy(due).parse().ok())
+                .and_then(from_unix),
+            id,
+        })
+    }
+
+    async fn blocking_connection(&self) -> RedisResult<MultiplexedConnection> {
+        let idle = self.inner.idle_blocking.lock().expect("not poisoned").pop();
+        match idle {
+            Some(connection) => Ok(connection),
+            // No reply timeout: BRPOP's own timeout bounds the wait.
+            None => {
+                self.inner
+                    .redis
+                    .get_multiplexed_async_connection_with_config(
+                        &connection::config().set_response_timeout(None),
+                    )
+                    .await
+            }
+        }
+    }
+
+    fn return_blocking_connection(&self, connection: MultiplexedConnection) {
+        let mut idle = self.inner.idle_blocking.lock().expect("not poisoned");
+        if idle.len() < IDLE_BLOCKING_CONNECTIONS {
+            idle.push(connection);
+        }
+    }
+}
+
+fn check_topic(topic: &str) -> Result<()> {
+    if topic.is_empty() {
+        Err(Error::EmptyTopic)
+    } else {
+        Ok(())
+    }
+}
+
+fn check_id(id: &str) -> Result<()> {
+    if id.is_empty() {
+        Err(Error::EmptyId)
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,53 @@
+//! What can go wrong, in words that name the job, key or value at fault.
+
+use std::time::SystemTime;
+
+use redis::RedisError;
+
+/// The errors of [`Client`](crate::Client) and [`Worker`](crate::Worker).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the topic is empty")]
+    EmptyTopic,
+    #[error("the id is empty")]
+    EmptyId,
+    #[error(
+        "the body is empty (the legacy clients take a job with an empty body for an expired one)"
+    )]
+    EmptyBody,
+    #[error("the body is {size} bytes, over the limit of {limit} bytes")]
+    BodyTooLarge { size: usize, limit: usize },
+    #[error("the due time {} is in the past", crate::time::to_unix(*.0))]
+    InThePast(SystemTime),
+    #[error("no job {0:?}")]
+    UnknownJob(String),
+    #[error(
+        "job {0:?} is not reserved: its time to run passed and it was delivered again, or it was \
+         never reserved"
+    )]
+    NotReserved(String),
+    #[error("job {0:?} expired or is incomplete: its bucket has no topic or no body")]
+    Incomplete(String),
+    #[error("{key} holds the wrong type of value for delayer ({detail})")]
+    WrongType { key: String, detail: String },
+    #[error("Redis: {0}")]
+    Redis(#[from] RedisError),
+}
+
+impl Error {
+    /// A WRONGTYPE reply from Redis about `key` becomes [`Error::WrongType`]; anything else is a
+    /// Redis error.
+    pub(crate) fn about_key(error: RedisError, key: &str) -> Error {
+        if error.code() == Some("WRONGTYPE") {
+            Error::WrongType {
+                key: key.to_string(),
+                detail: error.detail().unwrap_or("WRONGTYPE").to_string(),
+            }
+        } else {
+            Error::Redis(error)
+        }
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,66 @@
+//! Jobs as clients see them.
+
+use std::time::SystemTime;
+
+/// A job a consumer received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: String,
+    pub topic: String,
+    pub body: Vec<u8>,
+    /// How many times it was reserved, this time included (0 for a job popped the legacy way).
+    pub attempts: u32,
+    /// When it fell due; `None` for a job pushed by a legacy client, which does not record it.
+    pub due: Option<SystemTime>,
+}
+
+impl Job {
+    /// The body as text, when it is UTF-8 (every body a legacy client pushed is).
+    pub fn body_text(&self) -> Result<&str, std::str::Utf8Error> {
+        std::str::from_utf8(&self.body)
+    }
+}
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// In the pool, not due yet (or due, and about to be moved).
+    Waiting,
+    /// Due, on its topic's ready list, waiting for a consumer.
+    Ready,
+    /// Taken by a consumer that has not acked it yet.
+    Reserved,
+    /// Reserved `max_attempts` times without an ack: on its topic's dead list.
+    Dead,
+    /// No such job: never pushed, finished, removed, or expired.
+    Unknown,
+}
+
+impl State {
+    /// The lower-case name, as the CLI and HTTP API print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Waiting => "waiting",
+            State::Ready => "ready",
+            State::Reserved => "reserved",
+            State::Dead => "dead",
+            State::Unknown => "unknown",
+        }
+    }
+}
+
+/// What [`Client::get`](crate::Client::get) tells about a job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobInfo {
+    pub id: String,
+    pub state: State,
+    /// `None` when the job is unknown.
+    pub topic: Option<String>,
+    pub body: Option<Vec<u8>>,
+    /// When it falls or fell due: known while it waits, and for jobs our clients pushed.
+    pub due: Option<SystemTime>,
+    /// How many times it was reserved.
+    pub attempts: u32,
+    /// While reserved: when its reservation ends unless it is acked, touched or nacked.
+    pub deadline: Option<SystemTime>,
+}

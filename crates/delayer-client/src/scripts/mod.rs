@@ -1,0 +1,61 @@
+//! The Lua scripts, one `.lua` file each (its header says what KEYS, ARGV and the reply are), each
+//! with `prelude.lua` in front, and the typed calls that read their replies.
+
+use redis::{ErrorKind, RedisError, Value};
+
+/// A script with the shared prelude in front of it.
+macro_rules! script {
+    ($file:literal) => {
+        redis::Script::new(concat!(include_str!("prelude.lua"), include_str!($file)))
+    };
+}
+
+pub mod ack;
+pub mod move_due;
+pub mod push;
+pub mod release;
+pub mod requeue_dead;
+pub mod reserve;
+
+/// The error for a reply that does not have the shape a script's header promises.
+fn malformed(script: &str) -> RedisError {
+    RedisError::from((
+        ErrorKind::UnexpectedReturnType,
+        "malformed script reply",
+        script.to_string(),
+    ))
+}
+
+/// Ids and topics are whatever bytes clients wrote; those that are not UTF-8 are read lossily.
+fn text(value: Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => Some(
+            String::from_utf8(bytes)
+                .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned()),
+        ),
+        _ => None,
+    }
+}
+
+fn texts(value: Value) -> Option<Vec<String>> {
+    match value {
+        Value::Array(items) => items.into_iter().map(text).collect(),
+        _ => None,
+    }
+}
+
+/// A flat array {a1, b1, a2, b2, ...} read as pairs.
+fn pairs(value: Value) -> Option<Vec<(String, String)>> {
+    let items = texts(value)?;
+    let mut items = items.into_iter();
+    let mut pairs = Vec::new();
+    while let Some(first) = items.next() {
+        pairs.push((first, items.next()?));
+    }
+    Some(pairs)
+}
+
+/// A score or time in unix seconds; "" (or nil) means none.
+fn seconds(value: Value) -> Option<f64> {
+    text(value).and_then(|text| text.parse().ok())
+}

@@ -1,0 +1,46 @@
+-- Helpers prepended to every delayer script (each script file starts after them).
+--
+-- The rule they serve: a script must fail, if it fails at all, before its first write. Redis runs
+-- a script to the end or stops it at the first error, and keeps the writes made until then, so a
+-- write refused half-way leaves a job both moved and waiting (twice delivered) or neither (lost).
+-- Out-of-memory refusals come only on a script's first write; what else can refuse a write later
+-- (a key of the wrong type, an ACL that denies the key) is checked up front with these.
+
+-- Fails the script when `key` holds a type other than `expected` (a missing key is fine).
+local function require_type(key, expected)
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'none' and kind ~= expected then
+    error({err = 'WRONGTYPE ' .. key .. ' holds a ' .. kind .. ', not a ' .. expected})
+  end
+end
+
+-- Whether this connection's Redis user may run `command` with these arguments (ACL). Redis 6 has
+-- no way to ask from a script: there, permissions are as the operator set them.
+local function may(command, ...)
+  if redis.acl_check_cmd == nil then
+    return true
+  end
+  return redis.acl_check_cmd(command, ...)
+end
+
+-- Fails the script unless this Redis user may run `command` with these arguments.
+local function require_permission(command, key, ...)
+  if not may(command, key, ...) then
+    error({err = 'NOPERM this Redis user may not run ' .. command .. ' on ' .. key})
+  end
+end
+
+-- Runs a read whose only expected failure is a key of the wrong type: returns false for that
+-- (the caller treats the key as not holding a job), and fails the script on any other error (no
+-- permission, a key on another cluster node), which must never pass for "no job".
+local function read_or_false(...)
+  local reply = redis.pcall(...)
+  if type(reply) == 'table' and reply.err then
+    if string.sub(reply.err, 1, 9) == 'WRONGTYPE' then
+      return false
+    end
+    error(reply)
+  end
+  return reply
+end
+

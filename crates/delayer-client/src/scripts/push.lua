@@ -1,0 +1,34 @@
+-- Adds a job: its bucket {topic, body, due} and its entry in the job pool, like the legacy clients'
+-- MULTI/HMSET/EXPIRE/ZADD/EXEC, but checked first: a key of the wrong type makes the whole push
+-- fail, where a transaction would still add the id to the pool without its bucket.
+--
+-- KEYS[1]  the job pool ("delayer:job_pool")
+-- KEYS[2]  the job's bucket ("delayer:job_bucket:<id>")
+-- KEYS[3]  the registry of topics ("delayer:topics")
+-- KEYS[4]  the reservations ("delayer:reserved")
+-- ARGV[1]  the id
+-- ARGV[2]  the topic
+-- ARGV[3]  the body
+-- ARGV[4]  when it falls due, in unix seconds (fractional)
+-- ARGV[5]  the bucket's time to live in seconds (the delay plus the ready lifetime, as the legacy
+--          clients set it)
+--
+-- Returns 1, or an error naming the key that holds the wrong type (the bucket or the pool) or
+-- that this Redis user may not write.
+
+local pool, bucket, topics, reserved = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+require_type(pool, 'zset')
+require_type(bucket, 'hash')
+require_permission('EXPIRE', bucket, '1')
+require_permission('ZADD', pool, '0', ARGV[1])
+
+-- The first write is the only one Redis may refuse for want of memory: nothing is half done.
+redis.call('HSET', bucket, 'topic', ARGV[2], 'body', ARGV[3], 'due', ARGV[4])
+-- Pushing an id again starts it afresh: a reservation or a death of the old job does not carry over.
+redis.call('HDEL', bucket, 'attempts', 'died_at')
+redis.call('EXPIRE', bucket, ARGV[5])
+redis.call('ZADD', pool, ARGV[4], ARGV[1])
+-- pcall: a registry or reservation key of the wrong type must not fail a push that is done.
+redis.pcall('ZREM', reserved, ARGV[1])
+redis.pcall('SADD', topics, ARGV[2])
+return 1

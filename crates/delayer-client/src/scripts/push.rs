@@ -1,0 +1,47 @@
+//! The push script (`push.lua`): a job's bucket and pool entry, written together or not at all.
+
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script};
+
+use crate::keys;
+use crate::time::score;
+
+pub struct PushScript(Script);
+
+impl Default for PushScript {
+    fn default() -> PushScript {
+        PushScript(script!("push.lua"))
+    }
+}
+
+/// One job to push.
+pub struct NewJob<'a> {
+    pub id: &'a str,
+    pub topic: &'a str,
+    pub body: &'a [u8],
+    /// When it falls due, in unix seconds.
+    pub due: f64,
+    /// The bucket's time to live, in whole seconds.
+    pub ttl_seconds: u64,
+}
+
+impl PushScript {
+    pub async fn run(
+        &self,
+        connection: &mut impl ConnectionLike,
+        job: &NewJob<'_>,
+    ) -> RedisResult<()> {
+        self.0
+            .key(keys::JOB_POOL)
+            .key(keys::job_bucket(job.id))
+            .key(keys::TOPICS)
+            .key(keys::RESERVED)
+            .arg(job.id)
+            .arg(job.topic)
+            .arg(job.body)
+            .arg(score(job.due))
+            .arg(job.ttl_seconds)
+            .invoke_async(connection)
+            .await
+    }
+}

@@ -1,0 +1,78 @@
+-- Ends reservations: each job goes back to the pool to be delivered again, or, once it has been
+-- reserved max_attempts times, onto its topic's dead list. One script for both callers: a consumer
+-- giving a job back (nack), and the daemon ending the reservations whose deadline passed.
+--
+-- KEYS[1]  the reservations ("delayer:reserved")
+-- KEYS[2]  the job pool ("delayer:job_pool")
+-- ARGV[1]  now, in unix seconds
+-- ARGV[2]  when to deliver the jobs again, in unix seconds
+-- ARGV[3]  max attempts: a job already reserved this many times is dead instead
+-- ARGV[4]  the job bucket key prefix ("delayer:job_bucket:")
+-- ARGV[5]  the dead list key prefix ("delayer:dead_queue:")
+-- ARGV[6]  the most reservations to end in this call
+-- ARGV[7]  optional: the one id to release (a nack); without it, those whose deadline is <= now
+--
+-- Returns {ended, next_deadline, retried, dead, dropped, blocked}:
+--   ended          how many reservations this call ended; == ARGV[6]: more may have expired
+--   next_deadline  the earliest deadline still ahead, or "" when there is none
+--   retried        {topic, id, ...} pairs: back in the pool, due at ARGV[2]
+--   dead           {topic, id, ...} pairs: on their topic's dead list
+--   dropped        ids whose bucket is gone: only their reservation ended
+--   blocked        {topic, id, ...} pairs that should be dead, but whose topic's dead list key holds
+--                  something other than a list (or may not be written by this Redis user): back in
+--                  the pool instead, never lost
+
+local reserved, pool = KEYS[1], KEYS[2]
+local now, retry_at, max_attempts = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local bucket_prefix, dead_prefix, limit = ARGV[4], ARGV[5], tonumber(ARGV[6])
+
+-- Checked before the first write: the ZADD that puts a job back must not fail after its ZREM.
+require_type(pool, 'zset')
+require_permission('ZREM', reserved, 'id')
+require_permission('ZADD', pool, '0', 'id')
+require_permission('HMGET', bucket_prefix .. 'id', 'topic')
+require_permission('HSET', bucket_prefix .. 'id', 'died_at', '0')
+
+local ids
+if ARGV[7] then
+  ids = redis.call('ZSCORE', reserved, ARGV[7]) and {ARGV[7]} or {}
+else
+  ids = redis.call('ZRANGEBYSCORE', reserved, '-inf', now, 'LIMIT', 0, limit)
+end
+
+local retried, dead, dropped, blocked = {}, {}, {}, {}
+for _, id in ipairs(ids) do
+  local bucket = bucket_prefix .. id
+  -- Reads first (they may fail the script), then the writes. A bucket of the wrong type counts
+  -- as gone.
+  local fields = read_or_false('HMGET', bucket, 'topic', 'attempts')
+  local topic = fields and fields[1]
+  local attempts = topic and tonumber(fields[2]) or 0
+  local dead_list = topic and dead_prefix .. topic
+  local dead_kind = dead_list and attempts >= max_attempts and redis.call('TYPE', dead_list).ok
+  redis.call('ZREM', reserved, id)
+  if not topic then
+    dropped[#dropped + 1] = id
+  elseif dead_kind and (dead_kind ~= 'list' and dead_kind ~= 'none' or not may('LPUSH', dead_list, id)) then
+    -- Its dead list cannot take it: delivered again rather than lost.
+    redis.call('ZADD', pool, retry_at, id)
+    blocked[#blocked + 1] = topic
+    blocked[#blocked + 1] = id
+  elseif attempts >= max_attempts then
+    redis.call('LPUSH', dead_list, id)
+    redis.call('HSET', bucket, 'died_at', now)
+    dead[#dead + 1] = topic
+    dead[#dead + 1] = id
+  else
+    redis.call('ZADD', pool, retry_at, id)
+    retried[#retried + 1] = topic
+    retried[#retried + 1] = id
+  end
+end
+
+local next_deadline = ''
+local upcoming = redis.call('ZRANGE', reserved, 0, 0, 'WITHSCORES')
+if upcoming[2] then
+  next_deadline = upcoming[2]
+end
+return {#ids, next_deadline, retried, dead, dropped, blocked}

@@ -1,0 +1,115 @@
+//! The release script (`release.lua`): ends reservations, sending each job back to the pool or,
+//! after its last attempt, to its topic's dead list. A consumer's nack and the daemon's
+//! re-delivery of lapsed reservations are the same script.
+
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script, ScriptInvocation, Value};
+
+use super::{malformed, pairs, seconds, texts};
+use crate::keys;
+
+pub struct ReleaseScript(Script);
+
+impl Default for ReleaseScript {
+    fn default() -> ReleaseScript {
+        ReleaseScript(script!("release.lua"))
+    }
+}
+
+/// What one call did.
+#[derive(Debug, Default, PartialEq)]
+pub struct Released {
+    /// How many reservations it ended; equal to the limit when more may have lapsed.
+    pub ended: usize,
+    /// The earliest deadline still ahead, in unix seconds.
+    pub next_deadline: Option<f64>,
+    /// (topic, id) of the jobs put back in the pool.
+    pub retried: Vec<(String, String)>,
+    /// (topic, id) of the jobs moved to their topic's dead list.
+    pub dead: Vec<(String, String)>,
+    /// Ids whose bucket was gone: only their reservation ended.
+    pub dropped: Vec<String>,
+    /// (topic, id) of jobs that should be dead, but whose dead list key is not a list (or not
+    /// writable): put back in the pool instead.
+    pub blocked: Vec<(String, String)>,
+}
+
+impl ReleaseScript {
+    /// Ends up to `limit` reservations whose deadline is at or before `now`; their jobs are due
+    /// again at once.
+    pub async fn lapsed(
+        &self,
+        connection: &mut impl ConnectionLike,
+        now: f64,
+        max_attempts: u32,
+        limit: usize,
+    ) -> RedisResult<Released> {
+        let call = self.call(now, now, max_attempts, limit);
+        read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
+    }
+
+    /// Ends the reservation of `id` (if it has one), the job due again at `retry_at`.
+    pub async fn one(
+        &self,
+        connection: &mut impl ConnectionLike,
+        id: &str,
+        now: f64,
+        retry_at: f64,
+        max_attempts: u32,
+    ) -> RedisResult<Released> {
+        let mut call = self.call(now, retry_at, max_attempts, 1);
+        call.arg(id);
+        read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
+    }
+
+    fn call(
+        &self,
+        now: f64,
+        retry_at: f64,
+        max_attempts: u32,
+        limit: usize,
+    ) -> ScriptInvocation<'_> {
+        let mut call = self.0.key(keys::RESERVED);
+        call.key(keys::JOB_POOL)
+            .arg(format!("{now:.6}"))
+            .arg(format!("{retry_at:.6}"))
+            .arg(max_attempts)
+            .arg(keys::JOB_BUCKET_PREFIX)
+            .arg(keys::DEAD_QUEUE_PREFIX)
+            .arg(limit);
+        call
+    }
+}
+
+fn read(reply: Value) -> Option<Released> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    let mut items = items.into_iter();
+    let (
+        Some(Value::Int(ended)),
+        Some(next_deadline),
+        Some(retried),
+        Some(dead),
+        Some(dropped),
+        Some(blocked),
+    ) = (
+        items.next(),
+        items.next(),
+        items.next(),
+        items.next(),
+        items.next(),
+        items.next(),
+    )
+    else {
+        return None;
+    };
+    Some(Released {
+        ended: usize::try_from(ended).ok()?,
+        next_deadline: seconds(next_deadline),
+        retried: pairs(retried)?,
+        dead: pairs(dead)?,
+        dropped: texts(dropped)?,
+        blocked: pairs(blocked)?,
+    })
+}

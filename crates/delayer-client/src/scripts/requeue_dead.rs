@@ -1,0 +1,35 @@
+//! The requeue script (`requeue_dead.lua`): dead jobs back to the pool for another round.
+
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script};
+
+use crate::keys;
+
+pub struct RequeueDeadScript(Script);
+
+impl Default for RequeueDeadScript {
+    fn default() -> RequeueDeadScript {
+        RequeueDeadScript(script!("requeue_dead.lua"))
+    }
+}
+
+impl RequeueDeadScript {
+    /// Moves up to `limit` of `topic`'s dead jobs (oldest first) back to the pool, due at `now`;
+    /// returns (requeued, dropped because their bucket had expired).
+    pub async fn run(
+        &self,
+        connection: &mut impl ConnectionLike,
+        topic: &str,
+        now: f64,
+        limit: usize,
+    ) -> RedisResult<(usize, usize)> {
+        self.0
+            .key(keys::dead_queue(topic))
+            .key(keys::JOB_POOL)
+            .arg(format!("{now:.6}"))
+            .arg(keys::JOB_BUCKET_PREFIX)
+            .arg(limit)
+            .invoke_async(connection)
+            .await
+    }
+}

@@ -1,0 +1,52 @@
+-- Reserves the oldest ready job of the first topic that has one: takes its id off the topic's
+-- ready list and records it as reserved until a deadline, in one step, so that a consumer that
+-- dies holding it loses nothing (the daemon delivers it again once the deadline passes).
+--
+-- KEYS[1]  the reservations: sorted set of job id -> deadline ("delayer:reserved")
+-- ARGV[1]  the deadline, in unix seconds
+-- ARGV[2]  the job bucket key prefix ("delayer:job_bucket:")
+-- ARGV[3]  the ready list key prefix ("delayer:ready_queue:")
+-- ARGV[4..]  the topics, in the order to look at them; a ready list key of the wrong type fails the
+--            call before anything changed on that list
+--
+-- Returns nil when every list is empty; {} when it dropped many ids whose bucket is gone and
+-- stopped (call again at once); else {id, topic, body, attempts, due}, `due` being "" for a job
+-- pushed by a legacy client. An id whose bucket is gone (expired, or removed) is dropped, as a
+-- legacy pop would drop it.
+
+local reserved, deadline = KEYS[1], ARGV[1]
+local bucket_prefix, ready_prefix = ARGV[2], ARGV[3]
+-- Bounds one call's work however many dropped ids a list holds.
+local MAX_DROPPED = 100
+
+-- Checked before the first RPOP: a failing ZADD or HINCRBY after it would lose the job.
+require_type(reserved, 'zset')
+require_permission('ZADD', reserved, '0', 'id')
+require_permission('HMGET', bucket_prefix .. 'id', 'topic')
+require_permission('HINCRBY', bucket_prefix .. 'id', 'attempts', '1')
+
+local dropped = 0
+for index = 4, #ARGV do
+  local ready = ready_prefix .. ARGV[index]
+  while true do
+    -- Read before the RPOP (the element it would take): a read that fails must fail before it.
+    local id = redis.call('LINDEX', ready, -1)
+    if not id then
+      break
+    end
+    local bucket = bucket_prefix .. id
+    -- A bucket of the wrong type is dropped like a missing one.
+    local fields = read_or_false('HMGET', bucket, 'topic', 'body', 'due')
+    redis.call('RPOP', ready)
+    if fields and fields[1] and fields[2] then
+      redis.call('ZADD', reserved, deadline, id)
+      local attempts = redis.call('HINCRBY', bucket, 'attempts', 1)
+      return {id, fields[1], fields[2], attempts, fields[3] or ''}
+    end
+    dropped = dropped + 1
+    if dropped == MAX_DROPPED then
+      return {}
+    end
+  end
+end
+return nil

@@ -1,0 +1,74 @@
+//! The reserve script (`reserve.lua`): takes a ready job and records its reservation in one step.
+
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script, Value};
+
+use super::{malformed, seconds, text};
+use crate::job::Job;
+use crate::keys;
+use crate::time::from_unix;
+
+pub struct ReserveScript(Script);
+
+impl Default for ReserveScript {
+    fn default() -> ReserveScript {
+        ReserveScript(script!("reserve.lua"))
+    }
+}
+
+impl ReserveScript {
+    /// Reserves the oldest ready job of the first of `topics` that has one, until `deadline`
+    /// (unix seconds); `None` when every list is empty.
+    pub async fn run(
+        &self,
+        connection: &mut impl ConnectionLike,
+        deadline: f64,
+        topics: &[impl AsRef<str>],
+    ) -> RedisResult<Option<Job>> {
+        let mut call = self.0.key(keys::RESERVED);
+        call.arg(format!("{deadline:.6}"))
+            .arg(keys::JOB_BUCKET_PREFIX)
+            .arg(keys::READY_QUEUE_PREFIX);
+        for topic in topics {
+            call.arg(topic.as_ref());
+        }
+        loop {
+            match call.invoke_async(connection).await? {
+                Value::Nil => return Ok(None),
+                // It dropped many ids whose bucket had expired, and stopped: there may be more.
+                Value::Array(items) if items.is_empty() => continue,
+                reply => return read(reply).map(Some).ok_or_else(|| malformed("reserve")),
+            }
+        }
+    }
+}
+
+fn read(reply: Value) -> Option<Job> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    let mut items = items.into_iter();
+    let (
+        Some(id),
+        Some(topic),
+        Some(Value::BulkString(body)),
+        Some(Value::Int(attempts)),
+        Some(due),
+    ) = (
+        items.next(),
+        items.next(),
+        items.next(),
+        items.next(),
+        items.next(),
+    )
+    else {
+        return None;
+    };
+    Some(Job {
+        id: text(id)?,
+        topic: text(topic)?,
+        body,
+        attempts: u32::try_from(attempts).ok()?,
+        due: seconds(due).and_then(from_unix),
+    })
+}

@@ -1,0 +1,54 @@
+//! Time as Redis holds it: unix seconds, fractional (whole seconds from the legacy clients).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The current time in unix seconds, with sub-second precision.
+pub fn unix_now() -> f64 {
+    to_unix(SystemTime::now())
+}
+
+/// `time` in unix seconds (negative before 1970).
+pub fn to_unix(time: SystemTime) -> f64 {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(since) => since.as_secs_f64(),
+        Err(before) => -before.duration().as_secs_f64(),
+    }
+}
+
+/// The time `seconds` after the epoch; `None` for what no `SystemTime` holds (NaN, infinities).
+pub fn from_unix(seconds: f64) -> Option<SystemTime> {
+    if !seconds.is_finite() {
+        return None;
+    }
+    let offset = Duration::try_from_secs_f64(seconds.abs()).ok()?;
+    if seconds >= 0.0 {
+        UNIX_EPOCH.checked_add(offset)
+    } else {
+        UNIX_EPOCH.checked_sub(offset)
+    }
+}
+
+/// A score as the clients write it: millisecond precision is what a client can keep.
+pub fn score(seconds: f64) -> String {
+    format!("{seconds:.3}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unix_seconds_round_trip() {
+        let time = UNIX_EPOCH + Duration::from_millis(1_800_000_000_123);
+        assert_eq!(to_unix(time), 1_800_000_000.123);
+        let back = from_unix(to_unix(time)).unwrap();
+        let error = back.duration_since(time).unwrap_or_else(|e| e.duration());
+        assert!(error < Duration::from_micros(1));
+        assert_eq!(from_unix(f64::INFINITY), None);
+        assert_eq!(
+            from_unix(-1.5),
+            Some(UNIX_EPOCH - Duration::from_millis(1500))
+        );
+        assert_eq!(score(1_800_000_000.123_4), "1800000000.123");
+    }
+}

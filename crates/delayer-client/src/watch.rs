@@ -1,0 +1,124 @@
+//! Tells when keys under a prefix are written, so that a waiter looks again at once rather than
+//! after a polling interval: the daemon watches the job pool, blocking reserves the ready lists.
+//!
+//! The legacy clients cannot be changed to signal anyone, but Redis 6+ can: on a connection of its
+//! own, `CLIENT TRACKING ON BCAST PREFIX <prefix>` makes Redis push an invalidation for every write
+//! to a matching key, with no change to the server's configuration. Where that is refused (Redis
+//! 5, or an ACL denying `CLIENT`), [`KeyWatch::ensure`] says so and waiters fall back to polling.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use redis::aio::MultiplexedConnection;
+use redis::{
+    AsyncConnectionConfig, ConnectionInfo, ErrorKind, ProtocolVersion, PushInfo, PushKind,
+    RedisError, RedisResult,
+};
+use tokio::sync::{Mutex, watch};
+
+/// Watches the keys under one prefix for writes.
+pub struct KeyWatch {
+    info: ConnectionInfo,
+    config: AsyncConnectionConfig,
+    prefix: String,
+    /// Counts writes (and losses of the watch); waiters subscribe before they look.
+    written: watch::Sender<u64>,
+    lost: Arc<AtomicBool>,
+    state: Mutex<State>,
+}
+
+enum State {
+    NotWatching,
+    Watching(#[allow(dead_code)] MultiplexedConnection),
+    Unsupported,
+}
+
+/// How [`KeyWatch::ensure`] went.
+#[derive(Debug)]
+pub enum Ensured {
+    /// Writes will be reported.
+    Watching,
+    /// This Redis cannot report writes: waiters must poll. Carries Redis's refusal the first
+    /// time (to be told once), `None` after.
+    Unsupported(Option<RedisError>),
+    /// Redis could not be reached or refused us; the next call tries again.
+    Failed(RedisError),
+}
+
+impl KeyWatch {
+    /// A watch of the keys starting with `prefix` on the Redis of `info` (connected by
+    /// [`ensure`](KeyWatch::ensure)). `config` carries the timeouts; RESP3 is set here.
+    pub fn new(info: ConnectionInfo, config: AsyncConnectionConfig, prefix: &str) -> KeyWatch {
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        KeyWatch {
+            info: info.set_redis_settings(settings),
+            config,
+            prefix: prefix.to_string(),
+            written: watch::Sender::new(0),
+            lost: Arc::new(AtomicBool::new(false)),
+            state: Mutex::new(State::NotWatching),
+        }
+    }
+
+    /// Starts watching if not yet (or no longer) watching; quick when already watching.
+    pub async fn ensure(&self) -> Ensured {
+        let mut state = self.state.lock().await;
+        if self.lost.swap(false, Ordering::Relaxed) {
+            *state = State::NotWatching;
+        }
+        match *state {
+            State::Watching(_) => return Ensured::Watching,
+            State::Unsupported => return Ensured::Unsupported(None),
+            State::NotWatching => {}
+        }
+        match self.connect().await {
+            Ok(connection) => {
+                *state = State::Watching(connection);
+                Ensured::Watching
+            }
+            Err(error) if is_refusal(&error) => {
+                *state = State::Unsupported;
+                Ensured::Unsupported(Some(error))
+            }
+            Err(error) => Ensured::Failed(error),
+        }
+    }
+
+    /// A receiver whose `changed()` completes at the next write after this call: subscribe
+    /// before looking, then wait on it, and no write in between is missed.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.written.subscribe()
+    }
+
+    async fn connect(&self) -> RedisResult<MultiplexedConnection> {
+        let (written, lost) = (self.written.clone(), self.lost.clone());
+        let on_push = move |push: PushInfo| -> Result<(), std::convert::Infallible> {
+            if push.kind == PushKind::Disconnection {
+                lost.store(true, Ordering::Relaxed);
+            }
+            // Waiters look once for however many writes came meanwhile.
+            written.send_modify(|count| *count = count.wrapping_add(1));
+            Ok(())
+        };
+        let config = self.config.clone().set_push_sender(on_push);
+        let mut connection = redis::Client::open(self.info.clone())?
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        redis::cmd("CLIENT")
+            .arg(&["TRACKING", "ON", "BCAST", "PREFIX", &self.prefix][..])
+            .query_async::<()>(&mut connection)
+            .await?;
+        Ok(connection)
+    }
+}
+
+/// Redis answered but will not track: too old for RESP3 or CLIENT TRACKING, or denied by ACL.
+fn is_refusal(error: &RedisError) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::RESP3NotSupported | ErrorKind::Server(_) | ErrorKind::Extension
+    ) && !matches!(error.code(), Some("NOAUTH" | "WRONGPASS" | "LOADING"))
+}

@@ -1,0 +1,405 @@
+//! The client against a real redis-server: the legacy clients' jobs and ours are the same jobs,
+//! reserve/ack/nack/touch do what they promise, and bad input is refused before anything is written.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use delayer_client::keys::{self, JOB_POOL, RESERVED, job_bucket, ready_queue};
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::redis::{AsyncCommands, ErrorKind};
+use delayer_client::{Client, Error, Nacked, Settings, State};
+use delayer_testkit::jobs::move_due_jobs;
+use delayer_testkit::legacy_client::{self, Message};
+use delayer_testkit::{RedisServer, wait_for};
+
+async fn client(server: &RedisServer) -> Client {
+    Client::connect(server.info()).await.unwrap()
+}
+
+async fn pool(redis: &mut MultiplexedConnection) -> Vec<(String, f64)> {
+    redis.zrange_withscores(JOB_POOL, 0, -1).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_job_pushed_here_is_popped_by_the_legacy_clients_intact() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+
+    let before = delayer_client::time::unix_now();
+    let id = client
+        .push("order.close", "order 42")
+        .delay(Duration::from_millis(1500))
+        .await
+        .unwrap();
+
+    assert_eq!(id.len(), 32, "a unique id like the md5s users make");
+    let [(pooled, score)] = &pool(&mut redis).await[..] else {
+        panic!("one job in the pool")
+    };
+    assert_eq!(pooled, &id);
+    assert!(
+        (score - (before + 1.5)).abs() < 0.1,
+        "millisecond score {score}"
+    );
+    assert!(
+        score.fract() != 0.0,
+        "fractional, where legacy clients write whole seconds"
+    );
+    let ttl: i64 = redis.ttl(job_bucket(&id)).await.unwrap();
+    assert!(
+        (604_800..=604_802).contains(&ttl),
+        "the legacy clients' TTL: delay + ready_max_lifetime, {ttl}"
+    );
+    assert_eq!(move_due_jobs(&mut redis).await, 0, "not before its time");
+    wait_for(Duration::from_secs(3), "the job to fall due", || {
+        let mut redis = redis.clone();
+        async move { (move_due_jobs(&mut redis).await == 1).then_some(()) }
+    })
+    .await;
+    let popped = legacy_client::pop(&mut redis, "order.close").await.unwrap();
+    assert_eq!(
+        popped,
+        Some(Message {
+            id,
+            topic: "order.close".into(),
+            body: "order 42".into()
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_job_pushed_by_a_legacy_client_is_popped_reserved_and_got_here() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    for id in ["legacy-1", "legacy-2", "legacy-3"] {
+        let message = Message {
+            id: id.into(),
+            topic: "mail".into(),
+            body: format!("body of {id}"),
+        };
+        legacy_client::push(&mut redis, &message, 0).await.unwrap();
+    }
+    let info = client.get("legacy-1").await.unwrap();
+    assert_eq!(info.state, State::Waiting);
+    move_due_jobs(&mut redis).await;
+    assert_eq!(client.get("legacy-1").await.unwrap().state, State::Ready);
+
+    let popped = client.pop("mail").await.unwrap().unwrap();
+    assert_eq!(
+        (popped.id.as_str(), popped.body_text().unwrap()),
+        ("legacy-1", "body of legacy-1")
+    );
+    let bpopped = client
+        .bpop(&["none", "mail"], Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(bpopped.id, "legacy-2");
+    let reserved = client
+        .reserve(&["mail"], Duration::from_secs(30), Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((reserved.id.as_str(), reserved.attempts), ("legacy-3", 1));
+    assert_eq!(reserved.due, None, "legacy clients do not record it");
+
+    let got = client.get("legacy-3").await.unwrap();
+    assert_eq!(got.state, State::Reserved);
+    assert_eq!(got.topic.as_deref(), Some("mail"));
+    assert_eq!(got.body.as_deref(), Some(&b"body of legacy-3"[..]));
+    assert_eq!(got.attempts, 1);
+    assert!(got.deadline.unwrap() > SystemTime::now() + Duration::from_secs(29));
+    assert!(client.ack("legacy-3").await.unwrap());
+    assert_eq!(client.get("legacy-3").await.unwrap().state, State::Unknown);
+    assert_eq!(client.pop("mail").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn remove_and_get_follow_a_job_through_its_life() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let at = SystemTime::now() + Duration::from_secs(3600);
+    let id = client.push("t", "b").at(at).id("job-1").await.unwrap();
+    assert_eq!(id, "job-1");
+
+    let waiting = client.get("job-1").await.unwrap();
+    assert_eq!(waiting.state, State::Waiting);
+    let due = waiting.due.unwrap();
+    let off = due
+        .duration_since(at)
+        .unwrap_or_else(|error| error.duration());
+    assert!(off < Duration::from_millis(2), "{off:?}");
+    assert!(
+        legacy_client::remove(&mut redis, "job-1").await.unwrap(),
+        "legacy remove works on ours"
+    );
+    assert_eq!(client.get("job-1").await.unwrap().state, State::Unknown);
+
+    let message = Message {
+        id: "legacy".into(),
+        topic: "t".into(),
+        body: "b".into(),
+    };
+    legacy_client::push(&mut redis, &message, 60).await.unwrap();
+    assert!(client.remove("legacy").await.unwrap());
+    assert!(!client.remove("legacy").await.unwrap(), "already gone");
+    assert!(pool(&mut redis).await.is_empty());
+}
+
+#[tokio::test]
+async fn nack_retries_until_max_attempts_then_the_job_is_dead_and_can_be_requeued() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let settings = Settings {
+        max_attempts: 3,
+        ..Settings::default()
+    };
+    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    let id = client.push("flaky", "b").await.unwrap();
+    let ttr = Duration::from_secs(30);
+
+    for attempt in 1..=3 {
+        move_due_jobs(&mut redis).await;
+        let job = client
+            .reserve(&["flaky"], ttr, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(job.attempts, attempt);
+        let nacked = client.nack(&id, Duration::ZERO).await.unwrap();
+        let expected = if attempt < 3 {
+            Nacked::Retry
+        } else {
+            Nacked::Dead
+        };
+        assert_eq!(nacked, expected, "attempt {attempt}");
+    }
+
+    let dead = client.get(&id).await.unwrap();
+    assert_eq!((dead.state, dead.attempts), (State::Dead, 3));
+    assert_eq!(
+        client.dead("flaky", 10).await.unwrap(),
+        std::slice::from_ref(&id)
+    );
+    assert!(matches!(
+        client.nack(&id, Duration::ZERO).await,
+        Err(Error::NotReserved(_))
+    ));
+    assert_eq!(client.requeue_dead("flaky").await.unwrap(), 1);
+    let again = client.get(&id).await.unwrap();
+    assert_eq!((again.state, again.attempts), (State::Waiting, 0));
+    assert!(client.dead("flaky", 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn nack_with_a_delay_puts_the_job_back_in_the_pool_for_then() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let id = client.push("t", "b").await.unwrap();
+    move_due_jobs(&mut redis).await;
+    client
+        .reserve(&["t"], Duration::from_secs(30), Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+
+    let before = delayer_client::time::unix_now();
+    assert_eq!(
+        client.nack(&id, Duration::from_secs(90)).await.unwrap(),
+        Nacked::Retry
+    );
+
+    let [(_, score)] = &pool(&mut redis).await[..] else {
+        panic!("back in the pool")
+    };
+    assert!((score - (before + 90.0)).abs() < 1.0, "{score}");
+    let reservations: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(reservations, 0);
+}
+
+#[tokio::test]
+async fn touch_extends_a_reservation_and_ack_after_it_lapsed_says_so() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let id = client.push("t", "b").await.unwrap();
+    move_due_jobs(&mut redis).await;
+    client
+        .reserve(&["t"], Duration::from_secs(1), Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+
+    client.touch(&id, Duration::from_secs(600)).await.unwrap();
+    let deadline: f64 = redis.zscore(RESERVED, &id).await.unwrap();
+    assert!(deadline > delayer_client::time::unix_now() + 590.0);
+
+    // As if its time had run out and the daemon had delivered it again.
+    let _: () = redis.zrem(RESERVED, &id).await.unwrap();
+    let _: () = redis.zadd(JOB_POOL, &id, 1).await.unwrap();
+    assert!(matches!(
+        client.touch(&id, Duration::from_secs(1)).await,
+        Err(Error::NotReserved(_))
+    ));
+    assert!(
+        !client.ack(&id).await.unwrap(),
+        "lapsed, but finished all the same"
+    );
+    assert!(pool(&mut redis).await.is_empty(), "never delivered again");
+    assert!(matches!(client.ack(&id).await, Err(Error::UnknownJob(_))));
+}
+
+#[tokio::test]
+async fn a_waiting_reserve_wakes_as_soon_as_a_job_is_ready() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let consumer = client.clone();
+    let waiting = tokio::spawn(async move {
+        let job = consumer
+            .reserve(&["t"], Duration::from_secs(30), Duration::from_secs(10))
+            .await
+            .unwrap();
+        (job, Instant::now())
+    });
+    // Let it look once and start waiting.
+    wait_for(Duration::from_secs(5), "the reserve to be waiting", || {
+        let mut redis = redis.clone();
+        async move {
+            let calls = delayer_testkit::jobs::command_stats(&mut redis).await;
+            calls
+                .get("evalsha")
+                .is_some_and(|(calls, _)| *calls >= 1)
+                .then_some(())
+        }
+    })
+    .await;
+
+    client.push("t", "b").id("wake").await.unwrap();
+    move_due_jobs(&mut redis).await;
+    let ready_at = Instant::now();
+    let (job, woke_at) = waiting.await.unwrap();
+
+    assert_eq!(job.unwrap().id, "wake");
+    let after = woke_at - ready_at;
+    eprintln!("reserved {after:?} after the job was ready");
+    assert!(
+        after < Duration::from_millis(500),
+        "woken, not polled: {after:?}"
+    );
+}
+
+#[tokio::test]
+async fn reserve_drops_ids_whose_data_expired_and_gives_up_after_its_timeout() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let ids: Vec<String> = (0..250).map(|index| format!("gone-{index}")).collect();
+    let _: () = redis.lpush(ready_queue("t"), &ids).await.unwrap();
+    client.push("t", "b").id("real").await.unwrap();
+    move_due_jobs(&mut redis).await;
+
+    let job = client
+        .reserve(&["t"], Duration::from_secs(30), Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(job.unwrap().id, "real", "past 250 ids without data");
+
+    let started = Instant::now();
+    let none = client
+        .reserve(&["t"], Duration::from_secs(30), Duration::from_millis(300))
+        .await;
+    assert_eq!(none.unwrap(), None);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let settings = Settings {
+        max_body_bytes: 1000,
+        ..Settings::default()
+    };
+    let client = Client::connect_with(server.info(), settings).await.unwrap();
+
+    let refusals = [
+        (client.push("", "b").await, "the topic is empty"),
+        (client.push("t", "").await, "the body is empty"),
+        (
+            client.push("t", vec![b'x'; 1001]).await,
+            "the body is 1001 bytes, over the limit of 1000 bytes",
+        ),
+        (client.push("t", "b").id("").await, "the id is empty"),
+        (
+            client
+                .push("t", "b")
+                .at(SystemTime::now() - Duration::from_secs(60))
+                .await,
+            "is in the past",
+        ),
+    ];
+    for (result, message) in refusals {
+        let error = result.expect_err(message);
+        assert!(error.to_string().contains(message), "{error} / {message}");
+    }
+    assert!(
+        client.push("t", vec![b'x'; 1000]).await.is_ok(),
+        "the limit itself is fine"
+    );
+    let _: () = redis.del(JOB_POOL).await.unwrap();
+
+    assert!(matches!(
+        client.ack("no-such-job").await,
+        Err(Error::UnknownJob(_))
+    ));
+    assert!(matches!(
+        client.touch("no-such-job", Duration::from_secs(1)).await,
+        Err(Error::NotReserved(_))
+    ));
+    assert!(matches!(
+        client.nack("no-such-job", Duration::ZERO).await,
+        Err(Error::NotReserved(_))
+    ));
+    assert!(matches!(client.pop("").await, Err(Error::EmptyTopic)));
+
+    // Keys of the wrong type: named, and nothing half-written.
+    let _: () = redis.set(job_bucket("clash"), "a string").await.unwrap();
+    let error = client.push("t", "b").id("clash").await.unwrap_err();
+    assert!(
+        error.to_string().contains("delayer:job_bucket:clash"),
+        "{error}"
+    );
+    assert!(
+        pool(&mut redis).await.is_empty(),
+        "not added to the pool without its data"
+    );
+    let _: () = redis.set(ready_queue("broken"), "x").await.unwrap();
+    let error = client.pop("broken").await.unwrap_err();
+    assert!(
+        matches!(&error, Error::WrongType { key, .. } if key == &keys::ready_queue("broken")),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn connecting_to_a_wrong_password_or_no_redis_fails_at_once() {
+    let server = RedisServer::start_with(&["--requirepass", "secret"]);
+    let info = server.info();
+    let wrong = info
+        .clone()
+        .set_redis_settings(info.redis_settings().clone().set_password("wrong"));
+    let error = Client::connect(wrong).await.err().expect("refused");
+    assert!(
+        matches!(&error, Error::Redis(error) if error.kind() == ErrorKind::AuthenticationFailed),
+        "{error}"
+    );
+
+    let started = Instant::now();
+    let nowhere = Client::connect("redis://127.0.0.1:1/").await;
+    assert!(nowhere.is_err());
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
