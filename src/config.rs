@@ -39,6 +39,7 @@ const KNOWN_KEYS: [(&str, &[&str]); 2] = [
             "log_rotate",
             "log_max_files",
             "batch_size",
+            "max_attempts",
         ],
     ),
     (
@@ -75,6 +76,9 @@ pub struct Config {
     pub log_max_files: Option<usize>,
     /// `[delayer] batch_size`: the most jobs one script call moves.
     pub batch_size: usize,
+    /// `[delayer] max_attempts`: a reserved job whose time to run lapses after this many
+    /// reservations goes to its topic's dead list instead of back to the pool.
+    pub max_attempts: u32,
     pub redis: RedisConfig,
     /// Things that were ignored (unknown sections and keys), to be logged once logging is up.
     pub warnings: Vec<String>,
@@ -148,6 +152,7 @@ impl Display for Config {
         writeln!(f, "log_rotate = {rotate}")?;
         writeln!(f, "log_max_files = {}", self.log_max_files.unwrap_or(0))?;
         writeln!(f, "batch_size = {}", self.batch_size)?;
+        writeln!(f, "max_attempts = {}", self.max_attempts)?;
         writeln!(f, "\n[redis]")?;
         writeln!(f, "host = {}", redis.host)?;
         writeln!(f, "port = {}", redis.port)?;
@@ -252,6 +257,12 @@ impl Config {
                 "batch_size",
                 DEFAULT_BATCH_SIZE,
                 1..=MAX_BATCH_SIZE,
+            )?,
+            max_attempts: values.number(
+                "delayer",
+                "max_attempts",
+                delayer_client::DEFAULT_MAX_ATTEMPTS,
+                1..=1_000_000,
             )?,
             redis,
             warnings: values.unknown_entries(),

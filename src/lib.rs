@@ -7,6 +7,8 @@
 //! can share one Redis without ever pushing a job twice. Consumers RPOP/BRPOP the list.
 #![forbid(unsafe_code)]
 
+pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod daemon;
 pub mod escape;

@@ -1,14 +1,15 @@
-//! The `delayer` binary: arguments → config → (detach) → pid file → logging → runtime → run → exit code.
+//! The `delayer` binary: arguments → config → a job command, or serving: (detach) → pid file →
+//! logging → runtime → run → exit code.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Parser;
+use delayer::cli::{Args, Command};
 use delayer::config::{self, Config};
 use delayer::daemon::{self, Readiness};
 use delayer::pidfile::PidFile;
-use delayer::{Service, logging, signals};
+use delayer::{Service, commands, logging, signals};
 
 const BANNER: &str = r"    ____       __
    / __ \___  / /___ ___  _____  _____
@@ -17,30 +18,9 @@ const BANNER: &str = r"    ____       __
 /_____/\___/_/\__,_/\__, /\___/_/
                    /____/";
 
-#[derive(Parser)]
-#[command(
-    version,
-    about = "Moves delayed jobs, when they fall due, from Redis's job pool to per-topic ready lists.",
-    disable_version_flag = true
-)]
-struct Args {
-    /// Configuration file path [default: the first of ./delayer.conf, /etc/delayer/delayer.conf]
-    #[arg(short = 'c', long = "configuration", value_name = "FILENAME")]
-    configuration: Option<PathBuf>,
-    /// Run in the background (returns once the daemon is up, or prints why it is not)
-    #[arg(short = 'd', long = "daemon")]
-    daemon: bool,
-    /// Check the configuration and the Redis connection, print what would be used, and exit
-    #[arg(long = "check-config")]
-    check_config: bool,
-    /// Print version number and exit
-    #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
-    version: (),
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
-    match serve(&args) {
+    match dispatch(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("ERROR: {error:#}");
@@ -49,21 +29,31 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(args: &Args) -> Result<()> {
+fn dispatch(args: Args) -> Result<()> {
     let config = Config::load(&config::locate(args.configuration.as_deref())?)?;
-    if args.check_config {
-        return check(&config);
+    match args.command {
+        None | Some(Command::Serve) => serve(&config, args.daemon, args.check_config),
+        Some(_) if args.daemon || args.check_config => {
+            bail!("-d and --check-config go with serving, not with a job command")
+        }
+        Some(command) => runtime()?.block_on(commands::run(&config, command)),
     }
-    let mut readiness = if args.daemon {
+}
+
+fn serve(config: &Config, daemon: bool, check_config: bool) -> Result<()> {
+    if check_config {
+        return check(config);
+    }
+    let mut readiness = if daemon {
         // Forks here, before any thread exists; the foreground process returns once it knows.
-        match daemon::detach(&config)? {
+        match daemon::detach(config)? {
             Some(readiness) => readiness,
             None => return Ok(()),
         }
     } else {
         Readiness::foreground()
     };
-    let result = run(&config, &mut readiness);
+    let result = run(config, &mut readiness);
     if let Err(error) = &result {
         readiness.failed(error);
     }

@@ -1,5 +1,5 @@
-//! The log lines that tell what the move script did: the original's "Job is ready", dropped
-//! orphans, and topics whose jobs cannot move.
+//! The log lines that tell what the scripts did: the original's "Job is ready", dropped orphans,
+//! topics whose jobs cannot move, and reservations that lapsed.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -9,6 +9,7 @@ use tracing::{error, info, warn};
 use crate::escape;
 use delayer_client::keys;
 use delayer_client::scripts::move_due::{Batch, Stuck, StuckBecause};
+use delayer_client::scripts::release::Released;
 
 /// Logs the jobs a batch moved and the orphans it dropped.
 pub fn moves(batch: &Batch) {
@@ -26,6 +27,51 @@ pub fn moves(batch: &Batch) {
             escape::list(&batch.orphans)
         );
     }
+}
+
+/// Logs the reservations that lapsed: jobs delivered again, or dead after their last attempt.
+pub fn released(released: &Released, max_attempts: u32) {
+    for (topic, ids) in by_topic(&released.retried) {
+        info!(
+            "Job is delivered again (its time to run passed), Topic: {}, IDs: [{}]",
+            escape::field(topic),
+            escape::list(&ids)
+        );
+    }
+    for (topic, ids) in by_topic(&released.dead) {
+        warn!(
+            "Job is dead after {max_attempts} attempts, Topic: {}, IDs: [{}]",
+            escape::field(topic),
+            escape::list(&ids)
+        );
+    }
+    if !released.dropped.is_empty() {
+        warn!(
+            "Dropped lapsed reservations of jobs whose data is gone, IDs: [{}]",
+            escape::list(&released.dropped)
+        );
+    }
+    for (topic, ids) in by_topic(&released.blocked) {
+        error!(
+            "Job should be dead after {max_attempts} attempts but {} cannot take it (not a list, \
+             or not writable by this Redis user): delivered again instead, Topic: {}, IDs: [{}]",
+            escape::field(&keys::dead_queue(topic)),
+            escape::field(topic),
+            escape::list(&ids)
+        );
+    }
+}
+
+/// (topic, id) pairs grouped by topic, topics in their first order.
+fn by_topic(pairs: &[(String, String)]) -> Vec<(&str, Vec<String>)> {
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    for (topic, id) in pairs {
+        match groups.iter_mut().find(|(seen, _)| seen == topic) {
+            Some((_, ids)) => ids.push(id.clone()),
+            None => groups.push((topic, vec![id.clone()])),
+        }
+    }
+    groups
 }
 
 /// Topics whose ready list key is not a list. Each is said once when it is found, with how many

@@ -15,6 +15,7 @@ use crate::move_log::{self, StuckTopics};
 use crate::pool::{self, Failure, Trouble};
 use crate::wakeup::PoolWatch;
 use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK};
+use delayer_client::scripts::release::{ReleaseScript, Released};
 use delayer_client::time::unix_now;
 
 /// The first wait after a failed attempt; it doubles up to [`MAX_RETRY_WAIT`].
@@ -32,7 +33,10 @@ pub struct Mover {
     /// Where Redis is, for the pool watch's own connection.
     info: ConnectionInfo,
     script: MoveScript,
+    /// Ends reservations whose time to run lapsed.
+    release: ReleaseScript,
     batch_size: usize,
+    max_attempts: u32,
     timer_interval: Duration,
 }
 
@@ -43,7 +47,9 @@ impl Mover {
             redis: config.redis.clone(),
             info: pool::connection_info(&config.redis)?,
             script: MoveScript::default(),
+            release: ReleaseScript::default(),
             batch_size: config.batch_size,
+            max_attempts: config.max_attempts,
             timer_interval: config.timer_interval,
         })
     }
@@ -128,8 +134,9 @@ impl Mover {
         }
     }
 
-    /// Runs the script until a batch comes back short (or a stop is asked for), and returns when
-    /// the next job falls due. Ends the `outage` (saying so) once a call succeeds.
+    /// Delivers again the jobs whose reservation lapsed, then runs the move script until a batch
+    /// comes back short (or a stop is asked for); returns when the next job falls due or the next
+    /// reservation lapses. Ends the `outage` (saying so) once a call succeeds.
     async fn drain(
         &self,
         shutdown: &CancellationToken,
@@ -137,7 +144,7 @@ impl Mover {
         outage: &mut Option<Failure>,
     ) -> Result<Option<f64>, Stopped> {
         pool::prune(&self.pool, &self.redis);
-        // Waiting for a connection is cancellable; the script call below is not.
+        // Waiting for a connection is cancellable; the script calls below are not.
         let mut connection = tokio::select! {
             connection = self.pool.get() => connection.map_err(|error| Stopped {
                 trouble: pool::describe(&error, &self.redis),
@@ -149,14 +156,27 @@ impl Mover {
             lost_reply: pool::reply_may_be_lost(&error),
             trouble: pool::describe_redis(&error, &self.redis),
         };
+        let mut released = self
+            .release_lapsed(&mut connection)
+            .await
+            .map_err(stopped)?;
+        // Before anything is logged: what moves after an outage is told after its end.
+        if let Some(failure) = outage.take() {
+            info!("{}", failure.recovered(&self.redis.address()));
+        }
+        move_log::released(&released, self.max_attempts);
+        while released.ended >= self.batch_size && !shutdown.is_cancelled() {
+            released = self
+                .release_lapsed(&mut connection)
+                .await
+                .map_err(stopped)?;
+            move_log::released(&released, self.max_attempts);
+        }
+
         let mut batch = self
             .run_script(&mut connection, unix_now())
             .await
             .map_err(stopped)?;
-        // Before the batch's own lines: what moved after an outage is told after its end.
-        if let Some(failure) = outage.take() {
-            info!("{}", failure.recovered(&self.redis.address()));
-        }
         stuck.note(&batch);
         while batch.is_full(self.batch_size) && !shutdown.is_cancelled() {
             // The next call goes out before this batch is logged, so Redis works while we format.
@@ -176,15 +196,22 @@ impl Mover {
         }
         move_log::moves(&batch);
         stuck.report(STUCK_RECHECK);
-        Ok(batch.next_due)
+        Ok(earliest(batch.next_due, released.next_deadline))
+    }
+
+    /// Ends up to a batch of reservations whose deadline passed.
+    async fn release_lapsed(&self, connection: &mut Connection) -> RedisResult<Released> {
+        self.release
+            .lapsed(connection, unix_now(), self.max_attempts, self.batch_size)
+            .await
     }
 
     async fn run_script(&self, connection: &mut Connection, now: f64) -> RedisResult<Batch> {
         self.script.run(connection, now, self.batch_size).await
     }
 
-    /// How long to sleep: until the next job is due, but never longer than `timer_interval`, so
-    /// that jobs added with an earlier due time are found in time.
+    /// How long to sleep: until the next job is due (or reservation lapses), but never longer
+    /// than `timer_interval`, so that jobs added with an earlier due time are found in time.
     fn wait_until(&self, next_due: Option<f64>) -> Duration {
         next_due.map_or(self.timer_interval, |due| {
             // max/min rather than clamp: a score of +inf must mean "a long way off", not a panic.
@@ -193,6 +220,14 @@ impl Mover {
                 .min(self.timer_interval.as_secs_f64());
             Duration::from_secs_f64(seconds)
         })
+    }
+}
+
+/// The earlier of two times, either of which may be unknown.
+fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

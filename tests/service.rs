@@ -235,8 +235,10 @@ fn a_killed_daemon_not_yet_reaped_does_not_block_a_restart() {
 
     // Killed, and left unreaped: a zombie still named "delayer", its lock released.
     support::send_signal(killed.pid(), "KILL");
-    wait_until_sync(Duration::from_secs(5), "the daemon to be a zombie", || {
+    // Its other threads may hold the lock a moment longer than the leader takes to be a zombie.
+    wait_until_sync(Duration::from_secs(5), "a zombie, its lock free", || {
         process_state(killed.pid()) == Some('Z')
+            && std::fs::File::open(&pid_file).is_ok_and(|file| file.try_lock().is_ok())
     });
     let (config, logs) = server.daemon_config("restarted", &pid_line);
     let mut restarted = Daemon::start(&config);
@@ -254,10 +256,11 @@ fn an_unlocked_pid_file_counts_only_for_a_delayer_that_does_not_lock() {
     let pid_file = server.dir().join("legacy.pid");
     let (config, logs) = server.daemon_config("second", &format!("pid = {}", pid_file.display()));
 
-    // The Go original writes its pid file without a lock: a running one must still count. A copy
-    // of `sleep` named delayer stands in for it.
+    // The Go original writes its pid file without a lock: a running one must still count. `sleep`
+    // run as "delayer" stands in for it (a link, not a copy: a copy being written while another
+    // test forks cannot be run, ETXTBSY).
     let go_original = server.dir().join("delayer");
-    std::fs::copy("/bin/sleep", &go_original).unwrap();
+    std::os::unix::fs::symlink("/bin/sleep", &go_original).unwrap();
     let mut original = std::process::Command::new(&go_original)
         .arg("60")
         .spawn()

@@ -2,6 +2,7 @@
 //! (at most once, exactly as the legacy clients do) or `reserve` then `ack` (at least once).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -262,9 +263,24 @@ impl Client {
         ttr: Duration,
         timeout: Duration,
     ) -> Result<Option<Job>> {
+        self.reserve_or(topics, ttr, timeout, std::future::pending())
+            .await
+    }
+
+    /// Like [`reserve`](Client::reserve), but stops waiting when `give_up` completes. Only the
+    /// wait: a script call in flight is always let finish, so that a job it reserved is returned
+    /// rather than left reserved by nobody until its time to run passes.
+    pub(crate) async fn reserve_or(
+        &self,
+        topics: &[&str],
+        ttr: Duration,
+        timeout: Duration,
+        give_up: impl Future<Output = ()>,
+    ) -> Result<Option<Job>> {
         for topic in topics {
             check_topic(topic)?;
         }
+        tokio::pin!(give_up);
         let until = Instant::now() + timeout;
         loop {
             let poll = match self.inner.ready_lists.ensure().await {
@@ -298,6 +314,7 @@ impl Client {
             tokio::select! {
                 _ = written.changed() => {}
                 () = tokio::time::sleep((until - now).min(poll)) => {}
+                () = &mut give_up => return Ok(None),
             }
         }
     }

@@ -30,8 +30,10 @@ mod job;
 pub mod keys;
 mod push;
 pub mod scripts;
+mod stats;
 pub mod time;
 pub mod watch;
+mod worker;
 
 pub use client::{
     Client, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_READY_MAX_LIFETIME, Nacked,
@@ -41,3 +43,8 @@ pub use error::{Error, Result};
 pub use job::{Job, JobInfo, State};
 pub use push::Push;
 pub use redis;
+pub use stats::{Stats, TopicStats};
+pub use worker::{
+    DEFAULT_CONCURRENCY, DEFAULT_FIRST_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_STOP_TIMEOUT,
+    DEFAULT_TTR, Worker,
+};

@@ -28,9 +28,10 @@ pub fn from_unix(seconds: f64) -> Option<SystemTime> {
     }
 }
 
-/// A score as the clients write it: millisecond precision is what a client can keep.
+/// A due time as a score, to the millisecond, rounded up: a job is never due before it was asked
+/// to be.
 pub fn score(seconds: f64) -> String {
-    format!("{seconds:.3}")
+    format!("{:.3}", (seconds * 1000.0).ceil() / 1000.0)
 }
 
 #[cfg(test)]
@@ -49,6 +50,7 @@ mod tests {
             from_unix(-1.5),
             Some(UNIX_EPOCH - Duration::from_millis(1500))
         );
-        assert_eq!(score(1_800_000_000.123_4), "1800000000.123");
+        assert_eq!(score(1_800_000_000.123_4), "1800000000.124", "never early");
+        assert_eq!(score(1_800_000_000.123), "1800000000.123");
     }
 }

@@ -7,7 +7,7 @@ use delayer_client::keys::{self, JOB_POOL, RESERVED, job_bucket, ready_queue};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{AsyncCommands, ErrorKind};
 use delayer_client::{Client, Error, Nacked, Settings, State};
-use delayer_testkit::jobs::move_due_jobs;
+use delayer_testkit::jobs::{move_due_jobs, move_until_empty};
 use delayer_testkit::legacy_client::{self, Message};
 use delayer_testkit::{RedisServer, wait_for};
 
@@ -82,7 +82,7 @@ async fn a_job_pushed_by_a_legacy_client_is_popped_reserved_and_got_here() {
     }
     let info = client.get("legacy-1").await.unwrap();
     assert_eq!(info.state, State::Waiting);
-    move_due_jobs(&mut redis).await;
+    move_until_empty(&mut redis).await;
     assert_eq!(client.get("legacy-1").await.unwrap().state, State::Ready);
 
     let popped = client.pop("mail").await.unwrap().unwrap();
@@ -161,7 +161,7 @@ async fn nack_retries_until_max_attempts_then_the_job_is_dead_and_can_be_requeue
     let ttr = Duration::from_secs(30);
 
     for attempt in 1..=3 {
-        move_due_jobs(&mut redis).await;
+        move_until_empty(&mut redis).await;
         let job = client
             .reserve(&["flaky"], ttr, Duration::ZERO)
             .await
@@ -199,7 +199,7 @@ async fn nack_with_a_delay_puts_the_job_back_in_the_pool_for_then() {
     let mut redis = server.connect().await;
     let client = client(&server).await;
     let id = client.push("t", "b").await.unwrap();
-    move_due_jobs(&mut redis).await;
+    move_until_empty(&mut redis).await;
     client
         .reserve(&["t"], Duration::from_secs(30), Duration::ZERO)
         .await
@@ -226,7 +226,7 @@ async fn touch_extends_a_reservation_and_ack_after_it_lapsed_says_so() {
     let mut redis = server.connect().await;
     let client = client(&server).await;
     let id = client.push("t", "b").await.unwrap();
-    move_due_jobs(&mut redis).await;
+    move_until_empty(&mut redis).await;
     client
         .reserve(&["t"], Duration::from_secs(1), Duration::ZERO)
         .await
@@ -279,7 +279,7 @@ async fn a_waiting_reserve_wakes_as_soon_as_a_job_is_ready() {
     .await;
 
     client.push("t", "b").id("wake").await.unwrap();
-    move_due_jobs(&mut redis).await;
+    move_until_empty(&mut redis).await;
     let ready_at = Instant::now();
     let (job, woke_at) = waiting.await.unwrap();
 
@@ -300,7 +300,7 @@ async fn reserve_drops_ids_whose_data_expired_and_gives_up_after_its_timeout() {
     let ids: Vec<String> = (0..250).map(|index| format!("gone-{index}")).collect();
     let _: () = redis.lpush(ready_queue("t"), &ids).await.unwrap();
     client.push("t", "b").id("real").await.unwrap();
-    move_due_jobs(&mut redis).await;
+    move_until_empty(&mut redis).await;
 
     let job = client
         .reserve(&["t"], Duration::from_secs(30), Duration::ZERO)

@@ -133,3 +133,17 @@ pub async fn move_due_jobs(redis: &mut MultiplexedConnection) -> usize {
         }
     }
 }
+
+/// Moves jobs as they fall due until the pool is empty (scores are rounded up to the millisecond,
+/// so a job pushed "now" may be due a moment later).
+pub async fn move_until_empty(redis: &mut MultiplexedConnection) {
+    wait_for(Duration::from_secs(5), "every job to be moved", || {
+        let mut redis = redis.clone();
+        async move {
+            move_due_jobs(&mut redis).await;
+            let waiting: usize = redis.zcard(JOB_POOL).await.unwrap();
+            (waiting == 0).then_some(())
+        }
+    })
+    .await;
+}

@@ -4,6 +4,7 @@
 --
 -- KEYS[1]  the reservations ("delayer:reserved")
 -- KEYS[2]  the job pool ("delayer:job_pool")
+-- KEYS[3]  the registry of topics ("delayer:topics"): a topic with a dead job is added
 -- ARGV[1]  now, in unix seconds
 -- ARGV[2]  when to deliver the jobs again, in unix seconds
 -- ARGV[3]  max attempts: a job already reserved this many times is dead instead
@@ -22,7 +23,7 @@
 --                  something other than a list (or may not be written by this Redis user): back in
 --                  the pool instead, never lost
 
-local reserved, pool = KEYS[1], KEYS[2]
+local reserved, pool, registry = KEYS[1], KEYS[2], KEYS[3]
 local now, retry_at, max_attempts = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local bucket_prefix, dead_prefix, limit = ARGV[4], ARGV[5], tonumber(ARGV[6])
 
@@ -61,6 +62,8 @@ for _, id in ipairs(ids) do
   elseif attempts >= max_attempts then
     redis.call('LPUSH', dead_list, id)
     redis.call('HSET', bucket, 'died_at', now)
+    -- pcall: the registry only helps to list topics; it must never stop a release.
+    redis.pcall('SADD', registry, topic)
     dead[#dead + 1] = topic
     dead[#dead + 1] = id
   else

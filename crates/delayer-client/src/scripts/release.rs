@@ -71,6 +71,7 @@ impl ReleaseScript {
     ) -> ScriptInvocation<'_> {
         let mut call = self.0.key(keys::RESERVED);
         call.key(keys::JOB_POOL)
+            .key(keys::TOPICS)
             .arg(format!("{now:.6}"))
             .arg(format!("{retry_at:.6}"))
             .arg(max_attempts)

@@ -10,8 +10,8 @@
 --            call before anything changed on that list
 --
 -- Returns nil when every list is empty; {} when it dropped many ids whose bucket is gone and
--- stopped (call again at once); else {id, topic, body, attempts, due}, `due` being "" for a job
--- pushed by a legacy client. An id whose bucket is gone (expired, or removed) is dropped, as a
+-- stopped (call again at once); else {id, topic, body, attempts, due}: `topic` the one whose list
+-- it came from, `due` "" for a job pushed by a legacy client. An id whose bucket is gone (expired, or removed) is dropped, as a
 -- legacy pop would drop it.
 
 local reserved, deadline = KEYS[1], ARGV[1]
@@ -41,7 +41,7 @@ for index = 4, #ARGV do
     if fields and fields[1] and fields[2] then
       redis.call('ZADD', reserved, deadline, id)
       local attempts = redis.call('HINCRBY', bucket, 'attempts', 1)
-      return {id, fields[1], fields[2], attempts, fields[3] or ''}
+      return {id, ARGV[index], fields[2], attempts, fields[3] or ''}
     end
     dropped = dropped + 1
     if dropped == MAX_DROPPED then

@@ -1,0 +1,145 @@
+//! What the queues hold, for `delayer stats`: counted with ZCARD, ZCOUNT and LLEN, never a SCAN
+//! (topics come from the registry `delayer:topics`, which the daemon and our pushes keep).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, SystemTime};
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::keys::{self, field};
+use crate::time::{from_unix, unix_now};
+
+/// The pool's and the registry's counts: waiting, due now, the next due (score), topics, reserved ids.
+type Counts = (u64, u64, Vec<(String, f64)>, Vec<String>, Vec<String>);
+
+/// The queues at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stats {
+    /// Jobs in the pool (not moved to a ready list yet).
+    pub waiting: u64,
+    /// Of those, the ones due now (a backlog the daemon has not moved yet).
+    pub due_now: u64,
+    /// When the next job not yet due falls due.
+    pub next_due: Option<SystemTime>,
+    /// Every topic seen, by name.
+    pub topics: Vec<TopicStats>,
+}
+
+/// One topic's lists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicStats {
+    pub topic: String,
+    /// Due jobs waiting for a consumer.
+    pub ready: u64,
+    /// Jobs taken by consumers, not acked yet.
+    pub reserved: u64,
+    /// Jobs that failed their last attempt.
+    pub dead: u64,
+    /// How long the job next in line has been ready; for jobs of legacy clients, which do not
+    /// record their due time, estimated from their data's time to live.
+    pub oldest_ready_age: Option<Duration>,
+}
+
+impl Client {
+    /// The queues now.
+    pub async fn stats(&self) -> Result<Stats> {
+        let mut redis = self.connection();
+        let now = unix_now();
+        let (waiting, due_now, next, topics, reserved): Counts = redis::pipe()
+            .zcard(keys::JOB_POOL)
+            .zcount(keys::JOB_POOL, "-inf", now)
+            .zrangebyscore_limit_withscores(keys::JOB_POOL, format!("({now}"), "+inf", 0, 1)
+            .smembers(keys::TOPICS)
+            .zrange(keys::RESERVED, 0, -1)
+            .query_async(&mut redis)
+            .await?;
+
+        // Reservations are few (what consumers hold right now): their topics are read one by one.
+        let mut reserved_by_topic: HashMap<String, u64> = HashMap::new();
+        if !reserved.is_empty() {
+            let mut pipe = redis::pipe();
+            for id in &reserved {
+                pipe.hget(keys::job_bucket(id), field::TOPIC);
+            }
+            let topics: Vec<Option<String>> = pipe.query_async(&mut redis).await?;
+            for topic in topics.into_iter().flatten() {
+                *reserved_by_topic.entry(topic).or_default() += 1;
+            }
+        }
+
+        let mut names: Vec<String> = topics;
+        names.extend(reserved_by_topic.keys().cloned());
+        names.sort();
+        names.dedup();
+        let mut pipe = redis::pipe();
+        for topic in &names {
+            pipe.llen(keys::ready_queue(topic))
+                .llen(keys::dead_queue(topic))
+                .lindex(keys::ready_queue(topic), -1);
+        }
+        // Redis refuses an empty pipeline.
+        let lists: Vec<(u64, u64, Option<String>)> = if names.is_empty() {
+            Vec::new()
+        } else {
+            pipe.query_async(&mut redis).await?
+        };
+        let oldest: BTreeMap<&str, String> = names
+            .iter()
+            .zip(&lists)
+            .filter_map(|(topic, (_, _, oldest))| Some((topic.as_str(), oldest.clone()?)))
+            .collect();
+        let ages = self.ready_ages(oldest.values(), now).await?;
+
+        let topics = names
+            .iter()
+            .zip(lists)
+            .map(|(topic, (ready, dead, _))| TopicStats {
+                topic: topic.clone(),
+                ready,
+                reserved: reserved_by_topic.get(topic).copied().unwrap_or(0),
+                dead,
+                oldest_ready_age: oldest
+                    .get(topic.as_str())
+                    .and_then(|id| ages.get(id).copied()),
+            })
+            .collect();
+        Ok(Stats {
+            waiting,
+            due_now,
+            next_due: next.first().and_then(|(_, score)| from_unix(*score)),
+            topics,
+        })
+    }
+
+    /// How long each of `ids` has been due: from its `due` field, or for a legacy job from its
+    /// TTL, which the legacy clients set to delay + ready_max_lifetime when pushing.
+    async fn ready_ages(
+        &self,
+        ids: impl Iterator<Item = &String>,
+        now: f64,
+    ) -> Result<HashMap<String, Duration>> {
+        let ids: Vec<&String> = ids.collect();
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.hget(keys::job_bucket(id), field::DUE)
+                .pttl(keys::job_bucket(id));
+        }
+        let found: Vec<(Option<f64>, i64)> = pipe.query_async(&mut self.connection()).await?;
+        let lifetime = self.settings().ready_max_lifetime.as_secs_f64();
+        Ok(ids
+            .into_iter()
+            .zip(found)
+            .filter_map(|(id, (due, ttl_ms))| {
+                let age = match due {
+                    Some(due) => now - due,
+                    None if ttl_ms >= 0 => lifetime - ttl_ms as f64 / 1000.0,
+                    None => return None,
+                };
+                Some((id.clone(), Duration::from_secs_f64(age.max(0.0))))
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,292 @@
+//! A worker: runs an async handler for each reserved job of its topics, at least once.
+//!
+//! ```no_run
+//! # async fn example(client: delayer_client::Client) -> delayer_client::Result<()> {
+//! use delayer_client::Worker;
+//! Worker::new(client)
+//!     .handle("order.close", |job| async move {
+//!         println!("closing {}", job.body_text().unwrap_or("?"));
+//!         Ok::<(), String>(())
+//!     })
+//!     .run(async { tokio::signal::ctrl_c().await.ok(); })
+//!     .await
+//! # }
+//! ```
+//!
+//! A handler's `Ok` acks the job; an `Err` (or a panic) nacks it, to be tried again after an
+//! exponential backoff until the job has been reserved `max_attempts` times, when it goes to its
+//! topic's dead list. While a handler runs, its reservation is touched every half `ttr`, so a long
+//! job is not delivered twice; if the worker dies, the daemon delivers the job again once `ttr`
+//! passes. On stop the worker reserves nothing more, lets running handlers finish (up to
+//! `stop_timeout`), and nacks those it had to abandon: no job is lost.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Display;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::{info, warn};
+
+use crate::client::{Client, Nacked};
+use crate::error::Result;
+use crate::job::Job;
+
+/// Handlers running at once, unless told otherwise.
+pub const DEFAULT_CONCURRENCY: usize = 10;
+/// A job's time to run, unless told otherwise.
+pub const DEFAULT_TTR: Duration = Duration::from_secs(60);
+/// How long a stop waits for running handlers, unless told otherwise.
+pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first retry's delay; each next one doubles, up to [`DEFAULT_MAX_BACKOFF`].
+pub const DEFAULT_FIRST_BACKOFF: Duration = Duration::from_secs(1);
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// How long one reserve waits before the loop looks at its slots again.
+const RESERVE_WAIT: Duration = Duration::from_secs(1);
+/// How long the loop waits after Redis failed it.
+const TROUBLE_WAIT: Duration = Duration::from_millis(500);
+
+type Handler =
+    Arc<dyn Fn(Job) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+
+/// Runs handlers for reserved jobs; see the module docs.
+pub struct Worker {
+    client: Client,
+    handlers: HashMap<String, Handler>,
+    concurrency: usize,
+    ttr: Duration,
+    stop_timeout: Duration,
+    first_backoff: Duration,
+    max_backoff: Duration,
+}
+
+impl Worker {
+    pub fn new(client: Client) -> Worker {
+        Worker {
+            client,
+            handlers: HashMap::new(),
+            concurrency: DEFAULT_CONCURRENCY,
+            ttr: DEFAULT_TTR,
+            stop_timeout: DEFAULT_STOP_TIMEOUT,
+            first_backoff: DEFAULT_FIRST_BACKOFF,
+            max_backoff: DEFAULT_MAX_BACKOFF,
+        }
+    }
+
+    /// Runs `handler` for each job of `topic`: `Ok` finishes the job, `Err` retries it later.
+    pub fn handle<F, Fut, E>(mut self, topic: impl Into<String>, handler: F) -> Worker
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display,
+    {
+        let handler = Arc::new(handler);
+        self.handlers.insert(
+            topic.into(),
+            Arc::new(move |job| {
+                let future = handler(job);
+                Box::pin(async move { future.await.map_err(|error| error.to_string()) })
+            }),
+        );
+        self
+    }
+
+    /// At most this many handlers at once (at least 1).
+    pub fn concurrency(mut self, concurrency: usize) -> Worker {
+        self.concurrency = concurrency.max(1);
+        self
+    }
+
+    /// Each job's time to run: touched every half of it while its handler runs.
+    pub fn ttr(mut self, ttr: Duration) -> Worker {
+        self.ttr = ttr;
+        self
+    }
+
+    /// How long a stop waits for running handlers before it abandons (and nacks) them.
+    pub fn stop_timeout(mut self, timeout: Duration) -> Worker {
+        self.stop_timeout = timeout;
+        self
+    }
+
+    /// A failed job is tried again after `first`, then twice as long each time, at most `max`.
+    pub fn retry_backoff(mut self, first: Duration, max: Duration) -> Worker {
+        self.first_backoff = first;
+        self.max_backoff = max;
+        self
+    }
+
+    /// Runs until `stop` completes, then stops gracefully (see the module docs).
+    pub async fn run(self, stop: impl Future<Output = ()>) -> Result<()> {
+        let (stopping, stopped) = watch::channel(false);
+        let serving = self.serve(stopped);
+        tokio::pin!(serving, stop);
+        let mut stop_seen = false;
+        loop {
+            tokio::select! {
+                result = &mut serving => return result,
+                () = &mut stop, if !stop_seen => {
+                    stop_seen = true;
+                    stopping.send_replace(true);
+                }
+            }
+        }
+    }
+
+    async fn serve(self, mut stopped: watch::Receiver<bool>) -> Result<()> {
+        let topics: Vec<String> = self.handlers.keys().cloned().collect();
+        let slots = Arc::new(Semaphore::new(self.concurrency));
+        let unfinished: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let mut running = JoinSet::new();
+        let mut turn = 0;
+        info!(topics = ?topics, concurrency = self.concurrency, "worker started");
+        loop {
+            let slot = tokio::select! {
+                slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+                _ = stopped.wait_for(|stop| *stop) => break,
+            };
+            while running.try_join_next().is_some() {}
+            // Each reserve starts with another topic, so that a busy one cannot starve the rest.
+            turn += 1;
+            let order: Vec<&str> = (0..topics.len())
+                .map(|index| topics[(turn + index) % topics.len()].as_str())
+                .collect();
+            let mut stop = stopped.clone();
+            let give_up = async move {
+                let _ = stop.wait_for(|stop| *stop).await;
+            };
+            let job = match self
+                .client
+                .reserve_or(&order, self.ttr, RESERVE_WAIT, give_up)
+                .await
+            {
+                Ok(Some(job)) => job,
+                Ok(None) => continue,
+                Err(error) => {
+                    warn!("worker cannot reserve: {error}");
+                    tokio::time::sleep(TROUBLE_WAIT).await;
+                    continue;
+                }
+            };
+            let handler = self.handlers[&job.topic].clone();
+            unfinished
+                .lock()
+                .expect("not poisoned")
+                .insert(job.id.clone());
+            running.spawn(self.attempt(job, handler, slot, unfinished.clone()));
+        }
+
+        // Stopping: no more reservations; running handlers get `stop_timeout` to finish.
+        let waited = tokio::time::timeout(self.stop_timeout, async {
+            while running.join_next().await.is_some() {}
+        })
+        .await;
+        if waited.is_err() {
+            running.abort_all();
+            while running.join_next().await.is_some() {}
+        }
+        let abandoned: Vec<String> = unfinished.lock().expect("not poisoned").drain().collect();
+        for id in &abandoned {
+            // Back at once, for another consumer: nothing is lost.
+            match self.client.nack(id, Duration::ZERO).await {
+                Ok(_) => warn!(id = %id, "handler did not finish in time: job given back"),
+                Err(error) => {
+                    warn!(id = %id, "handler did not finish in time, and giving its job back failed ({error}): it is delivered again once its time to run passes")
+                }
+            }
+        }
+        info!(abandoned = abandoned.len(), "worker stopped");
+        Ok(())
+    }
+
+    /// Runs one job's handler, touching its reservation meanwhile, then acks or nacks it.
+    fn attempt(
+        &self,
+        job: Job,
+        handler: Handler,
+        slot: OwnedSemaphorePermit,
+        unfinished: Arc<Mutex<HashSet<String>>>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let (client, ttr) = (self.client.clone(), self.ttr);
+        let backoff = backoff(self.first_backoff, self.max_backoff, job.attempts);
+        async move {
+            let id = job.id.clone();
+            // Its own task, so that a panic is a failed attempt rather than a dead worker.
+            let mut handling = AbortOnDrop(tokio::spawn(handler(job)));
+            let mut touching =
+                tokio::time::interval_at(tokio::time::Instant::now() + ttr / 2, ttr / 2);
+            let outcome = loop {
+                tokio::select! {
+                    outcome = &mut handling.0 => break outcome,
+                    _ = touching.tick() => {
+                        if let Err(error) = client.touch(&id, ttr).await {
+                            warn!(id = %id, "cannot extend the job's time to run: {error}");
+                        }
+                    }
+                }
+            };
+            let failure = match outcome {
+                Ok(Ok(())) => None,
+                Ok(Err(message)) => Some(message),
+                Err(error) => Some(format!("the handler panicked: {error}")),
+            };
+            match failure {
+                None => match client.ack(&id).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        warn!(id = %id, "job finished after its time to run: it may have run twice")
+                    }
+                    Err(error) => warn!(id = %id, "cannot ack the job: {error}"),
+                },
+                Some(message) => match client.nack(&id, backoff).await {
+                    Ok(Nacked::Dead) => {
+                        warn!(id = %id, "job failed its last attempt, now dead: {message}")
+                    }
+                    Ok(_) => warn!(id = %id, retry_in = ?backoff, "job failed: {message}"),
+                    Err(error) => {
+                        warn!(id = %id, "job failed ({message}) and cannot be given back: {error}")
+                    }
+                },
+            }
+            unfinished.lock().expect("not poisoned").remove(&id);
+            drop(slot);
+        }
+    }
+}
+
+/// The delay before attempt `attempts + 1`: `first`, doubled per attempt made, at most `max`.
+fn backoff(first: Duration, max: Duration, attempts: u32) -> Duration {
+    let doublings = attempts.saturating_sub(1).min(31);
+    first.saturating_mul(1 << doublings).min(max)
+}
+
+/// A task that is aborted when its handle is dropped (by a stop that gives up on it).
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_most() {
+        let second = Duration::from_secs(1);
+        let delays: Vec<u64> = (1..=6)
+            .map(|attempts| backoff(second, Duration::from_secs(10), attempts).as_secs())
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 8, 10, 10]);
+        assert_eq!(
+            backoff(second, Duration::MAX, 1000),
+            Duration::from_secs(1 << 31)
+        );
+    }
+}

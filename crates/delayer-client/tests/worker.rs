@@ -1,0 +1,315 @@
+//! The worker against a real redis-server: handlers per topic, acks and retries, a concurrency
+//! limit, touching long jobs, panics, and a graceful stop that loses nothing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use delayer_client::keys::{JOB_POOL, RESERVED, ready_queue};
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::scripts::release::ReleaseScript;
+use delayer_client::time::unix_now;
+use delayer_client::{Client, Settings, State, Worker};
+use delayer_testkit::jobs::{move_due_jobs, move_until_empty};
+use delayer_testkit::{RedisServer, wait_for};
+use tokio::sync::oneshot;
+
+async fn client(server: &RedisServer) -> Client {
+    Client::connect(server.info()).await.unwrap()
+}
+
+/// Pushes `count` jobs on `topic`, due now, and moves them to its ready list.
+async fn ready_jobs(
+    client: &Client,
+    redis: &mut MultiplexedConnection,
+    topic: &str,
+    count: usize,
+) -> Vec<String> {
+    let mut ids = Vec::new();
+    for index in 0..count {
+        ids.push(
+            client
+                .push(topic, format!("{topic} {index}"))
+                .await
+                .unwrap(),
+        );
+    }
+    move_until_empty(redis).await;
+    ids
+}
+
+/// A stop signal for `Worker::run`, and the trigger that fires it.
+fn stop_signal() -> (oneshot::Sender<()>, impl Future<Output = ()>) {
+    let (trigger, signal) = oneshot::channel::<()>();
+    (trigger, async move {
+        let _ = signal.await;
+    })
+}
+
+async fn states(client: &Client, ids: &[String]) -> Vec<State> {
+    let mut states = Vec::new();
+    for id in ids {
+        states.push(client.get(id).await.unwrap().state);
+    }
+    states
+}
+
+#[tokio::test]
+async fn handlers_run_per_topic_and_ok_acks_the_job() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let orders = ready_jobs(&client, &mut redis, "order.close", 5).await;
+    let mails = ready_jobs(&client, &mut redis, "mail", 5).await;
+    let (seen_orders, seen_mails) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (stop, stopped) = stop_signal();
+    let (o, m) = (seen_orders.clone(), seen_mails.clone());
+    let worker = Worker::new(client.clone())
+        .handle("order.close", move |job| {
+            let seen = o.clone();
+            async move {
+                assert!(job.body_text().unwrap().starts_with("order.close"));
+                seen.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), String>(())
+            }
+        })
+        .handle("mail", move |_| {
+            let seen = m.clone();
+            async move {
+                seen.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), String>(())
+            }
+        });
+    let running = tokio::spawn(worker.run(stopped));
+
+    let all: Vec<String> = orders.iter().chain(&mails).cloned().collect();
+    wait_for(Duration::from_secs(10), "every job to be acked", || {
+        let (client, all) = (client.clone(), all.clone());
+        async move {
+            states(&client, &all)
+                .await
+                .iter()
+                .all(|state| *state == State::Unknown)
+                .then_some(())
+        }
+    })
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+
+    assert_eq!(
+        (
+            seen_orders.load(Ordering::SeqCst),
+            seen_mails.load(Ordering::SeqCst)
+        ),
+        (5, 5)
+    );
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(reserved, 0);
+}
+
+#[tokio::test]
+async fn a_failing_handler_is_retried_with_backoff_until_the_job_is_dead() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let settings = Settings {
+        max_attempts: 3,
+        ..Settings::default()
+    };
+    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    let id = ready_jobs(&client, &mut redis, "flaky", 1).await.remove(0);
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let counted = attempts.clone();
+    let (stop, stopped) = stop_signal();
+    let worker = Worker::new(client.clone())
+        .retry_backoff(Duration::from_millis(100), Duration::from_secs(1))
+        .handle("flaky", move |job| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move { Err(format!("attempt {} failed", job.attempts)) }
+        });
+    let running = tokio::spawn(worker.run(stopped));
+
+    // The daemon's part: a retried job waits in the pool until its backoff has passed.
+    for attempt in 1..=3 {
+        wait_for(
+            Duration::from_secs(10),
+            &format!("attempt {attempt}"),
+            || {
+                let (mut redis, attempts) = (redis.clone(), attempts.clone());
+                async move {
+                    move_due_jobs(&mut redis).await;
+                    (attempts.load(Ordering::SeqCst) >= attempt).then_some(())
+                }
+            },
+        )
+        .await;
+    }
+    wait_for(Duration::from_secs(5), "the job to be dead", || {
+        let client = client.clone();
+        let id = id.clone();
+        async move { (client.get(&id).await.unwrap().state == State::Dead).then_some(()) }
+    })
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+    assert_eq!(client.dead("flaky", 10).await.unwrap(), [id]);
+}
+
+#[tokio::test]
+async fn at_most_concurrency_handlers_run_at_once_and_a_panic_is_a_failed_attempt() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let ids = ready_jobs(&client, &mut redis, "t", 12).await;
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let panicked = Arc::new(AtomicUsize::new(0));
+    let (n, m, p) = (now.clone(), most.clone(), panicked.clone());
+    let (stop, stopped) = stop_signal();
+    let worker = Worker::new(client.clone())
+        .concurrency(3)
+        .retry_backoff(Duration::from_secs(3600), Duration::from_secs(3600))
+        .handle("t", move |job| {
+            let (now, most, panicked) = (n.clone(), m.clone(), p.clone());
+            async move {
+                let running = now.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(running, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                if job.body_text().unwrap() == "t 0" && panicked.fetch_add(1, Ordering::SeqCst) == 0
+                {
+                    panic!("a handler bug");
+                }
+                Ok::<(), String>(())
+            }
+        });
+    let running = tokio::spawn(worker.run(stopped));
+
+    wait_for(Duration::from_secs(10), "every job to be done", || {
+        let (client, ids) = (client.clone(), ids.clone());
+        async move {
+            let states = states(&client, &ids).await;
+            (states
+                .iter()
+                .filter(|state| **state == State::Unknown)
+                .count()
+                == 11)
+                .then_some(states)
+        }
+    })
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+
+    assert_eq!(most.load(Ordering::SeqCst), 3, "concurrency 3");
+    let panicked_job = client.get(&ids[0]).await.unwrap();
+    assert_eq!(
+        panicked_job.state,
+        State::Waiting,
+        "nacked, back in the pool for later"
+    );
+    assert_eq!(panicked_job.attempts, 1);
+}
+
+#[tokio::test]
+async fn a_long_job_is_touched_so_the_daemon_does_not_deliver_it_again() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let id = ready_jobs(&client, &mut redis, "slow", 1).await.remove(0);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let (stop, stopped) = stop_signal();
+    let worker = Worker::new(client.clone())
+        .ttr(Duration::from_millis(600))
+        .handle("slow", move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                tokio::time::sleep(Duration::from_millis(2000)).await;
+                Ok::<(), String>(())
+            }
+        });
+    let running = tokio::spawn(worker.run(stopped));
+
+    // The daemon's part, looked at often: it must find no lapsed reservation while the job runs.
+    let release = Arc::new(ReleaseScript::default());
+    let redelivered = Arc::new(AtomicUsize::new(0));
+    wait_for(Duration::from_secs(10), "the job to be acked", || {
+        let (client, id, mut redis) = (client.clone(), id.clone(), redis.clone());
+        let (release, redelivered) = (release.clone(), redelivered.clone());
+        async move {
+            let released = release
+                .lapsed(&mut redis, unix_now(), 25, 100)
+                .await
+                .unwrap();
+            redelivered.fetch_add(released.retried.len(), Ordering::SeqCst);
+            (client.get(&id).await.unwrap().state == State::Unknown).then_some(())
+        }
+    })
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+
+    assert_eq!(
+        redelivered.load(Ordering::SeqCst),
+        0,
+        "touched every 300 ms, the 600 ms reservation never lapsed"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_stop_lets_running_handlers_finish_reserves_nothing_more_and_gives_back_the_abandoned() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let ids = ready_jobs(&client, &mut redis, "t", 4).await;
+    let started = Arc::new(AtomicUsize::new(0));
+    let counted = started.clone();
+    let (stop, stopped) = stop_signal();
+    // Two finish within the stop timeout, two would take far longer.
+    let worker = Worker::new(client.clone())
+        .concurrency(4)
+        .stop_timeout(Duration::from_millis(500))
+        .handle("t", move |job| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let long = job.body_text().unwrap() >= "t 2";
+                tokio::time::sleep(Duration::from_millis(if long { 60_000 } else { 200 })).await;
+                Ok::<(), String>(())
+            }
+        });
+    let running = tokio::spawn(worker.run(stopped));
+    wait_for(Duration::from_secs(10), "four handlers to start", || {
+        let started = started.clone();
+        async move { (started.load(Ordering::SeqCst) == 4).then_some(()) }
+    })
+    .await;
+    let later = client.push("t", "pushed after the stop").await.unwrap();
+    move_until_empty(&mut redis).await;
+
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+
+    let states = states(&client, &ids).await;
+    assert_eq!(
+        &states[..2],
+        [State::Unknown, State::Unknown],
+        "finished and acked"
+    );
+    assert_eq!(
+        &states[2..],
+        [State::Waiting, State::Waiting],
+        "abandoned, given back"
+    );
+    assert_eq!(
+        client.get(&later).await.unwrap().state,
+        State::Ready,
+        "not reserved after the stop"
+    );
+    let pool: usize = redis.zcard(JOB_POOL).await.unwrap();
+    let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
+    assert_eq!((pool, ready), (2, 1), "nothing lost");
+}

@@ -1,0 +1,165 @@
+//! The command line: the original's flags (serving is what `delayer` does without a subcommand),
+//! and subcommands that work on jobs through the same configuration's `[redis]`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Moves delayed jobs, when they fall due, from Redis's job pool to per-topic ready lists.",
+    disable_version_flag = true,
+    after_help = "Without a subcommand, serves (as `delayer serve`): delayer -c /etc/delayer/delayer.conf"
+)]
+pub struct Args {
+    /// Configuration file path [default: the first of ./delayer.conf, /etc/delayer/delayer.conf]
+    #[arg(
+        short = 'c',
+        long = "configuration",
+        value_name = "FILENAME",
+        global = true
+    )]
+    pub configuration: Option<PathBuf>,
+    /// Run in the background (returns once the daemon is up, or prints why it is not)
+    #[arg(short = 'd', long = "daemon", global = true)]
+    pub daemon: bool,
+    /// Check the configuration and the Redis connection, print what would be used, and exit
+    #[arg(long = "check-config", global = true)]
+    pub check_config: bool,
+    /// Print version number and exit
+    #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
+    pub version: (),
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Move jobs as they fall due (what `delayer` does without a subcommand)
+    #[command(after_help = "Example: delayer serve -c /etc/delayer/delayer.conf -d")]
+    Serve,
+    /// Push a job; prints its id
+    #[command(
+        after_help = "Examples:\n  delayer push order.close '{\"order\":42}' --delay 30m\n  \
+                            delayer push mail.remind 'user 7' --at 2026-12-24T18:00:00+01:00 --id remind-7"
+    )]
+    Push {
+        topic: String,
+        body: String,
+        /// Due after this long: 90s, 5m, 2h, 1d, 250ms, 1.5s [default: now]
+        #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
+        delay: Option<Duration>,
+        /// Due at this time, RFC 3339 (2026-12-24T18:00:00Z)
+        #[arg(long, value_parser = parse_time)]
+        at: Option<std::time::SystemTime>,
+        /// The job's id [default: a new unique one]
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Print a job as JSON: id, topic, body, state, due, attempts
+    #[command(after_help = "Example: delayer get 5d41402abc4b2a76b9719d911017c592")]
+    Get { id: String },
+    /// Take the oldest ready job of a topic (as the legacy clients' pop: it is gone once
+    /// printed); prints it as JSON, or null when there is none
+    #[command(after_help = "Example: delayer pop order.close --wait 5s")]
+    Pop {
+        topic: String,
+        /// Wait up to this long for a job
+        #[arg(long, value_parser = parse_duration)]
+        wait: Option<Duration>,
+    },
+    /// Remove a job that has not fallen due yet
+    #[command(after_help = "Example: delayer remove 5d41402abc4b2a76b9719d911017c592")]
+    Remove { id: String },
+    /// Jobs waiting and due, and per topic the ready, reserved and dead jobs
+    #[command(after_help = "Example: delayer stats --json")]
+    Stats {
+        /// Print one JSON object instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a topic's dead jobs (those that failed their last attempt), or requeue them
+    #[command(
+        after_help = "Examples:\n  delayer dead order.close\n  delayer dead order.close --requeue"
+    )]
+    Dead {
+        topic: String,
+        /// Put them all back in the pool, due now, with their attempts counted afresh
+        #[arg(long)]
+        requeue: bool,
+        /// List at most this many (oldest first)
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+}
+
+/// `90s`, `5m`, `2h`, `1d`, `250ms`, `1.5s`; a bare number is seconds.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number
+        .parse()
+        .with_context(|| format!("{text:?} is not a duration like 90s, 5m, 2h, 1d or 250ms"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => number,
+        "ms" => number / 1000.0,
+        "m" => number * 60.0,
+        "h" => number * 3600.0,
+        "d" => number * 86_400.0,
+        other => bail!("{text:?}: unknown unit {other:?} (use ms, s, m, h or d)"),
+    };
+    Duration::try_from_secs_f64(seconds)
+        .with_context(|| format!("{text:?} is not a usable duration"))
+}
+
+/// An RFC 3339 time, as `--at` takes it.
+fn parse_time(text: &str) -> Result<std::time::SystemTime> {
+    let time = chrono::DateTime::parse_from_rfc3339(text.trim())
+        .with_context(|| format!("{text:?} is not an RFC 3339 time like 2026-12-24T18:00:00Z"))?;
+    Ok(time.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_the_usual_units() {
+        let cases = [
+            ("90s", 90_000),
+            ("5m", 300_000),
+            ("2h", 7_200_000),
+            ("1d", 86_400_000),
+            ("250ms", 250),
+            ("1.5s", 1500),
+            ("42", 42_000),
+        ];
+        for (text, millis) in cases {
+            assert_eq!(
+                parse_duration(text).unwrap(),
+                Duration::from_millis(millis),
+                "{text}"
+            );
+        }
+        for bad in ["", "s", "5x", "-1s", "1e400"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn times_are_rfc3339() {
+        let time = parse_time("2026-12-24T18:00:00+01:00").unwrap();
+        let seconds = time
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert_eq!(seconds, 1_798_131_600);
+        assert!(parse_time("tomorrow").is_err());
+    }
+}

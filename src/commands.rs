@@ -1,0 +1,179 @@
+//! The job subcommands (push, get, pop, remove, stats, dead): each connects to the configured
+//! Redis through the client library, does one thing, and prints the result.
+
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, Result, bail};
+use chrono::{DateTime, SecondsFormat, Utc};
+use delayer_client::{Client, Error, Job, JobInfo, Settings, Stats};
+use serde_json::{Value, json};
+
+use crate::cli::Command;
+use crate::config::Config;
+use crate::pool;
+
+/// Runs one job command against the Redis of `config`.
+pub async fn run(config: &Config, command: Command) -> Result<()> {
+    let settings = Settings {
+        max_attempts: config.max_attempts,
+        ..Settings::default()
+    };
+    let info = pool::connection_info(&config.redis)?;
+    let client = Client::connect_with(info, settings)
+        .await
+        .with_context(|| format!("cannot use Redis at {}", config.redis.address()))?;
+    match command {
+        Command::Serve => unreachable!("serving is not a job command"),
+        Command::Push {
+            topic,
+            body,
+            delay,
+            at,
+            id,
+        } => {
+            let mut push = client.push(topic, body);
+            if let Some(delay) = delay {
+                push = push.delay(delay);
+            }
+            if let Some(at) = at {
+                push = push.at(at);
+            }
+            if let Some(id) = id {
+                push = push.id(id);
+            }
+            let id = push.await.map_err(|error| match error {
+                Error::InThePast(at) => anyhow::anyhow!("--at {} is in the past", rfc3339(at)),
+                other => other.into(),
+            })?;
+            println!("{id}");
+        }
+        Command::Get { id } => println!("{}", info_json(&client.get(&id).await?)),
+        Command::Pop { topic, wait } => {
+            let job = match wait {
+                Some(wait) => {
+                    client
+                        .bpop(&[&topic], wait.max(Duration::from_millis(1)))
+                        .await?
+                }
+                None => client.pop(&topic).await?,
+            };
+            println!("{}", job.as_ref().map_or(Value::Null, popped_json));
+        }
+        Command::Remove { id } => {
+            if !client.remove(&id).await? {
+                bail!(
+                    "no waiting job {id:?} (it fell due already, was finished, or never existed)"
+                );
+            }
+            println!("removed {id}");
+        }
+        Command::Stats { json } => {
+            let stats = client.stats().await?;
+            if json {
+                println!("{}", stats_json(&stats));
+            } else {
+                print!("{}", stats_table(&stats));
+            }
+        }
+        Command::Dead {
+            topic,
+            requeue: true,
+            ..
+        } => {
+            let requeued = client.requeue_dead(&topic).await?;
+            println!("requeued {requeued} dead jobs of topic {topic}");
+        }
+        Command::Dead { topic, limit, .. } => {
+            for id in client.dead(&topic, limit).await? {
+                println!("{}", info_json(&client.get(&id).await?));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn rfc3339(time: SystemTime) -> String {
+    DateTime::<Utc>::from(time).to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn body_text(body: &[u8]) -> String {
+    String::from_utf8_lossy(body).into_owned()
+}
+
+fn info_json(info: &JobInfo) -> Value {
+    json!({
+        "id": info.id,
+        "topic": info.topic,
+        "body": info.body.as_deref().map(body_text),
+        "state": info.state.name(),
+        "due": info.due.map(rfc3339),
+        "attempts": info.attempts,
+        "deadline": info.deadline.map(rfc3339),
+    })
+}
+
+fn popped_json(job: &Job) -> Value {
+    json!({
+        "id": job.id,
+        "topic": job.topic,
+        "body": body_text(&job.body),
+        "state": "popped",
+        "due": job.due.map(rfc3339),
+    })
+}
+
+fn stats_json(stats: &Stats) -> Value {
+    let topics: Vec<Value> = stats
+        .topics
+        .iter()
+        .map(|topic| {
+            json!({
+                "topic": topic.topic,
+                "ready": topic.ready,
+                "reserved": topic.reserved,
+                "dead": topic.dead,
+                "oldest_ready_age_seconds": topic.oldest_ready_age.map(|age| age.as_secs_f64()),
+            })
+        })
+        .collect();
+    json!({
+        "waiting": stats.waiting,
+        "due_now": stats.due_now,
+        "next_due": stats.next_due.map(rfc3339),
+        "topics": topics,
+    })
+}
+
+fn stats_table(stats: &Stats) -> String {
+    let next = stats.next_due.map_or_else(|| "none".to_string(), rfc3339);
+    let mut text = format!(
+        "jobs waiting: {} ({} due now), next due: {next}\n",
+        stats.waiting, stats.due_now
+    );
+    let width = stats
+        .topics
+        .iter()
+        .map(|topic| topic.topic.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("topic".len());
+    text += &format!(
+        "{:<width$}  {:>8}  {:>8}  {:>8}  {:>12}\n",
+        "topic", "ready", "reserved", "dead", "oldest ready"
+    );
+    for topic in &stats.topics {
+        let age = topic.oldest_ready_age.map_or_else(
+            || "-".to_string(),
+            |age| format!("{:.1}s", age.as_secs_f64()),
+        );
+        text += &format!(
+            "{:<width$}  {:>8}  {:>8}  {:>8}  {:>12}\n",
+            crate::escape::field(&topic.topic),
+            topic.ready,
+            topic.reserved,
+            topic.dead,
+            age
+        );
+    }
+    text
+}

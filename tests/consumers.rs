@@ -1,0 +1,402 @@
+//! Consumers that lose nothing, with the daemon running: reservations that lapse are delivered
+//! again (exactly once, even by several daemons), a worker killed mid-job loses nothing, a job out
+//! of attempts goes to its dead list, and the CLI works on all of it.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use delayer_client::keys::{JOB_POOL, RESERVED, dead_queue, field, job_bucket, ready_queue};
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::time::unix_now;
+use delayer_client::{Client, State, Worker};
+use support::legacy_client::{self, Message};
+use support::{Daemon, DaemonSetup, RedisServer, delayer_command, read, wait_for};
+
+/// Set (to a redis socket) when this test binary runs as a worker process (see `worker_process`).
+const WORKER_SOCKET: &str = "DELAYER_TEST_WORKER_SOCKET";
+
+/// Not a test of its own: the body of a worker process that `a_worker_killed_mid_job...` starts
+/// (this same binary, run with `--exact worker_process`) and kills. Its handler counts each start
+/// and each finish of a job in Redis; a job's first attempt never finishes.
+#[tokio::test]
+async fn worker_process() {
+    let Ok(socket) = std::env::var(WORKER_SOCKET) else {
+        return;
+    };
+    let url = format!("redis+unix://{socket}");
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let counters = delayer_client::redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    Worker::new(client)
+        .ttr(Duration::from_secs(1))
+        .handle("order.close", move |job| {
+            let counters = counters.clone();
+            async move {
+                let mut redis = counters;
+                let _: () = redis.incr(format!("started:{}", job.id), 1).await.unwrap();
+                if job.attempts == 1 {
+                    std::future::pending::<()>().await;
+                }
+                let _: () = redis.incr(format!("finished:{}", job.id), 1).await.unwrap();
+                Ok::<(), String>(())
+            }
+        })
+        .run(std::future::pending())
+        .await
+        .unwrap();
+}
+
+fn start_worker_process(server: &RedisServer) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "worker_process", "--nocapture"])
+        .env(WORKER_SOCKET, server.socket())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+async fn counter(redis: &mut MultiplexedConnection, name: &str) -> u64 {
+    let value: Option<u64> = redis.get(name).await.unwrap();
+    value.unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_worker_killed_mid_job_gets_its_job_delivered_again_after_ttr_and_acked_once() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, logs) = server.daemon_config("daemon", "timer_interval = 100");
+    let mut daemon = Daemon::start(&config);
+    let client = Client::connect(server.info()).await.unwrap();
+    let id = client.push("order.close", "order 42").await.unwrap();
+    let mut first = start_worker_process(&server);
+    let started = format!("started:{id}");
+    wait_for(
+        Duration::from_secs(10),
+        "the first attempt to start",
+        || {
+            let (mut redis, started) = (redis.clone(), started.clone());
+            async move { (counter(&mut redis, &started).await == 1).then_some(()) }
+        },
+    )
+    .await;
+
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let mut second = start_worker_process(&server);
+    let finished = format!("finished:{id}");
+    wait_for(Duration::from_secs(10), "the job to be acked", || {
+        let client = client.clone();
+        let id = id.clone();
+        async move { (client.get(&id).await.unwrap().state == State::Unknown).then_some(()) }
+    })
+    .await;
+    second.kill().unwrap();
+    second.wait().unwrap();
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+
+    assert_eq!(
+        counter(&mut redis, &started).await,
+        2,
+        "delivered twice: at least once"
+    );
+    assert_eq!(
+        counter(&mut redis, &finished).await,
+        1,
+        "finished and acked once"
+    );
+    let (pool, reserved, ready): (usize, usize, usize) = delayer_client::redis::pipe()
+        .zcard(JOB_POOL)
+        .zcard(RESERVED)
+        .llen(ready_queue("order.close"))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(
+        (pool, reserved, ready),
+        (0, 0, 0),
+        "nothing left to deliver it again"
+    );
+    assert!(
+        read(&logs.access).contains(&format!(
+            "Job is delivered again (its time to run passed), Topic: order.close, IDs: [{id}]"
+        )),
+        "{}",
+        read(&logs.access)
+    );
+}
+
+/// Writes `count` jobs reserved once, whose reservation lapsed ten seconds ago.
+async fn lapsed_reservations(
+    redis: &mut MultiplexedConnection,
+    count: usize,
+    attempts: u32,
+) -> Vec<String> {
+    let ids: Vec<String> = (0..count).map(|index| format!("r-{index:05}")).collect();
+    let deadline = unix_now() - 10.0;
+    for chunk in ids.chunks(5000) {
+        let mut pipe = delayer_client::redis::pipe();
+        for id in chunk {
+            pipe.hset_multiple(
+                job_bucket(id),
+                &[
+                    (field::TOPIC, "t"),
+                    (field::BODY, "b"),
+                    (field::ATTEMPTS, &attempts.to_string()),
+                ],
+            )
+            .ignore()
+            .zadd(RESERVED, id, deadline)
+            .ignore();
+        }
+        pipe.query_async::<()>(redis).await.unwrap();
+    }
+    ids
+}
+
+#[tokio::test]
+async fn three_daemons_deliver_10k_lapsed_reservations_again_exactly_once() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let ids = lapsed_reservations(&mut redis, 10_000, 1).await;
+    let (mut daemons, logs): (Vec<_>, Vec<_>) = ["one", "two", "three"]
+        .iter()
+        .map(|name| {
+            let (config, logs) = server.daemon_config(name, "batch_size = 100");
+            (Daemon::start(&config), logs)
+        })
+        .unzip();
+
+    wait_for(
+        Duration::from_secs(60),
+        "every job to be ready again",
+        || {
+            let mut redis = redis.clone();
+            async move {
+                let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
+                (ready >= 10_000).then_some(())
+            }
+        },
+    )
+    .await;
+    for daemon in &mut daemons {
+        daemon.signal("TERM");
+        assert!(daemon.wait(Duration::from_secs(5)).success());
+    }
+
+    let counts = support::delivered(&mut redis, &["t"]).await;
+    assert!(counts.values().all(|count| *count == 1), "no duplicates");
+    assert_eq!(counts.len(), ids.len(), "every one");
+    let (pool, reserved): (usize, usize) = delayer_client::redis::pipe()
+        .zcard(JOB_POOL)
+        .zcard(RESERVED)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!((pool, reserved), (0, 0));
+    let working = logs
+        .iter()
+        .filter(|logs| read(&logs.access).contains("Job is delivered again"))
+        .count();
+    assert!(
+        working >= 2,
+        "only {working} daemon delivered jobs again: the test proves little"
+    );
+}
+
+#[tokio::test]
+async fn a_job_whose_last_attempt_lapses_goes_to_its_dead_list() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let ids = lapsed_reservations(&mut redis, 2, 3).await;
+    // The second topic's dead list key is broken: its job is delivered again rather than lost.
+    let _: () = redis
+        .hset(job_bucket(&ids[1]), field::TOPIC, "broken")
+        .await
+        .unwrap();
+    let _: () = redis.set(dead_queue("broken"), "x").await.unwrap();
+    let (config, logs) = server.daemon_config("daemon", "max_attempts = 3");
+    let mut daemon = Daemon::start(&config);
+
+    logs.wait_for_line("Job is dead after 3 attempts, Topic: t, IDs: [r-00000]");
+    logs.wait_for_line("delivered again instead, Topic: broken, IDs: [r-00001]");
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+
+    let dead: Vec<String> = redis.lrange(dead_queue("t"), 0, -1).await.unwrap();
+    assert_eq!(dead, ["r-00000"]);
+    let client = Client::connect(server.info()).await.unwrap();
+    assert_eq!(client.get("r-00000").await.unwrap().state, State::Dead);
+    let ready: Vec<String> = redis.lrange(ready_queue("broken"), 0, -1).await.unwrap();
+    assert_eq!(ready, ["r-00001"], "never lost");
+}
+
+#[tokio::test]
+async fn jobs_of_the_rust_client_and_of_the_legacy_clients_pass_through_the_daemon_both_ways() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, _logs) = server.daemon_config("daemon", "");
+    let mut daemon = Daemon::start(&config);
+    let client = Client::connect(server.info()).await.unwrap();
+
+    let ours = client
+        .push("mail", "from rust")
+        .delay(Duration::from_millis(200))
+        .await
+        .unwrap();
+    let popped = legacy_client::bpop(&mut redis, "mail", 5).await.unwrap();
+    assert_eq!(
+        popped,
+        Some(Message {
+            id: ours,
+            topic: "mail".into(),
+            body: "from rust".into()
+        })
+    );
+    let theirs = Message {
+        id: "from-php".into(),
+        topic: "mail".into(),
+        body: "from php".into(),
+    };
+    legacy_client::push(&mut redis, &theirs, 1).await.unwrap();
+    let reserved = client
+        .reserve(&["mail"], Duration::from_secs(30), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the legacy job, reserved");
+    assert_eq!(
+        (reserved.id.as_str(), reserved.body_text().unwrap()),
+        ("from-php", "from php")
+    );
+    assert!(client.ack("from-php").await.unwrap());
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+}
+
+/// Runs `delayer -c config <args>`; returns (success, stdout, stderr).
+fn cli(config: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let output = delayer_command()
+        .arg("-c")
+        .arg(config)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_cli_pushes_gets_pops_removes_counts_and_requeues() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, _logs) = server.daemon_config("daemon", "timer_interval = 100");
+
+    let (ok, id, _) = cli(
+        &config,
+        &[
+            "push",
+            "order.close",
+            "{\"order\":42}",
+            "--delay",
+            "1h",
+            "--id",
+            "o42",
+        ],
+    );
+    assert!(ok);
+    assert_eq!(id.trim(), "o42");
+    let (ok, got, _) = cli(&config, &["get", "o42"]);
+    assert!(ok);
+    let got: serde_json::Value = serde_json::from_str(&got).unwrap();
+    assert_eq!(got["state"], "waiting");
+    assert_eq!(got["body"], "{\"order\":42}");
+    assert!(got["due"].as_str().unwrap().ends_with('Z'), "{got}");
+    let (ok, removed, _) = cli(&config, &["remove", "o42"]);
+    assert!(ok, "{removed}");
+    let (ok, _, error) = cli(&config, &["remove", "o42"]);
+    assert!(!ok);
+    assert!(
+        error.starts_with("ERROR: no waiting job \"o42\""),
+        "{error}"
+    );
+
+    let mut daemon = Daemon::start(&config);
+    let (ok, id, _) = cli(&config, &["push", "mail", "hello"]);
+    assert!(ok);
+    let (ok, popped, _) = cli(&config, &["pop", "mail", "--wait", "5s"]);
+    assert!(ok);
+    let popped: serde_json::Value = serde_json::from_str(&popped).unwrap();
+    assert_eq!(
+        (popped["id"].as_str(), popped["body"].as_str()),
+        (Some(id.trim()), Some("hello"))
+    );
+    let (ok, nothing, _) = cli(&config, &["pop", "mail"]);
+    assert!(ok);
+    assert_eq!(nothing.trim(), "null");
+
+    // A dead job, counted, listed and requeued.
+    lapsed_reservations(&mut redis, 1, 25).await;
+    wait_for(Duration::from_secs(10), "the job to die", || {
+        let mut redis = redis.clone();
+        async move { (redis.llen::<_, usize>(dead_queue("t")).await.unwrap() == 1).then_some(()) }
+    })
+    .await;
+    let (ok, stats, _) = cli(&config, &["stats", "--json"]);
+    assert!(ok);
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    let t = stats["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|topic| topic["topic"] == "t")
+        .unwrap();
+    assert_eq!(
+        (t["dead"].as_u64(), t["ready"].as_u64()),
+        (Some(1), Some(0)),
+        "{stats}"
+    );
+    let (ok, table, _) = cli(&config, &["stats"]);
+    assert!(
+        ok && table.starts_with("jobs waiting: 0 (0 due now)"),
+        "{table}"
+    );
+    let (ok, dead, _) = cli(&config, &["dead", "t"]);
+    assert!(ok && dead.contains("\"state\":\"dead\""), "{dead}");
+    let (ok, requeued, _) = cli(&config, &["dead", "t", "--requeue"]);
+    assert!(
+        ok && requeued.contains("requeued 1 dead jobs"),
+        "{requeued}"
+    );
+    wait_for(Duration::from_secs(5), "the requeued job to be ready", || {
+        let mut redis = redis.clone();
+        async move { (redis.llen::<_, usize>(ready_queue("t")).await.unwrap() == 1).then_some(()) }
+    })
+    .await;
+
+    // Bad input: named, exit status 1 (clap's own usage errors exit 2).
+    let (ok, _, error) = cli(&config, &["push", "t", "b", "--at", "2020-01-01T00:00:00Z"]);
+    assert!(
+        !ok && error.contains("--at 2020-01-01T00:00:00.000Z is in the past"),
+        "{error}"
+    );
+    let (ok, _, error) = cli(&config, &["push", "", "b"]);
+    assert!(!ok && error.contains("the topic is empty"), "{error}");
+    let (ok, _, error) = cli(&config, &["push", "t", "b", "--delay", "5x"]);
+    assert!(!ok && error.contains("unknown unit"), "{error}");
+    let (ok, _, error) = cli(&config, &["-d", "stats"]);
+    assert!(!ok && error.contains("go with serving"), "{error}");
+    let (_, help, _) = cli(&config, &["push", "--help"]);
+    assert!(help.contains("delayer push order.close"), "{help}");
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+}
