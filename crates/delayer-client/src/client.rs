@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, IntoConnectionInfo, RedisResult};
 use tokio::time::Instant;
 use tracing::warn;
@@ -21,6 +21,7 @@ use crate::scripts::push::PushScript;
 use crate::scripts::release::ReleaseScript;
 use crate::scripts::requeue_dead::RequeueDeadScript;
 use crate::scripts::reserve::ReserveScript;
+use crate::shared_connection::{Commands, SharedConnection};
 use crate::time::{from_unix, unix_now};
 use crate::watch::{Ensured, KeyWatch};
 
@@ -47,8 +48,8 @@ pub struct Client {
 }
 
 struct Inner {
-    /// Reconnects by itself; carries every command that does not block.
-    commands: ConnectionManager,
+    /// Carries every command that does not block; replaced when it breaks.
+    commands: Arc<SharedConnection>,
     redis: redis::Client,
     /// Connections for `bpop`, whose BRPOP would hold up everything else on `commands`.
     idle_blocking: Mutex<Vec<MultiplexedConnection>>,
@@ -89,6 +90,13 @@ impl Default for Settings {
     }
 }
 
+/// `get`'s three replies, each on its own: the pool's score, the reservation's, the bucket.
+type Lookup = (
+    RedisResult<Option<f64>>,
+    RedisResult<Option<f64>>,
+    RedisResult<HashMap<String, Vec<u8>>>,
+);
+
 /// What became of a nacked job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Nacked {
@@ -114,11 +122,7 @@ impl Client {
     ) -> Result<Client> {
         let info = redis.into_connection_info()?;
         let redis = redis::Client::open(info.clone())?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(connection::CONNECT_TIMEOUT))
-            .set_response_timeout(Some(connection::RESPONSE_TIMEOUT))
-            .set_number_of_retries(1);
-        let commands = ConnectionManager::new_with_config(redis.clone(), manager_config).await?;
+        let commands = SharedConnection::connect(redis.clone()).await?;
         Ok(Client {
             inner: Arc::new(Inner {
                 commands,
@@ -147,7 +151,7 @@ impl Client {
         &self,
         job: &crate::scripts::push::NewJob<'_>,
     ) -> Result<()> {
-        let mut connection = self.connection();
+        let mut connection = self.connection().await?;
         self.inner
             .scripts
             .push
@@ -167,7 +171,7 @@ impl Client {
             .del(keys::job_bucket(id))
             .zrem(keys::RESERVED, id)
             .ignore()
-            .query_async(&mut self.connection())
+            .query_async(&mut self.connection().await?)
             .await?;
         Ok(from_pool == 1 && data == 1)
     }
@@ -176,15 +180,18 @@ impl Client {
     pub async fn get(&self, id: &str) -> Result<JobInfo> {
         check_id(id)?;
         let bucket = keys::job_bucket(id);
-        let (due, deadline, fields): (Option<f64>, Option<f64>, HashMap<String, Vec<u8>>) =
-            redis::pipe()
-                .atomic()
-                .zscore(keys::JOB_POOL, id)
-                .zscore(keys::RESERVED, id)
-                .hgetall(&bucket)
-                .query_async(&mut self.connection())
-                .await
-                .map_err(|error| Error::about_key(error, &bucket))?;
+        // Each reply on its own, so that a key of the wrong type is named.
+        let (due, deadline, fields): Lookup = redis::pipe()
+            .atomic()
+            .ignore_errors()
+            .zscore(keys::JOB_POOL, id)
+            .zscore(keys::RESERVED, id)
+            .hgetall(&bucket)
+            .query_async(&mut self.connection().await?)
+            .await?;
+        let due = due.map_err(|error| Error::about_key(error, keys::JOB_POOL))?;
+        let deadline = deadline.map_err(|error| Error::about_key(error, keys::RESERVED))?;
+        let fields = fields.map_err(|error| Error::about_key(error, &bucket))?;
         let text = |name: &str| {
             fields
                 .get(name)
@@ -220,11 +227,12 @@ impl Client {
         let ready = keys::ready_queue(topic);
         let id: Option<String> = self
             .connection()
+            .await?
             .rpop(&ready, None)
             .await
             .map_err(|error| Error::about_key(error, &ready))?;
         match id {
-            Some(id) => self.take(id, &mut self.connection()).await.map(Some),
+            Some(id) => self.take(id, &mut self.connection().await?).await.map(Some),
             None => Ok(None),
         }
     }
@@ -304,7 +312,7 @@ impl Client {
                 .inner
                 .scripts
                 .reserve
-                .run(&mut self.connection(), deadline, topics)
+                .run(&mut self.connection().await?, deadline, topics)
                 .await
                 .map_err(|error| Error::about_key(error, keys::RESERVED))?;
             let now = Instant::now();
@@ -328,7 +336,7 @@ impl Client {
             .inner
             .scripts
             .ack
-            .run(&mut self.connection(), id)
+            .run(&mut self.connection().await?, id)
             .await?
         {
             Acked::WasReserved => Ok(true),
@@ -347,7 +355,7 @@ impl Client {
             .scripts
             .release
             .one(
-                &mut self.connection(),
+                &mut self.connection().await?,
                 id,
                 now,
                 now + retry_in.as_secs_f64(),
@@ -378,7 +386,7 @@ impl Client {
             .arg(format!("{deadline:.6}"))
             .arg(id)
             .ignore()
-            .query_async(&mut self.connection())
+            .query_async(&mut self.connection().await?)
             .await?;
         match was {
             Some(_) => Ok(()),
@@ -394,6 +402,7 @@ impl Client {
         let last = isize::try_from(limit).unwrap_or(isize::MAX);
         let mut ids: Vec<String> = self
             .connection()
+            .await?
             .lrange(&dead, -last, -1)
             .await
             .map_err(|error| Error::about_key(error, &dead))?;
@@ -411,7 +420,12 @@ impl Client {
                 .inner
                 .scripts
                 .requeue_dead
-                .run(&mut self.connection(), topic, unix_now(), REQUEUE_BATCH)
+                .run(
+                    &mut self.connection().await?,
+                    topic,
+                    unix_now(),
+                    REQUEUE_BATCH,
+                )
                 .await
                 .map_err(|error| Error::about_key(error, &keys::dead_queue(topic)))?;
             total += requeued;
@@ -422,8 +436,8 @@ impl Client {
     }
 
     /// The connection for commands that do not block (a cheap handle on a shared one).
-    pub(crate) fn connection(&self) -> ConnectionManager {
-        self.inner.commands.clone()
+    pub(crate) async fn connection(&self) -> RedisResult<Commands> {
+        self.inner.commands.get().await
     }
 
     /// The legacy pop's second half: reads the job's data and deletes it.

@@ -30,6 +30,7 @@ mod job;
 pub mod keys;
 mod push;
 pub mod scripts;
+mod shared_connection;
 mod stats;
 pub mod time;
 pub mod watch;

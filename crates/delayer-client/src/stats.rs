@@ -43,7 +43,7 @@ pub struct TopicStats {
 impl Client {
     /// The queues now.
     pub async fn stats(&self) -> Result<Stats> {
-        let mut redis = self.connection();
+        let mut redis = self.connection().await?;
         let now = unix_now();
         let (waiting, due_now, next, topics, reserved): Counts = redis::pipe()
             .zcard(keys::JOB_POOL)
@@ -127,7 +127,8 @@ impl Client {
             pipe.hget(keys::job_bucket(id), field::DUE)
                 .pttl(keys::job_bucket(id));
         }
-        let found: Vec<(Option<f64>, i64)> = pipe.query_async(&mut self.connection()).await?;
+        let found: Vec<(Option<f64>, i64)> =
+            pipe.query_async(&mut self.connection().await?).await?;
         let lifetime = self.settings().ready_max_lifetime.as_secs_f64();
         Ok(ids
             .into_iter()

@@ -403,3 +403,56 @@ async fn connecting_to_a_wrong_password_or_no_redis_fails_at_once() {
     assert!(nowhere.is_err());
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+#[tokio::test]
+async fn a_reservations_key_of_the_wrong_type_fails_a_reserve_before_anything_changed() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let id = client.push("t", "b").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let _: () = redis.set(RESERVED, "oops").await.unwrap();
+
+    let error = client
+        .reserve(&["t"], Duration::from_secs(30), Duration::ZERO)
+        .await
+        .unwrap_err();
+
+    assert!(
+        matches!(&error, Error::WrongType { key, .. } if key == RESERVED),
+        "{error}"
+    );
+    let ready: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
+    assert_eq!(ready, std::slice::from_ref(&id), "still ready");
+    let attempts: Option<u32> = redis.hget(job_bucket(&id), "attempts").await.unwrap();
+    assert_eq!(attempts, None, "no attempt counted");
+    let error = client.get(&id).await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("delayer:reserved holds the wrong type"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn the_client_reconnects_after_redis_restarts() {
+    let mut server = RedisServer::start();
+    let client = client(&server).await;
+    client.push("t", "before").await.unwrap();
+
+    server.stop(true);
+    assert!(
+        client.push("t", "while down").await.is_err(),
+        "Redis is down"
+    );
+    server.restart();
+
+    // The command that found the connection broken failed; the next ones reconnect.
+    let pushed = wait_for(Duration::from_secs(5), "a push to succeed", || {
+        let client = client.clone();
+        async move { client.push("t", "after").await.ok() }
+    })
+    .await;
+    assert_eq!(client.get(&pushed).await.unwrap().state, State::Waiting);
+}

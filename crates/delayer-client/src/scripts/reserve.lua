@@ -19,8 +19,9 @@ local bucket_prefix, ready_prefix = ARGV[2], ARGV[3]
 -- Bounds one call's work however many dropped ids a list holds.
 local MAX_DROPPED = 100
 
--- Checked before the first RPOP: a failing ZADD or HINCRBY after it would lose the job.
-require_type(reserved, 'zset')
+-- Checked before any write: a failing HINCRBY or RPOP after the reservation would leave a job
+-- both reserved and ready (delivered twice). The reservation itself comes first of the writes, so
+-- a reservations key of the wrong type fails the call before anything changed.
 require_permission('ZADD', reserved, '0', 'id')
 require_permission('HMGET', bucket_prefix .. 'id', 'topic')
 require_permission('HINCRBY', bucket_prefix .. 'id', 'attempts', '1')
@@ -28,8 +29,9 @@ require_permission('HINCRBY', bucket_prefix .. 'id', 'attempts', '1')
 local dropped = 0
 for index = 4, #ARGV do
   local ready = ready_prefix .. ARGV[index]
+  require_permission('RPOP', ready)
   while true do
-    -- Read before the RPOP (the element it would take): a read that fails must fail before it.
+    -- The element RPOP would take, read first: a read that fails must fail before any write.
     local id = redis.call('LINDEX', ready, -1)
     if not id then
       break
@@ -37,12 +39,13 @@ for index = 4, #ARGV do
     local bucket = bucket_prefix .. id
     -- A bucket of the wrong type is dropped like a missing one.
     local fields = read_or_false('HMGET', bucket, 'topic', 'body', 'due')
-    redis.call('RPOP', ready)
     if fields and fields[1] and fields[2] then
       redis.call('ZADD', reserved, deadline, id)
+      redis.call('RPOP', ready)
       local attempts = redis.call('HINCRBY', bucket, 'attempts', 1)
       return {id, ARGV[index], fields[2], attempts, fields[3] or ''}
     end
+    redis.call('RPOP', ready)
     dropped = dropped + 1
     if dropped == MAX_DROPPED then
       return {}
