@@ -1,9 +1,12 @@
 //! The benchmark: `cargo bench --bench bench [-- SCENARIO...]` with scenarios `batch`, `drain`,
-//! `lateness` and `idle` (default: all). It starts its own redis-server and the release `delayer`
-//! binary (access log on, to a file), and prints each figure beside a reference measured in the
-//! same run, since this machine is shared and noisy: compare ratios, not absolute numbers.
+//! `lateness`, `idle` (the daemon's) and `push`, `reserve`, `e2e` (the client's; see `consumers`),
+//! default: all. It starts its own redis-server and the release `delayer` binary (access log on,
+//! to a file), and prints each figure beside a reference measured in the same run, since this
+//! machine is shared and noisy: compare ratios, not absolute numbers.
 
-#[path = "../tests/support/mod.rs"]
+mod consumers;
+
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use support::DaemonSetup;
@@ -59,6 +62,15 @@ fn main() {
         }
         if runs("idle") {
             idle(&server).await;
+        }
+        if runs("push") {
+            consumers::push(&server).await;
+        }
+        if runs("reserve") {
+            consumers::reserve_and_ack(&server).await;
+        }
+        if runs("e2e") {
+            consumers::end_to_end(&server).await;
         }
     });
 }
@@ -329,19 +341,31 @@ async fn lateness_run(
 
     let arrivals = arrivals.lock().unwrap();
     assert_eq!(arrivals.len(), jobs, "every job arrived");
-    let mut late_ms: Vec<f64> = arrivals
+    let late_ms: Vec<f64> = arrivals
         .iter()
         .map(|(id, arrived)| (arrived - due[*id]) * 1000.0)
         .collect();
-    late_ms.sort_by(f64::total_cmp);
+    let early = late_ms.iter().filter(|late| **late < 0.0).count();
+    let (p50, p99, max) = percentiles(late_ms);
     Lateness {
         jobs,
-        p50: late_ms[jobs / 2],
-        p99: late_ms[jobs * 99 / 100],
-        max: late_ms[jobs - 1],
-        early: late_ms.iter().filter(|late| **late < 0.0).count(),
+        p50,
+        p99,
+        max,
+        early,
         max_move_lag,
     }
+}
+
+/// The median, 99th percentile and maximum of some figures (not empty).
+fn percentiles(mut figures: Vec<f64>) -> (f64, f64, f64) {
+    figures.sort_by(f64::total_cmp);
+    let count = figures.len();
+    (
+        figures[count / 2],
+        figures[count * 99 / 100],
+        figures[count - 1],
+    )
 }
 
 /// What the daemon costs while nothing is due: Redis commands per second and its CPU.

@@ -1,0 +1,269 @@
+//! The client's figures, each beside a reference in the same run: pushes against the same script
+//! sent raw, reserve + ack against the legacy RPOP + DEL, and jobs from push to a worker's
+//! handler through the daemon.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use delayer::redis::AsyncCommands;
+use delayer::redis::aio::MultiplexedConnection;
+use delayer_client::keys::{job_bucket, ready_queue};
+use delayer_client::scripts::push::{NewJob, PushScript};
+use delayer_client::time::unix_now;
+use delayer_client::{Client, Worker};
+use tokio::task::JoinSet;
+
+use super::support::legacy_client::{self, Message};
+use super::support::{Daemon, DaemonSetup, RedisServer, add_jobs, move_until_empty};
+use super::{RUNS, fresh, percentiles, stop};
+
+const PUSHES: usize = 50_000;
+const RESERVES: usize = 20_000;
+/// Concurrent tasks sharing one connection: the multiplexed connection pipelines their commands.
+const IN_FLIGHT: usize = 64;
+
+/// Pushes: the client against the same script call sent raw, and the legacy clients' MULTI.
+pub async fn push(server: &RedisServer) {
+    println!(
+        "\n## Push ({PUSHES} jobs, {IN_FLIGHT} in flight on one connection; best of {RUNS})\n"
+    );
+    println!("| client jobs/s | same script raw jobs/s | client / raw | legacy MULTI jobs/s |");
+    println!("|---:|---:|---:|---:|");
+    let mut best = [f64::MAX; 3];
+    for _ in 0..RUNS {
+        let runs = [
+            push_run(server, Pusher::Client).await,
+            push_run(server, Pusher::RawScript).await,
+            push_run(server, Pusher::LegacyMulti).await,
+        ];
+        for (best, run) in best.iter_mut().zip(runs) {
+            *best = best.min(run);
+        }
+    }
+    let [client, raw, legacy] = best.map(|seconds| PUSHES as f64 / seconds);
+    println!(
+        "| {client:.0} | {raw:.0} | {:.2} | {legacy:.0} |",
+        client / raw
+    );
+}
+
+#[derive(Clone, Copy)]
+enum Pusher {
+    Client,
+    RawScript,
+    LegacyMulti,
+}
+
+/// Seconds to push [`PUSHES`] jobs (delay 1 h, so the pool only grows).
+async fn push_run(server: &RedisServer, pusher: Pusher) -> f64 {
+    let redis = fresh(server).await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let script = Arc::new(PushScript::default());
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    for task in 0..IN_FLIGHT {
+        let (client, mut redis, script) = (client.clone(), redis.clone(), script.clone());
+        tasks.spawn(async move {
+            for index in (task..PUSHES).step_by(IN_FLIGHT) {
+                let id = format!("{index:08}");
+                match pusher {
+                    Pusher::Client => {
+                        client
+                            .push("t", "body")
+                            .delay(Duration::from_secs(3600))
+                            .id(id)
+                            .await
+                            .unwrap();
+                    }
+                    Pusher::RawScript => {
+                        let job = NewJob {
+                            id: &id,
+                            topic: "t",
+                            body: b"body",
+                            due: unix_now() + 3600.0,
+                            ttl_seconds: 3600 + 604_800,
+                        };
+                        script.run(&mut redis, &job).await.unwrap();
+                    }
+                    Pusher::LegacyMulti => {
+                        let message = Message {
+                            id,
+                            topic: "t".into(),
+                            body: "body".into(),
+                        };
+                        legacy_client::push(&mut redis, &message, 3600)
+                            .await
+                            .unwrap();
+                    }
+                }
+            }
+        });
+    }
+    tasks.join_all().await;
+    let seconds = started.elapsed().as_secs_f64();
+    let mut redis = redis;
+    let pushed: usize = redis.zcard(delayer_client::keys::JOB_POOL).await.unwrap();
+    assert_eq!(pushed, PUSHES, "every push landed");
+    seconds
+}
+
+/// Consuming ready jobs: reserve + ack (at least once) against RPOP + DEL and the legacy pop
+/// (RPOP + HGETALL + DEL), by one consumer (each job a few round trips: what a consumer sees) and
+/// by many on one connection (Redis busy: what each job costs Redis).
+pub async fn reserve_and_ack(server: &RedisServer) {
+    println!("\n## Consume (ready jobs, taken until none is left; best of {RUNS})\n");
+    println!(
+        "| consumers | jobs | reserve + ack jobs/s | RPOP + DEL jobs/s | legacy pop jobs/s | reserve + ack / RPOP + DEL |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for (consumers, jobs) in [(1, 5_000), (IN_FLIGHT, RESERVES)] {
+        let mut best = [f64::MAX; 3];
+        for _ in 0..RUNS {
+            for (best, consume) in
+                best.iter_mut()
+                    .zip([Consume::Reserve, Consume::RpopDel, Consume::LegacyPop])
+            {
+                *best = best.min(consume_run(server, consume, consumers, jobs).await);
+            }
+        }
+        let [reserve, pop, legacy] = best.map(|seconds| jobs as f64 / seconds);
+        println!(
+            "| {consumers} | {jobs} | {reserve:.0} | {pop:.0} | {legacy:.0} | {:.2} |",
+            reserve / pop
+        );
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Consume {
+    Reserve,
+    RpopDel,
+    LegacyPop,
+}
+
+/// Seconds for `consumers` to take every one of `jobs` ready jobs.
+async fn consume_run(server: &RedisServer, consume: Consume, consumers: usize, jobs: usize) -> f64 {
+    let mut redis = fresh(server).await;
+    let due = unix_now() - 1.0;
+    add_jobs(
+        &mut redis,
+        (0..jobs).map(|index| (format!("{index:08}"), "t", due)),
+    )
+    .await;
+    move_until_empty(&mut redis).await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let taken = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    for _ in 0..consumers {
+        let (client, mut redis, taken) = (client.clone(), redis.clone(), taken.clone());
+        tasks.spawn(async move {
+            loop {
+                let more = match consume {
+                    Consume::Reserve => reserve_one(&client).await,
+                    Consume::RpopDel => pop_one(&mut redis).await,
+                    Consume::LegacyPop => {
+                        legacy_client::pop(&mut redis, "t").await.unwrap().is_some()
+                    }
+                };
+                if !more {
+                    return;
+                }
+                taken.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    tasks.join_all().await;
+    let seconds = started.elapsed().as_secs_f64();
+    assert_eq!(taken.load(Ordering::Relaxed), jobs, "every job taken once");
+    seconds
+}
+
+async fn reserve_one(client: &Client) -> bool {
+    let job = client
+        .reserve(&["t"], Duration::from_secs(60), Duration::ZERO)
+        .await
+        .unwrap();
+    match job {
+        Some(job) => client.ack(&job.id).await.unwrap(),
+        None => false,
+    }
+}
+
+async fn pop_one(redis: &mut MultiplexedConnection) -> bool {
+    let id: Option<String> = redis.rpop(ready_queue("t"), None).await.unwrap();
+    match id {
+        Some(id) => {
+            let _: () = redis.del(job_bucket(&id)).await.unwrap();
+            true
+        }
+        None => false,
+    }
+}
+
+/// Jobs pushed with a delay at a steady rate, moved by the daemon, handled by a worker: handler
+/// start minus due time.
+pub async fn end_to_end(server: &RedisServer) {
+    const RATE: usize = 5_000;
+    const SECONDS: usize = 5;
+    const DELAY: Duration = Duration::from_millis(100);
+    println!(
+        "\n## End to end ({RATE} jobs/s for {SECONDS} s, delay {} ms, release daemon, worker of {IN_FLIGHT})\n",
+        DELAY.as_millis()
+    );
+    println!("| jobs | due → handler p50 ms | p99 ms | max ms | early |");
+    println!("|---:|---:|---:|---:|---:|");
+    fresh(server).await;
+    let (config, logs) = server.daemon_config("e2e", "");
+    let mut daemon = Daemon::start(&config);
+    logs.wait_for_line("Service started successfully");
+    let client = Client::connect(server.info()).await.unwrap();
+    let jobs = RATE * SECONDS;
+    let late_ms = Arc::new(Mutex::new(Vec::with_capacity(jobs)));
+    let recorded = late_ms.clone();
+    let (stop_worker, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = Worker::new(client.clone())
+        .concurrency(IN_FLIGHT)
+        .handle("e2e", move |job| {
+            let started = unix_now();
+            let due = delayer_client::time::to_unix(job.due.expect("our pushes record it"));
+            recorded.lock().unwrap().push((started - due) * 1000.0);
+            async { Ok::<(), String>(()) }
+        })
+        .run(async {
+            let _ = stopped.await;
+        });
+    let working = tokio::spawn(worker);
+
+    // Pushed in 1 ms ticks: RATE / 1000 jobs each.
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    let mut pushes = JoinSet::new();
+    for index in 0..jobs / (RATE / 1000) {
+        tick.tick().await;
+        for job in 0..RATE / 1000 {
+            let client = client.clone();
+            pushes.spawn(async move {
+                client
+                    .push("e2e", format!("job {index}.{job}"))
+                    .delay(DELAY)
+                    .await
+                    .unwrap();
+            });
+        }
+    }
+    pushes.join_all().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while late_ms.lock().unwrap().len() < jobs {
+        assert!(Instant::now() < deadline, "every job reaches the handler");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop_worker.send(()).unwrap();
+    working.await.unwrap().unwrap();
+    stop(&mut daemon);
+
+    let late_ms = std::mem::take(&mut *late_ms.lock().unwrap());
+    let early = late_ms.iter().filter(|late| **late < 0.0).count();
+    let (p50, p99, max) = percentiles(late_ms);
+    println!("| {jobs} | {p50:.2} | {p99:.2} | {max:.2} | {early} |");
+}
