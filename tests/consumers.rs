@@ -166,26 +166,11 @@ async fn three_daemons_deliver_10k_lapsed_reservations_again_exactly_once() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let ids = lapsed_reservations(&mut redis, 10_000, 1).await;
-    let (mut daemons, logs): (Vec<_>, Vec<_>) = ["one", "two", "three"]
-        .iter()
-        .map(|name| {
-            let (config, logs) = server.daemon_config(name, "batch_size = 100");
-            (Daemon::start(&config), logs)
-        })
-        .unzip();
+    let (mut daemons, logs) =
+        support::start_daemons(&server, &["one", "two", "three"], "batch_size = 100");
 
-    wait_for(
-        Duration::from_secs(60),
-        "every job to be ready again",
-        || {
-            let mut redis = redis.clone();
-            async move {
-                let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
-                (ready >= 10_000).then_some(())
-            }
-        },
-    )
-    .await;
+    // Each daemon moves what it delivered again: 10k jobs on the ready list.
+    support::wait_for_ready(&redis, "t", 10_000).await;
     for daemon in &mut daemons {
         daemon.signal("TERM");
         assert!(daemon.wait(Duration::from_secs(5)).success());
@@ -377,11 +362,7 @@ async fn the_cli_pushes_gets_pops_removes_counts_and_requeues() {
         ok && requeued.contains("requeued 1 dead jobs"),
         "{requeued}"
     );
-    wait_for(Duration::from_secs(5), "the requeued job to be ready", || {
-        let mut redis = redis.clone();
-        async move { (redis.llen::<_, usize>(ready_queue("t")).await.unwrap() == 1).then_some(()) }
-    })
-    .await;
+    support::wait_for_ready(&redis, "t", 1).await;
 
     // Bad input: named, exit status 1 (clap's own usage errors exit 2).
     let (ok, _, error) = cli(&config, &["push", "t", "b", "--at", "2020-01-01T00:00:00Z"]);

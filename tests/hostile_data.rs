@@ -27,14 +27,7 @@ async fn a_stuck_topic_holds_up_nothing_and_is_logged_once_with_a_count() {
     let (config, logs) = server.daemon_config("daemon", "timer_interval = 20");
     let mut daemon = Daemon::start(&config);
 
-    let moved: Vec<String> = support::wait_for(Duration::from_secs(10), "good-1 to move", || {
-        let mut redis = redis.clone();
-        async move {
-            let ids: Vec<String> = redis.lrange(ready_queue("good"), 0, -1).await.unwrap();
-            (!ids.is_empty()).then_some(ids)
-        }
-    })
-    .await;
+    let moved = support::wait_for_ready(&redis, "good", 1).await;
     assert_eq!(moved, ["good-1"]);
     // Many more looks, each of which used to log the stuck ids again.
     let runs = support::script_runs(&mut redis).await;

@@ -11,7 +11,9 @@ use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncCommands};
 use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
 use support::legacy_client::{self, Message};
-use support::{Daemon, RedisServer, delivered, fill_backlog, read, wait_until_sync};
+use support::{
+    Daemon, RedisServer, delivered, fill_backlog, read, wait_for_ready, wait_until_sync,
+};
 
 async fn pool_size(redis: &mut MultiplexedConnection) -> usize {
     redis.zcard(JOB_POOL).await.unwrap()
@@ -29,23 +31,6 @@ async fn command(redis: &mut MultiplexedConnection, words: &[&str]) {
         .query_async::<()>(redis)
         .await
         .unwrap();
-}
-
-/// Waits until `topic`'s ready list holds something, and returns it.
-async fn wait_for_ready(redis: &MultiplexedConnection, topic: &str) -> Vec<String> {
-    support::wait_for(
-        Duration::from_secs(10),
-        &format!("a job on {topic}"),
-        || {
-            let mut redis = redis.clone();
-            let key = ready_queue(topic);
-            async move {
-                let ids: Vec<String> = redis.lrange(key, 0, -1).await.unwrap();
-                (!ids.is_empty()).then_some(ids)
-            }
-        },
-    )
-    .await
 }
 
 #[tokio::test]
@@ -71,14 +56,7 @@ async fn survives_a_redis_restart_and_moves_what_fell_due_meanwhile() {
     let restarted = Instant::now();
     let mut redis = server.connect().await;
 
-    let moved: Vec<String> = support::wait_for(Duration::from_secs(5), "the job to move", || {
-        let mut redis = redis.clone();
-        async move {
-            let ids: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
-            (!ids.is_empty()).then_some(ids)
-        }
-    })
-    .await;
+    let moved = wait_for_ready(&redis, "t", 1).await;
     let after = restarted.elapsed();
 
     assert_eq!(moved, ["during-outage"]);
@@ -223,7 +201,7 @@ async fn out_of_memory_and_a_read_only_replica_are_named_and_waited_out() {
         assert_eq!(pool_size(&mut redis).await, 1, "{topic}: nothing is lost");
         command(&mut redis, accept_writes).await;
         assert_eq!(
-            wait_for_ready(&redis, topic).await,
+            wait_for_ready(&redis, topic, 1).await,
             [format!("{topic}-job")]
         );
         logs.wait_for_line(&format!("Redis at {address} accepts writes again"));

@@ -9,7 +9,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use delayer::redis::AsyncCommands;
-use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
+use delayer_client::keys::{JOB_POOL, job_bucket};
 use support::{Daemon, RedisServer, delayer_command, read, send_signal, wait_until_sync};
 
 /// True while `pid` runs (a zombie waiting to be reaped has stopped running).
@@ -65,14 +65,7 @@ async fn dash_d_returns_once_the_daemon_runs_and_sigterm_stops_it() {
     let mut redis = server.connect().await;
     let _: () = redis.hset(job_bucket("j"), "topic", "t").await.unwrap();
     let _: () = redis.zadd(JOB_POOL, "j", 1).await.unwrap();
-    support::wait_for(Duration::from_secs(5), "the daemon to move the job", || {
-        let mut redis = redis.clone();
-        async move {
-            let ready: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
-            (ready == ["j"]).then_some(())
-        }
-    })
-    .await;
+    assert_eq!(support::wait_for_ready(&redis, "t", 1).await, ["j"]);
 
     send_signal(pid, "TERM");
     wait_until_sync(Duration::from_secs(2), "the daemon to exit", || {

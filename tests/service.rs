@@ -41,14 +41,9 @@ async fn three_daemons_deliver_a_backlog_exactly_once() {
     let mut redis = server.connect().await;
     let topics = ["a", "b", "c", "d", "e"];
     let ids = fill_backlog(&mut redis, 50_000, &topics).await;
-    let (mut daemons, logs): (Vec<_>, Vec<_>) = ["one", "two", "three"]
-        .iter()
-        .map(|name| {
-            // Small batches make the three interleave many times over the backlog.
-            let (config, logs) = server.daemon_config(name, "batch_size = 100");
-            (Daemon::start(&config), logs)
-        })
-        .unzip();
+    // Small batches make the three interleave many times over the backlog.
+    let (mut daemons, logs) =
+        support::start_daemons(&server, &["one", "two", "three"], "batch_size = 100");
 
     support::wait_for_empty_pool(&redis, Duration::from_secs(60)).await;
 

@@ -139,3 +139,18 @@ impl DaemonSetup for RedisServer {
         )
     }
 }
+
+/// Starts a daemon process per name, each with its own logs and the same `extra` lines.
+pub fn start_daemons(
+    server: &RedisServer,
+    names: &[&str],
+    extra: &str,
+) -> (Vec<Daemon>, Vec<Logs>) {
+    names
+        .iter()
+        .map(|name| {
+            let (config, logs) = server.daemon_config(name, extra);
+            (Daemon::start(&config), logs)
+        })
+        .unzip()
+}

@@ -15,6 +15,15 @@ async fn client(server: &RedisServer) -> Client {
     Client::connect(server.info()).await.unwrap()
 }
 
+/// Reserves the job that is ready on `topic` now (there must be one).
+async fn reserve_now(client: &Client, topic: &str, ttr: Duration) -> delayer_client::Job {
+    client
+        .reserve(&[topic], ttr, Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("a ready job")
+}
+
 async fn pool(redis: &mut MultiplexedConnection) -> Vec<(String, f64)> {
     redis.zrange_withscores(JOB_POOL, 0, -1).await.unwrap()
 }
@@ -96,11 +105,7 @@ async fn a_job_pushed_by_a_legacy_client_is_popped_reserved_and_got_here() {
         .unwrap()
         .unwrap();
     assert_eq!(bpopped.id, "legacy-2");
-    let reserved = client
-        .reserve(&["mail"], Duration::from_secs(30), Duration::ZERO)
-        .await
-        .unwrap()
-        .unwrap();
+    let reserved = reserve_now(&client, "mail", Duration::from_secs(30)).await;
     assert_eq!((reserved.id.as_str(), reserved.attempts), ("legacy-3", 1));
     assert_eq!(reserved.due, None, "legacy clients do not record it");
 
@@ -162,11 +167,7 @@ async fn nack_retries_until_max_attempts_then_the_job_is_dead_and_can_be_requeue
 
     for attempt in 1..=3 {
         move_until_empty(&mut redis).await;
-        let job = client
-            .reserve(&["flaky"], ttr, Duration::ZERO)
-            .await
-            .unwrap()
-            .unwrap();
+        let job = reserve_now(&client, "flaky", ttr).await;
         assert_eq!(job.attempts, attempt);
         let nacked = client.nack(&id, Duration::ZERO).await.unwrap();
         let expected = if attempt < 3 {
@@ -200,11 +201,7 @@ async fn nack_with_a_delay_puts_the_job_back_in_the_pool_for_then() {
     let client = client(&server).await;
     let id = client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
-    client
-        .reserve(&["t"], Duration::from_secs(30), Duration::ZERO)
-        .await
-        .unwrap()
-        .unwrap();
+    reserve_now(&client, "t", Duration::from_secs(30)).await;
 
     let before = delayer_client::time::unix_now();
     assert_eq!(
@@ -227,11 +224,7 @@ async fn touch_extends_a_reservation_and_ack_after_it_lapsed_says_so() {
     let client = client(&server).await;
     let id = client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
-    client
-        .reserve(&["t"], Duration::from_secs(1), Duration::ZERO)
-        .await
-        .unwrap()
-        .unwrap();
+    reserve_now(&client, "t", Duration::from_secs(1)).await;
 
     client.touch(&id, Duration::from_secs(600)).await.unwrap();
     let deadline: f64 = redis.zscore(RESERVED, &id).await.unwrap();

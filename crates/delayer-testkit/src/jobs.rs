@@ -147,3 +147,21 @@ pub async fn move_until_empty(redis: &mut MultiplexedConnection) {
     })
     .await;
 }
+
+/// Waits until `topic`'s ready list holds at least `count` ids, and returns them (newest first).
+pub async fn wait_for_ready(
+    redis: &MultiplexedConnection,
+    topic: &str,
+    count: usize,
+) -> Vec<String> {
+    let what = format!("{count} jobs on the ready list of {topic}");
+    wait_for(Duration::from_secs(10), &what, || {
+        let mut redis = redis.clone();
+        let key = ready_queue(topic);
+        async move {
+            let ids: Vec<String> = redis.lrange(key, 0, -1).await.unwrap();
+            (ids.len() >= count).then_some(ids)
+        }
+    })
+    .await
+}
