@@ -1,5 +1,6 @@
 //! `delayer.conf` (the original Delayer's INI file) → a typed, validated [`Config`].
 
+use std::cell::RefCell;
 use std::fmt::Display;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,8 @@ const KNOWN_KEYS: [(&str, &[&str]); 2] = [
             "log_max_files",
             "batch_size",
             "max_attempts",
+            "log_level",
+            "log_format",
         ],
     ),
     (
@@ -79,9 +82,36 @@ pub struct Config {
     /// `[delayer] max_attempts`: a reserved job whose time to run lapses after this many
     /// reservations goes to its topic's dead list instead of back to the pool.
     pub max_attempts: u32,
+    /// `[delayer] log_level`: the least severe lines logged.
+    pub log_level: LogLevel,
+    /// `[delayer] log_format`: the original's lines, or one JSON object per line.
+    pub log_format: LogFormat,
     pub redis: RedisConfig,
-    /// Things that were ignored (unknown sections and keys), to be logged once logging is up.
+    /// Unknown sections and keys (a typo, most likely): ignored with a warning, as the original
+    /// did, but refused by `--check-config`.
+    pub unknown: Vec<String>,
+    /// Other things worth a warning (a key set twice), logged once logging is up.
     pub warnings: Vec<String>,
+}
+
+/// The least severe log lines written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Everything, the "Job is ready" lines included.
+    Info,
+    /// Warnings and errors only.
+    Warn,
+    /// Errors only.
+    Error,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// `[info] 2018/10/21 11:24:24 message`, as the original.
+    Text,
+    /// One JSON object per line: level, time, message, and the event's fields.
+    Json,
 }
 
 /// When log files roll over.
@@ -153,6 +183,17 @@ impl Display for Config {
         writeln!(f, "log_max_files = {}", self.log_max_files.unwrap_or(0))?;
         writeln!(f, "batch_size = {}", self.batch_size)?;
         writeln!(f, "max_attempts = {}", self.max_attempts)?;
+        let level = match self.log_level {
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        };
+        writeln!(f, "log_level = {level}")?;
+        let format = match self.log_format {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        };
+        writeln!(f, "log_format = {format}")?;
         writeln!(f, "\n[redis]")?;
         writeln!(f, "host = {}", redis.host)?;
         writeln!(f, "port = {}", redis.port)?;
@@ -205,50 +246,58 @@ impl Config {
             enabled_escape: false,
             ..ParseOption::default()
         };
-        let ini = Ini::load_from_str_opt(text, options)
-            .with_context(|| format!("{}: not a valid INI file", file.display()))?;
         let file = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+        let ini = Ini::load_from_str_opt(text, options).map_err(|error| {
+            anyhow::anyhow!(
+                "{}:{}: {}",
+                file.display(),
+                error.line,
+                in_words(&error.msg)
+            )
+        })?;
         let values = Values {
             file: &file,
             ini: &ini,
+            errors: RefCell::new(Vec::new()),
         };
 
         let redis = RedisConfig {
-            host: values.string("redis", "host", DEFAULT_HOST)?,
-            port: values.number("redis", "port", DEFAULT_PORT, 1..=u16::MAX)?,
+            host: values.string("redis", "host", DEFAULT_HOST),
+            port: values.number("redis", "port", DEFAULT_PORT, 1..=u16::MAX),
             database: values.number(
                 "redis",
                 "database",
                 DEFAULT_DATABASE,
                 0..=i64::from(i32::MAX),
-            )?,
+            ),
             password: values.get("redis", "password").filter(|p| !p.is_empty()),
-            max_idle: values.number("redis", "max_idle", DEFAULT_MAX_IDLE, 0..=100_000)?,
-            max_active: values.number("redis", "max_active", DEFAULT_MAX_ACTIVE, 1..=100_000)?,
-            idle_timeout: values.seconds("redis", "idle_timeout", DEFAULT_IDLE_TIMEOUT_S)?,
+            max_idle: values.number("redis", "max_idle", DEFAULT_MAX_IDLE, 0..=100_000),
+            max_active: values.number("redis", "max_active", DEFAULT_MAX_ACTIVE, 1..=100_000),
+            idle_timeout: values.seconds("redis", "idle_timeout", DEFAULT_IDLE_TIMEOUT_S),
             conn_max_lifetime: values.seconds(
                 "redis",
                 "conn_max_lifetime",
                 DEFAULT_CONN_MAX_LIFETIME_S,
-            )?,
+            ),
         };
         let timer_interval_ms = values.number(
             "delayer",
             "timer_interval",
             DEFAULT_TIMER_INTERVAL_MS,
             1..=86_400_000,
-        )?;
-        Ok(Config {
-            pid: values.path("delayer", "pid")?,
+        );
+        let (unknown, warnings) = values.unknown_entries();
+        let config = Config {
+            pid: values.path("delayer", "pid"),
             timer_interval: Duration::from_millis(timer_interval_ms),
-            access_log: values.path("delayer", "access_log")?,
-            error_log: values.path("delayer", "error_log")?,
+            access_log: values.path("delayer", "access_log"),
+            error_log: values.path("delayer", "error_log"),
             log_rotate: values.choice(
                 "delayer",
                 "log_rotate",
                 &[("never", LogRotation::Never), ("daily", LogRotation::Daily)],
-            )?,
-            log_max_files: match values.number("delayer", "log_max_files", 0, 0..=100_000)? {
+            ),
+            log_max_files: match values.number("delayer", "log_max_files", 0, 0..=100_000) {
                 0 => None,
                 count => Some(count),
             },
@@ -257,17 +306,47 @@ impl Config {
                 "batch_size",
                 DEFAULT_BATCH_SIZE,
                 1..=MAX_BATCH_SIZE,
-            )?,
+            ),
             max_attempts: values.number(
                 "delayer",
                 "max_attempts",
                 delayer_client::DEFAULT_MAX_ATTEMPTS,
                 1..=1_000_000,
-            )?,
+            ),
+            log_level: values.choice(
+                "delayer",
+                "log_level",
+                &[
+                    ("info", LogLevel::Info),
+                    ("warn", LogLevel::Warn),
+                    ("error", LogLevel::Error),
+                ],
+            ),
+            log_format: values.choice(
+                "delayer",
+                "log_format",
+                &[("text", LogFormat::Text), ("json", LogFormat::Json)],
+            ),
             redis,
-            warnings: values.unknown_entries(),
-            file,
-        })
+            unknown,
+            warnings,
+            file: file.clone(),
+        };
+        // Every bad value at once, not one per attempt to start.
+        let errors = values.errors.into_inner();
+        if !errors.is_empty() {
+            bail!(errors.join("\n"));
+        }
+        Ok(config)
+    }
+}
+
+/// rust-ini's parse errors, said as an operator would (the file and line are told by the caller).
+fn in_words(message: &str) -> String {
+    if message.contains("expecting \"[Some(']')]\"") {
+        "a section name is not closed with ']'".to_string()
+    } else {
+        format!("not valid INI ({})", message.trim_end_matches('.'))
     }
 }
 
@@ -275,6 +354,8 @@ impl Config {
 struct Values<'a> {
     file: &'a Path,
     ini: &'a Ini,
+    /// What was wrong so far: each lookup that fails says why here and returns its default.
+    errors: RefCell<Vec<String>>,
 }
 
 impl Values<'_> {
@@ -290,80 +371,90 @@ impl Values<'_> {
         }
     }
 
-    fn string(&self, section: &str, key: &str, default: &str) -> Result<String> {
-        Ok(self
-            .get(section, key)
-            .unwrap_or_else(|| default.to_string()))
+    fn string(&self, section: &str, key: &str, default: &str) -> String {
+        self.get(section, key)
+            .unwrap_or_else(|| default.to_string())
     }
 
-    fn number<T>(&self, section: &str, key: &str, default: T, range: RangeInclusive<T>) -> Result<T>
+    /// Records that `[section] key = raw` is wrong, and why.
+    fn wrong(&self, section: &str, key: &str, raw: &str, why: impl Display) {
+        self.errors.borrow_mut().push(format!(
+            "{}: [{section}] {key} = {raw:?}: {why}",
+            self.file.display()
+        ));
+    }
+
+    fn number<T>(&self, section: &str, key: &str, default: T, range: RangeInclusive<T>) -> T
     where
         T: FromStr + PartialOrd + Display,
     {
         let Some(raw) = self.get(section, key) else {
-            return Ok(default);
+            return default;
         };
         match raw.parse::<T>() {
-            Ok(value) if range.contains(&value) => Ok(value),
-            _ => bail!(
-                "{}: [{section}] {key} = {raw:?}: expected a whole number from {} to {}",
-                self.file.display(),
-                range.start(),
-                range.end()
-            ),
+            Ok(value) if range.contains(&value) => value,
+            _ => {
+                let why = format!(
+                    "expected a whole number from {} to {}",
+                    range.start(),
+                    range.end()
+                );
+                self.wrong(section, key, &raw, why);
+                default
+            }
         }
     }
 
     /// One of `choices` (by name, case-insensitive); the first is the default.
-    fn choice<T: Copy>(&self, section: &str, key: &str, choices: &[(&str, T)]) -> Result<T> {
+    fn choice<T: Copy>(&self, section: &str, key: &str, choices: &[(&str, T)]) -> T {
         let Some(raw) = self.get(section, key) else {
-            return Ok(choices[0].1);
+            return choices[0].1;
         };
         match choices
             .iter()
             .find(|(name, _)| name.eq_ignore_ascii_case(&raw))
         {
-            Some((_, value)) => Ok(*value),
-            None => bail!(
-                "{}: [{section}] {key} = {raw:?}: expected one of {}",
-                self.file.display(),
-                choices
-                    .iter()
-                    .map(|(name, _)| *name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Some((_, value)) => *value,
+            None => {
+                let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
+                self.wrong(
+                    section,
+                    key,
+                    &raw,
+                    format!("expected one of {}", names.join(", ")),
+                );
+                choices[0].1
+            }
         }
     }
 
     /// A number of seconds where 0 means "never".
-    fn seconds(&self, section: &str, key: &str, default: u64) -> Result<Option<Duration>> {
-        let seconds = self.number(section, key, default, 0..=u64::from(u32::MAX))?;
-        Ok((seconds > 0).then(|| Duration::from_secs(seconds)))
+    fn seconds(&self, section: &str, key: &str, default: u64) -> Option<Duration> {
+        let seconds = self.number(section, key, default, 0..=u64::from(u32::MAX));
+        (seconds > 0).then(|| Duration::from_secs(seconds))
     }
 
     /// A path made absolute against the working directory, as the original resolved it.
-    fn path(&self, section: &str, key: &str) -> Result<Option<PathBuf>> {
-        let Some(raw) = self.get(section, key) else {
-            return Ok(None);
-        };
-        let path = std::path::absolute(&raw).with_context(|| {
-            format!(
-                "{}: [{section}] {key} = {raw:?}: not a usable path",
-                self.file.display()
-            )
-        })?;
-        Ok(Some(path))
+    fn path(&self, section: &str, key: &str) -> Option<PathBuf> {
+        let raw = self.get(section, key)?;
+        match std::path::absolute(&raw) {
+            Ok(path) => Some(path),
+            Err(error) => {
+                self.wrong(section, key, &raw, format!("not a usable path ({error})"));
+                None
+            }
+        }
     }
 
-    fn unknown_entries(&self) -> Vec<String> {
-        let mut warnings = Vec::new();
+    /// What the file holds that is not ours (unknown sections and keys), and other warnings.
+    fn unknown_entries(&self) -> (Vec<String>, Vec<String>) {
+        let (mut unknown, mut warnings) = (Vec::new(), Vec::new());
         for (section, properties) in self.ini.iter() {
             let known = KNOWN_KEYS.iter().find(|(name, _)| Some(*name) == section);
             match (section, known) {
                 (Some(name), Some((_, keys))) => {
                     for (key, _) in properties.iter().filter(|(key, _)| !keys.contains(key)) {
-                        warnings.push(format!(
+                        unknown.push(format!(
                             "{}: unknown key [{name}] {key}, ignored",
                             self.file.display()
                         ));
@@ -379,7 +470,7 @@ impl Values<'_> {
                     }
                 }
                 (None, _) if properties.is_empty() => {}
-                (None, _) => warnings.push(format!(
+                (None, _) => unknown.push(format!(
                     "{}: keys outside any section, ignored: {}",
                     self.file.display(),
                     properties
@@ -388,13 +479,13 @@ impl Values<'_> {
                         .collect::<Vec<_>>()
                         .join(", ")
                 )),
-                (Some(name), None) => warnings.push(format!(
+                (Some(name), None) => unknown.push(format!(
                     "{}: unknown section [{name}], ignored",
                     self.file.display()
                 )),
             }
         }
-        warnings
+        (unknown, warnings)
     }
 }
 
@@ -569,10 +660,11 @@ mod tests {
     }
 
     #[test]
-    fn unknown_sections_and_keys_are_warnings() {
+    fn unknown_sections_and_keys_are_told_apart() {
         let text = "stray = 1\n[delayer]\ntimer_intervall = 5\n[redsi]\nhost = x\n";
         let config = parse(text).unwrap();
-        let warnings = config.warnings.join("\n");
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+        let warnings = config.unknown.join("\n");
         assert!(
             warnings.contains("unknown key [delayer] timer_intervall"),
             "{warnings}"
@@ -581,6 +673,43 @@ mod tests {
         assert!(
             warnings.contains("keys outside any section, ignored: stray"),
             "{warnings}"
+        );
+    }
+
+    #[test]
+    fn every_bad_value_is_told_at_once() {
+        let message = error_of(
+            "[delayer]\ntimer_interval = abc\nbatch_size = 0\nlog_level = loud\n[redis]\nport = 99999\n",
+        );
+        let lines: Vec<&str> = message.lines().collect();
+        assert_eq!(lines.len(), 4, "{message}");
+        for key in ["timer_interval", "batch_size", "log_level", "port"] {
+            assert!(message.contains(&format!("] {key} = ")), "{key}: {message}");
+        }
+    }
+
+    #[test]
+    fn a_broken_file_is_told_in_words_with_its_absolute_path_and_line() {
+        let message = error_of("[delayer]\ntimer_interval = 5\n[redis\nhost = x\n");
+        let cwd = std::env::current_dir().unwrap();
+        let expected = format!(
+            "{}:5: a section name is not closed with ']'",
+            cwd.join("test.conf").display()
+        );
+        assert_eq!(message, expected);
+    }
+
+    #[test]
+    fn log_level_and_format() {
+        let config = parse("[delayer]\nlog_level = warn\nlog_format = JSON\n").unwrap();
+        assert_eq!(
+            (config.log_level, config.log_format),
+            (LogLevel::Warn, LogFormat::Json)
+        );
+        let config = parse("").unwrap();
+        assert_eq!(
+            (config.log_level, config.log_format),
+            (LogLevel::Info, LogFormat::Text)
         );
     }
 

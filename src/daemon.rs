@@ -8,30 +8,54 @@ use anyhow::{Context, Result, bail};
 use daemonize::{Daemonize, Outcome};
 
 use crate::config::Config;
-use crate::logging;
+use crate::{logging, pidfile};
 
 const READY: &str = "READY";
 
 /// How a starting service tells the foreground process that waits for it (if any) how it went.
-pub struct Readiness(Option<PipeWriter>);
+pub struct Readiness {
+    /// To the foreground process, until the verdict is sent.
+    pipe: Option<PipeWriter>,
+    detached: bool,
+}
 
 impl Readiness {
     /// Nobody is waiting: the service runs in the foreground.
     pub fn foreground() -> Readiness {
-        Readiness(None)
+        Readiness {
+            pipe: None,
+            detached: false,
+        }
     }
 
     /// The service is up: the foreground process may exit 0.
     pub fn ready(&mut self) {
-        if let Some(mut pipe) = self.0.take() {
+        if let Some(mut pipe) = self.pipe.take() {
             let _ = writeln!(pipe, "{READY} {}", std::process::id());
         }
     }
 
     /// The service could not start: the foreground process prints `error` and exits non-zero.
-    pub fn failed(&mut self, error: &anyhow::Error) {
-        if let Some(mut pipe) = self.0.take() {
-            let _ = write!(pipe, "{error:#}");
+    /// Returns whether there was one to tell.
+    pub fn failed(&mut self, error: &anyhow::Error) -> bool {
+        match self.pipe.take() {
+            Some(mut pipe) => {
+                let _ = write!(pipe, "{error:#}");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// True when the service runs in the foreground: it has a terminal of its own.
+    pub fn is_foreground(&self) -> bool {
+        !self.detached
+    }
+
+    fn detached(pipe: PipeWriter) -> Readiness {
+        Readiness {
+            pipe: Some(pipe),
+            detached: true,
         }
     }
 }
@@ -46,6 +70,11 @@ pub fn detach(config: &Config) -> Result<Option<Readiness>> {
             config.file.display()
         );
     };
+    // A running instance is told at once, before anything is forked or opened: a refused second
+    // start must not touch the first one's files.
+    if let Some(pid) = &config.pid {
+        pidfile::check_free(pid)?;
+    }
     let (report, pipe) = std::io::pipe().context("cannot create a pipe to the daemon")?;
     let daemon = Daemonize::new()
         .working_directory("/")
@@ -57,10 +86,10 @@ pub fn detach(config: &Config) -> Result<Option<Readiness>> {
             wait_for_report(report, error_log).map(|()| None)
         }
         Outcome::Parent(Err(error)) => bail!("cannot start the daemon: {error}"),
-        Outcome::Child(Ok(_)) => Ok(Some(Readiness(Some(pipe)))),
+        Outcome::Child(Ok(_)) => Ok(Some(Readiness::detached(pipe))),
         Outcome::Child(Err(error)) => {
             let error = anyhow::anyhow!("cannot start the daemon: {error}");
-            Readiness(Some(pipe)).failed(&error);
+            Readiness::detached(pipe).failed(&error);
             Err(error)
         }
     }

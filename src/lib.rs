@@ -7,6 +7,7 @@
 //! can share one Redis without ever pushing a job twice. Consumers RPOP/BRPOP the list.
 #![forbid(unsafe_code)]
 
+pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -28,27 +29,27 @@ pub use config::Config;
 pub use deadpool_redis::redis;
 pub use mover::Mover;
 
-/// The service once started: its configuration accepted by Redis and its start line logged.
+/// The service, checked and ready to run.
 pub struct Service {
     mover: Mover,
 }
 
 impl Service {
-    /// Logs the configuration's warnings, refuses a Redis that rejects the configured password or
-    /// database (an unreachable one is waited for), and logs the start line.
+    /// Logs the configuration's warnings and refuses a Redis that rejects the configured
+    /// password or database (an unreachable one is waited for).
     pub async fn start(config: &Config) -> Result<Service> {
-        for warning in &config.warnings {
+        for warning in config.unknown.iter().chain(&config.warnings) {
             warn!("{warning}");
         }
         let mover = Mover::new(config)?;
         mover.check_redis().await?;
-        info!("Service started successfully, PID: {}", std::process::id());
         Ok(Service { mover })
     }
 
-    /// Moves jobs as they fall due until `shutdown` is cancelled, then logs the stop line once the
-    /// last script call has finished.
+    /// Logs the start line, moves jobs as they fall due until `shutdown` is cancelled, then logs
+    /// the stop line once the last script call has finished.
     pub async fn run(self, shutdown: CancellationToken) {
+        info!("Service started successfully, PID: {}", std::process::id());
         self.mover.run(&shutdown).await;
         info!("Service stopped successfully, PID: {}", std::process::id());
     }

@@ -2,9 +2,11 @@
 
 use std::fmt;
 use std::fs;
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
 use tracing_appender::rolling::{RollingFileAppender, Rotation};
@@ -15,7 +17,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{Layer, Registry};
 
-use crate::config::{Config, LogRotation};
+use crate::config::{Config, LogFormat, LogLevel, LogRotation};
 use crate::escape::OneLine;
 
 /// Keeps the log writers running; drop it last, after the final line, so nothing is lost.
@@ -31,21 +33,44 @@ pub fn init(config: &Config) -> Result<LogGuards> {
     } else {
         open(config.error_log.as_deref(), config, &mut guards)?
     };
+    let most_verbose = match config.log_level {
+        LogLevel::Info => Level::INFO,
+        LogLevel::Warn => Level::WARN,
+        LogLevel::Error => Level::ERROR,
+    };
+    let lines = |path: &Option<PathBuf>| Lines {
+        json: config.log_format == LogFormat::Json,
+        journald: path.is_none() && stdout_is_the_journal(),
+    };
     let subscriber = Registry::default()
         .with(
             tracing_subscriber::fmt::layer()
-                .event_format(LegacyFormat)
+                .event_format(lines(&config.access_log))
                 .with_writer(access)
-                .with_filter(filter_fn(|metadata| *metadata.level() == Level::INFO)),
+                .with_filter(filter_fn(move |metadata| {
+                    *metadata.level() == Level::INFO && Level::INFO <= most_verbose
+                })),
         )
         .with(
             tracing_subscriber::fmt::layer()
-                .event_format(LegacyFormat)
+                .event_format(lines(&config.error_log))
                 .with_writer(error)
-                .with_filter(filter_fn(|metadata| *metadata.level() <= Level::WARN)),
+                .with_filter(filter_fn(move |metadata| {
+                    *metadata.level() <= Level::WARN && *metadata.level() <= most_verbose
+                })),
         );
     tracing::subscriber::set_global_default(subscriber).context("cannot install the logger")?;
     Ok(LogGuards(guards))
+}
+
+/// True when stdout is a stream to systemd's journal: systemd says so in `JOURNAL_STREAM`
+/// ("device:inode" of that stream), which must be stdout itself (not a file it was redirected to).
+fn stdout_is_the_journal() -> bool {
+    let Ok(stream) = std::env::var("JOURNAL_STREAM") else {
+        return false;
+    };
+    fs::metadata("/proc/self/fd/1")
+        .is_ok_and(|stdout| stream == format!("{}:{}", stdout.dev(), stdout.ino()))
 }
 
 /// A writer on its own thread, so the move loop never waits for the disk; it waits rather than
@@ -90,37 +115,99 @@ pub fn create_directory(directory: &Path) -> Result<()> {
         .with_context(|| format!("cannot create log directory {}", directory.display()))
 }
 
-/// `[info] 2018/10/21 11:24:24 message key=value`, as the Go original printed (local time).
-struct LegacyFormat;
+/// The lines: `[info] 2018/10/21 11:24:24 message`, as the Go original printed them (local time),
+/// or one JSON object per line; with journald's priority in front when that is where they go.
+struct Lines {
+    json: bool,
+    journald: bool,
+}
 
-impl<S, N> FormatEvent<S, N> for LegacyFormat
+impl<S, N> FormatEvent<S, N> for Lines
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
 {
     fn format_event(
         &self,
-        context: &FmtContext<'_, S, N>,
+        _context: &FmtContext<'_, S, N>,
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        let level = match *event.metadata().level() {
+        let level = *event.metadata().level();
+        if self.journald {
+            // sd-daemon(3) priorities: journalctl -p warning then shows warnings and errors.
+            let priority = match level {
+                Level::ERROR => 3,
+                Level::WARN => 4,
+                Level::INFO => 6,
+                Level::DEBUG | Level::TRACE => 7,
+            };
+            write!(writer, "<{priority}>")?;
+        }
+        let name = match level {
             Level::ERROR => "error",
             Level::WARN => "warning",
             Level::INFO => "info",
             Level::DEBUG => "debug",
             Level::TRACE => "trace",
         };
-        write!(
-            writer,
-            "[{level}] {} ",
-            chrono::Local::now().format("%Y/%m/%d %H:%M:%S")
-        )?;
-        // Whatever a message holds (it may quote data from Redis), it stays one line.
-        let mut line = OneLine(&mut writer);
-        context
-            .field_format()
-            .format_fields(Writer::new(&mut line), event)?;
-        writeln!(writer)
+        if self.json {
+            let mut fields = JsonFields(serde_json::Map::new());
+            fields.0.insert("level".into(), name.into());
+            let time = chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, false);
+            fields.0.insert("time".into(), time.into());
+            event.record(&mut fields);
+            // serde_json escapes every control character: one event, one line.
+            writeln!(writer, "{}", serde_json::Value::Object(fields.0))
+        } else {
+            let time = chrono::Local::now().format("%Y/%m/%d %H:%M:%S");
+            write!(writer, "[{name}] {time} ")?;
+            // Whatever a message holds (it may quote data from Redis), it stays one line.
+            event.record(&mut Message(OneLine(&mut writer)));
+            writeln!(writer)
+        }
+    }
+}
+
+/// Writes an event's message and nothing else: the lines keep the original's shape, and the
+/// fields (for JSON lines) cost nothing here.
+struct Message<W>(W);
+
+impl<W: fmt::Write> Visit for Message<W> {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            let _ = write!(self.0, "{value:?}");
+        }
+    }
+}
+
+/// An event's fields as JSON. `ids` carries a JSON array as text (see `move_log`), written as the
+/// array itself.
+struct JsonFields(serde_json::Map<String, serde_json::Value>);
+
+impl Visit for JsonFields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let text = format!("{value:?}");
+        let value = match field.name() {
+            "ids" => serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+            _ => serde_json::Value::String(text),
+        };
+        self.0.insert(field.name().into(), value);
     }
 }

@@ -9,7 +9,7 @@ use delayer::cli::{Args, Command};
 use delayer::config::{self, Config};
 use delayer::daemon::{self, Readiness};
 use delayer::pidfile::PidFile;
-use delayer::{Service, commands, logging, signals};
+use delayer::{Service, check, commands, logging, signals};
 
 const BANNER: &str = r"    ____       __
    / __ \___  / /___ ___  _____  _____
@@ -18,10 +18,23 @@ const BANNER: &str = r"    ____       __
 /_____/\___/_/\__,_/\__, /\___/_/
                    /____/";
 
+/// An error already reported to whoever waits for this daemon (see `serve`).
+#[derive(Debug)]
+struct Reported;
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reported to the process that started the daemon")
+    }
+}
+
+impl std::error::Error for Reported {}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     match dispatch(args) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.is::<Reported>() => ExitCode::FAILURE,
         Err(error) => {
             eprintln!("ERROR: {error:#}");
             ExitCode::FAILURE
@@ -42,7 +55,7 @@ fn dispatch(args: Args) -> Result<()> {
 
 fn serve(config: &Config, daemon: bool, check_config: bool) -> Result<()> {
     if check_config {
-        return check(config);
+        return runtime()?.block_on(check::run(config));
     }
     let mut readiness = if daemon {
         // Forks here, before any thread exists; the foreground process returns once it knows.
@@ -54,23 +67,28 @@ fn serve(config: &Config, daemon: bool, check_config: bool) -> Result<()> {
         Readiness::foreground()
     };
     let result = run(config, &mut readiness);
-    if let Err(error) = &result {
-        readiness.failed(error);
+    match result {
+        // The foreground process that waits for this daemon prints it; here stderr is the error
+        // log, which may be another instance's.
+        Err(error) if readiness.failed(&error) => Err(Reported.into()),
+        result => result,
     }
-    result
 }
 
 fn run(config: &Config, readiness: &mut Readiness) -> Result<()> {
     let _pid_file = config.pid.as_deref().map(PidFile::acquire).transpose()?;
-    println!(
-        "{BANNER}\nService:\t\tdelayer\nVersion:\t\t{}",
-        env!("CARGO_PKG_VERSION")
-    );
     // Dropped last: the stop line must reach the log.
     let _logs = logging::init(config)?;
     let result = runtime()?.block_on(async {
         let shutdown = signals::stop_token()?;
         let service = Service::start(config).await?;
+        // Once the start can no longer fail; a daemon has no terminal to show it on.
+        if readiness.is_foreground() {
+            println!(
+                "{BANNER}\nService:\t\tdelayer\nVersion:\t\t{}",
+                env!("CARGO_PKG_VERSION")
+            );
+        }
         readiness.ready();
         service.run(shutdown).await;
         Ok(())
@@ -79,24 +97,6 @@ fn run(config: &Config, readiness: &mut Readiness) -> Result<()> {
         tracing::error!("{error:#}");
     }
     result
-}
-
-/// `--check-config`: like `nginx -t`.
-fn check(config: &Config) -> Result<()> {
-    for warning in &config.warnings {
-        println!("warning: {warning}");
-    }
-    println!(
-        "; {} as delayer reads it\n{config}\n",
-        config.file.display()
-    );
-    let version = runtime()?.block_on(delayer::redis_version(config))?;
-    println!(
-        "Redis at {} answers (redis_version {version})",
-        config.redis.address()
-    );
-    println!("configuration {} is OK", config.file.display());
-    Ok(())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

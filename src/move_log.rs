@@ -2,6 +2,7 @@
 //! topics whose jobs cannot move, and reservations that lapsed.
 
 use std::collections::{BTreeMap, HashSet};
+use std::fmt::{Display, Formatter};
 use std::time::Duration;
 
 use tracing::{error, info, warn};
@@ -16,6 +17,9 @@ pub fn moves(batch: &Batch) {
     // These lines keep the original's exact wording: people grep their logs for them.
     for (topic, ids) in &batch.moved {
         info!(
+            topic = %topic,
+            ids = %JsonIds(ids),
+            count = ids.len(),
             "Job is ready, Topic: {}, IDs: [{}]",
             escape::field(topic),
             escape::list(ids)
@@ -23,6 +27,8 @@ pub fn moves(batch: &Batch) {
     }
     if !batch.orphans.is_empty() {
         warn!(
+            ids = %JsonIds(&batch.orphans),
+            count = batch.orphans.len(),
             "Dropped orphan jobs (bucket or topic gone), IDs: [{}]",
             escape::list(&batch.orphans)
         );
@@ -33,6 +39,9 @@ pub fn moves(batch: &Batch) {
 pub fn released(released: &Released, max_attempts: u32) {
     for (topic, ids) in by_topic(&released.retried) {
         info!(
+            topic = %topic,
+            ids = %JsonIds(&ids),
+            count = ids.len(),
             "Job is delivered again (its time to run passed), Topic: {}, IDs: [{}]",
             escape::field(topic),
             escape::list(&ids)
@@ -40,6 +49,9 @@ pub fn released(released: &Released, max_attempts: u32) {
     }
     for (topic, ids) in by_topic(&released.dead) {
         warn!(
+            topic = %topic,
+            ids = %JsonIds(&ids),
+            count = ids.len(),
             "Job is dead after {max_attempts} attempts, Topic: {}, IDs: [{}]",
             escape::field(topic),
             escape::list(&ids)
@@ -47,18 +59,33 @@ pub fn released(released: &Released, max_attempts: u32) {
     }
     if !released.dropped.is_empty() {
         warn!(
+            ids = %JsonIds(&released.dropped),
+            count = released.dropped.len(),
             "Dropped lapsed reservations of jobs whose data is gone, IDs: [{}]",
             escape::list(&released.dropped)
         );
     }
     for (topic, ids) in by_topic(&released.blocked) {
         error!(
+            topic = %topic,
+            ids = %JsonIds(&ids),
+            count = ids.len(),
             "Job should be dead after {max_attempts} attempts but {} cannot take it (not a list, \
              or not writable by this Redis user): delivered again instead, Topic: {}, IDs: [{}]",
             escape::field(&keys::dead_queue(topic)),
             escape::field(topic),
             escape::list(&ids)
         );
+    }
+}
+
+/// Ids as a JSON array, for the `ids` field of JSON log lines (the text lines print the message
+/// alone, so this is only written there).
+struct JsonIds<'a>(&'a [String]);
+
+impl Display for JsonIds<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&serde_json::to_string(self.0).map_err(|_| std::fmt::Error)?)
     }
 }
 
@@ -120,6 +147,8 @@ impl StuckTopics {
                 }
             };
             error!(
+                topic = %topic,
+                count = parked,
                 "Topic {} cannot move: {why}; {parked} of its jobs wait in the pool, looked at \
                  again every {} s until that is fixed",
                 escape::field(&topic),

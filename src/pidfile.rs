@@ -7,33 +7,83 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-/// A pid file this process owns; removed when dropped.
+/// A pid file this process owns; removed when dropped, with the directories made for it.
 #[derive(Debug)]
 pub struct PidFile {
     path: PathBuf,
     // Holds the lock; closing it releases the lock.
     _file: File,
+    // Dropped after the file: the directories made for it go too.
+    _made: MadeDirectories,
 }
 
 impl PidFile {
     /// Takes `path` for this process, or refuses with the original's message when a live
-    /// delayer holds it.
+    /// delayer holds it. Directories it had to make are removed again if it fails.
     pub fn acquire(path: &Path) -> Result<PidFile> {
-        if let Some(directory) = path.parent() {
-            fs::create_dir_all(directory).with_context(|| {
-                format!("cannot create pid file directory {}", directory.display())
-            })?;
-        }
+        let made = match path.parent() {
+            Some(directory) => MadeDirectories::make(directory)?,
+            None => MadeDirectories::default(),
+        };
         // A retry is needed only when the holder removes the file between our open and our lock.
         for _ in 0..3 {
             if let Some(file) = lock(path)? {
-                return take(path, file);
+                let file = take(path, file)?;
+                return Ok(PidFile {
+                    path: path.to_path_buf(),
+                    _file: file,
+                    _made: made,
+                });
             }
         }
         bail!(
             "cannot lock pid file {}: it keeps being replaced",
             path.display()
         )
+    }
+}
+
+/// Refuses, with the original's message, when a running delayer holds the lock on `path`;
+/// changes nothing (a missing file is not created).
+pub fn check_free(path: &Path) -> Result<()> {
+    let Ok(mut file) = File::open(path) else {
+        return Ok(());
+    };
+    if let Err(TryLockError::WouldBlock) = file.try_lock() {
+        let mut recorded = String::new();
+        file.read_to_string(&mut recorded).ok();
+        bail!("Service is being executed, PID: {}", recorded.trim());
+    }
+    Ok(())
+}
+
+/// The directories made for a pid file, removed again (when empty) once it is given up, so that
+/// a failed start leaves nothing behind.
+#[derive(Debug, Default)]
+struct MadeDirectories(Vec<PathBuf>);
+
+impl MadeDirectories {
+    fn make(directory: &Path) -> Result<MadeDirectories> {
+        let missing: Vec<PathBuf> = directory
+            .ancestors()
+            .take_while(|ancestor| !ancestor.exists())
+            .map(Path::to_path_buf)
+            .collect();
+        let made = MadeDirectories(missing);
+        fs::create_dir_all(directory)
+            .with_context(|| format!("cannot create pid file directory {}", directory.display()))?;
+        Ok(made)
+    }
+}
+
+impl Drop for MadeDirectories {
+    fn drop(&mut self) {
+        // Deepest first; one that holds anything else stays, and so do those above it.
+        for directory in &self.0 {
+            if fs::remove_dir(directory).is_err() {
+                break;
+            }
+        }
     }
 }
 
@@ -67,7 +117,7 @@ fn lock(path: &Path) -> Result<Option<File>> {
 }
 
 /// Writes this process's pid into the locked file, unless it names another live delayer.
-fn take(path: &Path, mut file: File) -> Result<PidFile> {
+fn take(path: &Path, mut file: File) -> Result<File> {
     // The lock is ours, so no delayer of ours holds this file. But the Go original writes its pid
     // file without a lock: refuse if the file names one that runs.
     let mut recorded = String::new();
@@ -84,10 +134,7 @@ fn take(path: &Path, mut file: File) -> Result<PidFile> {
         .and_then(|()| writeln!(file, "{}", std::process::id()))
         .and_then(|()| file.sync_all())
         .with_context(|| format!("cannot write pid file {}", path.display()))?;
-    Ok(PidFile {
-        path: path.to_path_buf(),
-        _file: file,
-    })
+    Ok(file)
 }
 
 impl Drop for PidFile {

@@ -20,7 +20,7 @@ pub fn stop_token() -> Result<CancellationToken> {
             _ = quit.recv() => "SIGQUIT",
             _ = hangup.recv() => "SIGHUP",
         };
-        info!(signal = received, "stopping");
+        info!("Stopping ({received} received)");
         stop.cancel();
     });
     Ok(token)
