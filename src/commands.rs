@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, SecondsFormat, Utc};
-use delayer_client::{Client, Error, Job, JobInfo, Settings, Stats};
+use delayer_client::{Client, Error, Job, JobInfo, Removed, Settings, Stats};
 use serde_json::{Value, json};
 
 use crate::cli::Command;
@@ -59,14 +59,13 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             };
             println!("{}", job.as_ref().map_or(Value::Null, popped_json));
         }
-        Command::Remove { id } => {
-            if !client.remove(&id).await? {
-                bail!(
-                    "no waiting job {id:?} (it fell due already, was finished, or never existed)"
-                );
-            }
-            println!("removed {id}");
-        }
+        Command::Remove { id } => match client.remove(&id).await? {
+            Removed::Waiting => println!("removed {id}"),
+            Removed::Due => println!(
+                "removed {id}, which had fallen due: a consumer that takes it now finds it gone"
+            ),
+            Removed::Unknown => bail!("no job {id:?} (finished, removed, or never pushed)"),
+        },
         Command::Stats { json } => {
             let stats = client.stats().await?;
             if json {

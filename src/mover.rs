@@ -80,12 +80,11 @@ impl Mover {
     /// always finishes: Redis is never left with a job half-moved.
     pub async fn run(&self, shutdown: &CancellationToken) {
         let mut watch = PoolWatch::new(self.info.clone(), self.redis.address());
-        let mut stuck = StuckTopics::default();
-        let mut outage: Option<Failure> = None;
+        let mut said = Said::default();
         let mut retry_wait = FIRST_RETRY_WAIT;
         loop {
             watch.seen();
-            let drained = self.drain(shutdown, &mut stuck, &mut outage).await;
+            let drained = self.drain(shutdown, &mut said).await;
             let looked_at = Instant::now();
             if shutdown.is_cancelled() {
                 return;
@@ -112,11 +111,11 @@ impl Mover {
                              jobs that no \"Job is ready\" line lists; {waiting}",
                             self.batch_size
                         );
-                    } else if outage != Some(trouble.kind) {
+                    } else if said.outage != Some(trouble.kind) {
                         // Once per outage (or change of cause), not on every retry.
                         error!("{trouble}; {waiting}");
                     }
-                    outage = Some(trouble.kind);
+                    said.outage = Some(trouble.kind);
                     let wait = retry_wait;
                     retry_wait = (retry_wait * 2).min(MAX_RETRY_WAIT);
                     wait
@@ -136,12 +135,11 @@ impl Mover {
 
     /// Delivers again the jobs whose reservation lapsed, then runs the move script until a batch
     /// comes back short (or a stop is asked for); returns when the next job falls due or the next
-    /// reservation lapses. Ends the `outage` (saying so) once a call succeeds.
+    /// reservation lapses.
     async fn drain(
         &self,
         shutdown: &CancellationToken,
-        stuck: &mut StuckTopics,
-        outage: &mut Option<Failure>,
+        said: &mut Said,
     ) -> Result<Option<f64>, Stopped> {
         pool::prune(&self.pool, &self.redis);
         // Waiting for a connection is cancellable; the script calls below are not.
@@ -156,28 +154,17 @@ impl Mover {
             lost_reply: pool::reply_may_be_lost(&error),
             trouble: pool::describe_redis(&error, &self.redis),
         };
-        let mut released = self
-            .release_lapsed(&mut connection)
+        let next_deadline = self
+            .deliver_lapsed(&mut connection, shutdown, said)
             .await
             .map_err(stopped)?;
-        // Before anything is logged: what moves after an outage is told after its end.
-        if let Some(failure) = outage.take() {
-            info!("{}", failure.recovered(&self.redis.address()));
-        }
-        move_log::released(&released, self.max_attempts);
-        while released.ended >= self.batch_size && !shutdown.is_cancelled() {
-            released = self
-                .release_lapsed(&mut connection)
-                .await
-                .map_err(stopped)?;
-            move_log::released(&released, self.max_attempts);
-        }
 
         let mut batch = self
             .run_script(&mut connection, unix_now())
             .await
             .map_err(stopped)?;
-        stuck.note(&batch);
+        said.redis_works(&self.redis.address());
+        said.stuck.note(&batch);
         while batch.is_full(self.batch_size) && !shutdown.is_cancelled() {
             // The next call goes out before this batch is logged, so Redis works while we format.
             let (next, ()) = tokio::join!(
@@ -188,15 +175,47 @@ impl Mover {
             batch = match next {
                 Ok(next) => next,
                 Err(error) => {
-                    stuck.report(STUCK_RECHECK);
+                    said.stuck.report(STUCK_RECHECK);
                     return Err(stopped(error));
                 }
             };
-            stuck.note(&batch);
+            said.stuck.note(&batch);
         }
         move_log::moves(&batch);
-        stuck.report(STUCK_RECHECK);
-        Ok(earliest(batch.next_due, released.next_deadline))
+        said.stuck.report(STUCK_RECHECK);
+        Ok(earliest(batch.next_due, next_deadline))
+    }
+
+    /// Ends the reservations whose deadline passed (their jobs go back to the pool, to be moved
+    /// in the same look, or to their dead list), and returns the next deadline. When Redis
+    /// refuses the release itself (no permission for `delayer:reserved`, a key of the wrong type)
+    /// that is said once and jobs keep moving: a user of the legacy keys alone loses nothing.
+    async fn deliver_lapsed(
+        &self,
+        connection: &mut Connection,
+        shutdown: &CancellationToken,
+        said: &mut Said,
+    ) -> RedisResult<Option<f64>> {
+        loop {
+            let released = match self.release_lapsed(connection).await {
+                Ok(released) => released,
+                Err(error) => {
+                    let trouble = pool::describe_redis(&error, &self.redis);
+                    if !matches!(trouble.kind, Failure::NoPermission | Failure::Other) {
+                        return Err(error);
+                    }
+                    said.redis_works(&self.redis.address());
+                    said.release_refused(&trouble);
+                    return Ok(None);
+                }
+            };
+            said.redis_works(&self.redis.address());
+            said.release_works();
+            move_log::released(&released, self.max_attempts);
+            if released.ended < self.batch_size || shutdown.is_cancelled() {
+                return Ok(released.next_deadline);
+            }
+        }
     }
 
     /// Ends up to a batch of reservations whose deadline passed.
@@ -220,6 +239,41 @@ impl Mover {
                 .min(self.timer_interval.as_secs_f64());
             Duration::from_secs_f64(seconds)
         })
+    }
+}
+
+/// What the loop has told the log, so that each state is said once, when it begins and ends.
+#[derive(Default)]
+struct Said {
+    stuck: StuckTopics,
+    /// Redis failed the last look this way.
+    outage: Option<Failure>,
+    /// Redis refuses the release of lapsed reservations this way (jobs still move).
+    release_refusal: Option<Failure>,
+}
+
+impl Said {
+    /// A script call succeeded: an outage, if any, is over. Said before what that call did.
+    fn redis_works(&mut self, address: &str) {
+        if let Some(failure) = self.outage.take() {
+            info!("{}", failure.recovered(address));
+        }
+    }
+
+    fn release_refused(&mut self, trouble: &Trouble) {
+        if self.release_refusal != Some(trouble.kind) {
+            error!(
+                "Jobs whose reservation lapsed cannot be delivered again ({trouble}); jobs still \
+                 move as they fall due"
+            );
+            self.release_refusal = Some(trouble.kind);
+        }
+    }
+
+    fn release_works(&mut self) {
+        if self.release_refusal.take().is_some() {
+            info!("Jobs whose reservation lapsed are delivered again");
+        }
     }
 }
 

@@ -260,7 +260,10 @@ async fn jobs_of_the_rust_client_and_of_the_legacy_clients_pass_through_the_daem
         (reserved.id.as_str(), reserved.body_text().unwrap()),
         ("from-php", "from php")
     );
-    assert!(client.ack("from-php").await.unwrap());
+    assert_eq!(
+        client.ack(&reserved).await.unwrap(),
+        delayer_client::Acked::Done
+    );
     daemon.signal("TERM");
     assert!(daemon.wait(Duration::from_secs(5)).success());
 }
@@ -307,13 +310,10 @@ async fn the_cli_pushes_gets_pops_removes_counts_and_requeues() {
     assert_eq!(got["body"], "{\"order\":42}");
     assert!(got["due"].as_str().unwrap().ends_with('Z'), "{got}");
     let (ok, removed, _) = cli(&config, &["remove", "o42"]);
-    assert!(ok, "{removed}");
+    assert!(ok && removed.trim() == "removed o42", "{removed}");
     let (ok, _, error) = cli(&config, &["remove", "o42"]);
     assert!(!ok);
-    assert!(
-        error.starts_with("ERROR: no waiting job \"o42\""),
-        "{error}"
-    );
+    assert!(error.starts_with("ERROR: no job \"o42\""), "{error}");
 
     let mut daemon = Daemon::start(&config);
     let (ok, id, _) = cli(&config, &["push", "mail", "hello"]);

@@ -230,3 +230,57 @@ async fn out_of_memory_and_a_read_only_replica_are_named_and_waited_out() {
         assert!(recovered_at.is_some(), "{access}");
     }
 }
+
+/// A Redis user allowed the legacy keys alone (as many deployments of the original have): jobs
+/// move as before; only the re-delivery of lapsed reservations, which needs a key of ours, is
+/// refused, and that is said once.
+#[tokio::test]
+async fn a_user_allowed_only_the_legacy_keys_still_gets_its_jobs_moved() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    command(
+        &mut redis,
+        &[
+            "ACL",
+            "SETUSER",
+            "default",
+            "resetkeys",
+            "~delayer:job_pool",
+            "~delayer:job_bucket:*",
+            "~delayer:ready_queue:*",
+        ],
+    )
+    .await;
+    let (config, logs) = server.daemon_config("daemon", "timer_interval = 50");
+    let mut daemon = Daemon::start(&config);
+    for index in 0..3 {
+        let message = Message {
+            id: format!("legacy-{index}"),
+            topic: "t".into(),
+            body: "b".into(),
+        };
+        legacy_client::push(&mut redis, &message, 0).await.unwrap();
+    }
+
+    let ready = wait_for_ready(&redis, "t", 3).await;
+    logs.wait_for_line("Jobs whose reservation lapsed cannot be delivered again");
+    // Many more looks: the refusal is not said again.
+    let mut stats = server.connect().await;
+    let runs = support::script_runs(&mut stats).await;
+    support::wait_for(Duration::from_secs(10), "ten more looks", || {
+        let mut redis = stats.clone();
+        async move { (support::script_runs(&mut redis).await >= runs + 10).then_some(()) }
+    })
+    .await;
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+
+    assert_eq!(ready.len(), 3);
+    let error = read(&logs.error);
+    assert_eq!(
+        error.matches("cannot be delivered again").count(),
+        1,
+        "{error}"
+    );
+    assert!(!error.contains("retrying"), "moves never stopped:\n{error}");
+}

@@ -186,7 +186,7 @@ async fn reserve_one(client: &Client) -> bool {
         .await
         .unwrap();
     match job {
-        Some(job) => client.ack(&job.id).await.unwrap(),
+        Some(job) => client.ack(&job).await.unwrap() == delayer_client::Acked::Done,
         None => false,
     }
 }

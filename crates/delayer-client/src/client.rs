@@ -13,7 +13,7 @@ use tracing::warn;
 
 use crate::connection;
 use crate::error::{Error, Result};
-use crate::job::{Job, JobInfo, State};
+use crate::job::{Job, JobInfo, Receipt, State};
 use crate::keys::{self, field};
 use crate::push::Push;
 use crate::scripts::ack::{AckScript, Acked};
@@ -21,6 +21,7 @@ use crate::scripts::push::PushScript;
 use crate::scripts::release::ReleaseScript;
 use crate::scripts::requeue_dead::RequeueDeadScript;
 use crate::scripts::reserve::ReserveScript;
+use crate::scripts::touch::TouchScript;
 use crate::shared_connection::{Commands, SharedConnection};
 use crate::time::{from_unix, unix_now};
 use crate::watch::{Ensured, KeyWatch};
@@ -66,6 +67,7 @@ struct Scripts {
     ack: AckScript,
     release: ReleaseScript,
     requeue_dead: RequeueDeadScript,
+    touch: TouchScript,
 }
 
 /// What a client may be told besides where Redis is.
@@ -97,10 +99,23 @@ type Lookup = (
     RedisResult<HashMap<String, Vec<u8>>>,
 );
 
-/// What became of a nacked job.
+/// What [`Client::remove`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removed {
+    /// It was waiting: it is gone, never delivered.
+    Waiting,
+    /// It had fallen due already: its data is gone, so a consumer that takes it finds nothing
+    /// (the legacy pop reports it expired; reserve skips it).
+    Due,
+    /// There was no such job.
+    Unknown,
+}
+
+/// What became of a nacked (or given back) job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Nacked {
-    /// Back in the pool, due again after the delay given.
+    /// Back in the pool, due again after the delay given (or at the time it was pushed again
+    /// for, when it was pushed again while reserved).
     Retry,
     /// It had been reserved `max_attempts` times: on its topic's dead list.
     Dead,
@@ -161,9 +176,8 @@ impl Client {
     }
 
     /// Removes a job wherever it is, as the legacy clients do (`ZREM` from the pool and `DEL` of
-    /// its data, and its reservation if any). True when it was still waiting: a job that was
-    /// already due may still reach a consumer's pop, which then finds its data gone.
-    pub async fn remove(&self, id: &str) -> Result<bool> {
+    /// its data, and its reservation if any), and says what it found.
+    pub async fn remove(&self, id: &str) -> Result<Removed> {
         check_id(id)?;
         let (from_pool, data): (i64, i64) = redis::pipe()
             .atomic()
@@ -173,7 +187,11 @@ impl Client {
             .ignore()
             .query_async(&mut self.connection().await?)
             .await?;
-        Ok(from_pool == 1 && data == 1)
+        Ok(match (from_pool, data) {
+            (1, 1) => Removed::Waiting,
+            (_, 1) => Removed::Due,
+            _ => Removed::Unknown,
+        })
     }
 
     /// Where a job is, and what it holds.
@@ -253,7 +271,17 @@ impl Client {
             .arg(timeout.as_secs_f64())
             .query_async(&mut connection)
             .await
-            .map_err(|error| Error::about_key(error, &ready.join(" ")))?;
+            .map_err(|error| {
+                if error.is_io_error() || error.is_connection_dropped() {
+                    // The idle ones broke with it (a Redis restart): none of them is tried next.
+                    self.inner
+                        .idle_blocking
+                        .lock()
+                        .expect("not poisoned")
+                        .clear();
+                }
+                Error::about_key(error, &ready.join(" "))
+            })?;
         let job = match popped {
             Some((_, id)) => Some(self.take(id, &mut connection).await?),
             None => None,
@@ -327,28 +355,48 @@ impl Client {
         }
     }
 
-    /// Finishes a reserved job: it is deleted and never delivered again. False when its
-    /// reservation had lapsed first (it may have been delivered to another consumer as well);
-    /// an error when there is no such job.
-    pub async fn ack(&self, id: &str) -> Result<bool> {
-        check_id(id)?;
-        match self
+    /// Finishes a reserved job: it is deleted and never delivered again. Names the reservation
+    /// (`client.ack(&job)`): a stale one changes nothing (see [`Acked`]). An error when there is
+    /// no such job.
+    pub async fn ack(&self, reservation: impl Into<Receipt>) -> Result<Acked> {
+        let Receipt { id, attempt } = reservation.into();
+        check_id(&id)?;
+        let acked = self
             .inner
             .scripts
             .ack
-            .run(&mut self.connection().await?, id)
-            .await?
-        {
-            Acked::WasReserved => Ok(true),
-            Acked::Lapsed => Ok(false),
-            Acked::Unknown => Err(Error::UnknownJob(id.to_string())),
-        }
+            .run(&mut self.connection().await?, &id, attempt)
+            .await
+            .map_err(|error| Error::about_key(error, keys::JOB_POOL))?;
+        acked.ok_or(Error::UnknownJob(id))
     }
 
-    /// Gives a reserved job back, to be delivered again after `retry_in`, or, when it was
-    /// reserved `max_attempts` times, sent to its topic's dead list.
-    pub async fn nack(&self, id: &str, retry_in: Duration) -> Result<Nacked> {
-        check_id(id)?;
+    /// Gives a reserved job back after a failed attempt, to be delivered again after
+    /// `retry_in`, or, when it was reserved `max_attempts` times, sent to its topic's dead list.
+    /// An error when that reservation is not current (its time ran out first).
+    pub async fn nack(
+        &self,
+        reservation: impl Into<Receipt>,
+        retry_in: Duration,
+    ) -> Result<Nacked> {
+        self.release(reservation.into(), true, retry_in).await
+    }
+
+    /// Gives a reserved job back untried (a consumer that stops before running it): due again at
+    /// once, and the attempt not counted, so it never goes to the dead list for it.
+    pub async fn give_back(&self, reservation: impl Into<Receipt>) -> Result<Nacked> {
+        self.release(reservation.into(), false, Duration::ZERO)
+            .await
+    }
+
+    async fn release(
+        &self,
+        reservation: Receipt,
+        counted: bool,
+        retry_in: Duration,
+    ) -> Result<Nacked> {
+        let Receipt { id, attempt } = reservation;
+        check_id(&id)?;
         let now = unix_now();
         let released = self
             .inner
@@ -356,14 +404,17 @@ impl Client {
             .release
             .one(
                 &mut self.connection().await?,
-                id,
+                &id,
+                attempt,
+                counted,
                 now,
                 now + retry_in.as_secs_f64(),
                 self.inner.settings.max_attempts,
             )
-            .await?;
+            .await
+            .map_err(|error| Error::about_key(error, keys::RESERVED))?;
         if released.ended == 0 {
-            Err(Error::NotReserved(id.to_string()))
+            Err(Error::NotReserved(id))
         } else if !released.dead.is_empty() {
             Ok(Nacked::Dead)
         } else if !released.dropped.is_empty() {
@@ -373,24 +424,23 @@ impl Client {
         }
     }
 
-    /// Extends a reserved job's time to run: it must be acked within `ttr` from now.
-    pub async fn touch(&self, id: &str, ttr: Duration) -> Result<()> {
-        check_id(id)?;
+    /// Extends a reservation: the job must be acked within `ttr` from now. An error when that
+    /// reservation is not current.
+    pub async fn touch(&self, reservation: impl Into<Receipt>, ttr: Duration) -> Result<()> {
+        let Receipt { id, attempt } = reservation.into();
+        check_id(&id)?;
         let deadline = unix_now() + ttr.as_secs_f64();
-        let (was,): (Option<f64>,) = redis::pipe()
-            .atomic()
-            .zscore(keys::RESERVED, id)
-            .cmd("ZADD")
-            .arg(keys::RESERVED)
-            .arg("XX")
-            .arg(format!("{deadline:.6}"))
-            .arg(id)
-            .ignore()
-            .query_async(&mut self.connection().await?)
-            .await?;
-        match was {
-            Some(_) => Ok(()),
-            None => Err(Error::NotReserved(id.to_string())),
+        let touched = self
+            .inner
+            .scripts
+            .touch
+            .run(&mut self.connection().await?, &id, attempt, deadline)
+            .await
+            .map_err(|error| Error::about_key(error, keys::RESERVED))?;
+        if touched {
+            Ok(())
+        } else {
+            Err(Error::NotReserved(id))
         }
     }
 
@@ -398,6 +448,9 @@ impl Client {
     pub async fn dead(&self, topic: &str, limit: usize) -> Result<Vec<String>> {
         check_topic(topic)?;
         let dead = keys::dead_queue(topic);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
         // LPUSHed: the oldest are at the end.
         let last = isize::try_from(limit).unwrap_or(isize::MAX);
         let mut ids: Vec<String> = self

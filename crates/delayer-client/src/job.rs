@@ -64,3 +64,23 @@ pub struct JobInfo {
     /// While reserved: when its reservation ends unless it is acked, touched or nacked.
     pub deadline: Option<SystemTime>,
 }
+
+/// One reservation of a job: its id and which attempt it is, as [`reserve`] returned it. Ack,
+/// nack and touch name the reservation rather than the job, so that a consumer whose time ran
+/// out cannot finish, give back or extend the job another consumer holds now.
+///
+/// [`reserve`]: crate::Client::reserve
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Receipt {
+    pub id: String,
+    pub attempt: u32,
+}
+
+impl From<&Job> for Receipt {
+    fn from(job: &Job) -> Receipt {
+        Receipt {
+            id: job.id.clone(),
+            attempt: job.attempts,
+        }
+    }
+}

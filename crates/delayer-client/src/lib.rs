@@ -10,7 +10,7 @@
 //! // Later, in a consumer: at least once, with 30 s to finish each job.
 //! if let Some(job) = client.reserve(&["order.close"], Duration::from_secs(30), Duration::from_secs(5)).await? {
 //!     // ... close the order ...
-//!     client.ack(&job.id).await?;
+//!     client.ack(&job).await?;
 //! }
 //! # Ok(()) }
 //! ```
@@ -38,12 +38,13 @@ mod worker;
 
 pub use client::{
     Client, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_READY_MAX_LIFETIME, Nacked,
-    Settings,
+    Removed, Settings,
 };
 pub use error::{Error, Result};
-pub use job::{Job, JobInfo, State};
+pub use job::{Job, JobInfo, Receipt, State};
 pub use push::Push;
 pub use redis;
+pub use scripts::ack::Acked;
 pub use stats::{Stats, TopicStats};
 pub use worker::{
     DEFAULT_CONCURRENCY, DEFAULT_FIRST_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_STOP_TIMEOUT,

@@ -33,7 +33,8 @@ use tracing::{info, warn};
 
 use crate::client::{Client, Nacked};
 use crate::error::Result;
-use crate::job::Job;
+use crate::job::{Job, Receipt};
+use crate::scripts::ack::Acked;
 
 /// Handlers running at once, unless told otherwise.
 pub const DEFAULT_CONCURRENCY: usize = 10;
@@ -45,6 +46,8 @@ pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_FIRST_BACKOFF: Duration = Duration::from_secs(1);
 pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(3600);
 
+/// The shortest time to run: a reservation is touched every half of it.
+const MIN_TTR: Duration = Duration::from_secs(1);
 /// How long one reserve waits before the loop looks at its slots again.
 const RESERVE_WAIT: Duration = Duration::from_secs(1);
 /// How long the loop waits after Redis failed it.
@@ -101,9 +104,10 @@ impl Worker {
         self
     }
 
-    /// Each job's time to run: touched every half of it while its handler runs.
+    /// Each job's time to run (at least a second): touched every half of it while its handler
+    /// runs.
     pub fn ttr(mut self, ttr: Duration) -> Worker {
-        self.ttr = ttr;
+        self.ttr = ttr.max(MIN_TTR);
         self
     }
 
@@ -140,7 +144,7 @@ impl Worker {
     async fn serve(self, mut stopped: watch::Receiver<bool>) -> Result<()> {
         let topics: Vec<String> = self.handlers.keys().cloned().collect();
         let slots = Arc::new(Semaphore::new(self.concurrency));
-        let unfinished: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let unfinished: Arc<Mutex<HashSet<Receipt>>> = Arc::default();
         let mut running = JoinSet::new();
         let mut turn = 0;
         info!(topics = ?topics, concurrency = self.concurrency, "worker started");
@@ -176,7 +180,7 @@ impl Worker {
             unfinished
                 .lock()
                 .expect("not poisoned")
-                .insert(job.id.clone());
+                .insert(Receipt::from(&job));
             running.spawn(self.attempt(job, handler, slot, unfinished.clone()));
         }
 
@@ -189,10 +193,12 @@ impl Worker {
             running.abort_all();
             while running.join_next().await.is_some() {}
         }
-        let abandoned: Vec<String> = unfinished.lock().expect("not poisoned").drain().collect();
-        for id in &abandoned {
-            // Back at once, for another consumer: nothing is lost.
-            match self.client.nack(id, Duration::ZERO).await {
+        let abandoned: Vec<Receipt> = unfinished.lock().expect("not poisoned").drain().collect();
+        for reservation in &abandoned {
+            let id = &reservation.id;
+            // Back at once for another consumer, the attempt not counted: nothing is lost, and a
+            // job on its last attempt is not sent to the dead list for a stop.
+            match self.client.give_back(reservation.clone()).await {
                 Ok(_) => warn!(id = %id, "handler did not finish in time: job given back"),
                 Err(error) => {
                     warn!(id = %id, "handler did not finish in time, and giving its job back failed ({error}): it is delivered again once its time to run passes")
@@ -209,11 +215,12 @@ impl Worker {
         job: Job,
         handler: Handler,
         slot: OwnedSemaphorePermit,
-        unfinished: Arc<Mutex<HashSet<String>>>,
+        unfinished: Arc<Mutex<HashSet<Receipt>>>,
     ) -> impl Future<Output = ()> + Send + 'static {
         let (client, ttr) = (self.client.clone(), self.ttr);
         let backoff = backoff(self.first_backoff, self.max_backoff, job.attempts);
         async move {
+            let reservation = Receipt::from(&job);
             let id = job.id.clone();
             // Its own task, so that a panic is a failed attempt rather than a dead worker.
             let mut handling = AbortOnDrop(tokio::spawn(handler(job)));
@@ -223,7 +230,7 @@ impl Worker {
                 tokio::select! {
                     outcome = &mut handling.0 => break outcome,
                     _ = touching.tick() => {
-                        if let Err(error) = client.touch(&id, ttr).await {
+                        if let Err(error) = client.touch(reservation.clone(), ttr).await {
                             warn!(id = %id, "cannot extend the job's time to run: {error}");
                         }
                     }
@@ -235,14 +242,15 @@ impl Worker {
                 Err(error) => Some(format!("the handler panicked: {error}")),
             };
             match failure {
-                None => match client.ack(&id).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        warn!(id = %id, "job finished after its time to run: it may have run twice")
+                None => match client.ack(reservation.clone()).await {
+                    Ok(Acked::Done) => {}
+                    Ok(Acked::Late) => warn!(id = %id, "job finished after its time to run"),
+                    Ok(Acked::Stale) => {
+                        warn!(id = %id, "job finished after its time to run, and was delivered again meanwhile: it may run twice")
                     }
                     Err(error) => warn!(id = %id, "cannot ack the job: {error}"),
                 },
-                Some(message) => match client.nack(&id, backoff).await {
+                Some(message) => match client.nack(reservation.clone(), backoff).await {
                     Ok(Nacked::Dead) => {
                         warn!(id = %id, "job failed its last attempt, now dead: {message}")
                     }
@@ -252,7 +260,10 @@ impl Worker {
                     }
                 },
             }
-            unfinished.lock().expect("not poisoned").remove(&id);
+            unfinished
+                .lock()
+                .expect("not poisoned")
+                .remove(&reservation);
             drop(slot);
         }
     }

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant, SystemTime};
 use delayer_client::keys::{self, JOB_POOL, RESERVED, job_bucket, ready_queue};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{AsyncCommands, ErrorKind};
-use delayer_client::{Client, Error, Nacked, Settings, State};
+use delayer_client::scripts::release::ReleaseScript;
+use delayer_client::{Acked, Client, Error, Nacked, Receipt, Removed, Settings, State};
 use delayer_testkit::jobs::{move_due_jobs, move_until_empty};
 use delayer_testkit::legacy_client::{self, Message};
 use delayer_testkit::{RedisServer, wait_for};
@@ -115,7 +116,7 @@ async fn a_job_pushed_by_a_legacy_client_is_popped_reserved_and_got_here() {
     assert_eq!(got.body.as_deref(), Some(&b"body of legacy-3"[..]));
     assert_eq!(got.attempts, 1);
     assert!(got.deadline.unwrap() > SystemTime::now() + Duration::from_secs(29));
-    assert!(client.ack("legacy-3").await.unwrap());
+    assert_eq!(client.ack(&reserved).await.unwrap(), Acked::Done);
     assert_eq!(client.get("legacy-3").await.unwrap().state, State::Unknown);
     assert_eq!(client.pop("mail").await.unwrap(), None);
 }
@@ -148,8 +149,8 @@ async fn remove_and_get_follow_a_job_through_its_life() {
         body: "b".into(),
     };
     legacy_client::push(&mut redis, &message, 60).await.unwrap();
-    assert!(client.remove("legacy").await.unwrap());
-    assert!(!client.remove("legacy").await.unwrap(), "already gone");
+    assert_eq!(client.remove("legacy").await.unwrap(), Removed::Waiting);
+    assert_eq!(client.remove("legacy").await.unwrap(), Removed::Unknown);
     assert!(pool(&mut redis).await.is_empty());
 }
 
@@ -169,7 +170,7 @@ async fn nack_retries_until_max_attempts_then_the_job_is_dead_and_can_be_requeue
         move_until_empty(&mut redis).await;
         let job = reserve_now(&client, "flaky", ttr).await;
         assert_eq!(job.attempts, attempt);
-        let nacked = client.nack(&id, Duration::ZERO).await.unwrap();
+        let nacked = client.nack(&job, Duration::ZERO).await.unwrap();
         let expected = if attempt < 3 {
             Nacked::Retry
         } else {
@@ -184,8 +185,12 @@ async fn nack_retries_until_max_attempts_then_the_job_is_dead_and_can_be_requeue
         client.dead("flaky", 10).await.unwrap(),
         std::slice::from_ref(&id)
     );
+    let receipt = Receipt {
+        id: id.clone(),
+        attempt: 3,
+    };
     assert!(matches!(
-        client.nack(&id, Duration::ZERO).await,
+        client.nack(receipt, Duration::ZERO).await,
         Err(Error::NotReserved(_))
     ));
     assert_eq!(client.requeue_dead("flaky").await.unwrap(), 1);
@@ -199,13 +204,13 @@ async fn nack_with_a_delay_puts_the_job_back_in_the_pool_for_then() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = client(&server).await;
-    let id = client.push("t", "b").await.unwrap();
+    client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
-    reserve_now(&client, "t", Duration::from_secs(30)).await;
+    let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
 
     let before = delayer_client::time::unix_now();
     assert_eq!(
-        client.nack(&id, Duration::from_secs(90)).await.unwrap(),
+        client.nack(&job, Duration::from_secs(90)).await.unwrap(),
         Nacked::Retry
     );
 
@@ -224,9 +229,9 @@ async fn touch_extends_a_reservation_and_ack_after_it_lapsed_says_so() {
     let client = client(&server).await;
     let id = client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
-    reserve_now(&client, "t", Duration::from_secs(1)).await;
+    let job = reserve_now(&client, "t", Duration::from_secs(1)).await;
 
-    client.touch(&id, Duration::from_secs(600)).await.unwrap();
+    client.touch(&job, Duration::from_secs(600)).await.unwrap();
     let deadline: f64 = redis.zscore(RESERVED, &id).await.unwrap();
     assert!(deadline > delayer_client::time::unix_now() + 590.0);
 
@@ -234,15 +239,16 @@ async fn touch_extends_a_reservation_and_ack_after_it_lapsed_says_so() {
     let _: () = redis.zrem(RESERVED, &id).await.unwrap();
     let _: () = redis.zadd(JOB_POOL, &id, 1).await.unwrap();
     assert!(matches!(
-        client.touch(&id, Duration::from_secs(1)).await,
+        client.touch(&job, Duration::from_secs(1)).await,
         Err(Error::NotReserved(_))
     ));
-    assert!(
-        !client.ack(&id).await.unwrap(),
-        "lapsed, but finished all the same"
+    assert_eq!(
+        client.ack(&job).await.unwrap(),
+        Acked::Late,
+        "lapsed, but nobody else had it: finished all the same"
     );
     assert!(pool(&mut redis).await.is_empty(), "never delivered again");
-    assert!(matches!(client.ack(&id).await, Err(Error::UnknownJob(_))));
+    assert!(matches!(client.ack(&job).await, Err(Error::UnknownJob(_))));
 }
 
 #[tokio::test]
@@ -345,16 +351,20 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
     );
     let _: () = redis.del(JOB_POOL).await.unwrap();
 
+    let nobody = || Receipt {
+        id: "no-such-job".into(),
+        attempt: 1,
+    };
     assert!(matches!(
-        client.ack("no-such-job").await,
+        client.ack(nobody()).await,
         Err(Error::UnknownJob(_))
     ));
     assert!(matches!(
-        client.touch("no-such-job", Duration::from_secs(1)).await,
+        client.touch(nobody(), Duration::from_secs(1)).await,
         Err(Error::NotReserved(_))
     ));
     assert!(matches!(
-        client.nack("no-such-job", Duration::ZERO).await,
+        client.nack(nobody(), Duration::ZERO).await,
         Err(Error::NotReserved(_))
     ));
     assert!(matches!(client.pop("").await, Err(Error::EmptyTopic)));
@@ -448,4 +458,152 @@ async fn the_client_reconnects_after_redis_restarts() {
     })
     .await;
     assert_eq!(client.get(&pushed).await.unwrap().state, State::Waiting);
+}
+
+/// The daemon's part: ends the reservations whose deadline passed (as of a moment from now).
+async fn release_lapsed(redis: &mut MultiplexedConnection, after: Duration) {
+    let now = delayer_client::time::unix_now() + after.as_secs_f64();
+    ReleaseScript::default()
+        .lapsed(redis, now, 25, 1000)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_consumer_whose_time_ran_out_cannot_touch_nack_or_ack_the_next_ones_reservation() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let id = client.push("t", "b").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let late = reserve_now(&client, "t", Duration::from_secs(1)).await;
+    release_lapsed(&mut redis, Duration::from_secs(2)).await;
+    move_until_empty(&mut redis).await;
+    let current = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    assert_eq!((late.attempts, current.attempts), (1, 2));
+
+    assert!(matches!(
+        client.nack(&late, Duration::ZERO).await,
+        Err(Error::NotReserved(_))
+    ));
+    assert!(matches!(
+        client.touch(&late, Duration::from_secs(600)).await,
+        Err(Error::NotReserved(_))
+    ));
+    assert_eq!(client.ack(&late).await.unwrap(), Acked::Stale);
+    let info = client.get(&id).await.unwrap();
+    assert_eq!(
+        (info.state, info.attempts),
+        (State::Reserved, 2),
+        "untouched"
+    );
+    client
+        .touch(&current, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(client.ack(&current).await.unwrap(), Acked::Done);
+    assert_eq!(client.get(&id).await.unwrap().state, State::Unknown);
+}
+
+#[tokio::test]
+async fn a_job_pushed_again_survives_the_old_reservations_ack_and_is_not_taken_early() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    client.push("t", "v1").id("x").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let old = reserve_now(&client, "t", Duration::from_secs(30)).await;
+
+    // Pushed again while reserved: the old reservation's ack changes nothing.
+    client
+        .push("t", "v2")
+        .id("x")
+        .delay(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(client.ack(&old).await.unwrap(), Acked::Stale);
+    let info = client.get("x").await.unwrap();
+    assert_eq!(info.state, State::Waiting);
+    assert_eq!(info.body.as_deref(), Some(&b"v2"[..]));
+
+    // Pushed again while ready: the ready entry is stale, the new job waits for its time.
+    client.push("t", "w1").id("y").await.unwrap();
+    wait_for(Duration::from_secs(5), "y to be ready", || {
+        let mut redis = redis.clone();
+        async move {
+            move_due_jobs(&mut redis).await;
+            let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
+            (ready == 1).then_some(())
+        }
+    })
+    .await;
+    client
+        .push("t", "w2")
+        .id("y")
+        .delay(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let taken = client
+        .reserve(&["t"], Duration::from_secs(30), Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(taken, None, "not early");
+    assert_eq!(client.get("y").await.unwrap().state, State::Waiting);
+    let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
+    assert_eq!(ready, 0, "the stale entry is dropped");
+}
+
+#[tokio::test]
+async fn a_job_pushed_again_after_it_died_is_not_requeued_early() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let settings = Settings {
+        max_attempts: 1,
+        ..Settings::default()
+    };
+    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    client.push("t", "b").id("d").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    assert_eq!(
+        client.nack(&job, Duration::ZERO).await.unwrap(),
+        Nacked::Dead
+    );
+    client
+        .push("t", "again")
+        .id("d")
+        .delay(Duration::from_secs(3600))
+        .await
+        .unwrap();
+
+    assert_eq!(client.requeue_dead("t").await.unwrap(), 0);
+
+    let info = client.get("d").await.unwrap();
+    assert_eq!(info.state, State::Waiting);
+    let due = info.due.unwrap().duration_since(SystemTime::now()).unwrap();
+    assert!(
+        due > Duration::from_secs(3500),
+        "still due in an hour: {due:?}"
+    );
+}
+
+#[tokio::test]
+async fn ack_fails_before_changing_anything_when_the_pool_key_is_broken() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let id = client.push("t", "b").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    let _: () = redis.set(JOB_POOL, "oops").await.unwrap();
+
+    assert!(client.ack(&job).await.is_err());
+
+    let _: () = redis.del(JOB_POOL).await.unwrap();
+    let info = client.get(&id).await.unwrap();
+    assert_eq!(info.state, State::Reserved, "the reservation stands");
+    assert!(
+        client.dead("t", 0).await.unwrap().is_empty(),
+        "limit 0 lists none"
+    );
 }

@@ -313,3 +313,40 @@ async fn a_stop_lets_running_handlers_finish_reserves_nothing_more_and_gives_bac
     let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
     assert_eq!((pool, ready), (2, 1), "nothing lost");
 }
+
+#[tokio::test]
+async fn a_stop_gives_back_a_job_on_its_last_attempt_rather_than_killing_it() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let settings = Settings {
+        max_attempts: 1,
+        ..Settings::default()
+    };
+    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    let id = ready_jobs(&client, &mut redis, "t", 1).await.remove(0);
+    let started = Arc::new(AtomicUsize::new(0));
+    let counted = started.clone();
+    let (stop, stopped) = stop_signal();
+    let worker = Worker::new(client.clone())
+        .stop_timeout(Duration::from_millis(200))
+        .handle("t", move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<Result<(), String>>()
+        });
+    let running = tokio::spawn(worker.run(stopped));
+    wait_for(Duration::from_secs(10), "the handler to start", || {
+        let started = started.clone();
+        async move { (started.load(Ordering::SeqCst) == 1).then_some(()) }
+    })
+    .await;
+
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+
+    let info = client.get(&id).await.unwrap();
+    assert_eq!(
+        (info.state, info.attempts),
+        (State::Waiting, 0),
+        "given back, not dead"
+    );
+}

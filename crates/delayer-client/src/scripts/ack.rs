@@ -14,31 +14,40 @@ impl Default for AckScript {
     }
 }
 
-/// What acking found.
+/// What an ack did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acked {
-    /// The job was reserved, as it should be.
-    WasReserved,
-    /// The job existed but its reservation had lapsed: it may have been delivered again.
-    Lapsed,
-    /// There was no such job.
-    Unknown,
+    /// The reservation was current: the job is finished, never delivered again.
+    Done,
+    /// Its time to run had passed, but nobody had reserved the job since: finished all the same.
+    Late,
+    /// Stale: the job was reserved again since (by another consumer, perhaps running it now), or
+    /// pushed again. Nothing changed.
+    Stale,
 }
 
 impl AckScript {
-    pub async fn run(&self, connection: &mut impl ConnectionLike, id: &str) -> RedisResult<Acked> {
+    /// Acks reservation `attempt` of job `id`; `None` when there is no such job.
+    pub async fn run(
+        &self,
+        connection: &mut impl ConnectionLike,
+        id: &str,
+        attempt: u32,
+    ) -> RedisResult<Option<Acked>> {
         let code: i64 = self
             .0
             .key(keys::RESERVED)
             .key(keys::JOB_POOL)
             .key(keys::job_bucket(id))
             .arg(id)
+            .arg(attempt)
             .invoke_async(connection)
             .await?;
         match code {
-            1 => Ok(Acked::WasReserved),
-            0 => Ok(Acked::Lapsed),
-            -1 => Ok(Acked::Unknown),
+            1 => Ok(Some(Acked::Done)),
+            2 => Ok(Some(Acked::Late)),
+            0 => Ok(Some(Acked::Stale)),
+            -1 => Ok(None),
             _ => Err(malformed("ack")),
         }
     }

@@ -16,6 +16,7 @@ pub mod push;
 pub mod release;
 pub mod requeue_dead;
 pub mod reserve;
+pub mod touch;
 
 /// The error for a reply that does not have the shape a script's header promises.
 fn malformed(script: &str) -> RedisError {

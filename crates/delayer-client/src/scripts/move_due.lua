@@ -1,7 +1,6 @@
 -- Moves the jobs that are due from the job pool onto their topics' ready lists, atomically.
 --
 -- KEYS[1]  the job pool: sorted set of job ids scored by due time in seconds ("delayer:job_pool")
--- KEYS[2]  the registry of topics ("delayer:topics"): every topic moved to is added
 -- ARGV[1]  now, in (fractional) seconds: a job is due when its score <= now
 -- ARGV[2]  the most ids to take in this call (the batch size)
 -- ARGV[3]  the job bucket key prefix ("delayer:job_bucket:"); a bucket is a hash with field `topic`
@@ -9,6 +8,9 @@
 -- ARGV[5]  when to look at stuck jobs again (a time after now): they are re-scored to it, a
 --          microsecond apart in the order they were due, after any job parked there before, so
 --          that they keep their order
+-- ARGV[6]  the registry of topics ("delayer:topics"): every topic moved to is added. Not a declared
+--          key: Redis checks declared keys against the user's ACL before running, and a user
+--          allowed only the legacy keys must still get its jobs moved
 --
 -- Returns {taken, next_due, orphans, stuck, topic_1, ids_1, topic_2, ids_2, ...}:
 --   taken     how many due ids this call dealt with (moved + orphans + parked); == ARGV[2]: more
@@ -20,7 +22,7 @@
 --             Redis user may not write it (ACL); its jobs stay in the pool, parked at ARGV[5]
 --   topic_n, ids_n  every topic pushed to, with its ids in due order (earliest is popped first)
 
-local pool, registry, now, limit = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2])
+local pool, now, limit, registry = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[6]
 local bucket_prefix, ready_prefix, park_at = ARGV[3], ARGV[4], tonumber(ARGV[5])
 require_permission('ZREM', pool, 'id')
 require_permission('ZADD', pool, '0', 'id')

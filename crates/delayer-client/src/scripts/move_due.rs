@@ -28,12 +28,12 @@ impl MoveScript {
     pub fn call(&self, now: f64, batch_size: usize) -> ScriptInvocation<'_> {
         let park_at = now + STUCK_RECHECK.as_secs_f64();
         let mut call = self.0.key(keys::JOB_POOL);
-        call.key(keys::TOPICS);
         call.arg(format!("{now:.6}"))
             .arg(batch_size)
             .arg(keys::JOB_BUCKET_PREFIX)
             .arg(keys::READY_QUEUE_PREFIX)
-            .arg(format!("{park_at:.6}"));
+            .arg(format!("{park_at:.6}"))
+            .arg(keys::TOPICS);
         call
     }
 

@@ -1,17 +1,23 @@
 -- Ends reservations: each job goes back to the pool to be delivered again, or, once it has been
--- reserved max_attempts times, onto its topic's dead list. One script for both callers: a consumer
--- giving a job back (nack), and the daemon ending the reservations whose deadline passed.
+-- reserved max_attempts times, onto its topic's dead list. One script for its three callers: the
+-- daemon ending the reservations whose deadline passed, a consumer giving a job back after a
+-- failure (nack), and a worker that stops giving back a job it could not finish.
 --
 -- KEYS[1]  the reservations ("delayer:reserved")
 -- KEYS[2]  the job pool ("delayer:job_pool")
--- KEYS[3]  the registry of topics ("delayer:topics"): a topic with a dead job is added
 -- ARGV[1]  now, in unix seconds
 -- ARGV[2]  when to deliver the jobs again, in unix seconds
 -- ARGV[3]  max attempts: a job already reserved this many times is dead instead
 -- ARGV[4]  the job bucket key prefix ("delayer:job_bucket:")
 -- ARGV[5]  the dead list key prefix ("delayer:dead_queue:")
 -- ARGV[6]  the most reservations to end in this call
--- ARGV[7]  optional: the one id to release (a nack); without it, those whose deadline is <= now
+-- ARGV[7]  the registry of topics ("delayer:topics"): a topic with a dead job is added (not a
+--          declared key: it is optional, and a user's ACL may leave it out)
+-- ARGV[8]  what to release: "lapsed" (those whose deadline is <= now), "nack" (one reservation,
+--          the attempt counted) or "give_back" (one reservation, the attempt not counted and never
+--          dead: the job was not really tried)
+-- ARGV[9], ARGV[10]  with "nack" and "give_back": the id, and the attempt the reservation was;
+--          a reservation that is not current (lapsed, or another since) is left alone
 --
 -- Returns {ended, next_deadline, retried, dead, dropped, blocked}:
 --   ended          how many reservations this call ended; == ARGV[6]: more may have expired
@@ -22,23 +28,29 @@
 --   blocked        {topic, id, ...} pairs that should be dead, but whose topic's dead list key holds
 --                  something other than a list (or may not be written by this Redis user): back in
 --                  the pool instead, never lost
+-- A job pushed again while it was reserved (it is in the pool already) keeps its new due time.
 
-local reserved, pool, registry = KEYS[1], KEYS[2], KEYS[3]
+local reserved, pool, registry = KEYS[1], KEYS[2], ARGV[7]
 local now, retry_at, max_attempts = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local bucket_prefix, dead_prefix, limit = ARGV[4], ARGV[5], tonumber(ARGV[6])
+local bucket_prefix, dead_prefix, limit, mode = ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[8]
 
 -- Checked before the first write: the ZADD that puts a job back must not fail after its ZREM.
+require_type(reserved, 'zset')
 require_type(pool, 'zset')
 require_permission('ZREM', reserved, 'id')
 require_permission('ZADD', pool, '0', 'id')
 require_permission('HMGET', bucket_prefix .. 'id', 'topic')
 require_permission('HSET', bucket_prefix .. 'id', 'died_at', '0')
+require_permission('HINCRBY', bucket_prefix .. 'id', 'attempts', '-1')
 
 local ids
-if ARGV[7] then
-  ids = redis.call('ZSCORE', reserved, ARGV[7]) and {ARGV[7]} or {}
-else
+if mode == 'lapsed' then
   ids = redis.call('ZRANGEBYSCORE', reserved, '-inf', now, 'LIMIT', 0, limit)
+else
+  local id, attempt = ARGV[9], tonumber(ARGV[10])
+  local current = redis.call('ZSCORE', reserved, id)
+    and tonumber(read_or_false('HGET', bucket_prefix .. id, 'attempts')) == attempt
+  ids = current and {id} or {}
 end
 
 local retried, dead, dropped, blocked = {}, {}, {}, {}
@@ -49,17 +61,22 @@ for _, id in ipairs(ids) do
   local fields = read_or_false('HMGET', bucket, 'topic', 'attempts')
   local topic = fields and fields[1]
   local attempts = topic and tonumber(fields[2]) or 0
+  local pushed_again = redis.call('ZSCORE', pool, id)
+  local out_of_attempts = mode ~= 'give_back' and attempts >= max_attempts and not pushed_again
   local dead_list = topic and dead_prefix .. topic
-  local dead_kind = dead_list and attempts >= max_attempts and redis.call('TYPE', dead_list).ok
+  local dead_kind = out_of_attempts and dead_list and redis.call('TYPE', dead_list).ok
   redis.call('ZREM', reserved, id)
   if not topic then
     dropped[#dropped + 1] = id
+  elseif pushed_again then
+    retried[#retried + 1] = topic
+    retried[#retried + 1] = id
   elseif dead_kind and (dead_kind ~= 'list' and dead_kind ~= 'none' or not may('LPUSH', dead_list, id)) then
     -- Its dead list cannot take it: delivered again rather than lost.
     redis.call('ZADD', pool, retry_at, id)
     blocked[#blocked + 1] = topic
     blocked[#blocked + 1] = id
-  elseif attempts >= max_attempts then
+  elseif out_of_attempts then
     redis.call('LPUSH', dead_list, id)
     redis.call('HSET', bucket, 'died_at', now)
     -- pcall: the registry only helps to list topics; it must never stop a release.
@@ -67,6 +84,9 @@ for _, id in ipairs(ids) do
     dead[#dead + 1] = topic
     dead[#dead + 1] = id
   else
+    if mode == 'give_back' and attempts > 0 then
+      redis.call('HINCRBY', bucket, 'attempts', -1)
+    end
     redis.call('ZADD', pool, retry_at, id)
     retried[#retried + 1] = topic
     retried[#retried + 1] = id

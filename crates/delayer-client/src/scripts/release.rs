@@ -1,6 +1,6 @@
 //! The release script (`release.lua`): ends reservations, sending each job back to the pool or,
 //! after its last attempt, to its topic's dead list. A consumer's nack and the daemon's
-//! re-delivery of lapsed reservations are the same script.
+//! re-delivery of lapsed reservations are the same script, and so is a stopping worker's give-back.
 
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script, ScriptInvocation, Value};
@@ -44,21 +44,29 @@ impl ReleaseScript {
         max_attempts: u32,
         limit: usize,
     ) -> RedisResult<Released> {
-        let call = self.call(now, now, max_attempts, limit);
+        let mut call = self.call(now, now, max_attempts, limit);
+        call.arg("lapsed");
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
 
-    /// Ends the reservation of `id` (if it has one), the job due again at `retry_at`.
+    /// Ends reservation `attempt` of job `id` (if it is current), the job due again at
+    /// `retry_at`: as a failed attempt (`counted`), or as one never really tried (not counted,
+    /// and never dead).
+    #[allow(clippy::too_many_arguments)]
     pub async fn one(
         &self,
         connection: &mut impl ConnectionLike,
         id: &str,
+        attempt: u32,
+        counted: bool,
         now: f64,
         retry_at: f64,
         max_attempts: u32,
     ) -> RedisResult<Released> {
         let mut call = self.call(now, retry_at, max_attempts, 1);
-        call.arg(id);
+        call.arg(if counted { "nack" } else { "give_back" })
+            .arg(id)
+            .arg(attempt);
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
 
@@ -71,13 +79,13 @@ impl ReleaseScript {
     ) -> ScriptInvocation<'_> {
         let mut call = self.0.key(keys::RESERVED);
         call.key(keys::JOB_POOL)
-            .key(keys::TOPICS)
             .arg(format!("{now:.6}"))
             .arg(format!("{retry_at:.6}"))
             .arg(max_attempts)
             .arg(keys::JOB_BUCKET_PREFIX)
             .arg(keys::DEAD_QUEUE_PREFIX)
-            .arg(limit);
+            .arg(limit)
+            .arg(keys::TOPICS);
         call
     }
 }

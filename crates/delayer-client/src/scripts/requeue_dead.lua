@@ -3,14 +3,15 @@
 --
 -- KEYS[1]  the topic's dead list ("delayer:dead_queue:<topic>")
 -- KEYS[2]  the job pool ("delayer:job_pool")
+-- KEYS[3]  the reservations ("delayer:reserved")
 -- ARGV[1]  now, in unix seconds
 -- ARGV[2]  the job bucket key prefix ("delayer:job_bucket:")
 -- ARGV[3]  the most jobs to move in this call
 --
 -- Returns {requeued, dropped}: how many went back to the pool, and how many ids were dropped
--- because their bucket had expired meanwhile. Fewer than ARGV[3] in all: the list is empty.
+-- because their bucket had expired meanwhile or they are dead no more (pushed again since). Fewer than ARGV[3] in all: the list is empty.
 
-local dead, pool, now, bucket_prefix = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local dead, pool, reserved, now, bucket_prefix = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2]
 require_type(pool, 'zset')
 require_permission('ZADD', pool, '0', 'id')
 require_permission('HDEL', bucket_prefix .. 'id', 'attempts')
@@ -22,8 +23,14 @@ for _ = 1, tonumber(ARGV[3]) do
     break
   end
   local bucket = bucket_prefix .. id
-  -- Checked as a type, not EXISTS: HDEL on a bucket of the wrong type would fail after the RPOP.
-  if redis.call('TYPE', bucket).ok == 'hash' then
+  -- Only a job that is dead still: one pushed again since (waiting in the pool, reserved, its
+  -- death forgotten) must keep its own due time. Checked as a type first: HDEL on a bucket of the
+  -- wrong type would fail after the RPOP.
+  local dead_still = redis.call('TYPE', bucket).ok == 'hash'
+    and redis.call('HEXISTS', bucket, 'died_at') == 1
+    and not redis.call('ZSCORE', pool, id)
+    and not redis.call('ZSCORE', reserved, id)
+  if dead_still then
     redis.call('HDEL', bucket, 'attempts', 'died_at')
     redis.call('ZADD', pool, now, id)
     requeued = requeued + 1

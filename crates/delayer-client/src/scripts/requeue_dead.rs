@@ -26,6 +26,7 @@ impl RequeueDeadScript {
         self.0
             .key(keys::dead_queue(topic))
             .key(keys::JOB_POOL)
+            .key(keys::RESERVED)
             .arg(format!("{now:.6}"))
             .arg(keys::JOB_BUCKET_PREFIX)
             .arg(limit)

@@ -3,6 +3,7 @@
 -- dies holding it loses nothing (the daemon delivers it again once the deadline passes).
 --
 -- KEYS[1]  the reservations: sorted set of job id -> deadline ("delayer:reserved")
+-- KEYS[2]  the job pool ("delayer:job_pool")
 -- ARGV[1]  the deadline, in unix seconds
 -- ARGV[2]  the job bucket key prefix ("delayer:job_bucket:")
 -- ARGV[3]  the ready list key prefix ("delayer:ready_queue:")
@@ -14,7 +15,7 @@
 -- it came from, `due` "" for a job pushed by a legacy client. An id whose bucket is gone (expired, or removed) is dropped, as a
 -- legacy pop would drop it.
 
-local reserved, deadline = KEYS[1], ARGV[1]
+local reserved, pool, deadline = KEYS[1], KEYS[2], ARGV[1]
 local bucket_prefix, ready_prefix = ARGV[2], ARGV[3]
 -- Bounds one call's work however many dropped ids a list holds.
 local MAX_DROPPED = 100
@@ -39,7 +40,10 @@ for index = 4, #ARGV do
     local bucket = bucket_prefix .. id
     -- A bucket of the wrong type is dropped like a missing one.
     local fields = read_or_false('HMGET', bucket, 'topic', 'body', 'due')
-    if fields and fields[1] and fields[2] then
+    -- An entry for a job that waits in the pool again (pushed again after it was moved) or is
+    -- reserved already (moved twice) is stale: taking it would deliver early, or twice.
+    local stale = redis.call('ZSCORE', pool, id) or redis.call('ZSCORE', reserved, id)
+    if fields and fields[1] and fields[2] and not stale then
       redis.call('ZADD', reserved, deadline, id)
       redis.call('RPOP', ready)
       local attempts = redis.call('HINCRBY', bucket, 'attempts', 1)

@@ -26,7 +26,8 @@ impl ReserveScript {
         topics: &[impl AsRef<str>],
     ) -> RedisResult<Option<Job>> {
         let mut call = self.0.key(keys::RESERVED);
-        call.arg(format!("{deadline:.6}"))
+        call.key(keys::JOB_POOL)
+            .arg(format!("{deadline:.6}"))
             .arg(keys::JOB_BUCKET_PREFIX)
             .arg(keys::READY_QUEUE_PREFIX);
         for topic in topics {

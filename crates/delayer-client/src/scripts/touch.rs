@@ -1,0 +1,35 @@
+//! The touch script (`touch.lua`): extends one reservation's deadline.
+
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script};
+
+use crate::keys;
+
+pub struct TouchScript(Script);
+
+impl Default for TouchScript {
+    fn default() -> TouchScript {
+        TouchScript(script!("touch.lua"))
+    }
+}
+
+impl TouchScript {
+    /// Moves the deadline of reservation `attempt` of job `id` to `deadline` (unix seconds); false
+    /// when that reservation is not current.
+    pub async fn run(
+        &self,
+        connection: &mut impl ConnectionLike,
+        id: &str,
+        attempt: u32,
+        deadline: f64,
+    ) -> RedisResult<bool> {
+        self.0
+            .key(keys::RESERVED)
+            .key(keys::job_bucket(id))
+            .arg(format!("{deadline:.6}"))
+            .arg(id)
+            .arg(attempt)
+            .invoke_async(connection)
+            .await
+    }
+}

@@ -1,0 +1,103 @@
+//! The daemon under exactly the ACL the README gives a delayer user: it moves jobs, delivers lapsed
+//! reservations again, fills dead lists and answers `--check-config`, and needs nothing more.
+
+mod support;
+
+use std::time::Duration;
+
+use delayer::redis::AsyncCommands;
+use delayer::redis::aio::MultiplexedConnection;
+use delayer_client::keys::{RESERVED, dead_queue, field, job_bucket};
+use support::legacy_client::{self, Message};
+use support::{Daemon, DaemonSetup, RedisServer, delayer_command, read, wait_for_ready};
+
+/// The README's "ACL a delayer user needs", word for word (less the password).
+const DAEMON_ACL: &str = "~delayer:* +ping +unwatch +select +hello +info +client|tracking \
+     +evalsha +script|load +type +zrangebyscore +zrevrangebyscore +zrange +zscore +zadd +zrem \
+     +hget +hmget +hset +hincrby +lpush +sadd";
+
+async fn acl(redis: &mut MultiplexedConnection, user: &str, rules: &str) {
+    delayer::redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(user)
+        .arg(rules.split_whitespace().collect::<Vec<_>>())
+        .query_async::<()>(redis)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_daemon_does_all_its_work_under_the_documented_acl() {
+    let server = RedisServer::start();
+    let mut admin = server.connect().await;
+    acl(&mut admin, "admin", "on >admin ~* +@all").await;
+    let mut admin = server.connect_as("admin", "admin").await;
+    // The daemon connects as `default`, which gets exactly the documented rules.
+    acl(
+        &mut admin,
+        "default",
+        &format!("reset on nopass {DAEMON_ACL}"),
+    )
+    .await;
+    let (config, logs) = server.daemon_config("daemon", "max_attempts = 2\ntimer_interval = 50");
+
+    let check = delayer_command()
+        .args(["--check-config", "-c"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    let mut daemon = Daemon::start(&config);
+    let message = Message {
+        id: "due".into(),
+        topic: "t".into(),
+        body: "b".into(),
+    };
+    legacy_client::push(&mut admin, &message, 0).await.unwrap();
+    // Two lapsed reservations: one to deliver again, one out of attempts.
+    for (id, attempts) in [("again", "1"), ("dead", "2")] {
+        let _: () = admin
+            .hset_multiple(
+                job_bucket(id),
+                &[
+                    (field::TOPIC, "t"),
+                    (field::BODY, "b"),
+                    (field::ATTEMPTS, attempts),
+                ],
+            )
+            .await
+            .unwrap();
+        let _: () = admin.zadd(RESERVED, id, 1).await.unwrap();
+    }
+
+    let mut ready = wait_for_ready(&admin, "t", 2).await;
+    logs.wait_for_line("Job is dead after 2 attempts, Topic: t, IDs: [dead]");
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+
+    ready.sort();
+    assert_eq!(ready, ["again", "due"]);
+    let dead: Vec<String> = admin.lrange(dead_queue("t"), 0, -1).await.unwrap();
+    assert_eq!(dead, ["dead"]);
+    let error = read(&logs.error);
+    assert!(
+        !error.contains("NOPERM") && !error.contains("can't access") && !error.contains("ACL"),
+        "{error}"
+    );
+    let commandstats: String = delayer::redis::cmd("INFO")
+        .arg("errorstats")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let denied: delayer::redis::Value = delayer::redis::cmd("ACL")
+        .arg("LOG")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(!commandstats.contains("NOPERM"), "{commandstats}\n{denied:?}");
+}
