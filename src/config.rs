@@ -536,6 +536,15 @@ mod tests {
             "logs go to the journal"
         );
         assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+        assert!(config.unknown.is_empty(), "{:?}", config.unknown);
+    }
+
+    #[test]
+    fn the_compose_config_names_the_redis_service() {
+        let config = parse(include_str!("../dist/docker/delayer.conf")).unwrap();
+        assert_eq!(config.redis.host, "redis");
+        assert_eq!((config.pid, config.access_log), (None, None));
+        assert!(config.unknown.is_empty() && config.warnings.is_empty());
     }
 
     #[test]

@@ -64,7 +64,7 @@ impl Mover {
         };
         match reply {
             Err(error) if pool::is_config_error(&error) => {
-                bail!(pool::describe_redis(&error, &self.redis))
+                bail!(pool::describe_refusal(&error, &self.redis).await)
             }
             _ => Ok(()),
         }

@@ -1,6 +1,6 @@
 //! The deadpool-redis pool built from `[redis]`, and Redis failures told in words a user understands.
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use deadpool_redis::redis::{
     self, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisConnectionInfo,
     RedisResult,
@@ -37,10 +37,11 @@ pub fn connection_info(config: &RedisConfig) -> RedisResult<ConnectionInfo> {
 /// Connects once and returns the server's `redis_version`.
 pub async fn server_version(config: &RedisConfig) -> Result<String> {
     let pool = build(config)?;
-    let mut connection = pool
-        .get()
-        .await
-        .map_err(|error| anyhow!(describe(&error, config)))?;
+    let mut connection = match pool.get().await {
+        Ok(connection) => connection,
+        Err(PoolError::Backend(error)) => bail!(describe_refusal(&error, config).await),
+        Err(error) => bail!(describe(&error, config)),
+    };
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(&mut connection)
@@ -51,6 +52,43 @@ pub async fn server_version(config: &RedisConfig) -> Result<String> {
         .find_map(|line| line.strip_prefix("redis_version:"))
         .unwrap_or("unknown")
         .to_string())
+}
+
+/// Like [`describe_redis`], with Redis's own words when it refused the password: redis-rs puts
+/// its own ("Password authentication failed") in their place, so AUTH is sent once more by hand,
+/// on a connection without credentials, to hear what Redis says.
+pub async fn describe_refusal(error: &redis::RedisError, config: &RedisConfig) -> Trouble {
+    let mut trouble = describe_redis(error, config);
+    if error.kind() == ErrorKind::AuthenticationFailed
+        && let Some(said) = auth_reply(config).await
+    {
+        trouble.message = format!(
+            "Redis at {} refused the password ([redis] password is set): {said}",
+            config.address()
+        );
+    }
+    trouble
+}
+
+/// What Redis answers to `AUTH <password>`, when it refuses it.
+async fn auth_reply(config: &RedisConfig) -> Option<String> {
+    let password = config.password.as_deref()?;
+    let info = connection_info(config).ok()?;
+    let info = info.set_redis_settings(RedisConnectionInfo::default());
+    let mut connection = redis::Client::open(info)
+        .ok()?
+        .get_multiplexed_async_connection_with_config(&connection::config())
+        .await
+        .ok()?;
+    let refused = redis::cmd("AUTH")
+        .arg(password)
+        .query_async::<()>(&mut connection)
+        .await
+        .err()?;
+    Some(match (refused.code(), refused.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        _ => refused.to_string(),
+    })
 }
 
 /// Closes connections past `idle_timeout` or `conn_max_lifetime`, and idle ones beyond `max_idle`.

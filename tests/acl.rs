@@ -99,5 +99,8 @@ async fn the_daemon_does_all_its_work_under_the_documented_acl() {
         .query_async(&mut admin)
         .await
         .unwrap();
-    assert!(!commandstats.contains("NOPERM"), "{commandstats}\n{denied:?}");
+    assert!(
+        !commandstats.contains("NOPERM"),
+        "{commandstats}\n{denied:?}"
+    );
 }

@@ -384,7 +384,8 @@ fn a_wrong_password_or_database_is_told_in_plain_words() {
     let cases = [
         (
             "password = wrong\n",
-            "refused the password ([redis] password is set)",
+            // Redis's own words, not the client library's ("Password authentication failed").
+            "refused the password ([redis] password is set): WRONGPASS invalid username-password pair",
         ),
         ("", "refused the password ([redis] password is empty)"),
         (
