@@ -2,6 +2,7 @@
 
 use std::cell::RefCell;
 use std::fmt::Display;
+use std::net::SocketAddr;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -29,7 +30,7 @@ const DEFAULT_CONN_MAX_LIFETIME_S: u64 = 3600;
 /// stay short.
 const MAX_BATCH_SIZE: usize = 10_000;
 
-const KNOWN_KEYS: [(&str, &[&str]); 2] = [
+const KNOWN_KEYS: [(&str, &[&str]); 3] = [
     (
         "delayer",
         &[
@@ -58,6 +59,7 @@ const KNOWN_KEYS: [(&str, &[&str]); 2] = [
             "conn_max_lifetime",
         ],
     ),
+    ("http", &["listen", "token"]),
 ];
 
 /// Everything the daemon needs to know, validated; relative paths are already made absolute.
@@ -87,11 +89,22 @@ pub struct Config {
     /// `[delayer] log_format`: the original's lines, or one JSON object per line.
     pub log_format: LogFormat,
     pub redis: RedisConfig,
+    /// The `[http]` section: no HTTP server without it.
+    pub http: Option<HttpConfig>,
     /// Unknown sections and keys (a typo, most likely): ignored with a warning, as the original
     /// did, but refused by `--check-config`.
     pub unknown: Vec<String>,
     /// Other things worth a warning (a key set twice), logged once logging is up.
     pub warnings: Vec<String>,
+}
+
+/// The `[http]` section.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// `listen`: the address and port to serve on.
+    pub listen: SocketAddr,
+    /// `token`: when set, the job API wants `Authorization: Bearer <token>`.
+    pub token: Option<String>,
 }
 
 /// The least severe log lines written.
@@ -211,7 +224,18 @@ impl Display for Config {
             f,
             "conn_max_lifetime = {}",
             seconds(redis.conn_max_lifetime)
-        )
+        )?;
+        if let Some(http) = &self.http {
+            writeln!(f, "\n\n[http]")?;
+            writeln!(f, "listen = {}", http.listen)?;
+            let token = if http.token.is_some() {
+                "********"
+            } else {
+                "                ; none: the job API is open"
+            };
+            write!(f, "token = {token}")?;
+        }
+        Ok(())
     }
 }
 
@@ -328,6 +352,7 @@ impl Config {
                 &[("text", LogFormat::Text), ("json", LogFormat::Json)],
             ),
             redis,
+            http: values.http(),
             unknown,
             warnings,
             file: file.clone(),
@@ -424,6 +449,26 @@ impl Values<'_> {
                     format!("expected one of {}", names.join(", ")),
                 );
                 choices[0].1
+            }
+        }
+    }
+
+    /// `[http]`, when it names an address to listen on.
+    fn http(&self) -> Option<HttpConfig> {
+        let raw = self.get("http", "listen")?;
+        match raw.parse() {
+            Ok(listen) => Some(HttpConfig {
+                listen,
+                token: self.get("http", "token"),
+            }),
+            Err(_) => {
+                self.wrong(
+                    "http",
+                    "listen",
+                    &raw,
+                    "expected an address and port, like 127.0.0.1:9277",
+                );
+                None
             }
         }
     }
@@ -706,6 +751,18 @@ mod tests {
             cwd.join("test.conf").display()
         );
         assert_eq!(message, expected);
+    }
+
+    #[test]
+    fn the_http_section_is_optional_and_checked() {
+        assert!(parse("").unwrap().http.is_none());
+        let config =
+            parse("[http]\nlisten = 127.0.0.1:9277   ; go-delay-queue's port\ntoken = s3cret\n")
+                .unwrap();
+        let http = config.http.unwrap();
+        assert_eq!(http.listen.to_string(), "127.0.0.1:9277");
+        assert_eq!(http.token.as_deref(), Some("s3cret"));
+        assert!(error_of("[http]\nlisten = somewhere\n").contains("[http] listen = \"somewhere\""));
     }
 
     #[test]

@@ -13,7 +13,9 @@ pub mod commands;
 pub mod config;
 pub mod daemon;
 pub mod escape;
+pub mod http;
 pub mod logging;
+pub mod metrics;
 pub mod move_log;
 pub mod mover;
 pub mod pidfile;
@@ -23,34 +25,46 @@ pub mod wakeup;
 
 use anyhow::Result;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 pub use config::Config;
 pub use deadpool_redis::redis;
+use http::Http;
 pub use mover::Mover;
 
 /// The service, checked and ready to run.
 pub struct Service {
     mover: Mover,
+    http: Option<Http>,
 }
 
 impl Service {
-    /// Logs the configuration's warnings and refuses a Redis that rejects the configured
-    /// password or database (an unreachable one is waited for).
+    /// Logs the configuration's warnings, refuses a Redis that rejects the configured password
+    /// or database (an unreachable one is waited for), and binds the HTTP server's address if
+    /// `[http]` asks for one.
     pub async fn start(config: &Config) -> Result<Service> {
         for warning in config.unknown.iter().chain(&config.warnings) {
             warn!("{warning}");
         }
         let mover = Mover::new(config)?;
         mover.check_redis().await?;
-        Ok(Service { mover })
+        let http = Http::bind(config, mover.metrics()).await?;
+        Ok(Service { mover, http })
     }
 
-    /// Logs the start line, moves jobs as they fall due until `shutdown` is cancelled, then logs
-    /// the stop line once the last script call has finished.
+    /// Logs the start line, moves jobs as they fall due (and serves HTTP) until `shutdown` is
+    /// cancelled, then logs the stop line once the last script call and the requests in flight
+    /// have finished.
     pub async fn run(self, shutdown: CancellationToken) {
         info!("Service started successfully, PID: {}", std::process::id());
-        self.mover.run(&shutdown).await;
+        let serving = async {
+            if let Some(http) = self.http
+                && let Err(error) = http.serve(shutdown.clone()).await
+            {
+                error!("{error:#}");
+            }
+        };
+        tokio::join!(self.mover.run(&shutdown), serving);
         info!("Service stopped successfully, PID: {}", std::process::id());
     }
 }

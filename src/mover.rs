@@ -1,5 +1,6 @@
 //! The timer loop: runs the move script when jobs fall due, back to back while a backlog drains.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -11,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::config::{Config, RedisConfig};
+use crate::metrics::Metrics;
 use crate::move_log::{self, StuckTopics};
 use crate::pool::{self, Failure, Trouble};
 use crate::wakeup::PoolWatch;
@@ -33,6 +35,7 @@ pub struct Mover {
     /// Where Redis is, for the pool watch's own connection.
     info: ConnectionInfo,
     script: MoveScript,
+    metrics: Arc<Metrics>,
     /// Ends reservations whose time to run lapsed.
     release: ReleaseScript,
     batch_size: usize,
@@ -47,6 +50,7 @@ impl Mover {
             redis: config.redis.clone(),
             info: pool::connection_info(&config.redis)?,
             script: MoveScript::default(),
+            metrics: Arc::default(),
             release: ReleaseScript::default(),
             batch_size: config.batch_size,
             max_attempts: config.max_attempts,
@@ -85,6 +89,7 @@ impl Mover {
         loop {
             watch.seen();
             let drained = self.drain(shutdown, &mut said).await;
+            self.metrics.looked(drained.is_ok());
             let looked_at = Instant::now();
             if shutdown.is_cancelled() {
                 return;
@@ -220,13 +225,26 @@ impl Mover {
 
     /// Ends up to a batch of reservations whose deadline passed.
     async fn release_lapsed(&self, connection: &mut Connection) -> RedisResult<Released> {
-        self.release
+        let started = std::time::Instant::now();
+        let released = self
+            .release
             .lapsed(connection, unix_now(), self.max_attempts, self.batch_size)
-            .await
+            .await?;
+        self.metrics.released(&released, started.elapsed());
+        Ok(released)
     }
 
+    /// One move as of `now` (unix seconds), counted in the metrics.
     async fn run_script(&self, connection: &mut Connection, now: f64) -> RedisResult<Batch> {
-        self.script.run(connection, now, self.batch_size).await
+        let started = std::time::Instant::now();
+        let batch = self.script.run(connection, now, self.batch_size).await?;
+        self.metrics.moved(&batch, now, started.elapsed());
+        Ok(batch)
+    }
+
+    /// What the daemon has counted, for `/metrics` and `/healthz`.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
     }
 
     /// How long to sleep: until the next job is due (or reservation lapses), but never longer

@@ -83,6 +83,7 @@ async fn push_run(server: &RedisServer, pusher: Pusher) -> f64 {
                             body: b"body",
                             due: unix_now() + 3600.0,
                             ttl_seconds: 3600 + 604_800,
+                            delay: 3600.0,
                         };
                         script.run(&mut redis, &job).await.unwrap();
                     }

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod http_client;
+
 use delayer::Config;
 pub use delayer_testkit::jobs::*;
 pub use delayer_testkit::{RedisServer, legacy_client, wait_for, wait_until_sync};

@@ -138,7 +138,25 @@ impl Client {
         let info = redis.into_connection_info()?;
         let redis = redis::Client::open(info.clone())?;
         let commands = SharedConnection::connect(redis.clone()).await?;
-        Ok(Client {
+        Ok(Client::with(info, redis, commands, settings))
+    }
+
+    /// A client that connects on its first command (and again whenever the connection broke):
+    /// for a server that must start while Redis is down.
+    pub fn lazy(redis: impl IntoConnectionInfo, settings: Settings) -> Result<Client> {
+        let info = redis.into_connection_info()?;
+        let redis = redis::Client::open(info.clone())?;
+        let commands = SharedConnection::lazy(redis.clone());
+        Ok(Client::with(info, redis, commands, settings))
+    }
+
+    fn with(
+        info: redis::ConnectionInfo,
+        redis: redis::Client,
+        commands: Arc<SharedConnection>,
+        settings: Settings,
+    ) -> Client {
+        Client {
             inner: Arc::new(Inner {
                 commands,
                 redis,
@@ -147,7 +165,7 @@ impl Client {
                 scripts: Scripts::default(),
                 settings,
             }),
-        })
+        }
     }
 
     /// The settings this client was made with.
@@ -233,6 +251,7 @@ impl Client {
             topic: text(field::TOPIC),
             body: fields.get(field::BODY).cloned(),
             due: due.or_else(|| number(field::DUE)).and_then(from_unix),
+            delay: number(field::DELAY).and_then(|delay| Duration::try_from_secs_f64(delay).ok()),
             attempts: number(field::ATTEMPTS).map_or(0, |attempts| attempts as u32),
             deadline: deadline.and_then(from_unix),
         })

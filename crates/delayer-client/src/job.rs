@@ -59,6 +59,8 @@ pub struct JobInfo {
     pub body: Option<Vec<u8>>,
     /// When it falls or fell due: known while it waits, and for jobs our clients pushed.
     pub due: Option<SystemTime>,
+    /// The delay it was pushed with: known for jobs our clients pushed.
+    pub delay: Option<std::time::Duration>,
     /// How many times it was reserved.
     pub attempts: u32,
     /// While reserved: when its reservation ends unless it is acked, touched or nacked.

@@ -27,6 +27,8 @@ pub mod field {
     pub const ATTEMPTS: &str = "attempts";
     /// Ours: when the job fell (or falls) due, in unix seconds; written by our pushes only.
     pub const DUE: &str = "due";
+    /// Ours: the delay the job was pushed with, in seconds; written by our pushes only.
+    pub const DELAY: &str = "delay";
     /// Ours: when the job went to its topic's dead list, in unix seconds.
     pub const DIED_AT: &str = "died_at";
 }

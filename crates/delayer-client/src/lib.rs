@@ -45,7 +45,7 @@ pub use job::{Job, JobInfo, Receipt, State};
 pub use push::Push;
 pub use redis;
 pub use scripts::ack::Acked;
-pub use stats::{Stats, TopicStats};
+pub use stats::{Lengths, Stats, TopicStats};
 pub use worker::{
     DEFAULT_CONCURRENCY, DEFAULT_FIRST_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_STOP_TIMEOUT,
     DEFAULT_TTR, Worker,

@@ -101,6 +101,7 @@ impl<'a> Push<'a> {
             body: &self.body,
             due: now + delay,
             ttl_seconds,
+            delay,
         };
         self.client.push_validated(&job).await?;
         Ok(id)

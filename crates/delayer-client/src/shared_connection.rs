@@ -25,14 +25,19 @@ pub(crate) struct SharedConnection {
 impl SharedConnection {
     /// Connects at once, so that a wrong address or password is told at start.
     pub(crate) async fn connect(redis: redis::Client) -> RedisResult<Arc<SharedConnection>> {
-        let shared = Arc::new(SharedConnection {
+        let shared = SharedConnection::lazy(redis);
+        shared.get().await?;
+        Ok(shared)
+    }
+
+    /// Connects on the first command.
+    pub(crate) fn lazy(redis: redis::Client) -> Arc<SharedConnection> {
+        Arc::new(SharedConnection {
             redis,
             current: Mutex::new(None),
             next_generation: AtomicU64::new(0),
             connecting: tokio::sync::Mutex::new(()),
-        });
-        shared.get().await?;
-        Ok(shared)
+        })
     }
 
     /// A handle for some commands; connects first if the last connection broke.

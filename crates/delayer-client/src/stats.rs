@@ -9,9 +9,6 @@ use crate::error::Result;
 use crate::keys::{self, field};
 use crate::time::{from_unix, unix_now};
 
-/// The pool's and the registry's counts: waiting, due now, the next due (score), topics, reserved ids.
-type Counts = (u64, u64, Vec<(String, f64)>, Vec<String>, Vec<String>);
-
 /// The queues at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stats {
@@ -40,15 +37,25 @@ pub struct TopicStats {
     pub oldest_ready_age: Option<Duration>,
 }
 
+/// The pool's counts and some ready lists' lengths: what the daemon's `/metrics` reports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Lengths {
+    /// Jobs in the pool.
+    pub waiting: u64,
+    /// Of those, the ones due now.
+    pub due_now: u64,
+    /// When the next job not yet due falls due.
+    pub next_due: Option<SystemTime>,
+    /// Each topic asked about, with its ready list's length.
+    pub ready: Vec<(String, u64)>,
+}
+
 impl Client {
     /// The queues now.
     pub async fn stats(&self) -> Result<Stats> {
         let mut redis = self.connection().await?;
         let now = unix_now();
-        let (waiting, due_now, next, topics, reserved): Counts = redis::pipe()
-            .zcard(keys::JOB_POOL)
-            .zcount(keys::JOB_POOL, "-inf", now)
-            .zrangebyscore_limit_withscores(keys::JOB_POOL, format!("({now}"), "+inf", 0, 1)
+        let (topics, reserved): (Vec<String>, Vec<String>) = redis::pipe()
             .smembers(keys::TOPICS)
             .zrange(keys::RESERVED, 0, -1)
             .query_async(&mut redis)
@@ -71,14 +78,14 @@ impl Client {
         names.extend(reserved_by_topic.keys().cloned());
         names.sort();
         names.dedup();
+        let lengths = self.lengths(&names).await?;
         let mut pipe = redis::pipe();
         for topic in &names {
-            pipe.llen(keys::ready_queue(topic))
-                .llen(keys::dead_queue(topic))
+            pipe.llen(keys::dead_queue(topic))
                 .lindex(keys::ready_queue(topic), -1);
         }
         // Redis refuses an empty pipeline.
-        let lists: Vec<(u64, u64, Option<String>)> = if names.is_empty() {
+        let lists: Vec<(u64, Option<String>)> = if names.is_empty() {
             Vec::new()
         } else {
             pipe.query_async(&mut redis).await?
@@ -86,16 +93,17 @@ impl Client {
         let oldest: BTreeMap<&str, String> = names
             .iter()
             .zip(&lists)
-            .filter_map(|(topic, (_, _, oldest))| Some((topic.as_str(), oldest.clone()?)))
+            .filter_map(|(topic, (_, oldest))| Some((topic.as_str(), oldest.clone()?)))
             .collect();
         let ages = self.ready_ages(oldest.values(), now).await?;
 
-        let topics = names
+        let topics = lengths
+            .ready
             .iter()
             .zip(lists)
-            .map(|(topic, (ready, dead, _))| TopicStats {
+            .map(|((topic, ready), (dead, _))| TopicStats {
                 topic: topic.clone(),
-                ready,
+                ready: *ready,
                 reserved: reserved_by_topic.get(topic).copied().unwrap_or(0),
                 dead,
                 oldest_ready_age: oldest
@@ -104,10 +112,39 @@ impl Client {
             })
             .collect();
         Ok(Stats {
+            waiting: lengths.waiting,
+            due_now: lengths.due_now,
+            next_due: lengths.next_due,
+            topics,
+        })
+    }
+
+    /// The pool's counts, and the length of each of `topics`' ready lists: O(1) and O(log n)
+    /// commands only, never a scan.
+    pub async fn lengths(&self, topics: &[String]) -> Result<Lengths> {
+        let mut redis = self.connection().await?;
+        let now = unix_now();
+        let (waiting, due_now, next): (u64, u64, Vec<(String, f64)>) = redis::pipe()
+            .zcard(keys::JOB_POOL)
+            .zcount(keys::JOB_POOL, "-inf", now)
+            .zrangebyscore_limit_withscores(keys::JOB_POOL, format!("({now}"), "+inf", 0, 1)
+            .query_async(&mut redis)
+            .await?;
+        let mut pipe = redis::pipe();
+        for topic in topics {
+            pipe.llen(keys::ready_queue(topic));
+        }
+        // Redis refuses an empty pipeline.
+        let ready: Vec<u64> = if topics.is_empty() {
+            Vec::new()
+        } else {
+            pipe.query_async(&mut redis).await?
+        };
+        Ok(Lengths {
             waiting,
             due_now,
             next_due: next.first().and_then(|(_, score)| from_unix(*score)),
-            topics,
+            ready: topics.iter().cloned().zip(ready).collect(),
         })
     }
 

@@ -12,7 +12,7 @@
 --          key: Redis checks declared keys against the user's ACL before running, and a user
 --          allowed only the legacy keys must still get its jobs moved
 --
--- Returns {taken, next_due, orphans, stuck, topic_1, ids_1, topic_2, ids_2, ...}:
+-- Returns {taken, next_due, orphans, stuck, first_due, last_due, topic_1, ids_1, topic_2, ids_2, ...}:
 --   taken     how many due ids this call dealt with (moved + orphans + parked); == ARGV[2]: more
 --             may be due
 --   next_due  the score of the earliest job due after now, or "" when there is none
@@ -20,6 +20,8 @@
 --   stuck     {topic, why, count} for each topic whose jobs cannot move: `why` is what its ready
 --             list key holds instead of a list ("string", "hash", ...), or "noperm" when this
 --             Redis user may not write it (ACL); its jobs stay in the pool, parked at ARGV[5]
+--   first_due, last_due  the scores of the earliest and the latest job this call took ("" when it
+--             took none): how late the batch was moved, for the daemon's metrics
 --   topic_n, ids_n  every topic pushed to, with its ids in due order (earliest is popped first)
 
 local pool, now, limit, registry = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[6]
@@ -39,6 +41,11 @@ local topics, ids_by_topic, orphans, removed = {}, {}, {}, {}
 -- out of the due range instead, each call still touches at most `limit` ids.
 local stuck_topics, stuck_by_topic, parked = {}, {}, {}
 local due = redis.call('ZRANGEBYSCORE', pool, '-inf', now, 'LIMIT', 0, limit)
+local first_due, last_due = '', ''
+if #due > 0 then
+  first_due = redis.call('ZSCORE', pool, due[1])
+  last_due = redis.call('ZSCORE', pool, due[#due])
+end
 for _, id in ipairs(due) do
   local topic = read_or_false('HGET', bucket_prefix .. id, 'topic')
   if not topic or topic == '' then
@@ -78,7 +85,7 @@ local stuck = {}
 for _, topic in ipairs(stuck_topics) do
   stuck[#stuck + 1] = stuck_by_topic[topic]
 end
-local result = {#due, '', orphans, stuck}
+local result = {#due, '', orphans, stuck, first_due, last_due}
 -- Pushes come before the ZREM: if Redis refuses the first write (e.g. out of memory), nothing changed.
 for _, topic in ipairs(topics) do
   call_in_slices('LPUSH', ready_prefix .. topic, ids_by_topic[topic])

@@ -63,6 +63,9 @@ pub struct Batch {
     pub stuck: Vec<Stuck>,
     /// Each topic pushed to, with its ids in due order.
     pub moved: Vec<(String, Vec<String>)>,
+    /// The due times (unix seconds) of the earliest and the latest job the call took.
+    pub first_due: Option<f64>,
+    pub last_due: Option<f64>,
 }
 
 /// A topic whose jobs cannot move.
@@ -105,8 +108,21 @@ fn read(reply: Value) -> Option<Batch> {
         return None;
     };
     let mut items = items.into_iter();
-    let (Some(Value::Int(taken)), Some(next_due), Some(orphans), Some(Value::Array(stuck))) =
-        (items.next(), items.next(), items.next(), items.next())
+    let (
+        Some(Value::Int(taken)),
+        Some(next_due),
+        Some(orphans),
+        Some(Value::Array(stuck)),
+        Some(first_due),
+        Some(last_due),
+    ) = (
+        items.next(),
+        items.next(),
+        items.next(),
+        items.next(),
+        items.next(),
+        items.next(),
+    )
     else {
         return None;
     };
@@ -116,6 +132,8 @@ fn read(reply: Value) -> Option<Batch> {
         orphans: texts(orphans)?,
         stuck: stuck.into_iter().map(read_stuck).collect::<Option<_>>()?,
         moved: Vec::new(),
+        first_due: seconds(first_due),
+        last_due: seconds(last_due),
     };
     while let (Some(topic), Some(ids)) = (items.next(), items.next()) {
         batch.moved.push((text(topic)?, texts(ids)?));

@@ -12,6 +12,7 @@
 -- ARGV[4]  when it falls due, in unix seconds (fractional)
 -- ARGV[5]  the bucket's time to live in seconds (the delay plus the ready lifetime, as the legacy
 --          clients set it)
+-- ARGV[6]  the delay it was pushed with, in seconds (for those who ask how it was pushed)
 --
 -- Returns 1, or an error naming the key that holds the wrong type (the bucket or the pool) or
 -- that this Redis user may not write.
@@ -23,7 +24,7 @@ require_permission('EXPIRE', bucket, '1')
 require_permission('ZADD', pool, '0', ARGV[1])
 
 -- The first write is the only one Redis may refuse for want of memory: nothing is half done.
-redis.call('HSET', bucket, 'topic', ARGV[2], 'body', ARGV[3], 'due', ARGV[4])
+redis.call('HSET', bucket, 'topic', ARGV[2], 'body', ARGV[3], 'due', ARGV[4], 'delay', ARGV[6])
 -- Pushing an id again starts it afresh: a reservation or a death of the old job does not carry over.
 redis.call('HDEL', bucket, 'attempts', 'died_at')
 redis.call('EXPIRE', bucket, ARGV[5])

@@ -23,6 +23,8 @@ pub struct NewJob<'a> {
     pub due: f64,
     /// The bucket's time to live, in whole seconds.
     pub ttl_seconds: u64,
+    /// The delay it was pushed with, in seconds.
+    pub delay: f64,
 }
 
 impl PushScript {
@@ -41,6 +43,7 @@ impl PushScript {
             .arg(job.body)
             .arg(score(job.due))
             .arg(job.ttl_seconds)
+            .arg(format!("{:.3}", job.delay))
             .invoke_async(connection)
             .await
     }

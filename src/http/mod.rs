@@ -1,0 +1,111 @@
+//! The HTTP server (`[http]`): go-delay-queue's job API and ours, Prometheus metrics, a health
+//! check and a status page, served beside the mover on the same runtime and stopped with it
+//! (requests in flight finish).
+
+mod jobs;
+mod pages;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use delayer_client::{Client, Settings};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::timeout::TimeoutLayer;
+use tracing::info;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::pool;
+
+/// Requests larger than this are refused whole (413). A job's body may be 1 MiB; its JSON
+/// encoding, with escapes, a little more.
+const REQUEST_LIMIT: usize = 2 << 20;
+/// The longest a request may take; blocking pops and reserves wait at most `MAX_WAIT`.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The server, bound and ready to serve.
+pub struct Http {
+    listener: TcpListener,
+    state: AppState,
+}
+
+/// What every handler may use.
+#[derive(Clone)]
+struct AppState {
+    client: Client,
+    metrics: Arc<Metrics>,
+    token: Option<Arc<str>>,
+    timer_interval: Duration,
+    redis_address: String,
+}
+
+impl Http {
+    /// Binds `[http] listen` now, so that a start fails at once when the address is taken. Redis
+    /// is connected to on the first request that needs it: the server starts while Redis is down.
+    pub async fn bind(config: &Config, metrics: Arc<Metrics>) -> Result<Option<Http>> {
+        let Some(http) = &config.http else {
+            return Ok(None);
+        };
+        let listener = TcpListener::bind(http.listen)
+            .await
+            .with_context(|| format!("cannot listen on {} ([http] listen)", http.listen))?;
+        let settings = Settings {
+            max_attempts: config.max_attempts,
+            ..Settings::default()
+        };
+        let client = Client::lazy(pool::connection_info(&config.redis)?, settings)?;
+        Ok(Some(Http {
+            listener,
+            state: AppState {
+                client,
+                metrics,
+                token: http.token.as_deref().map(Arc::from),
+                timer_interval: config.timer_interval,
+                redis_address: config.redis.address(),
+            },
+        }))
+    }
+
+    /// Serves until `shutdown` is cancelled and the requests in flight have finished.
+    pub async fn serve(self, shutdown: CancellationToken) -> Result<()> {
+        let address = self.listener.local_addr()?;
+        info!(
+            "Serving HTTP on http://{address}: the job API, /metrics, /healthz, and a status page at /"
+        );
+        axum::serve(self.listener, router(self.state))
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await
+            .context("the HTTP server failed")
+    }
+}
+
+fn router(state: AppState) -> Router {
+    let jobs = Router::new()
+        .route("/add", post(jobs::add))
+        .route("/remove", post(jobs::remove))
+        .route("/get", post(jobs::get))
+        .route("/pop", post(jobs::pop))
+        .route("/reserve", post(jobs::reserve))
+        .route("/ack", post(jobs::ack))
+        .route("/nack", post(jobs::nack))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            jobs::authorize,
+        ));
+    Router::new()
+        .nest("/delay-queue/api/jobs", jobs)
+        .route("/metrics", get(pages::metrics))
+        .route("/healthz", get(pages::healthz))
+        .route("/", get(pages::status))
+        .layer(DefaultBodyLimit::max(REQUEST_LIMIT))
+        .layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
+        .with_state(state)
+}

@@ -1,0 +1,151 @@
+//! What operators and their tools read: `/metrics` (Prometheus), `/healthz` (load balancers,
+//! Kubernetes) and `/` (a status page for people: plain HTML that refreshes itself).
+
+use std::fmt::Write;
+use std::time::SystemTime;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{Html, IntoResponse, Response};
+use chrono::{DateTime, Local};
+use delayer_client::Lengths;
+use delayer_client::time::unix_now;
+
+use super::AppState;
+
+/// Everything the daemon counted, and what the pool and the ready lists it has seen hold now
+/// (ZCARD, ZCOUNT and LLEN; never a scan). While Redis does not answer, the holdings are the last
+/// ones read and `delayer_redis_up` says so.
+pub(super) async fn metrics(State(state): State<AppState>) -> Response {
+    let lengths = state.client.lengths(&state.metrics.topics()).await.ok();
+    let text = state.metrics.encode(lengths.as_ref());
+    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    ([(CONTENT_TYPE, content_type)], text).into_response()
+}
+
+/// 200 while Redis answered the last look and the loop looked within two `timer_interval`s; 503
+/// with the reason otherwise.
+pub(super) async fn healthz(State(state): State<AppState>) -> Response {
+    match health(&state) {
+        Ok(fine) => (StatusCode::OK, fine).into_response(),
+        Err(trouble) => (StatusCode::SERVICE_UNAVAILABLE, trouble).into_response(),
+    }
+}
+
+fn health(state: &AppState) -> Result<String, String> {
+    let (answered, last_look) = state.metrics.last_look();
+    let limit = 2.0 * state.timer_interval.as_secs_f64();
+    if last_look == 0.0 {
+        return Err("not looked at the job pool yet\n".into());
+    }
+    let since = unix_now() - last_look;
+    if !answered {
+        return Err(format!(
+            "Redis at {} did not answer the last look (the last good one was {since:.1} s ago)\n",
+            state.redis_address
+        ));
+    }
+    if since > limit {
+        return Err(format!(
+            "no look at the job pool for {since:.1} s, more than twice timer_interval ({limit:.1} s)\n"
+        ));
+    }
+    Ok(format!("ok: looked at the job pool {since:.3} s ago\n"))
+}
+
+/// Topics and their ready jobs, jobs waiting, the next due time, how late moves are; refreshed
+/// every few seconds.
+pub(super) async fn status(State(state): State<AppState>) -> Html<String> {
+    let lengths = state.client.lengths(&state.metrics.topics()).await;
+    let mut page = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"5\">\
+         <title>delayer</title><style>body{font:15px/1.5 system-ui,sans-serif;margin:2em;color:#222}\
+         table{border-collapse:collapse}td,th{padding:.2em 1em;border-bottom:1px solid #ddd;text-align:left}\
+         td.n{text-align:right}.bad{color:#b00}</style></head><body><h1>delayer</h1>",
+    );
+    match health(&state) {
+        Ok(fine) => write!(page, "<p>{}</p>", escape(&fine)).unwrap(),
+        Err(trouble) => write!(page, "<p class=\"bad\">{}</p>", escape(&trouble)).unwrap(),
+    }
+    let lengths = match lengths {
+        Ok(lengths) => lengths,
+        Err(error) => {
+            let error = escape(&error.to_string());
+            write!(
+                page,
+                "<p class=\"bad\">Redis at {}: {error}</p>",
+                escape(&state.redis_address)
+            )
+            .unwrap();
+            Lengths::default()
+        }
+    };
+    let next = lengths
+        .next_due
+        .map_or_else(|| "none".to_string(), local_time);
+    write!(
+        page,
+        "<p>Jobs waiting: <b>{}</b> ({} due now). Next due: {next}.</p>",
+        lengths.waiting, lengths.due_now
+    )
+    .unwrap();
+    match state.metrics.recent_lag_percentiles() {
+        Some((p50, p99, max)) => write!(
+            page,
+            "<p>How late jobs were moved (the last 10,000): median {:.1} ms, 99th percentile {:.1} ms, \
+             most {:.1} ms.</p>",
+            p50 * 1000.0,
+            p99 * 1000.0,
+            max * 1000.0
+        )
+        .unwrap(),
+        None => page.push_str("<p>No job moved yet.</p>"),
+    }
+    page.push_str("<table><tr><th>topic</th><th>ready</th></tr>");
+    for (topic, ready) in &lengths.ready {
+        write!(
+            page,
+            "<tr><td>{}</td><td class=\"n\">{ready}</td></tr>",
+            escape(topic)
+        )
+        .unwrap();
+    }
+    page.push_str("</table></body></html>");
+    Html(page)
+}
+
+fn local_time(time: SystemTime) -> String {
+    DateTime::<Local>::from(time)
+        .format("%Y-%m-%d %H:%M:%S%.3f")
+        .to_string()
+}
+
+/// Topics are whatever clients wrote: escaped, so that none can inject markup into the page.
+fn escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '&' => escaped.push_str("&amp;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&#39;"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape;
+
+    #[test]
+    fn topics_cannot_inject_markup() {
+        assert_eq!(
+            escape("<script>alert('x')</script>&\""),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;"
+        );
+    }
+}

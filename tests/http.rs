@@ -1,0 +1,444 @@
+//! The HTTP server over real HTTP, beside a real redis-server: go-delay-queue's job API and ours,
+//! bad requests, /metrics, /healthz and the status page.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use delayer::redis::AsyncCommands;
+use delayer_client::keys::JOB_POOL;
+use serde_json::json;
+use support::http_client::{post, request};
+use support::legacy_client::{self, Message};
+use support::{Daemon, DaemonSetup, Logs, RedisServer, read, wait_for_ready};
+
+const JOBS: &str = "/delay-queue/api/jobs";
+
+/// A daemon serving HTTP on a free port (`listen = 127.0.0.1:0`; the port is read from its log).
+fn start(server: &RedisServer, name: &str, http: &str) -> (Daemon, Logs, String) {
+    let (config, logs) = server.daemon_config(name, "timer_interval = 100");
+    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n{http}\n", read(&config));
+    std::fs::write(&config, text).unwrap();
+    let daemon = Daemon::start(&config);
+    logs.wait_for_line("Serving HTTP on http://");
+    // "Serving HTTP on http://127.0.0.1:40123: the job API, ..."
+    let address = read(&logs.access)
+        .split("Serving HTTP on http://")
+        .nth(1)
+        .and_then(|rest| rest.split(": ").next())
+        .expect("the address in the log")
+        .to_string();
+    (daemon, logs, address)
+}
+
+fn stop(mut daemon: Daemon) {
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+}
+
+#[tokio::test]
+async fn a_job_added_over_http_reaches_a_legacy_consumer_and_get_and_remove_answer_as_go_delay_queue()
+ {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = start(&server, "api", "");
+
+    let added = post(
+        &http,
+        &format!("{JOBS}/add"),
+        &json!({"topic": "order", "delay": 0.2, "body": "{\"uid\": 1}"}),
+    );
+    assert_eq!(added.status, 200, "{}", added.body);
+    let added = added.json();
+    assert_eq!(added["code"], 0);
+    let id = added["data"]["id"].as_str().unwrap().to_string();
+    let popped = legacy_client::bpop(&mut redis, "order", 5).await.unwrap();
+    assert_eq!(
+        popped,
+        Some(Message {
+            id: id.clone(),
+            topic: "order".into(),
+            body: "{\"uid\": 1}".into()
+        })
+    );
+
+    post(
+        &http,
+        &format!("{JOBS}/add"),
+        &json!({"id": "later", "topic": "t", "delay": 3600, "body": "b"}),
+    );
+    let got = post(&http, &format!("{JOBS}/get"), &json!({"job_id": "later"})).json();
+    assert_eq!(got["code"], 0);
+    let data = &got["data"];
+    assert_eq!(
+        (
+            data["topic"].as_str(),
+            data["id"].as_str(),
+            data["body"].as_str()
+        ),
+        (Some("t"), Some("later"), Some("b"))
+    );
+    assert_eq!(data["delay"], 3600.0);
+    let exec_time = data["exec_time"].as_i64().unwrap();
+    let expected = support::legacy_client::now_seconds() + 3600;
+    assert!(
+        (exec_time - expected).abs() <= 2,
+        "{exec_time} vs {expected}"
+    );
+    let removed = post(
+        &http,
+        &format!("{JOBS}/remove"),
+        &json!({"job_id": "later"}),
+    )
+    .json();
+    assert_eq!(
+        (removed["code"].as_i64(), &removed["data"]),
+        (Some(0), &serde_json::Value::Null)
+    );
+    let gone = post(&http, &format!("{JOBS}/get"), &json!({"job_id": "later"})).json();
+    assert_eq!(
+        (gone["code"].as_i64(), &gone["data"]),
+        (Some(0), &serde_json::Value::Null),
+        "go-delay-queue: data null"
+    );
+    let unknown = post(
+        &http,
+        &format!("{JOBS}/remove"),
+        &json!({"job_id": "later"}),
+    );
+    assert_eq!(
+        (unknown.status, unknown.json()["code"].as_i64()),
+        (404, Some(404))
+    );
+    stop(daemon);
+}
+
+#[tokio::test]
+async fn pop_reserve_ack_and_nack_over_http() {
+    let server = RedisServer::start();
+    let (daemon, _logs, http) = start(&server, "consume", "");
+    for id in ["a", "b", "c"] {
+        post(
+            &http,
+            &format!("{JOBS}/add"),
+            &json!({"id": id, "topic": "t", "body": format!("body {id}")}),
+        );
+    }
+    let redis = server.connect().await;
+    wait_for_ready(&redis, "t", 3).await;
+
+    let popped = post(&http, &format!("{JOBS}/pop"), &json!({"topic": "t"})).json();
+    assert_eq!(popped["data"]["id"], "a");
+    let reserved = post(
+        &http,
+        &format!("{JOBS}/reserve"),
+        &json!({"topics": ["none", "t"], "ttr": 30}),
+    )
+    .json();
+    assert_eq!(
+        (
+            reserved["data"]["id"].as_str(),
+            reserved["data"]["attempt"].as_u64()
+        ),
+        (Some("b"), Some(1))
+    );
+    let acked = post(
+        &http,
+        &format!("{JOBS}/ack"),
+        &json!({"job_id": "b", "attempt": 1}),
+    )
+    .json();
+    assert_eq!(acked["data"]["acked"], "done");
+    let reserved = post(&http, &format!("{JOBS}/reserve"), &json!({"topic": "t"})).json();
+    assert_eq!(reserved["data"]["id"], "c");
+    let nacked = post(
+        &http,
+        &format!("{JOBS}/nack"),
+        &json!({"job_id": "c", "attempt": 1, "retry_in": 60}),
+    )
+    .json();
+    assert_eq!(nacked["data"]["outcome"], "retry");
+    let stale = post(
+        &http,
+        &format!("{JOBS}/nack"),
+        &json!({"job_id": "c", "attempt": 1}),
+    );
+    assert_eq!(stale.status, 409, "{}", stale.body);
+    let nothing = post(
+        &http,
+        &format!("{JOBS}/reserve"),
+        &json!({"topic": "t", "wait": 0.2}),
+    )
+    .json();
+    assert_eq!(
+        (nothing["code"].as_i64(), &nothing["data"]),
+        (Some(0), &serde_json::Value::Null)
+    );
+    stop(daemon);
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_naming_the_problem_and_write_nothing() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = start(&server, "bad", "token = s3cret");
+    const TOKEN: &[(&str, &str)] = &[("Authorization", "Bearer s3cret")];
+    let huge = "x".repeat((1 << 20) + 1);
+    let cases = [
+        Bad::new(TOKEN, b"{\"topic\": \"t\", ", 400, "not the JSON expected"),
+        Bad::new(TOKEN, br#"{"body": "b"}"#, 400, "topic is missing or empty"),
+        Bad::new(
+            TOKEN,
+            br#"{"topic": "", "body": "b"}"#,
+            400,
+            "topic is missing or empty",
+        ),
+        Bad::new(
+            TOKEN,
+            br#"{"topic": "t", "delay": -5, "body": "b"}"#,
+            400,
+            "delay -5 is negative",
+        ),
+        Bad::new(
+            TOKEN,
+            br#"{"topic": "t", "at": "tomorrow", "body": "b"}"#,
+            400,
+            "not an RFC 3339 time",
+        ),
+        Bad::new(
+            TOKEN,
+            br#"{"topic": "t", "at": "2001-01-01T00:00:00Z", "body": "b"}"#,
+            400,
+            "in the past",
+        ),
+        Bad::new(
+            TOKEN,
+            json!({"topic": "t", "body": huge}).to_string().as_bytes(),
+            413,
+            "over the limit of 1048576 bytes",
+        ),
+        Bad::new(
+            TOKEN,
+            &vec![b'x'; (2 << 20) + 1],
+            413,
+            "length limit exceeded",
+        ),
+        Bad::new(
+            &[],
+            br#"{"topic": "t", "body": "b"}"#,
+            401,
+            "missing or wrong token",
+        ),
+        Bad::new(
+            &[("Authorization", "Bearer wrong")],
+            br#"{"topic": "t", "body": "b"}"#,
+            401,
+            "missing or wrong token",
+        ),
+    ];
+    for Bad {
+        headers,
+        body,
+        status,
+        says,
+    } in cases
+    {
+        let answer = request(&http, "POST", &format!("{JOBS}/add"), headers, &body);
+        assert_eq!(answer.status, status, "{says}: {}", answer.body);
+        let answer = answer.json();
+        assert_eq!(answer["code"].as_u64(), Some(u64::from(status)));
+        assert!(
+            answer["message"].as_str().unwrap().contains(says),
+            "{answer}"
+        );
+    }
+    let keys: Vec<String> = redis.keys("delayer:*").await.unwrap();
+    assert!(keys.is_empty(), "nothing written: {keys:?}");
+    // The pages are not the job API: no token needed.
+    assert_eq!(request(&http, "GET", "/healthz", &[], b"").status, 200);
+    stop(daemon);
+}
+
+/// A request that must be refused, and what the refusal must say.
+struct Bad {
+    headers: &'static [(&'static str, &'static str)],
+    body: Vec<u8>,
+    status: u16,
+    says: &'static str,
+}
+
+impl Bad {
+    fn new(
+        headers: &'static [(&'static str, &'static str)],
+        body: &[u8],
+        status: u16,
+        says: &'static str,
+    ) -> Bad {
+        Bad {
+            headers,
+            body: body.to_vec(),
+            status,
+            says,
+        }
+    }
+}
+
+/// Prometheus's text format: `name{labels} value` lines, `#` comments, `# EOF` last.
+fn samples(text: &str) -> HashMap<String, f64> {
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .map(|line| {
+            let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+            (
+                name.to_string(),
+                value.parse().unwrap_or_else(|_| panic!("{line}")),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn metrics_parse_and_move_with_the_work() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = start(&server, "metrics", "");
+    for index in 0..5 {
+        let message = Message {
+            id: format!("j{index}"),
+            topic: "mail".into(),
+            body: "b".into(),
+        };
+        legacy_client::push(&mut redis, &message, 0).await.unwrap();
+    }
+    let _: () = redis.zadd(JOB_POOL, "orphan", 1).await.unwrap();
+    let _: () = redis
+        .zadd(JOB_POOL, "waiting", 9_999_999_999u64)
+        .await
+        .unwrap();
+    wait_for_ready(&redis, "mail", 5).await;
+    support::wait_for(Duration::from_secs(5), "the orphan to be dropped", || {
+        let mut redis = redis.clone();
+        async move {
+            let left: usize = redis.zcard(JOB_POOL).await.unwrap();
+            (left == 1).then_some(())
+        }
+    })
+    .await;
+
+    let answer = request(&http, "GET", "/metrics", &[], b"");
+    assert_eq!(answer.status, 200);
+    assert!(
+        answer
+            .header("content-type")
+            .unwrap()
+            .contains("openmetrics-text")
+    );
+    let metrics = samples(&answer.body);
+    assert_eq!(metrics["delayer_jobs_moved_total{topic=\"mail\"}"], 5.0);
+    assert_eq!(metrics["delayer_orphans_dropped_total"], 1.0);
+    assert_eq!(metrics["delayer_move_lag_seconds_count"], 5.0);
+    assert_eq!(metrics["delayer_jobs_waiting"], 1.0);
+    assert_eq!(metrics["delayer_jobs_due"], 0.0);
+    assert_eq!(metrics["delayer_ready_jobs{topic=\"mail\"}"], 5.0);
+    assert_eq!(metrics["delayer_redis_up"], 1.0);
+    assert!(metrics["delayer_script_duration_seconds_count{script=\"move\"}"] >= 1.0);
+    let looked = metrics["delayer_last_look_timestamp_seconds"];
+    assert!((delayer_client::time::unix_now() - looked).abs() < 5.0);
+    stop(daemon);
+}
+
+#[tokio::test]
+async fn healthz_says_503_while_redis_is_stopped_and_200_after() {
+    let mut server = RedisServer::start();
+    let (daemon, _logs, http) = start(&server, "health", "");
+    support::wait_until_sync(Duration::from_secs(5), "a healthy daemon", || {
+        request(&http, "GET", "/healthz", &[], b"").status == 200
+    });
+
+    server.stop(true);
+    let mut down = None;
+    support::wait_until_sync(Duration::from_secs(5), "/healthz to turn 503", || {
+        let answer = request(&http, "GET", "/healthz", &[], b"");
+        let unhealthy = answer.status == 503;
+        down = Some(answer.body);
+        unhealthy
+    });
+    assert!(down.unwrap().contains("did not answer the last look"));
+    server.restart();
+    support::wait_until_sync(Duration::from_secs(5), "/healthz to turn 200 again", || {
+        request(&http, "GET", "/healthz", &[], b"").status == 200
+    });
+    stop(daemon);
+}
+
+#[tokio::test]
+async fn the_status_page_renders_the_topics_escaped() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = start(&server, "page", "");
+    for (id, topic) in [("1", "order.close"), ("2", "<b>bold</b>")] {
+        let message = Message {
+            id: id.into(),
+            topic: topic.into(),
+            body: "b".into(),
+        };
+        legacy_client::push(&mut redis, &message, 0).await.unwrap();
+    }
+    wait_for_ready(&redis, "order.close", 1).await;
+    wait_for_ready(&redis, "<b>bold</b>", 1).await;
+
+    let page = request(&http, "GET", "/", &[], b"");
+
+    assert_eq!(page.status, 200);
+    assert!(
+        page.header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(
+        page.body
+            .contains("<td>order.close</td><td class=\"n\">1</td>"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("&lt;b&gt;bold&lt;/b&gt;"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("<b>bold</b>"));
+    assert!(page.body.contains("http-equiv=\"refresh\""));
+    stop(daemon);
+}
+
+#[tokio::test]
+async fn a_stop_lets_a_request_in_flight_finish() {
+    let server = RedisServer::start();
+    let (daemon, _logs, http) = start(&server, "stop", "");
+    let waiting = {
+        let http = http.clone();
+        std::thread::spawn(move || {
+            post(
+                &http,
+                &format!("{JOBS}/reserve"),
+                &json!({"topic": "t", "wait": 1}),
+            )
+        })
+    };
+    // Nothing outside the daemon tells that the request has reached it: a moment for it to.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut daemon = daemon;
+
+    daemon.signal("TERM");
+
+    let answer = waiting.join().unwrap();
+    assert_eq!(
+        (answer.status, answer.json()["code"].as_i64()),
+        (200, Some(0)),
+        "{}",
+        answer.body
+    );
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+}
