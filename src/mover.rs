@@ -27,6 +27,10 @@ const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
 /// The least time between two looks woken by writes to the pool: a burst of pushes must not turn
 /// into thousands of script calls, and a job due within this is at most this late.
 const MIN_LOOK_GAP: Duration = Duration::from_millis(5);
+/// How long before a known due time the timer wakes: enough to take a connection from the pool
+/// (which checks it with a round trip) and to absorb tokio's whole-millisecond timer, so that the
+/// first move goes out as the due time comes rather than a millisecond or two after.
+const WAKE_EARLY: Duration = Duration::from_millis(3);
 
 /// Moves due jobs from the job pool to the ready lists.
 pub struct Mover {
@@ -86,14 +90,17 @@ impl Mover {
         let mut watch = PoolWatch::new(self.info.clone(), self.redis.address());
         let mut said = Said::default();
         let mut retry_wait = FIRST_RETRY_WAIT;
+        // The due time the timer woke early for, if it did.
+        let mut aim = None;
         loop {
             watch.seen();
-            let drained = self.drain(shutdown, &mut said).await;
+            let drained = self.drain(shutdown, &mut said, aim.take()).await;
             self.metrics.looked(drained.is_ok());
             let looked_at = Instant::now();
             if shutdown.is_cancelled() {
                 return;
             }
+            let mut due_at = None;
             let wait = match drained {
                 Ok(next_due) => {
                     retry_wait = FIRST_RETRY_WAIT;
@@ -102,7 +109,13 @@ impl Mover {
                         () = watch.ensure() => {}
                         () = shutdown.cancelled() => return,
                     }
-                    self.wait_until(next_due)
+                    let wait = self.wait_until(next_due);
+                    // Only for a wait of a millisecond or more: jobs due closer together than that
+                    // are moved a tick at a time, as before, not in one look each.
+                    if wait >= Duration::from_millis(1) && wait < self.timer_interval {
+                        due_at = next_due;
+                    }
+                    wait
                 }
                 Err(Stopped {
                     trouble,
@@ -126,8 +139,13 @@ impl Mover {
                     wait
                 }
             };
+            let early = if due_at.is_some() {
+                WAKE_EARLY
+            } else {
+                Duration::ZERO
+            };
             tokio::select! {
-                () = tokio::time::sleep(wait) => {}
+                () = tokio::time::sleep(wait.saturating_sub(early)) => aim = due_at,
                 // A client pushed: look again, but not more often than MIN_LOOK_GAP.
                 () = async {
                     watch.written().await;
@@ -138,13 +156,16 @@ impl Mover {
         }
     }
 
-    /// Delivers again the jobs whose reservation lapsed, then runs the move script until a batch
-    /// comes back short (or a stop is asked for); returns when the next job falls due or the next
-    /// reservation lapses.
+    /// Runs the move script until a batch comes back short (or a stop is asked for), then delivers
+    /// again the jobs whose reservation lapsed; returns when the next job falls due or the next
+    /// reservation lapses (now, when jobs were put back: the next look moves them at once). Given
+    /// `aim`, the due time the timer woke early for, the first move waits for it once it holds a
+    /// connection.
     async fn drain(
         &self,
         shutdown: &CancellationToken,
         said: &mut Said,
+        aim: Option<f64>,
     ) -> Result<Option<f64>, Stopped> {
         pool::prune(&self.pool, &self.redis);
         // Waiting for a connection is cancellable; the script calls below are not.
@@ -159,11 +180,9 @@ impl Mover {
             lost_reply: pool::reply_may_be_lost(&error),
             trouble: pool::describe_redis(&error, &self.redis),
         };
-        let next_deadline = self
-            .deliver_lapsed(&mut connection, shutdown, said)
-            .await
-            .map_err(stopped)?;
-
+        if let Some(due) = aim {
+            sleep_precisely(due).await;
+        }
         let mut batch = self
             .run_script(&mut connection, unix_now())
             .await
@@ -188,11 +207,16 @@ impl Mover {
         }
         move_log::moves(&batch);
         said.stuck.report(STUCK_RECHECK);
+        // After the moves, which are what is late when a burst falls due.
+        let next_deadline = self
+            .deliver_lapsed(&mut connection, shutdown, said)
+            .await
+            .map_err(stopped)?;
         Ok(earliest(batch.next_due, next_deadline))
     }
 
-    /// Ends the reservations whose deadline passed (their jobs go back to the pool, to be moved
-    /// in the same look, or to their dead list), and returns the next deadline. When Redis
+    /// Ends the reservations whose deadline passed (their jobs go back to the pool, due now, or to
+    /// their dead list), and returns the next deadline, or now when it put jobs back. When Redis
     /// refuses the release itself (no permission for `delayer:reserved`, a key of the wrong type)
     /// that is said once and jobs keep moving: a user of the legacy keys alone loses nothing.
     async fn deliver_lapsed(
@@ -201,6 +225,7 @@ impl Mover {
         shutdown: &CancellationToken,
         said: &mut Said,
     ) -> RedisResult<Option<f64>> {
+        let mut put_back = false;
         loop {
             let released = match self.release_lapsed(connection).await {
                 Ok(released) => released,
@@ -217,8 +242,10 @@ impl Mover {
             said.redis_works(&self.redis.address());
             said.release_works();
             move_log::released(&released, self.max_attempts);
+            put_back |= !released.retried.is_empty() || !released.blocked.is_empty();
             if released.ended < self.batch_size || shutdown.is_cancelled() {
-                return Ok(released.next_deadline);
+                let now = put_back.then(unix_now);
+                return Ok(earliest(now, released.next_deadline));
             }
         }
     }
@@ -292,6 +319,18 @@ impl Said {
         if self.release_refusal.take().is_some() {
             info!("Jobs whose reservation lapsed are delivered again");
         }
+    }
+}
+
+/// Sleeps until `due` (unix seconds, at most [`WAKE_EARLY`] ahead) to within a fraction of a
+/// millisecond, never less: tokio's timer rounds up to whole milliseconds, a thread's sleep does
+/// not. A blocking-pool thread sleeps, so the runtime goes on serving HTTP meanwhile.
+async fn sleep_precisely(due: f64) {
+    let left = (due - unix_now()).min(WAKE_EARLY.as_secs_f64());
+    if left > 0.0 {
+        let left = Duration::from_secs_f64(left);
+        // A panic in a sleep is not possible; a failed join would only mean waking early.
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(left)).await;
     }
 }
 

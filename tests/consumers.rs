@@ -133,14 +133,23 @@ async fn a_worker_killed_mid_job_gets_its_job_delivered_again_after_ttr_and_acke
     );
 }
 
-/// Writes `count` jobs reserved once, whose reservation lapsed ten seconds ago.
+/// Writes `count` jobs reserved `attempts` times, whose reservation lapsed ten seconds ago.
 async fn lapsed_reservations(
     redis: &mut MultiplexedConnection,
     count: usize,
     attempts: u32,
 ) -> Vec<String> {
+    reservations(redis, count, attempts, unix_now() - 10.0).await
+}
+
+/// Writes `count` jobs reserved `attempts` times until `deadline` (unix seconds).
+async fn reservations(
+    redis: &mut MultiplexedConnection,
+    count: usize,
+    attempts: u32,
+    deadline: f64,
+) -> Vec<String> {
     let ids: Vec<String> = (0..count).map(|index| format!("r-{index:05}")).collect();
-    let deadline = unix_now() - 10.0;
     for chunk in ids.chunks(5000) {
         let mut pipe = delayer_client::redis::pipe();
         for id in chunk {
@@ -165,9 +174,17 @@ async fn lapsed_reservations(
 async fn three_daemons_deliver_10k_lapsed_reservations_again_exactly_once() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let ids = lapsed_reservations(&mut redis, 10_000, 1).await;
-    let (mut daemons, logs) =
-        support::start_daemons(&server, &["one", "two", "three"], "batch_size = 100");
+    let (mut daemons, logs) = support::start_daemons(
+        &server,
+        &["one", "two", "three"],
+        "batch_size = 100\ntimer_interval = 50",
+    );
+    for logs in &logs {
+        logs.wait_for_line("Service started successfully");
+    }
+    // Lapsing half a second from now: within timer_interval every daemon has seen the deadline,
+    // and all three wake for it at once rather than the first one up taking them all.
+    let ids = reservations(&mut redis, 10_000, 1, unix_now() + 0.5).await;
 
     // Each daemon moves what it delivered again: 10k jobs on the ready list.
     support::wait_for_ready(&redis, "t", 10_000).await;

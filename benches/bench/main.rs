@@ -1,9 +1,11 @@
 //! The benchmark: `cargo bench --bench bench [-- SCENARIO...]` with scenarios `batch`, `drain`,
-//! `lateness`, `idle` (the daemon's) and `push`, `reserve`, `e2e` (the client's; see `consumers`),
-//! default: all. It starts its own redis-server and the release `delayer` binary (access log on,
-//! to a file), and prints each figure beside a reference measured in the same run, since this
-//! machine is shared and noisy: compare ratios, not absolute numbers.
+//! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve` and `e2e` (the client's; see
+//! `consumers`), default: all. It starts its own redis-server and the
+//! release `delayer` binary (access log on, to a file), and prints each figure beside a reference
+//! measured in the same run, since this machine is shared and noisy: compare ratios, not absolute
+//! numbers.
 
+mod burst;
 mod consumers;
 
 #[path = "../../tests/support/mod.rs"]
@@ -62,6 +64,9 @@ fn main() {
         }
         if runs("idle") {
             idle(&server).await;
+        }
+        if runs("burst") {
+            burst::burst(&server).await;
         }
         if runs("push") {
             consumers::push(&server).await;
