@@ -49,13 +49,13 @@ fn dispatch(args: Args) -> Result<()> {
         Some(_) if args.daemon || args.check_config => {
             bail!("-d and --check-config go with serving, not with a job command")
         }
-        Some(command) => runtime()?.block_on(commands::run(&config, command)),
+        Some(command) => runtime(1)?.block_on(commands::run(&config, command)),
     }
 }
 
 fn serve(config: &Config, daemon: bool, check_config: bool) -> Result<()> {
     if check_config {
-        return runtime()?.block_on(check::run(config));
+        return runtime(1)?.block_on(check::run(config));
     }
     let mut readiness = if daemon {
         // Forks here, before any thread exists; the foreground process returns once it knows.
@@ -79,7 +79,10 @@ fn run(config: &Config, readiness: &mut Readiness) -> Result<()> {
     let _pid_file = config.pid.as_deref().map(PidFile::acquire).transpose()?;
     // Dropped last: the stop line must reach the log.
     let _logs = logging::init(config)?;
-    let result = runtime()?.block_on(async {
+    // The mover alone is one loop: one thread. An HTTP server answers many connections at once,
+    // and on a second thread keeps pace with the client library's own pushes (see the bench).
+    let threads = if config.http.is_some() { 2 } else { 1 };
+    let result = runtime(threads)?.block_on(async {
         let shutdown = signals::stop_token()?;
         let service = Service::start(config).await?;
         // Once the start can no longer fail; a daemon has no terminal to show it on.
@@ -99,8 +102,16 @@ fn run(config: &Config, readiness: &mut Readiness) -> Result<()> {
     result
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
+/// A runtime on the calling thread alone, or on `threads` worker threads.
+fn runtime(threads: usize) -> Result<tokio::runtime::Runtime> {
+    let mut builder = if threads > 1 {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(threads);
+        builder
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder
         .enable_all()
         .build()
         .context("cannot start the async runtime")

@@ -9,28 +9,11 @@ use std::time::Duration;
 use delayer::redis::AsyncCommands;
 use delayer_client::keys::JOB_POOL;
 use serde_json::json;
-use support::http_client::{post, request};
+use support::http_client::{post, request, serving};
 use support::legacy_client::{self, Message};
-use support::{Daemon, DaemonSetup, Logs, RedisServer, read, wait_for_ready};
+use support::{Daemon, RedisServer, wait_for_ready};
 
 const JOBS: &str = "/delay-queue/api/jobs";
-
-/// A daemon serving HTTP on a free port (`listen = 127.0.0.1:0`; the port is read from its log).
-fn start(server: &RedisServer, name: &str, http: &str) -> (Daemon, Logs, String) {
-    let (config, logs) = server.daemon_config(name, "timer_interval = 100");
-    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n{http}\n", read(&config));
-    std::fs::write(&config, text).unwrap();
-    let daemon = Daemon::start(&config);
-    logs.wait_for_line("Serving HTTP on http://");
-    // "Serving HTTP on http://127.0.0.1:40123: the job API, ..."
-    let address = read(&logs.access)
-        .split("Serving HTTP on http://")
-        .nth(1)
-        .and_then(|rest| rest.split(": ").next())
-        .expect("the address in the log")
-        .to_string();
-    (daemon, logs, address)
-}
 
 fn stop(mut daemon: Daemon) {
     daemon.signal("TERM");
@@ -42,7 +25,7 @@ async fn a_job_added_over_http_reaches_a_legacy_consumer_and_get_and_remove_answ
  {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let (daemon, _logs, http) = start(&server, "api", "");
+    let (daemon, _logs, http) = serving(&server, "api", "");
 
     let added = post(
         &http,
@@ -117,7 +100,7 @@ async fn a_job_added_over_http_reaches_a_legacy_consumer_and_get_and_remove_answ
 #[tokio::test]
 async fn pop_reserve_ack_and_nack_over_http() {
     let server = RedisServer::start();
-    let (daemon, _logs, http) = start(&server, "consume", "");
+    let (daemon, _logs, http) = serving(&server, "consume", "");
     for id in ["a", "b", "c"] {
         post(
             &http,
@@ -182,7 +165,7 @@ async fn pop_reserve_ack_and_nack_over_http() {
 async fn bad_requests_are_refused_naming_the_problem_and_write_nothing() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let (daemon, _logs, http) = start(&server, "bad", "token = s3cret");
+    let (daemon, _logs, http) = serving(&server, "bad", "token = s3cret");
     const TOKEN: &[(&str, &str)] = &[("Authorization", "Bearer s3cret")];
     let huge = "x".repeat((1 << 20) + 1);
     let cases = [
@@ -303,7 +286,7 @@ fn samples(text: &str) -> HashMap<String, f64> {
 async fn metrics_parse_and_move_with_the_work() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let (daemon, _logs, http) = start(&server, "metrics", "");
+    let (daemon, _logs, http) = serving(&server, "metrics", "");
     for index in 0..5 {
         let message = Message {
             id: format!("j{index}"),
@@ -352,7 +335,7 @@ async fn metrics_parse_and_move_with_the_work() {
 #[tokio::test]
 async fn healthz_says_503_while_redis_is_stopped_and_200_after() {
     let mut server = RedisServer::start();
-    let (daemon, _logs, http) = start(&server, "health", "");
+    let (daemon, _logs, http) = serving(&server, "health", "");
     support::wait_until_sync(Duration::from_secs(5), "a healthy daemon", || {
         request(&http, "GET", "/healthz", &[], b"").status == 200
     });
@@ -377,7 +360,7 @@ async fn healthz_says_503_while_redis_is_stopped_and_200_after() {
 async fn the_status_page_renders_the_topics_escaped() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let (daemon, _logs, http) = start(&server, "page", "");
+    let (daemon, _logs, http) = serving(&server, "page", "");
     for (id, topic) in [("1", "order.close"), ("2", "<b>bold</b>")] {
         let message = Message {
             id: id.into(),
@@ -416,7 +399,7 @@ async fn the_status_page_renders_the_topics_escaped() {
 #[tokio::test]
 async fn a_stop_lets_a_request_in_flight_finish() {
     let server = RedisServer::start();
-    let (daemon, _logs, http) = start(&server, "stop", "");
+    let (daemon, _logs, http) = serving(&server, "stop", "");
     let waiting = {
         let http = http.clone();
         std::thread::spawn(move || {

@@ -18,10 +18,10 @@ use super::support::legacy_client::{self, Message};
 use super::support::{Daemon, DaemonSetup, RedisServer, add_jobs, move_until_empty};
 use super::{RUNS, fresh, percentiles, stop};
 
-const PUSHES: usize = 50_000;
+pub(super) const PUSHES: usize = 50_000;
 const RESERVES: usize = 20_000;
 /// Concurrent tasks sharing one connection: the multiplexed connection pipelines their commands.
-const IN_FLIGHT: usize = 64;
+pub(super) const IN_FLIGHT: usize = 64;
 
 /// Pushes: the client against the same script call sent raw, and the legacy clients' MULTI.
 pub async fn push(server: &RedisServer) {
@@ -49,14 +49,14 @@ pub async fn push(server: &RedisServer) {
 }
 
 #[derive(Clone, Copy)]
-enum Pusher {
+pub(super) enum Pusher {
     Client,
     RawScript,
     LegacyMulti,
 }
 
 /// Seconds to push [`PUSHES`] jobs (delay 1 h, so the pool only grows).
-async fn push_run(server: &RedisServer, pusher: Pusher) -> f64 {
+pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> f64 {
     let redis = fresh(server).await;
     let client = Client::connect(server.info()).await.unwrap();
     let script = Arc::new(PushScript::default());

@@ -1,12 +1,13 @@
 //! The benchmark: `cargo bench --bench bench [-- SCENARIO...]` with scenarios `batch`, `drain`,
-//! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve` and `e2e` (the client's; see
-//! `consumers`), default: all. It starts its own redis-server and the
+//! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve`, `e2e` (the client's; see
+//! `consumers`) and `http` (adds over HTTP), default: all. It starts its own redis-server and the
 //! release `delayer` binary (access log on, to a file), and prints each figure beside a reference
 //! measured in the same run, since this machine is shared and noisy: compare ratios, not absolute
 //! numbers.
 
 mod burst;
 mod consumers;
+mod http_add;
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
@@ -76,6 +77,9 @@ fn main() {
         }
         if runs("e2e") {
             consumers::end_to_end(&server).await;
+        }
+        if runs("http") {
+            http_add::http_add(&server).await;
         }
     });
 }

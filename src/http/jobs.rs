@@ -4,6 +4,7 @@
 //! names the problem. Nothing is written unless the whole request is good.
 
 use std::fmt::Display;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use axum::Json;
@@ -15,8 +16,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, SecondsFormat, Utc};
 use delayer_client::{Acked, Error, Job, JobInfo, Nacked, Receipt, Removed, State as JobState};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::AppState;
@@ -26,15 +27,32 @@ const MAX_WAIT: f64 = 30.0;
 /// A reservation's time to run when the request gives none, in seconds.
 const DEFAULT_TTR: f64 = 60.0;
 
-/// A success, in go-delay-queue's shape.
+/// Every answer, in go-delay-queue's shape and field order.
+#[derive(Serialize)]
+struct Reply<'a> {
+    code: u16,
+    message: &'a str,
+    data: Value,
+}
+
+/// A success.
 fn ok(message: &str, data: Value) -> Response {
-    Json(json!({"code": 0, "message": message, "data": data})).into_response()
+    Json(Reply {
+        code: 0,
+        message,
+        data,
+    })
+    .into_response()
 }
 
 /// A failure: `status` as the HTTP status and the code, `message` saying what is wrong.
 fn refuse(status: StatusCode, message: impl Display) -> Response {
-    let body = json!({"code": status.as_u16(), "message": message.to_string(), "data": null});
-    (status, Json(body)).into_response()
+    let reply = Reply {
+        code: status.as_u16(),
+        message: &message.to_string(),
+        data: Value::Null,
+    };
+    (status, Json(reply)).into_response()
 }
 
 /// The HTTP status for each of the client's errors.
@@ -74,7 +92,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 
 /// With `[http] token` set, the job API wants `Authorization: Bearer <token>`.
 pub(super) async fn authorize(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -111,7 +129,7 @@ pub(super) struct Add {
     body: Option<String>,
 }
 
-pub(super) async fn add(State(state): State<AppState>, Body(add): Body<Add>) -> Response {
+pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>) -> Response {
     let Some(topic) = add.topic.filter(|topic| !topic.is_empty()) else {
         return refuse(StatusCode::BAD_REQUEST, "topic is missing or empty");
     };
@@ -154,7 +172,7 @@ pub(super) struct JobId {
     job_id: String,
 }
 
-pub(super) async fn remove(State(state): State<AppState>, Body(job): Body<JobId>) -> Response {
+pub(super) async fn remove(State(state): State<Arc<AppState>>, Body(job): Body<JobId>) -> Response {
     match state.client.remove(&job.job_id).await {
         Ok(Removed::Waiting) => ok("removed", Value::Null),
         Ok(Removed::Due) => ok(
@@ -166,7 +184,7 @@ pub(super) async fn remove(State(state): State<AppState>, Body(job): Body<JobId>
     }
 }
 
-pub(super) async fn get(State(state): State<AppState>, Body(job): Body<JobId>) -> Response {
+pub(super) async fn get(State(state): State<Arc<AppState>>, Body(job): Body<JobId>) -> Response {
     match state.client.get(&job.job_id).await {
         Ok(info) if info.state == JobState::Unknown => ok("ok", Value::Null),
         Ok(info) => ok("ok", info_json(&info)),
@@ -217,7 +235,7 @@ pub(super) struct Pop {
 }
 
 /// The legacy pop: the job is gone once answered.
-pub(super) async fn pop(State(state): State<AppState>, Body(pop): Body<Pop>) -> Response {
+pub(super) async fn pop(State(state): State<Arc<AppState>>, Body(pop): Body<Pop>) -> Response {
     let wait = match wait(pop.wait) {
         Ok(wait) => wait,
         Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
@@ -242,7 +260,7 @@ pub(super) struct Reserve {
 }
 
 pub(super) async fn reserve(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     Body(reserve): Body<Reserve>,
 ) -> Response {
     let topics: Vec<String> = reserve
@@ -286,7 +304,7 @@ impl Reservation {
 }
 
 pub(super) async fn ack(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     Body(reservation): Body<Reservation>,
 ) -> Response {
     let acked = match state.client.ack(reservation.receipt()).await {
@@ -308,7 +326,7 @@ pub(super) async fn ack(
 }
 
 pub(super) async fn nack(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     Body(reservation): Body<Reservation>,
 ) -> Response {
     let retry_in = reservation.retry_in.unwrap_or(0.0);

@@ -31,15 +31,14 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// The server, bound and ready to serve.
 pub struct Http {
     listener: TcpListener,
-    state: AppState,
+    state: Arc<AppState>,
 }
 
-/// What every handler may use.
-#[derive(Clone)]
+/// What every handler may use; shared, not cloned, by each request.
 struct AppState {
     client: Client,
     metrics: Arc<Metrics>,
-    token: Option<Arc<str>>,
+    token: Option<String>,
     timer_interval: Duration,
     redis_address: String,
 }
@@ -61,13 +60,13 @@ impl Http {
         let client = Client::lazy(pool::connection_info(&config.redis)?, settings)?;
         Ok(Some(Http {
             listener,
-            state: AppState {
+            state: Arc::new(AppState {
                 client,
                 metrics,
-                token: http.token.as_deref().map(Arc::from),
+                token: http.token.clone(),
                 timer_interval: config.timer_interval,
                 redis_address: config.redis.address(),
-            },
+            }),
         }))
     }
 
@@ -84,7 +83,7 @@ impl Http {
     }
 }
 
-fn router(state: AppState) -> Router {
+fn router(state: Arc<AppState>) -> Router {
     let jobs = Router::new()
         .route("/add", post(jobs::add))
         .route("/remove", post(jobs::remove))

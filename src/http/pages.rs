@@ -2,6 +2,7 @@
 //! Kubernetes) and `/` (a status page for people: plain HTML that refreshes itself).
 
 use std::fmt::Write;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use axum::extract::State;
@@ -17,7 +18,7 @@ use super::AppState;
 /// Everything the daemon counted, and what the pool and the ready lists it has seen hold now
 /// (ZCARD, ZCOUNT and LLEN; never a scan). While Redis does not answer, the holdings are the last
 /// ones read and `delayer_redis_up` says so.
-pub(super) async fn metrics(State(state): State<AppState>) -> Response {
+pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let lengths = state.client.lengths(&state.metrics.topics()).await.ok();
     let text = state.metrics.encode(lengths.as_ref());
     let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -26,7 +27,7 @@ pub(super) async fn metrics(State(state): State<AppState>) -> Response {
 
 /// 200 while Redis answered the last look and the loop looked within two `timer_interval`s; 503
 /// with the reason otherwise.
-pub(super) async fn healthz(State(state): State<AppState>) -> Response {
+pub(super) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     match health(&state) {
         Ok(fine) => (StatusCode::OK, fine).into_response(),
         Err(trouble) => (StatusCode::SERVICE_UNAVAILABLE, trouble).into_response(),
@@ -56,7 +57,7 @@ fn health(state: &AppState) -> Result<String, String> {
 
 /// Topics and their ready jobs, jobs waiting, the next due time, how late moves are; refreshed
 /// every few seconds.
-pub(super) async fn status(State(state): State<AppState>) -> Html<String> {
+pub(super) async fn status(State(state): State<Arc<AppState>>) -> Html<String> {
     let lengths = state.client.lengths(&state.metrics.topics()).await;
     let mut page = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"5\">\

@@ -1,8 +1,29 @@
-//! A minimal HTTP/1.1 client for the tests: one request a connection, the status and the body back.
+//! A daemon serving HTTP, and a minimal HTTP/1.1 client for the tests: one request a connection,
+//! the status and the body back.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
+
+use super::{Daemon, DaemonSetup, Logs, RedisServer, read};
+
+/// A daemon serving HTTP on a free port (`listen = 127.0.0.1:0`; the port is read from its log),
+/// with `http` lines in `[http]`; its address (host:port) comes back.
+pub fn serving(server: &RedisServer, name: &str, http: &str) -> (Daemon, Logs, String) {
+    let (config, logs) = server.daemon_config(name, "timer_interval = 100");
+    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n{http}\n", read(&config));
+    std::fs::write(&config, text).unwrap();
+    let daemon = Daemon::start(&config);
+    logs.wait_for_line("Serving HTTP on http://");
+    // "Serving HTTP on http://127.0.0.1:40123: the job API, ..."
+    let address = read(&logs.access)
+        .split("Serving HTTP on http://")
+        .nth(1)
+        .and_then(|rest| rest.split(": ").next())
+        .expect("the address in the log")
+        .to_string();
+    (daemon, logs, address)
+}
 
 /// An answer: the status code, the headers (lower-cased names), the body.
 pub struct Answer {
