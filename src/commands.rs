@@ -1,16 +1,16 @@
 //! The job subcommands (push, get, pop, remove, stats, dead): each connects to the configured
 //! Redis through the client library, does one thing, and prints the result.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use chrono::{DateTime, SecondsFormat, Utc};
 use delayer_client::{Client, Error, Job, JobInfo, Removed, Settings, Stats};
 use serde_json::{Value, json};
 
 use crate::cli::Command;
 use crate::config::Config;
 use crate::pool;
+use crate::time_text::rfc3339;
 
 /// Runs one job command against the Redis of `config`.
 pub async fn run(config: &Config, command: Command) -> Result<()> {
@@ -89,10 +89,6 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn rfc3339(time: SystemTime) -> String {
-    DateTime::<Utc>::from(time).to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 fn body_text(body: &[u8]) -> String {

@@ -453,20 +453,29 @@ impl Values<'_> {
         }
     }
 
-    /// `[http]`, when it names an address to listen on.
+    /// `[http]`, when the file has the section: it must name an address to listen on, and a
+    /// token key must not be empty (that would leave the job API open unnoticed).
     fn http(&self) -> Option<HttpConfig> {
-        let raw = self.get("http", "listen")?;
+        let section = self.ini.section(Some("http"))?;
+        let token = self.get("http", "token");
+        if token.is_none() && section.contains_key("token") {
+            self.wrong(
+                "http",
+                "token",
+                "",
+                "empty, which would leave the job API open: give a token, or remove the key",
+            );
+        }
+        let raw = self.get("http", "listen").unwrap_or_default();
         match raw.parse() {
-            Ok(listen) => Some(HttpConfig {
-                listen,
-                token: self.get("http", "token"),
-            }),
+            Ok(listen) => Some(HttpConfig { listen, token }),
             Err(_) => {
                 self.wrong(
                     "http",
                     "listen",
                     &raw,
-                    "expected an address and port, like 127.0.0.1:9277",
+                    "expected an address and port, like 127.0.0.1:9277 (the [http] section turns \
+                     HTTP on: remove it to serve nothing)",
                 );
                 None
             }
@@ -763,6 +772,11 @@ mod tests {
         assert_eq!(http.listen.to_string(), "127.0.0.1:9277");
         assert_eq!(http.token.as_deref(), Some("s3cret"));
         assert!(error_of("[http]\nlisten = somewhere\n").contains("[http] listen = \"somewhere\""));
+        assert!(error_of("[http]\ntoken = s3cret\n").contains("[http] listen = \"\": expected"));
+        assert!(
+            error_of("[http]\nlisten = 127.0.0.1:0\ntoken =   ; none yet\n")
+                .contains("[http] token = \"\": empty")
+        );
     }
 
     #[test]

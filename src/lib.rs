@@ -21,16 +21,17 @@ pub mod mover;
 pub mod pidfile;
 pub mod pool;
 pub mod signals;
+pub mod time_text;
 pub mod wakeup;
 
 use anyhow::Result;
-use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 pub use config::Config;
 pub use deadpool_redis::redis;
 use http::Http;
 pub use mover::Mover;
+pub use signals::Stop;
 
 /// The service, checked and ready to run.
 pub struct Service {
@@ -52,26 +53,26 @@ impl Service {
         Ok(Service { mover, http })
     }
 
-    /// Logs the start line, moves jobs as they fall due (and serves HTTP) until `shutdown` is
-    /// cancelled, then logs the stop line once the last script call and the requests in flight
-    /// have finished.
-    pub async fn run(self, shutdown: CancellationToken) {
+    /// Logs the start line, moves jobs as they fall due (and serves HTTP) until a stop is asked
+    /// for, then logs the stop line once the last script call and the requests in flight have
+    /// finished.
+    pub async fn run(self, stop: Stop) {
         info!("Service started successfully, PID: {}", std::process::id());
         let serving = async {
             if let Some(http) = self.http
-                && let Err(error) = http.serve(shutdown.clone()).await
+                && let Err(error) = http.serve(&stop).await
             {
                 error!("{error:#}");
             }
         };
-        tokio::join!(self.mover.run(&shutdown), serving);
+        tokio::join!(self.mover.run(&stop.graceful), serving);
         info!("Service stopped successfully, PID: {}", std::process::id());
     }
 }
 
-/// Starts the service and runs it until `shutdown` is cancelled.
-pub async fn run(config: &Config, shutdown: CancellationToken) -> Result<()> {
-    Service::start(config).await?.run(shutdown).await;
+/// Starts the service and runs it until a stop is asked for.
+pub async fn run(config: &Config, stop: Stop) -> Result<()> {
+    Service::start(config).await?.run(stop).await;
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use delayer::cli::{Args, Command};
 use delayer::config::{self, Config};
 use delayer::daemon::{self, Readiness};
 use delayer::pidfile::PidFile;
-use delayer::{Service, check, commands, logging, signals};
+use delayer::{Service, Stop, check, commands, logging};
 
 const BANNER: &str = r"    ____       __
    / __ \___  / /___ ___  _____  _____
@@ -83,7 +83,7 @@ fn run(config: &Config, readiness: &mut Readiness) -> Result<()> {
     // and on a second thread keeps pace with the client library's own pushes (see the bench).
     let threads = if config.http.is_some() { 2 } else { 1 };
     let result = runtime(threads)?.block_on(async {
-        let shutdown = signals::stop_token()?;
+        let stop = Stop::on_signals()?;
         let service = Service::start(config).await?;
         // Once the start can no longer fail; a daemon has no terminal to show it on.
         if readiness.is_foreground() {
@@ -93,7 +93,7 @@ fn run(config: &Config, readiness: &mut Readiness) -> Result<()> {
             );
         }
         readiness.ready();
-        service.run(shutdown).await;
+        service.run(stop).await;
         Ok(())
     });
     if let Err(error) = &result {

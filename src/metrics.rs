@@ -178,7 +178,7 @@ impl Metrics {
     /// A call of the release script that took `took`.
     pub fn released(&self, released: &Released, took: Duration) {
         self.script("release", took);
-        for (topic, _) in &released.retried {
+        for (topic, _) in released.retried.iter().chain(&released.blocked) {
             let label = TopicLabel {
                 topic: topic.clone(),
             };
@@ -192,10 +192,12 @@ impl Metrics {
         }
     }
 
+    /// A script call Redis answered: the loop is looking, even in the middle of a long drain.
     fn script(&self, script: &'static str, took: Duration) {
         self.script_seconds
             .get_or_create(&ScriptLabel { script })
             .observe(took.as_secs_f64());
+        self.looked(true);
     }
 
     /// A look ended: Redis answered all of it (`true`), or failed it.

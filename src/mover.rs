@@ -31,6 +31,9 @@ const MIN_LOOK_GAP: Duration = Duration::from_millis(5);
 /// (which checks it with a round trip) and to absorb tokio's whole-millisecond timer, so that the
 /// first move goes out as the due time comes rather than a millisecond or two after.
 const WAKE_EARLY: Duration = Duration::from_millis(3);
+/// While a backlog drains, lapsed reservations are still delivered again this often: a long drain
+/// must not hold up redelivery.
+const RELEASE_EVERY: Duration = Duration::from_secs(1);
 
 /// Moves due jobs from the job pool to the ready lists.
 pub struct Mover {
@@ -189,7 +192,15 @@ impl Mover {
             .map_err(stopped)?;
         said.redis_works(&self.redis.address());
         said.stuck.note(&batch);
+        let mut released_at = Instant::now();
         while batch.is_full(self.batch_size) && !shutdown.is_cancelled() {
+            if released_at.elapsed() >= RELEASE_EVERY {
+                if let Err(error) = self.deliver_lapsed(&mut connection, shutdown, said).await {
+                    said.stuck.report(STUCK_RECHECK);
+                    return Err(stopped(error));
+                }
+                released_at = Instant::now();
+            }
             // The next call goes out before this batch is logged, so Redis works while we format.
             let (next, ()) = tokio::join!(
                 biased;

@@ -4,14 +4,17 @@
 mod support;
 
 use std::collections::HashMap;
+use std::io::Write;
+use std::net::TcpStream;
 use std::time::Duration;
 
 use delayer::redis::AsyncCommands;
+use delayer::redis::aio::MultiplexedConnection;
 use delayer_client::keys::JOB_POOL;
 use serde_json::json;
 use support::http_client::{post, request, serving};
 use support::legacy_client::{self, Message};
-use support::{Daemon, RedisServer, wait_for_ready};
+use support::{Daemon, RedisServer, read, wait_for_ready};
 
 const JOBS: &str = "/delay-queue/api/jobs";
 
@@ -36,6 +39,7 @@ async fn a_job_added_over_http_reaches_a_legacy_consumer_and_get_and_remove_answ
     let added = added.json();
     assert_eq!(added["code"], 0);
     let id = added["data"]["id"].as_str().unwrap().to_string();
+    assert_eq!(added["data"]["job_id"], id.as_str());
     let popped = legacy_client::bpop(&mut redis, "order", 5).await.unwrap();
     assert_eq!(
         popped,
@@ -51,8 +55,24 @@ async fn a_job_added_over_http_reaches_a_legacy_consumer_and_get_and_remove_answ
         &format!("{JOBS}/add"),
         &json!({"id": "later", "topic": "t", "delay": 3600, "body": "b"}),
     );
-    let got = post(&http, &format!("{JOBS}/get"), &json!({"job_id": "later"})).json();
-    assert_eq!(got["code"], 0);
+    // Too far off (milliseconds given for seconds): refused, and the job of that id untouched.
+    let too_far = post(
+        &http,
+        &format!("{JOBS}/add"),
+        &json!({"id": "later", "topic": "other", "delay": 1e16, "body": "new"}),
+    );
+    assert_eq!(too_far.status, 400, "{}", too_far.body);
+    assert!(too_far.body.contains("too long"), "{}", too_far.body);
+    let got = post(&http, &format!("{JOBS}/get"), &json!({"job_id": "later"}));
+    // go-delay-queue's fields in its order, its delay a whole number as its Go clients decode it.
+    assert!(
+        got.body.starts_with(
+            r#"{"code":0,"message":"ok","data":{"topic":"t","id":"later","exec_time":"#
+        ),
+        "{}",
+        got.body
+    );
+    let got = got.json();
     let data = &got["data"];
     assert_eq!(
         (
@@ -62,7 +82,7 @@ async fn a_job_added_over_http_reaches_a_legacy_consumer_and_get_and_remove_answ
         ),
         (Some("t"), Some("later"), Some("b"))
     );
-    assert_eq!(data["delay"], 3600.0);
+    assert_eq!(data["delay"], 3600);
     let exec_time = data["exec_time"].as_i64().unwrap();
     let expected = support::legacy_client::now_seconds() + 3600;
     assert!(
@@ -185,6 +205,18 @@ async fn bad_requests_are_refused_naming_the_problem_and_write_nothing() {
         ),
         Bad::new(
             TOKEN,
+            br#"{"topic": "t", "delay": 1e16, "body": "b"}"#,
+            400,
+            "the delay of 10000000000000000 s is too long",
+        ),
+        Bad::new(
+            TOKEN,
+            br#"{"topic": "t", "delay": 1e300, "body": "b"}"#,
+            400,
+            "delay 1e300 is too large",
+        ),
+        Bad::new(
+            TOKEN,
             br#"{"topic": "t", "at": "tomorrow", "body": "b"}"#,
             400,
             "not an RFC 3339 time",
@@ -238,6 +270,15 @@ async fn bad_requests_are_refused_naming_the_problem_and_write_nothing() {
     }
     let keys: Vec<String> = redis.keys("delayer:*").await.unwrap();
     assert!(keys.is_empty(), "nothing written: {keys:?}");
+    // The scheme is case-insensitive (RFC 7235).
+    let added = request(
+        &http,
+        "POST",
+        &format!("{JOBS}/add"),
+        &[("Authorization", "bearer s3cret")],
+        br#"{"topic": "t", "body": "b"}"#,
+    );
+    assert_eq!(added.status, 200, "{}", added.body);
     // The pages are not the job API: no token needed.
     assert_eq!(request(&http, "GET", "/healthz", &[], b"").status, 200);
     stop(daemon);
@@ -397,31 +438,142 @@ async fn the_status_page_renders_the_topics_escaped() {
 }
 
 #[tokio::test]
-async fn a_stop_lets_a_request_in_flight_finish() {
+async fn a_stop_ends_waits_and_cuts_off_a_connection_that_stalls() {
     let server = RedisServer::start();
-    let (daemon, _logs, http) = serving(&server, "stop", "");
-    let waiting = {
+    let mut redis = server.connect().await;
+    let (mut daemon, logs, http) = serving(&server, "stop", "");
+    let popping = {
         let http = http.clone();
         std::thread::spawn(move || {
             post(
                 &http,
-                &format!("{JOBS}/reserve"),
-                &json!({"topic": "t", "wait": 1}),
+                &format!("{JOBS}/pop"),
+                &json!({"topic": "t", "wait": 30}),
             )
         })
     };
-    // Nothing outside the daemon tells that the request has reached it: a moment for it to.
-    std::thread::sleep(Duration::from_millis(200));
-    let mut daemon = daemon;
+    // A client that never finishes its headers.
+    let mut stalled = TcpStream::connect(&http).unwrap();
+    stalled
+        .write_all(b"POST /delay-queue/api/jobs/add HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    wait_for_blocked_pop(&mut redis).await;
 
     daemon.signal("TERM");
 
-    let answer = waiting.join().unwrap();
+    // The 30 s wait ends with the stop, answered; the stalled connection holds the stop up for the
+    // grace period only.
+    let answer = popping.join().unwrap();
     assert_eq!(
-        (answer.status, answer.json()["code"].as_i64()),
-        (200, Some(0)),
+        (answer.status, &answer.json()["data"]),
+        (200, &serde_json::Value::Null),
         "{}",
         answer.body
     );
-    assert!(daemon.wait(Duration::from_secs(5)).success());
+    assert!(daemon.wait(Duration::from_secs(10)).success());
+    assert!(
+        read(&logs.error)
+            .contains("HTTP requests still in flight 5 s after the stop began are cut off"),
+        "{}",
+        read(&logs.error)
+    );
+    drop(stalled);
+}
+
+#[tokio::test]
+async fn a_second_signal_stops_at_once() {
+    let server = RedisServer::start();
+    let (mut daemon, logs, http) = serving(&server, "again", "");
+    let mut stalled = TcpStream::connect(&http).unwrap();
+    stalled.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+
+    daemon.signal("TERM");
+    logs.wait_for_line("Stopping (SIGTERM received)");
+    daemon.signal("INT");
+
+    assert!(daemon.wait(Duration::from_secs(10)).success());
+    assert!(read(&logs.access).contains("Stopping at once (SIGINT received again)"));
+    assert!(
+        read(&logs.error).contains("HTTP requests still in flight are cut off"),
+        "{}",
+        read(&logs.error)
+    );
+    drop(stalled);
+}
+
+/// Waits until a client of `redis` blocks (the daemon's BRPOP for a waiting pop).
+async fn wait_for_blocked_pop(redis: &mut MultiplexedConnection) {
+    support::wait_for(Duration::from_secs(5), "a blocked BRPOP", || {
+        let mut redis = redis.clone();
+        async move {
+            let info: String = delayer::redis::cmd("INFO")
+                .arg("clients")
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            info.lines()
+                .filter_map(|line| line.strip_prefix("blocked_clients:"))
+                .any(|count| count.trim() != "0")
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn healthz_stays_200_while_a_long_backlog_drains() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    support::fill_backlog(&mut redis, 200_000, &["a", "b"]).await;
+    // timer_interval = 100: a drain longer than 0.2 s outlasts the health limit unless each
+    // script call counts as a look.
+    let (daemon, _logs, http) = serving(&server, "drain", "");
+    support::wait_until_sync(Duration::from_secs(5), "a first look", || {
+        request(&http, "GET", "/healthz", &[], b"").status == 200
+    });
+    let mut answers = Vec::new();
+    loop {
+        let left: usize = redis.zcard(JOB_POOL).await.unwrap();
+        if left == 0 {
+            break;
+        }
+        let answer = request(&http, "GET", "/healthz", &[], b"");
+        answers.push((answer.status, answer.body));
+    }
+    assert!(answers.len() >= 3, "the drain outlasted a few checks");
+    let unhealthy: Vec<_> = answers
+        .iter()
+        .filter(|(status, _)| *status != 200)
+        .collect();
+    assert!(unhealthy.is_empty(), "{unhealthy:?}");
+    stop(daemon);
+}
+
+#[tokio::test]
+async fn a_due_time_beyond_the_calendar_is_answered() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "far", "");
+    // What a legacy writer may leave: a score no calendar date holds.
+    let _: () = redis
+        .hset_multiple(
+            delayer_client::keys::job_bucket("far"),
+            &[("topic", "t"), ("body", "b"), ("due", "1e15")],
+        )
+        .await
+        .unwrap();
+    let _: () = redis.zadd(JOB_POOL, "far", 1e15).await.unwrap();
+
+    let got = post(&http, &format!("{JOBS}/get"), &json!({"job_id": "far"}));
+
+    assert_eq!(got.status, 200, "{}", got.body);
+    assert_eq!(got.json()["data"]["due"], "unix 1000000000000000");
+    let page = request(&http, "GET", "/", &[], b"");
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("Next due: unix 1000000000000000"),
+        "{}",
+        page.body
+    );
+    stop(daemon);
 }

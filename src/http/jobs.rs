@@ -3,9 +3,12 @@
 //! "data": ...}`; a failure's code is its HTTP status (400, 401, 404, 409, 413, 503) and its message
 //! names the problem. Nothing is written unless the whole request is good.
 
+use std::borrow::Cow;
 use std::fmt::Display;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -14,29 +17,33 @@ use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::DateTime;
+use delayer_client::time::to_unix;
 use delayer_client::{Acked, Error, Job, JobInfo, Nacked, Receipt, Removed, State as JobState};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::AppState;
+use crate::time_text::rfc3339;
 
 /// The longest a pop or reserve waits for a job, in seconds.
 const MAX_WAIT: f64 = 30.0;
+/// The longest one BRPOP of a waiting pop blocks: how long a stop may wait for it.
+const POP_SLICE: Duration = Duration::from_secs(1);
 /// A reservation's time to run when the request gives none, in seconds.
 const DEFAULT_TTR: f64 = 60.0;
 
 /// Every answer, in go-delay-queue's shape and field order.
 #[derive(Serialize)]
-struct Reply<'a> {
+struct Reply<'a, T> {
     code: u16,
     message: &'a str,
-    data: Value,
+    data: T,
 }
 
 /// A success.
-fn ok(message: &str, data: Value) -> Response {
+fn ok(message: &str, data: impl Serialize) -> Response {
     Json(Reply {
         code: 0,
         message,
@@ -50,7 +57,7 @@ fn refuse(status: StatusCode, message: impl Display) -> Response {
     let reply = Reply {
         code: status.as_u16(),
         message: &message.to_string(),
-        data: Value::Null,
+        data: (),
     };
     (status, Json(reply)).into_response()
 }
@@ -58,9 +65,11 @@ fn refuse(status: StatusCode, message: impl Display) -> Response {
 /// The HTTP status for each of the client's errors.
 fn refused(error: Error) -> Response {
     let status = match &error {
-        Error::EmptyTopic | Error::EmptyId | Error::EmptyBody | Error::InThePast(_) => {
-            StatusCode::BAD_REQUEST
-        }
+        Error::EmptyTopic
+        | Error::EmptyId
+        | Error::EmptyBody
+        | Error::InThePast(_)
+        | Error::TooFar(_) => StatusCode::BAD_REQUEST,
         Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         Error::UnknownJob(_) | Error::Incomplete(_) => StatusCode::NOT_FOUND,
         Error::NotReserved(_) | Error::WrongType { .. } => StatusCode::CONFLICT,
@@ -101,7 +110,7 @@ pub(super) async fn authorize(
             .headers()
             .get(AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
+            .and_then(bearer);
         if !given.is_some_and(|given| same(given.as_bytes(), token.as_bytes())) {
             return refuse(
                 StatusCode::UNAUTHORIZED,
@@ -112,10 +121,22 @@ pub(super) async fn authorize(
     next.run(request).await
 }
 
-/// Compares without stopping at the first difference, so the time taken does not tell how much of
-/// a guessed token was right.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0, |differ, (a, b)| differ | (a ^ b)) == 0
+/// The token of an `Authorization: Bearer <token>` header (the scheme in any case, RFC 7235).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Compares `given` with the `secret` (never empty) in a time that depends on neither where they
+/// first differ nor the secret's length, so timing tells nothing about a guess.
+fn same(given: &[u8], secret: &[u8]) -> bool {
+    let differ = given
+        .iter()
+        .enumerate()
+        .fold(given.len() ^ secret.len(), |differ, (index, byte)| {
+            differ | usize::from(byte ^ secret[index % secret.len()])
+        });
+    differ == 0
 }
 
 #[derive(Deserialize)]
@@ -138,14 +159,9 @@ pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>
         (Some(_), Some(_)) => {
             return refuse(StatusCode::BAD_REQUEST, "give delay or at, not both");
         }
-        (Some(delay), None) => match Duration::try_from_secs_f64(delay) {
+        (Some(delay), None) => match seconds("delay", delay) {
             Ok(delay) => push = push.delay(delay),
-            Err(_) => {
-                return refuse(
-                    StatusCode::BAD_REQUEST,
-                    format!("delay {delay} is negative: give the seconds from now, 0 or more"),
-                );
-            }
+            Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
         },
         (None, Some(at)) => match DateTime::parse_from_rfc3339(&at) {
             Ok(at) => push = push.at(at.into()),
@@ -162,7 +178,8 @@ pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>
         push = push.id(id);
     }
     match push.await {
-        Ok(id) => ok("added", json!({"id": id})),
+        // Both names: go-delay-queue's README says `id`, some of its servers answer `job_id`.
+        Ok(id) => ok("added", json!({"id": id, "job_id": id})),
         Err(error) => refused(error),
     }
 }
@@ -174,10 +191,10 @@ pub(super) struct JobId {
 
 pub(super) async fn remove(State(state): State<Arc<AppState>>, Body(job): Body<JobId>) -> Response {
     match state.client.remove(&job.job_id).await {
-        Ok(Removed::Waiting) => ok("removed", Value::Null),
+        Ok(Removed::Waiting) => ok("removed", ()),
         Ok(Removed::Due) => ok(
             "removed; it had fallen due, so a consumer that takes it now finds it gone",
-            Value::Null,
+            (),
         ),
         Ok(Removed::Unknown) => refuse(StatusCode::NOT_FOUND, format!("no job {:?}", job.job_id)),
         Err(error) => refused(error),
@@ -186,46 +203,78 @@ pub(super) async fn remove(State(state): State<Arc<AppState>>, Body(job): Body<J
 
 pub(super) async fn get(State(state): State<Arc<AppState>>, Body(job): Body<JobId>) -> Response {
     match state.client.get(&job.job_id).await {
-        Ok(info) if info.state == JobState::Unknown => ok("ok", Value::Null),
-        Ok(info) => ok("ok", info_json(&info)),
+        Ok(info) if info.state == JobState::Unknown => ok("ok", ()),
+        Ok(info) => ok("ok", InfoJson::of(&info)),
         Err(error) => refused(error),
     }
 }
 
-/// go-delay-queue's fields (exec_time and delay in seconds), and ours.
-fn info_json(info: &JobInfo) -> Value {
-    let unix = |time: SystemTime| delayer_client::time::to_unix(time);
-    json!({
-        "topic": info.topic,
-        "id": info.id,
-        "exec_time": info.due.map(|due| unix(due).ceil() as i64),
-        "delay": info.delay.map(|delay| delay.as_secs_f64()),
-        "body": info.body.as_deref().map(String::from_utf8_lossy),
-        "state": info.state.name(),
-        "due": info.due.map(rfc3339),
-        "attempts": info.attempts,
-    })
+/// A job as `get` answers it: go-delay-queue's fields in its order (exec_time in unix seconds,
+/// delay in whole seconds, as its Go clients decode them), then ours.
+#[derive(Serialize)]
+struct InfoJson<'a> {
+    topic: Option<&'a str>,
+    id: &'a str,
+    exec_time: Option<i64>,
+    delay: Option<u64>,
+    body: Option<Cow<'a, str>>,
+    state: &'static str,
+    due: Option<String>,
+    attempts: u32,
 }
 
-fn job_json(job: &Job) -> Value {
-    json!({
-        "id": job.id,
-        "topic": job.topic,
-        "body": String::from_utf8_lossy(&job.body),
-        "attempt": job.attempts,
-        "due": job.due.map(rfc3339),
-    })
+impl InfoJson<'_> {
+    fn of(info: &JobInfo) -> InfoJson<'_> {
+        InfoJson {
+            topic: info.topic.as_deref(),
+            id: &info.id,
+            // `as` saturates: a score beyond i64 (a legacy writer's) cannot fail the answer.
+            exec_time: info.due.map(|due| to_unix(due).ceil() as i64),
+            delay: info.delay.map(|delay| delay.as_secs_f64().ceil() as u64),
+            body: info.body.as_deref().map(String::from_utf8_lossy),
+            state: info.state.name(),
+            due: info.due.map(rfc3339),
+            attempts: info.attempts,
+        }
+    }
 }
 
-fn rfc3339(time: SystemTime) -> String {
-    DateTime::<Utc>::from(time).to_rfc3339_opts(SecondsFormat::Millis, true)
+/// A job as `pop` and `reserve` answer it.
+#[derive(Serialize)]
+struct TakenJson<'a> {
+    id: &'a str,
+    topic: &'a str,
+    body: Cow<'a, str>,
+    attempt: u32,
+    due: Option<String>,
+}
+
+impl TakenJson<'_> {
+    fn of(job: &Job) -> TakenJson<'_> {
+        TakenJson {
+            id: &job.id,
+            topic: &job.topic,
+            body: String::from_utf8_lossy(&job.body),
+            attempt: job.attempts,
+            due: job.due.map(rfc3339),
+        }
+    }
+}
+
+/// A number of seconds given as `name`, or what is wrong with it.
+fn seconds(name: &str, value: f64) -> Result<Duration, String> {
+    if value < 0.0 {
+        return Err(format!(
+            "{name} {value} is negative: give seconds, 0 or more"
+        ));
+    }
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| format!("{name} {value:e} is too large to be a number of seconds"))
 }
 
 /// A `wait` in seconds, at most [`MAX_WAIT`]; what is wrong with it otherwise.
-fn wait(seconds: Option<f64>) -> Result<Duration, String> {
-    let seconds = seconds.unwrap_or(0.0);
-    Duration::try_from_secs_f64(seconds.min(MAX_WAIT))
-        .map_err(|_| format!("wait {seconds} is negative: give seconds, 0 to {MAX_WAIT}"))
+fn wait(value: Option<f64>) -> Result<Duration, String> {
+    seconds("wait", value.unwrap_or(0.0).min(MAX_WAIT))
 }
 
 #[derive(Deserialize)]
@@ -240,14 +289,31 @@ pub(super) async fn pop(State(state): State<Arc<AppState>>, Body(pop): Body<Pop>
         Ok(wait) => wait,
         Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
     };
-    let job = if wait.is_zero() {
-        state.client.pop(&pop.topic).await
-    } else {
-        state.client.bpop(&[&pop.topic], wait).await
-    };
-    match job {
-        Ok(job) => ok("ok", job.as_ref().map_or(Value::Null, job_json)),
+    match blocking_pop(&state, &pop.topic, wait).await {
+        Ok(job) => ok("ok", job.as_ref().map(TakenJson::of)),
         Err(error) => refused(error),
+    }
+}
+
+/// The legacy pop of `topic`, waiting up to `wait` for a job, a second at a time so that a stop
+/// ends the wait. A BRPOP once sent is always let finish: the job it may take is then answered,
+/// never dropped.
+async fn blocking_pop(
+    state: &AppState,
+    topic: &str,
+    wait: Duration,
+) -> delayer_client::Result<Option<Job>> {
+    let until = Instant::now() + wait;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || state.stopping.is_cancelled() {
+            return state.client.pop(topic).await;
+        }
+        // BRPOP's 0 waits for ever: the last slice is at least a millisecond.
+        let slice = left.min(POP_SLICE).max(Duration::from_millis(1));
+        if let Some(job) = state.client.bpop(&[topic], slice).await? {
+            return Ok(Some(job));
+        }
     }
 }
 
@@ -271,17 +337,18 @@ pub(super) async fn reserve(
     if topics.is_empty() {
         return refuse(StatusCode::BAD_REQUEST, "give a topic, or topics");
     }
-    let ttr = reserve.ttr.unwrap_or(DEFAULT_TTR);
-    let Ok(ttr) = Duration::try_from_secs_f64(ttr) else {
-        return refuse(StatusCode::BAD_REQUEST, format!("ttr {ttr} is negative"));
+    let ttr = match seconds("ttr", reserve.ttr.unwrap_or(DEFAULT_TTR)) {
+        Ok(ttr) => ttr,
+        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
     };
     let wait = match wait(reserve.wait) {
         Ok(wait) => wait,
         Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
     };
     let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
-    match state.client.reserve(&topics, ttr, wait).await {
-        Ok(job) => ok("ok", job.as_ref().map_or(Value::Null, job_json)),
+    let stopping = state.stopping.cancelled();
+    match state.client.reserve_or(&topics, ttr, wait, stopping).await {
+        Ok(job) => ok("ok", job.as_ref().map(TakenJson::of)),
         Err(error) => refused(error),
     }
 }
@@ -329,12 +396,9 @@ pub(super) async fn nack(
     State(state): State<Arc<AppState>>,
     Body(reservation): Body<Reservation>,
 ) -> Response {
-    let retry_in = reservation.retry_in.unwrap_or(0.0);
-    let Ok(retry_in) = Duration::try_from_secs_f64(retry_in) else {
-        return refuse(
-            StatusCode::BAD_REQUEST,
-            format!("retry_in {retry_in} is negative"),
-        );
+    let retry_in = match seconds("retry_in", reservation.retry_in.unwrap_or(0.0)) {
+        Ok(retry_in) => retry_in,
+        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
     };
     match state.client.nack(reservation.receipt(), retry_in).await {
         Ok(nacked) => {

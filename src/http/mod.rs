@@ -4,6 +4,7 @@
 
 mod jobs;
 mod pages;
+mod server;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use tracing::info;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::pool;
+use crate::signals::Stop;
 
 /// Requests larger than this are refused whole (413). A job's body may be 1 MiB; its JSON
 /// encoding, with escapes, a little more.
@@ -41,6 +43,8 @@ struct AppState {
     token: Option<String>,
     timer_interval: Duration,
     redis_address: String,
+    /// Cancelled when a stop begins: waits for jobs end early, so that a stop never waits them out.
+    stopping: CancellationToken,
 }
 
 impl Http {
@@ -66,20 +70,24 @@ impl Http {
                 token: http.token.clone(),
                 timer_interval: config.timer_interval,
                 redis_address: config.redis.address(),
+                stopping: CancellationToken::new(),
             }),
         }))
     }
 
-    /// Serves until `shutdown` is cancelled and the requests in flight have finished.
-    pub async fn serve(self, shutdown: CancellationToken) -> Result<()> {
+    /// Serves until a stop, then lets the requests in flight finish (for a few seconds at most).
+    pub async fn serve(self, stop: &Stop) -> Result<()> {
         let address = self.listener.local_addr()?;
         info!(
             "Serving HTTP on http://{address}: the job API, /metrics, /healthz, and a status page at /"
         );
-        axum::serve(self.listener, router(self.state))
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await
-            .context("the HTTP server failed")
+        let stopping = self.state.stopping.clone();
+        let router = router(self.state);
+        tokio::join!(server::serve(self.listener, router, stop), async {
+            stop.graceful.cancelled().await;
+            stopping.cancel();
+        });
+        Ok(())
     }
 }
 

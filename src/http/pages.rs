@@ -3,13 +3,11 @@
 
 use std::fmt::Write;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{Html, IntoResponse, Response};
-use chrono::{DateTime, Local};
 use delayer_client::Lengths;
 use delayer_client::time::unix_now;
 
@@ -84,7 +82,7 @@ pub(super) async fn status(State(state): State<Arc<AppState>>) -> Html<String> {
     };
     let next = lengths
         .next_due
-        .map_or_else(|| "none".to_string(), local_time);
+        .map_or_else(|| "none".to_string(), crate::time_text::local);
     write!(
         page,
         "<p>Jobs waiting: <b>{}</b> ({} due now). Next due: {next}.</p>",
@@ -114,12 +112,6 @@ pub(super) async fn status(State(state): State<Arc<AppState>>) -> Html<String> {
     }
     page.push_str("</table></body></html>");
     Html(page)
-}
-
-fn local_time(time: SystemTime) -> String {
-    DateTime::<Local>::from(time)
-        .format("%Y-%m-%d %H:%M:%S%.3f")
-        .to_string()
 }
 
 /// Topics are whatever clients wrote: escaped, so that none can inject markup into the page.

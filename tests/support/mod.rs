@@ -82,10 +82,10 @@ pub fn spawn_service(
     tokio::task::JoinHandle<anyhow::Result<()>>,
     tokio_util::sync::CancellationToken,
 ) {
-    let stop = tokio_util::sync::CancellationToken::new();
-    let token = stop.clone();
-    let handle = tokio::spawn(async move { delayer::run(&config, token).await });
-    (handle, stop)
+    let stop = delayer::Stop::default();
+    let graceful = stop.graceful.clone();
+    let handle = tokio::spawn(async move { delayer::run(&config, stop).await });
+    (handle, graceful)
 }
 
 /// Where a daemon started with [`RedisServer::daemon_config`] writes its logs.

@@ -325,7 +325,7 @@ impl Client {
     /// Like [`reserve`](Client::reserve), but stops waiting when `give_up` completes. Only the
     /// wait: a script call in flight is always let finish, so that a job it reserved is returned
     /// rather than left reserved by nobody until its time to run passes.
-    pub(crate) async fn reserve_or(
+    pub async fn reserve_or(
         &self,
         topics: &[&str],
         ttr: Duration,

@@ -19,6 +19,11 @@ pub enum Error {
     BodyTooLarge { size: usize, limit: usize },
     #[error("the due time {} is in the past", crate::time::to_unix(*.0))]
     InThePast(SystemTime),
+    #[error(
+        "the delay of {0} s is too long: at most {max} s (about 68 years)",
+        max = crate::push::MAX_DELAY.as_secs()
+    )]
+    TooFar(f64),
     #[error("no job {0:?}")]
     UnknownJob(String),
     #[error(

@@ -42,7 +42,7 @@ pub use client::{
 };
 pub use error::{Error, Result};
 pub use job::{Job, JobInfo, Receipt, State};
-pub use push::Push;
+pub use push::{MAX_DELAY, Push};
 pub use redis;
 pub use scripts::ack::Acked;
 pub use stats::{Lengths, Stats, TopicStats};

@@ -17,6 +17,10 @@ use crate::time::{to_unix, unix_now};
 /// moment ago must not fail for the microseconds that passed since.
 const PAST_TOLERANCE: Duration = Duration::from_secs(1);
 
+/// The longest delay a push takes: 2^31 - 1 s, about 68 years (go-delay-queue's limit). Longer is
+/// a mistake (milliseconds given for seconds), and Redis refuses to expire a bucket much later.
+pub const MAX_DELAY: Duration = Duration::from_secs(i32::MAX as u64);
+
 /// A job to push; `.await` it (or call [`send`](Push::send)).
 #[must_use = "a push does nothing until it is awaited"]
 pub struct Push<'a> {
@@ -93,8 +97,12 @@ impl<'a> Push<'a> {
                 delay.max(0.0)
             }
         };
+        if delay > MAX_DELAY.as_secs_f64() {
+            return Err(Error::TooFar(delay));
+        }
         // As the legacy clients set it: the delay (whole seconds, rounded up) plus the lifetime.
-        let ttl_seconds = delay.ceil() as u64 + self.client.settings().ready_max_lifetime.as_secs();
+        let lifetime = self.client.settings().ready_max_lifetime.as_secs();
+        let ttl_seconds = (delay.ceil() as u64).saturating_add(lifetime);
         let job = NewJob {
             id: &id,
             topic: &self.topic,

@@ -340,6 +340,13 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
                 .await,
             "is in the past",
         ),
+        (
+            client
+                .push("t", "b")
+                .delay(delayer_client::MAX_DELAY + Duration::from_secs(1))
+                .await,
+            "the delay of 2147483648 s is too long",
+        ),
     ];
     for (result, message) in refusals {
         let error = result.expect_err(message);
@@ -380,6 +387,21 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
         pool(&mut redis).await.is_empty(),
         "not added to the pool without its data"
     );
+    // A time to live Redis would refuse (EXPIRE comes after the bucket's write) fails the push
+    // script before that write.
+    let script = delayer_client::scripts::push::PushScript::default();
+    let job = delayer_client::scripts::push::NewJob {
+        id: "forever",
+        topic: "t",
+        body: b"b",
+        due: 1e16,
+        ttl_seconds: u64::MAX,
+        delay: 1e16,
+    };
+    let error = script.run(&mut redis, &job).await.unwrap_err();
+    assert!(error.to_string().contains("time to live"), "{error}");
+    let bucket: bool = redis.exists(job_bucket("forever")).await.unwrap();
+    assert!(!bucket && pool(&mut redis).await.is_empty());
     let _: () = redis.set(ready_queue("broken"), "x").await.unwrap();
     let error = client.pop("broken").await.unwrap_err();
     assert!(

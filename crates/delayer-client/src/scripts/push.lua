@@ -18,6 +18,11 @@
 -- that this Redis user may not write.
 
 local pool, bucket, topics, reserved = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- EXPIRE refuses a time to live past what Redis can hold: refused here, before any write.
+local ttl = tonumber(ARGV[5])
+if not ttl or ttl < 1 or ttl > 4294967296 then
+  error({err = 'ERR the time to live ' .. ARGV[5] .. ' s of ' .. bucket .. ' is not 1 to 2^32 s'})
+end
 require_type(pool, 'zset')
 require_type(bucket, 'hash')
 require_permission('EXPIRE', bucket, '1')
