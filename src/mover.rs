@@ -179,55 +179,77 @@ impl Mover {
             })?,
             () = shutdown.cancelled() => return Ok(None),
         };
-        let stopped = |error| Stopped {
-            lost_reply: pool::reply_may_be_lost(&error),
-            trouble: pool::describe_redis(&error, &self.redis),
-        };
         if let Some(due) = aim {
             sleep_precisely(due).await;
         }
+        let mut batch = self.move_due(&mut connection, shutdown, said).await?;
+        loop {
+            // After the moves, which are what is late when a burst falls due.
+            let (next_deadline, put_back) = self
+                .deliver_lapsed(&mut connection, shutdown, said)
+                .await
+                .map_err(|error| self.stopped(error))?;
+            if !put_back || shutdown.is_cancelled() {
+                return Ok(earliest(batch.next_due, next_deadline));
+            }
+            // The jobs put back are due now: moved in this same look.
+            batch = self.move_due(&mut connection, shutdown, said).await?;
+        }
+    }
+
+    /// Runs the move script until a batch comes back short (or a stop is asked for), delivering
+    /// lapsed reservations again every [`RELEASE_EVERY`] meanwhile; returns the last batch.
+    async fn move_due(
+        &self,
+        connection: &mut Connection,
+        shutdown: &CancellationToken,
+        said: &mut Said,
+    ) -> Result<Batch, Stopped> {
         let mut batch = self
-            .run_script(&mut connection, unix_now())
+            .run_script(connection, unix_now())
             .await
-            .map_err(stopped)?;
+            .map_err(|error| self.stopped(error))?;
         said.redis_works(&self.redis.address());
         said.stuck.note(&batch);
         let mut released_at = Instant::now();
         while batch.is_full(self.batch_size) && !shutdown.is_cancelled() {
             if released_at.elapsed() >= RELEASE_EVERY {
-                if let Err(error) = self.deliver_lapsed(&mut connection, shutdown, said).await {
+                if let Err(error) = self.deliver_lapsed(connection, shutdown, said).await {
                     said.stuck.report(STUCK_RECHECK);
-                    return Err(stopped(error));
+                    return Err(self.stopped(error));
                 }
                 released_at = Instant::now();
             }
             // The next call goes out before this batch is logged, so Redis works while we format.
             let (next, ()) = tokio::join!(
                 biased;
-                self.run_script(&mut connection, unix_now()),
+                self.run_script(connection, unix_now()),
                 async { move_log::moves(&batch) },
             );
             batch = match next {
                 Ok(next) => next,
                 Err(error) => {
                     said.stuck.report(STUCK_RECHECK);
-                    return Err(stopped(error));
+                    return Err(self.stopped(error));
                 }
             };
             said.stuck.note(&batch);
         }
         move_log::moves(&batch);
         said.stuck.report(STUCK_RECHECK);
-        // After the moves, which are what is late when a burst falls due.
-        let next_deadline = self
-            .deliver_lapsed(&mut connection, shutdown, said)
-            .await
-            .map_err(stopped)?;
-        Ok(earliest(batch.next_due, next_deadline))
+        Ok(batch)
+    }
+
+    /// A drain stopped by `error` from a script call.
+    fn stopped(&self, error: redis::RedisError) -> Stopped {
+        Stopped {
+            lost_reply: pool::reply_may_be_lost(&error),
+            trouble: pool::describe_redis(&error, &self.redis),
+        }
     }
 
     /// Ends the reservations whose deadline passed (their jobs go back to the pool, due now, or to
-    /// their dead list), and returns the next deadline, or now when it put jobs back. When Redis
+    /// their dead list), and returns the next deadline and whether it put jobs back. When Redis
     /// refuses the release itself (no permission for `delayer:reserved`, a key of the wrong type)
     /// that is said once and jobs keep moving: a user of the legacy keys alone loses nothing.
     async fn deliver_lapsed(
@@ -235,7 +257,7 @@ impl Mover {
         connection: &mut Connection,
         shutdown: &CancellationToken,
         said: &mut Said,
-    ) -> RedisResult<Option<f64>> {
+    ) -> RedisResult<(Option<f64>, bool)> {
         let mut put_back = false;
         loop {
             let released = match self.release_lapsed(connection).await {
@@ -247,7 +269,7 @@ impl Mover {
                     }
                     said.redis_works(&self.redis.address());
                     said.release_refused(&trouble);
-                    return Ok(None);
+                    return Ok((None, put_back));
                 }
             };
             said.redis_works(&self.redis.address());
@@ -255,8 +277,7 @@ impl Mover {
             move_log::released(&released, self.max_attempts);
             put_back |= !released.retried.is_empty() || !released.blocked.is_empty();
             if released.ended < self.batch_size || shutdown.is_cancelled() {
-                let now = put_back.then(unix_now);
-                return Ok(earliest(now, released.next_deadline));
+                return Ok((released.next_deadline, put_back));
             }
         }
     }
