@@ -52,7 +52,13 @@ const KNOWN_KEYS: [(&str, &[&str]); 3] = [
             "host",
             "port",
             "database",
+            "username",
             "password",
+            "tls",
+            "tls_ca_file",
+            "tls_cert_file",
+            "tls_key_file",
+            "tls_insecure",
             "max_idle",
             "max_active",
             "idle_timeout",
@@ -143,7 +149,11 @@ pub struct RedisConfig {
     pub host: String,
     pub port: u16,
     pub database: i64,
+    /// The ACL user (Redis 6+); `None`: `default`, as with a password alone.
+    pub username: Option<String>,
     pub password: Option<String>,
+    /// TLS to Redis, when `tls = true`.
+    pub tls: Option<TlsConfig>,
     /// The most idle connections the pool keeps.
     pub max_idle: usize,
     /// The pool size.
@@ -152,6 +162,17 @@ pub struct RedisConfig {
     pub idle_timeout: Option<Duration>,
     /// Any connection is closed after this long (`None`: never).
     pub conn_max_lifetime: Option<Duration>,
+}
+
+/// `[redis] tls = true` and the files that go with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsConfig {
+    /// The CA that signed Redis's certificate (PEM); `None`: the system's trusted CAs.
+    pub ca_file: Option<PathBuf>,
+    /// This client's certificate and key (PEM), for a Redis that checks clients (mutual TLS).
+    pub client: Option<(PathBuf, PathBuf)>,
+    /// Do not check Redis's certificate at all.
+    pub insecure: bool,
 }
 
 impl RedisConfig {
@@ -211,12 +232,33 @@ impl Display for Config {
         writeln!(f, "host = {}", redis.host)?;
         writeln!(f, "port = {}", redis.port)?;
         writeln!(f, "database = {}", redis.database)?;
+        if let Some(username) = &redis.username {
+            writeln!(f, "username = {username}")?;
+        }
         let password = if redis.password.is_some() {
             "********"
         } else {
             "                ; none"
         };
         writeln!(f, "password = {password}")?;
+        if let Some(tls) = &redis.tls {
+            writeln!(f, "tls = true")?;
+            writeln!(
+                f,
+                "tls_ca_file = {}",
+                path(&tls.ca_file, "none: the system's CAs")
+            )?;
+            if let Some((cert, key)) = &tls.client {
+                writeln!(f, "tls_cert_file = {}", cert.display())?;
+                writeln!(f, "tls_key_file = {}", key.display())?;
+            }
+            if tls.insecure {
+                writeln!(
+                    f,
+                    "tls_insecure = true   ; Redis's certificate is not checked"
+                )?;
+            }
+        }
         writeln!(f, "max_idle = {}", redis.max_idle)?;
         writeln!(f, "max_active = {}", redis.max_active)?;
         writeln!(f, "idle_timeout = {}", seconds(redis.idle_timeout))?;
@@ -294,7 +336,9 @@ impl Config {
                 DEFAULT_DATABASE,
                 0..=i64::from(i32::MAX),
             ),
+            username: values.get("redis", "username"),
             password: values.get("redis", "password").filter(|p| !p.is_empty()),
+            tls: values.tls(),
             max_idle: values.number("redis", "max_idle", DEFAULT_MAX_IDLE, 0..=100_000),
             max_active: values.number("redis", "max_active", DEFAULT_MAX_ACTIVE, 1..=100_000),
             idle_timeout: values.seconds("redis", "idle_timeout", DEFAULT_IDLE_TIMEOUT_S),
@@ -310,7 +354,15 @@ impl Config {
             DEFAULT_TIMER_INTERVAL_MS,
             1..=86_400_000,
         );
-        let (unknown, warnings) = values.unknown_entries();
+        let (unknown, mut warnings) = values.unknown_entries();
+        if redis.tls.as_ref().is_some_and(|tls| tls.insecure) {
+            warnings.push(format!(
+                "{}: [redis] tls_insecure = true: Redis's certificate is not checked, so anyone on \
+                 the way to Redis can pose as it and read or change every job; use it only to try \
+                 TLS out",
+                file.display()
+            ));
+        }
         let config = Config {
             pid: values.path("delayer", "pid"),
             timer_interval: Duration::from_millis(timer_interval_ms),
@@ -451,6 +503,82 @@ impl Values<'_> {
                 choices[0].1
             }
         }
+    }
+
+    /// `[redis] tls` and its files: checked together, since one without the other is a mistake
+    /// that would otherwise show only at the first connection.
+    fn tls(&self) -> Option<TlsConfig> {
+        let on = self.choice(
+            "redis",
+            "tls",
+            &[
+                ("false", false),
+                ("true", true),
+                ("no", false),
+                ("yes", true),
+            ],
+        );
+        let insecure = self.choice(
+            "redis",
+            "tls_insecure",
+            &[
+                ("false", false),
+                ("true", true),
+                ("no", false),
+                ("yes", true),
+            ],
+        );
+        let ca_file = self.path("redis", "tls_ca_file");
+        let cert_file = self.path("redis", "tls_cert_file");
+        let key_file = self.path("redis", "tls_key_file");
+        if !on {
+            for key in [
+                "tls_ca_file",
+                "tls_cert_file",
+                "tls_key_file",
+                "tls_insecure",
+            ] {
+                if let Some(raw) = self.get("redis", key) {
+                    self.wrong("redis", key, &raw, "set, but tls is not true");
+                }
+            }
+            return None;
+        }
+        if self
+            .get("redis", "host")
+            .is_some_and(|host| host.starts_with('/'))
+        {
+            self.wrong(
+                "redis",
+                "tls",
+                "true",
+                "Redis on a unix socket speaks no TLS",
+            );
+        }
+        let client = match (cert_file, key_file) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            (Some(cert), None) => {
+                let cert = cert.display().to_string();
+                self.wrong(
+                    "redis",
+                    "tls_cert_file",
+                    &cert,
+                    "given without tls_key_file",
+                );
+                None
+            }
+            (None, Some(key)) => {
+                let key = key.display().to_string();
+                self.wrong("redis", "tls_key_file", &key, "given without tls_cert_file");
+                None
+            }
+        };
+        Some(TlsConfig {
+            ca_file,
+            client,
+            insecure,
+        })
     }
 
     /// `[http]`, when the file has the section: it must name an address to listen on, and a
@@ -777,6 +905,27 @@ mod tests {
             error_of("[http]\nlisten = 127.0.0.1:0\ntoken =   ; none yet\n")
                 .contains("[http] token = \"\": empty")
         );
+    }
+
+    #[test]
+    fn tls_keys_go_together() {
+        let config =
+            parse("[redis]\nusername = delayer\ntls = true\ntls_insecure = yes\n").unwrap();
+        assert_eq!(config.redis.username.as_deref(), Some("delayer"));
+        let tls = config.redis.tls.unwrap();
+        assert!(tls.insecure && tls.ca_file.is_none() && tls.client.is_none());
+        assert!(
+            config
+                .warnings
+                .iter()
+                .any(|warning| warning.contains("tls_insecure = true"))
+        );
+        assert!(
+            error_of("[redis]\nhost = /run/redis.sock\ntls = true\n")
+                .contains("a unix socket speaks no TLS")
+        );
+        assert!(error_of("[redis]\ntls = maybe\n").contains("[redis] tls = \"maybe\""));
+        assert!(parse("[redis]\ntls = false\n").unwrap().redis.tls.is_none());
     }
 
     #[test]

@@ -1,13 +1,19 @@
 //! The deadpool-redis pool built from `[redis]`, and Redis failures told in words a user understands.
 
+use std::path::Path;
+use std::sync::Once;
+
 use anyhow::{Context, Result, anyhow, bail};
 use deadpool_redis::redis::{
-    self, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisConnectionInfo,
-    RedisResult,
+    self, ClientTlsConfig, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo,
+    RedisConnectionInfo, TlsCertificates,
 };
 use deadpool_redis::{Manager, Pool, PoolError};
 
-use crate::config::RedisConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::config::{RedisConfig, TlsConfig};
 use delayer_client::connection::{self, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 
 /// A pool of connections to the configured Redis (nothing is connected until first use).
@@ -20,18 +26,85 @@ pub fn build(config: &RedisConfig) -> Result<Pool> {
         .context("cannot build the Redis connection pool")
 }
 
-/// Where and how to connect, as `[redis]` says.
-pub fn connection_info(config: &RedisConfig) -> RedisResult<ConnectionInfo> {
-    let addr = if config.is_unix_socket() {
-        ConnectionAddr::Unix(config.host.clone().into())
-    } else {
-        ConnectionAddr::Tcp(config.host.clone(), config.port)
+/// Where and how to connect, as `[redis]` says; with TLS, its files read and checked.
+pub fn connection_info(config: &RedisConfig) -> Result<ConnectionInfo> {
+    let addr = match &config.tls {
+        _ if config.is_unix_socket() => ConnectionAddr::Unix(config.host.clone().into()),
+        Some(tls) => ConnectionAddr::TcpTls {
+            host: config.host.clone(),
+            port: config.port,
+            insecure: tls.insecure,
+            tls_params: None,
+        },
+        None => ConnectionAddr::Tcp(config.host.clone(), config.port),
     };
     let mut settings = RedisConnectionInfo::default().set_db(config.database);
+    if let Some(username) = &config.username {
+        settings = settings.set_username(username);
+    }
     if let Some(password) = &config.password {
         settings = settings.set_password(password);
     }
-    Ok(addr.into_connection_info()?.set_redis_settings(settings))
+    let info = addr.into_connection_info()?.set_redis_settings(settings);
+    match &config.tls {
+        Some(tls) => with_certificates(info, tls),
+        None => Ok(info),
+    }
+}
+
+/// `info` with the CA and client certificate of `tls` attached, each file named when it cannot
+/// be read or holds no usable PEM.
+fn with_certificates(info: ConnectionInfo, tls: &TlsConfig) -> Result<ConnectionInfo> {
+    static CRYPTO: Once = Once::new();
+    // rustls wants its cryptography chosen once per process: ring, the one compiled in.
+    CRYPTO.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    let root_cert = match &tls.ca_file {
+        Some(path) => Some(pem_file(path, "tls_ca_file", Pem::Certificates)?),
+        None => None,
+    };
+    let client_tls = match &tls.client {
+        Some((cert, key)) => Some(ClientTlsConfig {
+            client_cert: pem_file(cert, "tls_cert_file", Pem::Certificates)?,
+            client_key: pem_file(key, "tls_key_file", Pem::PrivateKey)?,
+        }),
+        None => None,
+    };
+    let certificates = TlsCertificates {
+        client_tls,
+        root_cert,
+    };
+    let client = redis::Client::build_with_tls(info, certificates)
+        .map_err(|error| anyhow!("the TLS files of [redis] are not usable: {error}"))?;
+    Ok(client.get_connection_info().clone())
+}
+
+/// What a PEM file of `[redis]` must hold.
+enum Pem {
+    Certificates,
+    PrivateKey,
+}
+
+/// The file at `path` (`[redis] key`), read and checked to hold what `holds` says.
+fn pem_file(path: &Path, key: &str, holds: Pem) -> Result<Vec<u8>> {
+    let named = || format!("[redis] {key} {}", path.display());
+    let pem = std::fs::read(path).with_context(|| format!("cannot read {}", named()))?;
+    let usable = match holds {
+        Pem::Certificates => CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map(|certificates| !certificates.is_empty()),
+        Pem::PrivateKey => PrivateKeyDer::from_pem_slice(&pem).map(|_| true),
+    };
+    let wanted = match holds {
+        Pem::Certificates => "PEM certificate (-----BEGIN CERTIFICATE-----)",
+        Pem::PrivateKey => "PEM private key (-----BEGIN PRIVATE KEY-----)",
+    };
+    match usable {
+        Ok(true) => Ok(pem),
+        Ok(false) => bail!("{} holds no {wanted}", named()),
+        Err(error) => bail!("{} does not hold a usable {wanted}: {error}", named()),
+    }
 }
 
 /// Connects once and returns the server's `redis_version`.
@@ -62,15 +135,22 @@ pub async fn describe_refusal(error: &redis::RedisError, config: &RedisConfig) -
     if error.kind() == ErrorKind::AuthenticationFailed
         && let Some(said) = auth_reply(config).await
     {
-        trouble.message = format!(
-            "Redis at {} refused the password ([redis] password is set): {said}",
-            config.address()
-        );
+        trouble.message = match &config.username {
+            Some(username) => format!(
+                "Redis at {} refused user {username:?} with the password given ([redis] username \
+                 and password): {said}",
+                config.address()
+            ),
+            None => format!(
+                "Redis at {} refused the password ([redis] password is set): {said}",
+                config.address()
+            ),
+        };
     }
     trouble
 }
 
-/// What Redis answers to `AUTH <password>`, when it refuses it.
+/// What Redis answers to `AUTH [username] <password>`, when it refuses it.
 async fn auth_reply(config: &RedisConfig) -> Option<String> {
     let password = config.password.as_deref()?;
     let info = connection_info(config).ok()?;
@@ -81,6 +161,7 @@ async fn auth_reply(config: &RedisConfig) -> Option<String> {
         .await
         .ok()?;
     let refused = redis::cmd("AUTH")
+        .arg(config.username.as_deref())
         .arg(password)
         .query_async::<()>(&mut connection)
         .await
@@ -144,6 +225,8 @@ pub enum Failure {
     Busy,
     /// The Redis user may not run a command or touch a key the daemon needs (ACL).
     NoPermission,
+    /// TLS failed: Redis's certificate is not trusted, it wants ours, or it speaks no TLS there.
+    Tls,
     Other,
 }
 
@@ -152,6 +235,7 @@ impl Failure {
     pub fn waiting_for(self) -> &'static str {
         match self {
             Failure::Password | Failure::Database => "retrying until Redis accepts them",
+            Failure::Tls => "retrying",
             Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout => {
                 "retrying until it answers"
             }
@@ -178,7 +262,11 @@ impl Failure {
                 format!("Redis at {address} accepts writes again")
             }
             Failure::Loading => format!("Redis at {address} has loaded its data"),
-            Failure::Password | Failure::Database | Failure::NoPermission | Failure::Other => {
+            Failure::Password
+            | Failure::Database
+            | Failure::NoPermission
+            | Failure::Tls
+            | Failure::Other => {
                 format!("Redis at {address} works again")
             }
             Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout | Failure::Busy => {
@@ -191,20 +279,39 @@ impl Failure {
 /// Why getting a connection failed, in the words of someone running the daemon.
 pub fn describe(error: &PoolError, config: &RedisConfig) -> Trouble {
     match error {
+        // Before the I/O failures: a TLS handshake fails as I/O, but no wait mends it.
+        PoolError::Backend(error) if failure_kind(error) == Failure::Tls => {
+            describe_redis(error, config)
+        }
         // Connecting includes a handshake: a Redis that is blocked (or a host that drops packets)
         // lets it time out.
         PoolError::Backend(error) if error.is_timeout() => Trouble {
             kind: Failure::Timeout,
             message: format!(
-                "Redis at {} did not answer within {} s of connecting",
+                "Redis at {} did not answer within {} s of connecting{}",
                 config.address(),
-                CONNECT_TIMEOUT.as_secs()
+                CONNECT_TIMEOUT.as_secs(),
+                // A plain Redis waits for the rest of what it takes for a command.
+                if config.tls.is_some() {
+                    " (with tls = true: is this its tls-port?)"
+                } else {
+                    ""
+                }
             ),
         },
         // Any other I/O failure while connecting (no such host, no route): nothing was lost.
         PoolError::Backend(error) if error.is_io_error() => Trouble {
             kind: Failure::Unreachable,
-            message: format!("cannot reach Redis at {}: {error}", config.address()),
+            message: format!(
+                "cannot reach Redis at {}: {error}{}",
+                config.address(),
+                // Redis's TLS port hangs up on a client that speaks no TLS.
+                if config.tls.is_none() && error.to_string().contains("reset by peer") {
+                    " (a TLS port? then set [redis] tls = true)"
+                } else {
+                    ""
+                }
+            ),
         },
         PoolError::Backend(error) => describe_redis(error, config),
         other => Trouble {
@@ -247,6 +354,7 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> Troubl
         Failure::NoPermission => format!(
             "Redis at {address} does not let this user do what delayer needs (ACL): {error}"
         ),
+        Failure::Tls => tls_trouble(error, config),
         Failure::Other => format!("Redis at {address} failed: {error}"),
     };
     Trouble { kind, message }
@@ -257,9 +365,61 @@ pub fn is_retryable(error: &redis::RedisError) -> bool {
     failure_kind(error) != Failure::Other
 }
 
-/// True for failures that retrying cannot fix: the configured password or database is wrong.
+/// True for failures that retrying cannot fix: the configured password, database or TLS files
+/// are wrong.
 pub fn is_config_error(error: &redis::RedisError) -> bool {
-    matches!(failure_kind(error), Failure::Password | Failure::Database)
+    matches!(
+        failure_kind(error),
+        Failure::Password | Failure::Database | Failure::Tls
+    )
+}
+
+/// The TLS error under `error`, if TLS is what failed.
+fn tls_error(error: &redis::RedisError) -> Option<&rustls::Error> {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = cause {
+        if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        cause = if let Some(shared) = error.downcast_ref::<Shared>() {
+            // redis-rs keeps the error it wraps behind an Arc.
+            Some(shared.as_ref())
+        } else if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            // An io::Error's source() skips the error it wraps: look at that one itself.
+            io.get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static))
+        } else {
+            error.source()
+        };
+    }
+    None
+}
+
+/// A failed TLS handshake, with what to change in `[redis]`.
+fn tls_trouble(error: &redis::RedisError, config: &RedisConfig) -> String {
+    let address = config.address();
+    match tls_error(error) {
+        Some(rustls::Error::InvalidCertificate(why)) => format!(
+            "Redis at {address} shows a TLS certificate delayer does not trust ({why:?}): \
+             [redis] tls_ca_file must name the CA that signed it, and the certificate must name \
+             the host {}",
+            config.host
+        ),
+        Some(rustls::Error::AlertReceived(alert))
+            if format!("{alert:?}").contains("Certificate") =>
+        {
+            format!(
+                "Redis at {address} refused delayer's TLS client certificate ({alert:?}): it \
+                 wants one its CA signed, in [redis] tls_cert_file and tls_key_file"
+            )
+        }
+        Some(rustls::Error::InvalidMessage(_)) => format!(
+            "Redis at {address} does not speak TLS ({error}): is {} its tls-port?",
+            config.port
+        ),
+        _ => format!("TLS with Redis at {address} failed: {error}"),
+    }
 }
 
 /// True when a command that failed this way may still have run: it was sent, but its reply never
@@ -300,6 +460,8 @@ fn failure_kind(error: &redis::RedisError) -> Failure {
             .any(|marker| text.contains(marker))
     {
         Failure::NoPermission
+    } else if tls_error(error).is_some() {
+        Failure::Tls
     } else if error.is_timeout() {
         Failure::Timeout
     } else if error.is_connection_refusal() {

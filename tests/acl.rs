@@ -6,25 +6,11 @@ mod support;
 use std::time::Duration;
 
 use delayer::redis::AsyncCommands;
-use delayer::redis::aio::MultiplexedConnection;
 use delayer_client::keys::{RESERVED, dead_queue, field, job_bucket};
 use support::legacy_client::{self, Message};
-use support::{Daemon, DaemonSetup, RedisServer, delayer_command, read, wait_for_ready};
-
-/// The README's "ACL a delayer user needs", word for word (less the password).
-const DAEMON_ACL: &str = "~delayer:* +ping +unwatch +select +hello +info +client|tracking \
-     +evalsha +script|load +type +zrangebyscore +zrevrangebyscore +zrange +zscore +zadd +zrem \
-     +hget +hmget +hset +hincrby +lpush +sadd";
-
-async fn acl(redis: &mut MultiplexedConnection, user: &str, rules: &str) {
-    delayer::redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg(user)
-        .arg(rules.split_whitespace().collect::<Vec<_>>())
-        .query_async::<()>(redis)
-        .await
-        .unwrap();
-}
+use support::{
+    DAEMON_ACL, Daemon, DaemonSetup, RedisServer, acl, delayer_command, read, wait_for_ready,
+};
 
 #[tokio::test]
 async fn the_daemon_does_all_its_work_under_the_documented_acl() {

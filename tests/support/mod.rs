@@ -156,3 +156,19 @@ pub fn start_daemons(
         })
         .unzip()
 }
+
+/// The README's "ACL a delayer user needs", word for word (less the password).
+pub const DAEMON_ACL: &str = "~delayer:* +ping +unwatch +select +hello +info +client|tracking \
+     +evalsha +script|load +type +zrangebyscore +zrevrangebyscore +zrange +zscore +zadd +zrem \
+     +hget +hmget +hset +hincrby +lpush +sadd";
+
+/// `ACL SETUSER user rules...`.
+pub async fn acl(redis: &mut delayer::redis::aio::MultiplexedConnection, user: &str, rules: &str) {
+    delayer::redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(user)
+        .arg(rules.split_whitespace().collect::<Vec<_>>())
+        .query_async::<()>(redis)
+        .await
+        .unwrap();
+}

@@ -1,4 +1,5 @@
-//! A throwaway redis-server on a unix socket in a temporary directory, killed on drop.
+//! A throwaway redis-server on a unix socket in a temporary directory, killed on drop; with TLS
+//! on a free TCP port besides, when asked.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -10,6 +11,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 use tempfile::TempDir;
 
+use crate::tls::Certificates;
 use crate::wait_until_sync;
 
 /// A redis-server of our own on a unix socket in a temporary directory, killed on drop.
@@ -17,6 +19,7 @@ pub struct RedisServer {
     dir: TempDir,
     extra_args: Vec<String>,
     process: Option<Child>,
+    tls: Option<(u16, Certificates)>,
 }
 
 impl RedisServer {
@@ -30,9 +33,48 @@ impl RedisServer {
             dir: tempfile::tempdir().expect("temporary directory"),
             extra_args: extra_args.iter().map(|arg| arg.to_string()).collect(),
             process: None,
+            tls: None,
         };
         server.launch();
         server
+    }
+
+    /// Starts one that also speaks TLS on a free port of 127.0.0.1, with certificates made for
+    /// it (see [`Certificates`]); `mutual`: it wants a client certificate too. The unix socket
+    /// stays plain, for the test's own connections.
+    pub fn start_tls(mutual: bool) -> RedisServer {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let certificates = Certificates::make(&dir.path().join("tls"));
+        let port = free_port();
+        let file = |name: &str| certificates.file(name).display().to_string();
+        let extra_args = vec![
+            "--tls-port".to_string(),
+            port.to_string(),
+            "--bind".to_string(),
+            "127.0.0.1".to_string(),
+            "--tls-cert-file".to_string(),
+            file("server.crt"),
+            "--tls-key-file".to_string(),
+            file("server.key"),
+            "--tls-ca-cert-file".to_string(),
+            file("ca.crt"),
+            "--tls-auth-clients".to_string(),
+            if mutual { "yes" } else { "no" }.to_string(),
+        ];
+        let mut server = RedisServer {
+            dir,
+            extra_args,
+            process: None,
+            tls: Some((port, certificates)),
+        };
+        server.launch();
+        server
+    }
+
+    /// The TLS port and certificates of a server from [`start_tls`](RedisServer::start_tls).
+    pub fn tls(&self) -> (u16, &Certificates) {
+        let (port, certificates) = self.tls.as_ref().expect("started with start_tls");
+        (*port, certificates)
     }
 
     pub fn socket(&self) -> PathBuf {
@@ -151,4 +193,12 @@ fn ping(socket: &Path) -> bool {
     stream.write_all(b"PING\r\n").is_ok()
         && BufReader::new(stream).read_line(&mut reply).is_ok()
         && (reply.starts_with("+PONG") || reply.starts_with("-NOAUTH"))
+}
+
+/// A TCP port of 127.0.0.1 that nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
 }
