@@ -18,8 +18,7 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
         max_attempts: config.max_attempts,
         ..Settings::default()
     };
-    let info = pool::connection_info(&config.redis)?;
-    let client = Client::connect_with(info, settings)
+    let client = Client::connect_to(pool::target(&config.redis)?, settings)
         .await
         .with_context(|| format!("cannot use Redis at {}", config.redis.address()))?;
     match command {

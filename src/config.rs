@@ -59,6 +59,8 @@ const KNOWN_KEYS: [(&str, &[&str]); 3] = [
             "tls_cert_file",
             "tls_key_file",
             "tls_insecure",
+            "sentinels",
+            "sentinel_master",
             "max_idle",
             "max_active",
             "idle_timeout",
@@ -154,6 +156,8 @@ pub struct RedisConfig {
     pub password: Option<String>,
     /// TLS to Redis, when `tls = true`.
     pub tls: Option<TlsConfig>,
+    /// Redis Sentinel: the master is where these say, not at `host` and `port`.
+    pub sentinel: Option<SentinelConfig>,
     /// The most idle connections the pool keeps.
     pub max_idle: usize,
     /// The pool size.
@@ -162,6 +166,27 @@ pub struct RedisConfig {
     pub idle_timeout: Option<Duration>,
     /// Any connection is closed after this long (`None`: never).
     pub conn_max_lifetime: Option<Duration>,
+}
+
+/// `[redis] sentinels` and `sentinel_master`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentinelConfig {
+    /// The sentinels' addresses (host, port), asked in this order.
+    pub addresses: Vec<(String, u16)>,
+    /// The name they monitor the master by.
+    pub master: String,
+}
+
+impl SentinelConfig {
+    /// The addresses as `[redis] sentinels` writes them.
+    pub fn list(&self) -> String {
+        let addresses: Vec<String> = self
+            .addresses
+            .iter()
+            .map(|(host, port)| format!("{host}:{port}"))
+            .collect();
+        addresses.join(",")
+    }
 }
 
 /// `[redis] tls = true` and the files that go with it.
@@ -178,7 +203,9 @@ pub struct TlsConfig {
 impl RedisConfig {
     /// The address as people write it, for messages.
     pub fn address(&self) -> String {
-        if self.is_unix_socket() {
+        if let Some(sentinel) = &self.sentinel {
+            format!("master {} (sentinels {})", sentinel.master, sentinel.list())
+        } else if self.is_unix_socket() {
             self.host.clone()
         } else {
             format!("{}:{}", self.host, self.port)
@@ -229,8 +256,16 @@ impl Display for Config {
         };
         writeln!(f, "log_format = {format}")?;
         writeln!(f, "\n[redis]")?;
-        writeln!(f, "host = {}", redis.host)?;
-        writeln!(f, "port = {}", redis.port)?;
+        match &redis.sentinel {
+            Some(sentinel) => {
+                writeln!(f, "sentinels = {}", sentinel.list())?;
+                writeln!(f, "sentinel_master = {}", sentinel.master)?;
+            }
+            None => {
+                writeln!(f, "host = {}", redis.host)?;
+                writeln!(f, "port = {}", redis.port)?;
+            }
+        }
         writeln!(f, "database = {}", redis.database)?;
         if let Some(username) = &redis.username {
             writeln!(f, "username = {username}")?;
@@ -339,6 +374,7 @@ impl Config {
             username: values.get("redis", "username"),
             password: values.get("redis", "password").filter(|p| !p.is_empty()),
             tls: values.tls(),
+            sentinel: values.sentinel(),
             max_idle: values.number("redis", "max_idle", DEFAULT_MAX_IDLE, 0..=100_000),
             max_active: values.number("redis", "max_active", DEFAULT_MAX_ACTIVE, 1..=100_000),
             idle_timeout: values.seconds("redis", "idle_timeout", DEFAULT_IDLE_TIMEOUT_S),
@@ -503,6 +539,59 @@ impl Values<'_> {
                 choices[0].1
             }
         }
+    }
+
+    /// `[redis] sentinels` and `sentinel_master`: both or neither, and then no `host` or `port`
+    /// (the sentinels say where the master is).
+    fn sentinel(&self) -> Option<SentinelConfig> {
+        let master = self.get("redis", "sentinel_master");
+        let Some(raw) = self.get("redis", "sentinels") else {
+            if let Some(master) = master {
+                self.wrong(
+                    "redis",
+                    "sentinel_master",
+                    &master,
+                    "given without sentinels",
+                );
+            }
+            return None;
+        };
+        let mut addresses = Vec::new();
+        for address in raw.split(',').map(str::trim) {
+            match address
+                .rsplit_once(':')
+                .map(|(host, port)| (host, port.parse::<u16>()))
+            {
+                Some((host, Ok(port))) if !host.is_empty() && port > 0 => {
+                    addresses.push((host.trim_matches(['[', ']']).to_string(), port));
+                }
+                _ => {
+                    let why = format!("{address:?} is not host:port (like 10.0.0.5:26379)");
+                    self.wrong("redis", "sentinels", &raw, why);
+                    return None;
+                }
+            }
+        }
+        for key in ["host", "port"] {
+            if let Some(value) = self.get("redis", key) {
+                self.wrong(
+                    "redis",
+                    key,
+                    &value,
+                    "set with sentinels, which say where Redis is",
+                );
+            }
+        }
+        let Some(master) = master else {
+            self.wrong(
+                "redis",
+                "sentinel_master",
+                "",
+                "missing: sentinels want the name they know the master by",
+            );
+            return None;
+        };
+        Some(SentinelConfig { addresses, master })
     }
 
     /// `[redis] tls` and its files: checked together, since one without the other is a mistake

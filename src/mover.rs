@@ -6,15 +6,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use anyhow::{Result, bail};
-use deadpool_redis::redis::{self, ConnectionInfo, RedisResult};
-use deadpool_redis::{Connection, Pool, PoolError};
+use deadpool_redis::redis::{self, RedisResult};
+use deadpool_redis::{Connection, PoolError};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::config::{Config, RedisConfig};
 use crate::metrics::Metrics;
 use crate::move_log::{self, StuckTopics};
-use crate::pool::{self, Failure, Trouble};
+use crate::pool::{self, Failure, RedisPool, Trouble};
 use crate::wakeup::PoolWatch;
 use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK};
 use delayer_client::scripts::release::{ReleaseScript, Released};
@@ -37,10 +37,8 @@ const RELEASE_EVERY: Duration = Duration::from_secs(1);
 
 /// Moves due jobs from the job pool to the ready lists.
 pub struct Mover {
-    pool: Pool,
+    pool: RedisPool,
     redis: RedisConfig,
-    /// Where Redis is, for the pool watch's own connection.
-    info: ConnectionInfo,
     script: MoveScript,
     metrics: Arc<Metrics>,
     /// Ends reservations whose time to run lapsed.
@@ -53,9 +51,8 @@ pub struct Mover {
 impl Mover {
     pub fn new(config: &Config) -> Result<Mover> {
         Ok(Mover {
-            pool: pool::build(&config.redis)?,
+            pool: RedisPool::new(&config.redis)?,
             redis: config.redis.clone(),
-            info: pool::connection_info(&config.redis)?,
             script: MoveScript::default(),
             metrics: Arc::default(),
             release: ReleaseScript::default(),
@@ -90,7 +87,12 @@ impl Mover {
     /// Moves jobs as they fall due until `shutdown` is cancelled. A script call that has started
     /// always finishes: Redis is never left with a job half-moved.
     pub async fn run(&self, shutdown: &CancellationToken) {
-        let mut watch = PoolWatch::new(self.info.clone(), self.redis.address());
+        tokio::join!(self.look(shutdown), self.pool.follow_master(shutdown));
+    }
+
+    /// The loop itself: a look at the pool, then a sleep until the next job falls due.
+    async fn look(&self, shutdown: &CancellationToken) {
+        let mut watch = PoolWatch::new(self.pool.target(), self.redis.address());
         let mut said = Said::default();
         let mut retry_wait = FIRST_RETRY_WAIT;
         // The due time the timer woke early for, if it did.
@@ -124,6 +126,8 @@ impl Mover {
                     trouble,
                     lost_reply,
                 }) => {
+                    // With Sentinel, the next try asks where the master is now.
+                    self.pool.forget_master();
                     let waiting = trouble.kind.waiting_for();
                     if lost_reply {
                         // Every lost reply is said: each may hide moved jobs no other line lists.
@@ -170,7 +174,7 @@ impl Mover {
         said: &mut Said,
         aim: Option<f64>,
     ) -> Result<Option<f64>, Stopped> {
-        pool::prune(&self.pool, &self.redis);
+        self.pool.prune();
         // Waiting for a connection is cancellable; the script calls below are not.
         let mut connection = tokio::select! {
             connection = self.pool.get() => connection.map_err(|error| Stopped {

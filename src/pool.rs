@@ -1,14 +1,18 @@
-//! The deadpool-redis pool built from `[redis]`, and Redis failures told in words a user understands.
+//! The deadpool-redis pool built from `[redis]` (for the master its sentinels name, with
+//! Sentinel), and Redis failures told in words a user understands.
 
 use std::path::Path;
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 
 use anyhow::{Context, Result, anyhow, bail};
 use deadpool_redis::redis::{
     self, ClientTlsConfig, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo,
     RedisConnectionInfo, TlsCertificates,
 };
-use deadpool_redis::{Manager, Pool, PoolError};
+use deadpool_redis::{Connection, Manager, Pool, PoolError};
+use delayer_client::Target;
+use delayer_client::connection::{MASTER_CHECK, NO_SUCH_MASTER};
+use tokio_util::sync::CancellationToken;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -16,14 +20,154 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use crate::config::{RedisConfig, TlsConfig};
 use delayer_client::connection::{self, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 
-/// A pool of connections to the configured Redis (nothing is connected until first use).
-pub fn build(config: &RedisConfig) -> Result<Pool> {
-    let info = connection_info(config)?;
+/// Connections to the configured Redis, nothing connected until first used. With Sentinel, the
+/// pool is for the master found last, checked every [`MASTER_CHECK`]
+/// ([`follow_master`](RedisPool::follow_master)) and after a failure
+/// ([`forget_master`](RedisPool::forget_master)).
+pub struct RedisPool {
+    target: Target,
+    config: RedisConfig,
+    /// The pool, and the address it connects to.
+    pool: Mutex<Option<(String, Pool)>>,
+}
+
+impl RedisPool {
+    pub fn new(config: &RedisConfig) -> Result<RedisPool> {
+        let target = target(config)?;
+        let pool = match &target {
+            Target::Address(info) => Some((info.addr().to_string(), build(*info.clone(), config)?)),
+            Target::Sentinel(_) => None,
+        };
+        Ok(RedisPool {
+            target,
+            config: config.clone(),
+            pool: Mutex::new(pool),
+        })
+    }
+
+    /// A connection from the pool (a new one when none is idle).
+    pub async fn get(&self) -> Result<Connection, PoolError> {
+        let current = self.pool.lock().expect("not poisoned").clone();
+        let pool = match current {
+            Some((_, pool)) => pool,
+            None => {
+                let info = self.target.resolve().await.map_err(PoolError::Backend)?;
+                self.use_master(info)?
+            }
+        };
+        pool.get().await
+    }
+
+    /// With Sentinel, until `stop`: every [`MASTER_CHECK`] asks where the master is, and when it
+    /// moved, drops the pool so that the next connection goes there. Beside the loop, never in
+    /// its way: a sentinel slow to answer holds up no move, and one that does not answer changes
+    /// nothing (the connections say whether the master still works).
+    pub async fn follow_master(&self, stop: &CancellationToken) {
+        if let Target::Address(_) = self.target {
+            return;
+        }
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(MASTER_CHECK) => {}
+                () = stop.cancelled() => return,
+            }
+            let Ok(info) = self.target.resolve().await else {
+                continue;
+            };
+            let mut pool = self.pool.lock().expect("not poisoned");
+            if pool
+                .as_ref()
+                .is_some_and(|(address, _)| *address != info.addr().to_string())
+            {
+                *pool = None;
+            }
+        }
+    }
+
+    /// After a failure: with Sentinel, the master may have changed; ask again on the next `get`.
+    pub fn forget_master(&self) {
+        if let Target::Sentinel(_) = self.target {
+            *self.pool.lock().expect("not poisoned") = None;
+        }
+    }
+
+    fn use_master(&self, info: ConnectionInfo) -> Result<Pool, PoolError> {
+        let address = info.addr().to_string();
+        let pool = build(info, &self.config).map_err(|error| {
+            PoolError::Backend(redis::RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "cannot build the Redis connection pool",
+                format!("{error:#}"),
+            )))
+        })?;
+        *self.pool.lock().expect("not poisoned") = Some((address, pool.clone()));
+        Ok(pool)
+    }
+
+    /// Where Redis is, for other connections (the pool watch's).
+    pub fn target(&self) -> Target {
+        self.target.clone()
+    }
+
+    /// Closes connections past `idle_timeout` or `conn_max_lifetime`, and idle ones beyond
+    /// `max_idle`.
+    pub fn prune(&self) {
+        let Some((_, pool)) = self.pool.lock().expect("not poisoned").clone() else {
+            return;
+        };
+        let config = &self.config;
+        let mut kept = 0;
+        pool.retain(|_, metrics| {
+            let fresh = config
+                .idle_timeout
+                .is_none_or(|limit| metrics.last_used() < limit)
+                && config
+                    .conn_max_lifetime
+                    .is_none_or(|limit| metrics.age() < limit);
+            kept += usize::from(fresh);
+            fresh && kept <= config.max_idle
+        });
+    }
+}
+
+fn build(info: ConnectionInfo, config: &RedisConfig) -> Result<Pool> {
     let manager = Manager::new_with_config(info, connection::config())?;
     Pool::builder(manager)
         .max_size(config.max_active)
         .build()
         .context("cannot build the Redis connection pool")
+}
+
+/// Where `[redis]` says Redis is: its address, or the master its sentinels name (asked over the
+/// same TLS, without credentials).
+pub fn target(config: &RedisConfig) -> Result<Target> {
+    let node = connection_info(config)?;
+    let Some(sentinel) = &config.sentinel else {
+        return Ok(node.into());
+    };
+    let sentinels = sentinel
+        .addresses
+        .iter()
+        .map(|(host, port)| {
+            let addr = match node.addr() {
+                ConnectionAddr::TcpTls {
+                    insecure,
+                    tls_params,
+                    ..
+                } => ConnectionAddr::TcpTls {
+                    host: host.clone(),
+                    port: *port,
+                    insecure: *insecure,
+                    tls_params: tls_params.clone(),
+                },
+                _ => ConnectionAddr::Tcp(host.clone(), *port),
+            };
+            node.clone()
+                .set_addr(addr)
+                .set_redis_settings(RedisConnectionInfo::default())
+        })
+        .collect();
+    Ok(Target::sentinel(sentinels, &sentinel.master, node))
 }
 
 /// Where and how to connect, as `[redis]` says; with TLS, its files read and checked.
@@ -109,7 +253,7 @@ fn pem_file(path: &Path, key: &str, holds: Pem) -> Result<Vec<u8>> {
 
 /// Connects once and returns the server's `redis_version`.
 pub async fn server_version(config: &RedisConfig) -> Result<String> {
-    let pool = build(config)?;
+    let pool = RedisPool::new(config)?;
     let mut connection = match pool.get().await {
         Ok(connection) => connection,
         Err(PoolError::Backend(error)) => bail!(describe_refusal(&error, config).await),
@@ -153,7 +297,7 @@ pub async fn describe_refusal(error: &redis::RedisError, config: &RedisConfig) -
 /// What Redis answers to `AUTH [username] <password>`, when it refuses it.
 async fn auth_reply(config: &RedisConfig) -> Option<String> {
     let password = config.password.as_deref()?;
-    let info = connection_info(config).ok()?;
+    let info = target(config).ok()?.resolve().await.ok()?;
     let info = info.set_redis_settings(RedisConnectionInfo::default());
     let mut connection = redis::Client::open(info)
         .ok()?
@@ -170,21 +314,6 @@ async fn auth_reply(config: &RedisConfig) -> Option<String> {
         (Some(code), Some(detail)) => format!("{code} {detail}"),
         _ => refused.to_string(),
     })
-}
-
-/// Closes connections past `idle_timeout` or `conn_max_lifetime`, and idle ones beyond `max_idle`.
-pub fn prune(pool: &Pool, config: &RedisConfig) {
-    let mut kept = 0;
-    pool.retain(|_, metrics| {
-        let fresh = config
-            .idle_timeout
-            .is_none_or(|limit| metrics.last_used() < limit)
-            && config
-                .conn_max_lifetime
-                .is_none_or(|limit| metrics.age() < limit);
-        kept += usize::from(fresh);
-        fresh && kept <= config.max_idle
-    });
 }
 
 /// A failure to talk to Redis: its kind (an outage is logged once per kind) and what to tell the user.
@@ -227,6 +356,8 @@ pub enum Failure {
     NoPermission,
     /// TLS failed: Redis's certificate is not trusted, it wants ours, or it speaks no TLS there.
     Tls,
+    /// No sentinel knows a master of the configured name.
+    NoMaster,
     Other,
 }
 
@@ -235,7 +366,7 @@ impl Failure {
     pub fn waiting_for(self) -> &'static str {
         match self {
             Failure::Password | Failure::Database => "retrying until Redis accepts them",
-            Failure::Tls => "retrying",
+            Failure::Tls | Failure::NoMaster => "retrying",
             Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout => {
                 "retrying until it answers"
             }
@@ -266,6 +397,7 @@ impl Failure {
             | Failure::Database
             | Failure::NoPermission
             | Failure::Tls
+            | Failure::NoMaster
             | Failure::Other => {
                 format!("Redis at {address} works again")
             }
@@ -355,6 +487,15 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> Troubl
             "Redis at {address} does not let this user do what delayer needs (ACL): {error}"
         ),
         Failure::Tls => tls_trouble(error, config),
+        Failure::NoMaster => match &config.sentinel {
+            Some(sentinel) => format!(
+                "none of the sentinels {} knows a master named {:?}: [redis] sentinel_master must \
+                 be the name of their `sentinel monitor` line",
+                sentinel.list(),
+                sentinel.master
+            ),
+            None => format!("Redis at {address}: {error}"),
+        },
         Failure::Other => format!("Redis at {address} failed: {error}"),
     };
     Trouble { kind, message }
@@ -370,7 +511,7 @@ pub fn is_retryable(error: &redis::RedisError) -> bool {
 pub fn is_config_error(error: &redis::RedisError) -> bool {
     matches!(
         failure_kind(error),
-        Failure::Password | Failure::Database | Failure::Tls
+        Failure::Password | Failure::Database | Failure::Tls | Failure::NoMaster
     )
 }
 
@@ -442,6 +583,8 @@ fn failure_kind(error: &redis::RedisError) -> Failure {
             .any(|marker| text.contains(marker))
     {
         Failure::Password
+    } else if error.kind() == ErrorKind::InvalidClientConfig && text.contains(NO_SUCH_MASTER) {
+        Failure::NoMaster
     } else if text.contains("DB index") {
         Failure::Database
     } else if code == "OOM" || text.contains("OOM command not allowed") {

@@ -2,9 +2,8 @@
 //! seen at once rather than after up to `timer_interval` (see `delayer_client::watch`). Where Redis
 //! cannot report writes (Redis 5, `CLIENT` denied by ACL) the loop looks every `timer_interval`.
 
-use delayer_client::redis::ConnectionInfo;
 use delayer_client::watch::{Ensured, KeyWatch};
-use delayer_client::{connection, keys};
+use delayer_client::{Target, connection, keys};
 use tokio::sync::watch;
 use tracing::info;
 
@@ -17,8 +16,8 @@ pub struct PoolWatch {
 
 impl PoolWatch {
     /// A watch on the Redis of `info`; `address` names it in messages.
-    pub fn new(info: ConnectionInfo, address: String) -> PoolWatch {
-        let watch = KeyWatch::new(info, connection::config(), keys::JOB_POOL);
+    pub fn new(redis: Target, address: String) -> PoolWatch {
+        let watch = KeyWatch::new(redis, connection::config(), keys::JOB_POOL);
         PoolWatch {
             written: watch.subscribe(),
             watch,

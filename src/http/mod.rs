@@ -61,7 +61,7 @@ impl Http {
             max_attempts: config.max_attempts,
             ..Settings::default()
         };
-        let client = Client::lazy(pool::connection_info(&config.redis)?, settings)?;
+        let client = Client::lazy(pool::target(&config.redis)?, settings);
         Ok(Some(Http {
             listener,
             state: Arc::new(AppState {

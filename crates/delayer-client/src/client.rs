@@ -11,7 +11,7 @@ use redis::{AsyncCommands, IntoConnectionInfo, RedisResult};
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::connection;
+use crate::connection::{self, Target};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobInfo, Receipt, State};
 use crate::keys::{self, field};
@@ -51,7 +51,7 @@ pub struct Client {
 struct Inner {
     /// Carries every command that does not block; replaced when it breaks.
     commands: Arc<SharedConnection>,
-    redis: redis::Client,
+    redis: Target,
     /// Connections for `bpop`, whose BRPOP would hold up everything else on `commands`.
     idle_blocking: Mutex<Vec<MultiplexedConnection>>,
     /// Writes to any ready list, for blocking reserves.
@@ -135,33 +135,36 @@ impl Client {
         redis: impl IntoConnectionInfo,
         settings: Settings,
     ) -> Result<Client> {
-        let info = redis.into_connection_info()?;
-        let redis = redis::Client::open(info.clone())?;
+        Client::connect_to(redis.into_connection_info()?, settings).await
+    }
+
+    /// Connects to `redis` (an address, or a master found through Redis Sentinel), failing at
+    /// once if it is unreachable or refuses the credentials.
+    pub async fn connect_to(redis: impl Into<Target>, settings: Settings) -> Result<Client> {
+        let redis = redis.into();
         let commands = SharedConnection::connect(redis.clone()).await?;
-        Ok(Client::with(info, redis, commands, settings))
+        Ok(Client::with(redis, commands, settings))
     }
 
     /// A client that connects on its first command (and again whenever the connection broke):
     /// for a server that must start while Redis is down.
-    pub fn lazy(redis: impl IntoConnectionInfo, settings: Settings) -> Result<Client> {
-        let info = redis.into_connection_info()?;
-        let redis = redis::Client::open(info.clone())?;
+    pub fn lazy(redis: impl Into<Target>, settings: Settings) -> Client {
+        let redis = redis.into();
         let commands = SharedConnection::lazy(redis.clone());
-        Ok(Client::with(info, redis, commands, settings))
+        Client::with(redis, commands, settings)
     }
 
-    fn with(
-        info: redis::ConnectionInfo,
-        redis: redis::Client,
-        commands: Arc<SharedConnection>,
-        settings: Settings,
-    ) -> Client {
+    fn with(redis: Target, commands: Arc<SharedConnection>, settings: Settings) -> Client {
         Client {
             inner: Arc::new(Inner {
                 commands,
+                ready_lists: KeyWatch::new(
+                    redis.clone(),
+                    connection::config(),
+                    keys::READY_QUEUE_PREFIX,
+                ),
                 redis,
                 idle_blocking: Mutex::new(Vec::new()),
-                ready_lists: KeyWatch::new(info, connection::config(), keys::READY_QUEUE_PREFIX),
                 scripts: Scripts::default(),
                 settings,
             }),
@@ -547,9 +550,7 @@ impl Client {
             None => {
                 self.inner
                     .redis
-                    .get_multiplexed_async_connection_with_config(
-                        &connection::config().set_response_timeout(None),
-                    )
+                    .connect(&connection::config().set_response_timeout(None))
                     .await
             }
         }

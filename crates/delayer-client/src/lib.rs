@@ -40,6 +40,7 @@ pub use client::{
     Client, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_READY_MAX_LIFETIME, Nacked,
     Removed, Settings,
 };
+pub use connection::Target;
 pub use error::{Error, Result};
 pub use job::{Job, JobInfo, Receipt, State};
 pub use push::{MAX_DELAY, Push};

@@ -11,14 +11,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis::aio::MultiplexedConnection;
 use redis::{
-    AsyncConnectionConfig, ConnectionInfo, ErrorKind, ProtocolVersion, PushInfo, PushKind,
-    RedisError, RedisResult,
+    AsyncConnectionConfig, ErrorKind, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult,
 };
 use tokio::sync::{Mutex, watch};
 
+use crate::connection::Target;
+
 /// Watches the keys under one prefix for writes.
 pub struct KeyWatch {
-    info: ConnectionInfo,
+    redis: Target,
     config: AsyncConnectionConfig,
     prefix: String,
     /// Counts writes (and losses of the watch); waiters subscribe before they look.
@@ -46,15 +47,11 @@ pub enum Ensured {
 }
 
 impl KeyWatch {
-    /// A watch of the keys starting with `prefix` on the Redis of `info` (connected by
-    /// [`ensure`](KeyWatch::ensure)). `config` carries the timeouts; RESP3 is set here.
-    pub fn new(info: ConnectionInfo, config: AsyncConnectionConfig, prefix: &str) -> KeyWatch {
-        let settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
+    /// A watch of the keys starting with `prefix` on `redis` (connected by
+    /// [`ensure`](KeyWatch::ensure)). `config` carries the timeouts; RESP3 is set when connecting.
+    pub fn new(redis: impl Into<Target>, config: AsyncConnectionConfig, prefix: &str) -> KeyWatch {
         KeyWatch {
-            info: info.set_redis_settings(settings),
+            redis: redis.into(),
             config,
             prefix: prefix.to_string(),
             written: watch::Sender::new(0),
@@ -104,7 +101,12 @@ impl KeyWatch {
             Ok(())
         };
         let config = self.config.clone().set_push_sender(on_push);
-        let mut connection = redis::Client::open(self.info.clone())?
+        let info = self.redis.resolve().await?;
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let mut connection = redis::Client::open(info.set_redis_settings(settings))?
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
         redis::cmd("CLIENT")

@@ -6,6 +6,7 @@ pub mod jobs;
 pub mod legacy_client;
 mod polling;
 mod redis_server;
+pub mod sentinel;
 pub mod tls;
 
 pub use polling::{wait_for, wait_until_sync};

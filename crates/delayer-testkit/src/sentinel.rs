@@ -1,0 +1,177 @@
+//! Redis Sentinel as users run it: a master and a replica (redis-server on free ports) watched by
+//! three sentinels (`redis-server sentinel.conf --sentinel`), each in a temporary directory.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use redis::Value;
+use redis::aio::MultiplexedConnection;
+use tempfile::TempDir;
+
+use crate::redis_server::{RedisServer, free_port};
+use crate::wait_until_sync;
+
+/// The name the sentinels know the master by.
+pub const MASTER_NAME: &str = "mymaster";
+
+/// A master, its replica, and three sentinels that have seen both.
+pub struct SentinelSetup {
+    pub master: RedisServer,
+    pub master_port: u16,
+    pub replica: RedisServer,
+    pub replica_port: u16,
+    sentinels: Vec<Sentinel>,
+}
+
+struct Sentinel {
+    _dir: TempDir,
+    port: u16,
+    process: Child,
+}
+
+impl SentinelSetup {
+    /// Starts them all and waits until the replica is in sync and every sentinel knows it.
+    pub fn start() -> SentinelSetup {
+        let master_port = free_port();
+        let master =
+            RedisServer::start_with(&["--port", &master_port.to_string(), "--bind", "127.0.0.1"]);
+        let replica_port = free_port();
+        let replica = RedisServer::start_with(&[
+            "--port",
+            &replica_port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--replicaof",
+            "127.0.0.1",
+            &master_port.to_string(),
+        ]);
+        wait_until_sync(Duration::from_secs(10), "the replica in sync", || {
+            command(replica_port, &["INFO", "replication"]).contains("master_link_status:up")
+        });
+        let sentinels: Vec<Sentinel> = (0..3).map(|_| Sentinel::start(master_port)).collect();
+        for sentinel in &sentinels {
+            wait_until_sync(
+                Duration::from_secs(20),
+                "a sentinel that knows the replica",
+                || {
+                    command(sentinel.port, &["SENTINEL", "REPLICAS", MASTER_NAME])
+                        .contains(&replica_port.to_string())
+                },
+            );
+        }
+        SentinelSetup {
+            master,
+            master_port,
+            replica,
+            replica_port,
+            sentinels,
+        }
+    }
+
+    /// The sentinels' addresses, as `[redis] sentinels` lists them.
+    pub fn addresses(&self) -> String {
+        let addresses: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|sentinel| format!("127.0.0.1:{}", sentinel.port))
+            .collect();
+        addresses.join(",")
+    }
+
+    /// `SENTINEL FAILOVER`: the replica becomes the master (the first sentinel decides alone).
+    pub fn fail_over(&self) {
+        let reply = command(
+            self.sentinels[0].port,
+            &["SENTINEL", "FAILOVER", MASTER_NAME],
+        );
+        assert_eq!(reply, "OK", "SENTINEL FAILOVER");
+    }
+
+    /// Waits until the replica says it is the master.
+    pub fn wait_for_promotion(&self) {
+        wait_until_sync(Duration::from_secs(20), "the replica promoted", || {
+            command(self.replica_port, &["ROLE"]).contains("master")
+        });
+    }
+
+    /// A connection to the replica (the master after a failover).
+    pub async fn connect_replica(&self) -> MultiplexedConnection {
+        self.replica.connect().await
+    }
+}
+
+impl Sentinel {
+    fn start(master_port: u16) -> Sentinel {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let port = free_port();
+        let config = dir.path().join("sentinel.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\n\
+                 sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
+                 sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+                 sentinel failover-timeout {MASTER_NAME} 5000\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let process = Command::new("redis-server")
+            .arg(&config)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start redis-server --sentinel");
+        wait_until_sync(Duration::from_secs(10), "a sentinel answers PING", || {
+            command(port, &["PING"]) == "PONG"
+        });
+        Sentinel {
+            _dir: dir,
+            port,
+            process,
+        }
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        self.process.kill().ok();
+        self.process.wait().ok();
+    }
+}
+
+/// Sends one command to 127.0.0.1:`port` and returns every string in the reply, space-separated
+/// ("" when nothing answers): enough to look for a word in INFO, ROLE or a SENTINEL reply.
+fn command(port: u16, args: &[&str]) -> String {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) else {
+        return String::new();
+    };
+    let Ok(mut connection) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
+        return String::new();
+    };
+    match redis::cmd(args[0])
+        .arg(&args[1..])
+        .query::<Value>(&mut connection)
+    {
+        Ok(value) => words(&value),
+        Err(error) => format!("ERR {error}"),
+    }
+}
+
+fn words(value: &Value) -> String {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(text) => text.clone(),
+        Value::Okay => "OK".to_string(),
+        Value::Int(number) => number.to_string(),
+        Value::Array(values) | Value::Set(values) => {
+            values.iter().map(words).collect::<Vec<_>>().join(" ")
+        }
+        Value::Map(pairs) => pairs
+            .iter()
+            .map(|(key, value)| format!("{} {}", words(key), words(value)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => format!("{other:?}"),
+    }
+}

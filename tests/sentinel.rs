@@ -1,0 +1,120 @@
+//! Redis Sentinel: a master, a replica and three sentinels of Debian's redis-server on free ports;
+//! the daemon finds the master through them, follows a failover forced in the middle of a drain,
+//! and every job reaches the new master's ready lists exactly once.
+
+mod support;
+
+use std::time::Duration;
+
+use delayer::redis::AsyncCommands;
+use delayer_client::keys::{JOB_POOL, ready_queue};
+use delayer_testkit::sentinel::{MASTER_NAME, SentinelSetup};
+use support::{Daemon, DaemonSetup, RedisServer, add_jobs, delayer_command, read};
+
+const JOBS: usize = 20_000;
+const TOPICS: [&str; 2] = ["a", "b"];
+
+/// A daemon configuration that finds Redis through `sentinels`; logs go to `<name>/` under
+/// `server`'s directory.
+fn sentinel_config(
+    server: &RedisServer,
+    name: &str,
+    sentinels: &str,
+    master: &str,
+) -> (std::path::PathBuf, support::Logs) {
+    let (config, logs) = server.daemon_config(name, "timer_interval = 100");
+    // Replace the harness's [redis] (a unix socket) with the sentinels.
+    let text = read(&config);
+    let delayer = text.split("[redis]").next().unwrap();
+    let text = format!("{delayer}[redis]\nsentinels = {sentinels}\nsentinel_master = {master}\n");
+    std::fs::write(&config, text).unwrap();
+    (config, logs)
+}
+
+#[tokio::test]
+async fn the_daemon_follows_a_failover_in_the_middle_of_a_drain_and_loses_nothing() {
+    let setup = SentinelSetup::start();
+    let mut master = setup.master.connect().await;
+    // Due over the next five seconds: the drain is under way when the failover comes.
+    let start = delayer_client::time::unix_now();
+    let jobs = (0..JOBS).map(|index| {
+        let due = start + 5.0 * index as f64 / JOBS as f64;
+        (format!("job-{index:05}"), TOPICS[index % 2], due)
+    });
+    add_jobs(&mut master, jobs).await;
+    let (config, logs) = sentinel_config(&setup.master, "daemon", &setup.addresses(), MASTER_NAME);
+    let mut daemon = Daemon::start(&config);
+    support::wait_for(
+        Duration::from_secs(10),
+        "a first few thousand jobs moved",
+        || {
+            let mut master = master.clone();
+            async move {
+                let ready: usize = master.llen(ready_queue("a")).await.unwrap_or(0);
+                (ready >= 2_000).then_some(())
+            }
+        },
+    )
+    .await;
+
+    setup.fail_over();
+    setup.wait_for_promotion();
+
+    let mut new_master = setup.connect_replica().await;
+    support::wait_for(
+        Duration::from_secs(30),
+        "every job moved on the new master",
+        || {
+            let mut new_master = new_master.clone();
+            async move {
+                let waiting: usize = new_master.zcard(JOB_POOL).await.unwrap();
+                let a: usize = new_master.llen(ready_queue("a")).await.unwrap();
+                let b: usize = new_master.llen(ready_queue("b")).await.unwrap();
+                (waiting == 0 && a + b >= JOBS).then_some(())
+            }
+        },
+    )
+    .await;
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+
+    let counts = support::delivered(&mut new_master, &TOPICS).await;
+    assert_eq!(counts.len(), JOBS, "every job");
+    assert!(counts.values().all(|count| *count == 1), "none twice");
+    let access = read(&logs.access);
+    let moved_to = format!(
+        "Redis master {MASTER_NAME} is now at 127.0.0.1:{} (was 127.0.0.1:{})",
+        setup.replica_port, setup.master_port
+    );
+    assert_eq!(access.matches(&moved_to).count(), 1, "said once:\n{access}");
+
+    // The shell commands find the master through the same sentinels.
+    let pushed = delayer_command()
+        .arg("-c")
+        .arg(&config)
+        .args(["push", "a", "after the failover", "--id", "late"])
+        .output()
+        .unwrap();
+    assert!(
+        pushed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
+    let waiting: Option<f64> = new_master.zscore(JOB_POOL, "late").await.unwrap();
+    assert!(waiting.is_some(), "pushed to the new master");
+}
+
+#[tokio::test]
+async fn a_master_name_no_sentinel_knows_is_told_at_start() {
+    let setup = SentinelSetup::start();
+    let (config, _) = sentinel_config(&setup.master, "wrong", &setup.addresses(), "nosuchmaster");
+    for args in [&["--check-config", "-c"][..], &["-c"][..]] {
+        let run = delayer_command().args(args).arg(&config).output().unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("knows a master named \"nosuchmaster\""),
+            "{args:?}: {stderr}"
+        );
+    }
+}
