@@ -9,7 +9,7 @@ use delayer::redis::AsyncCommands;
 use delayer_client::keys::{RESERVED, dead_queue, field, job_bucket};
 use support::legacy_client::{self, Message};
 use support::{
-    DAEMON_ACL, Daemon, DaemonSetup, RedisServer, acl, delayer_command, read, wait_for_ready,
+    DAEMON_ACL, Daemon, DaemonSetup, RedisServer, acl, delayer_succeeds, read, wait_for_ready,
 };
 
 #[tokio::test]
@@ -27,16 +27,7 @@ async fn the_daemon_does_all_its_work_under_the_documented_acl() {
     .await;
     let (config, logs) = server.daemon_config("daemon", "max_attempts = 2\ntimer_interval = 50");
 
-    let check = delayer_command()
-        .args(["--check-config", "-c"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    delayer_succeeds(&config, &["--check-config"]);
 
     let mut daemon = Daemon::start(&config);
     let message = Message {

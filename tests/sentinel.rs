@@ -9,7 +9,9 @@ use std::time::Duration;
 use delayer::redis::AsyncCommands;
 use delayer_client::keys::{JOB_POOL, ready_queue};
 use delayer_testkit::sentinel::{MASTER_NAME, SentinelSetup};
-use support::{Daemon, DaemonSetup, RedisServer, add_jobs, delayer_command, read};
+use support::{
+    Daemon, DaemonSetup, RedisServer, add_jobs, delayer_command, delayer_succeeds, read,
+};
 
 const JOBS: usize = 20_000;
 const TOPICS: [&str; 2] = ["a", "b"];
@@ -89,16 +91,9 @@ async fn the_daemon_follows_a_failover_in_the_middle_of_a_drain_and_loses_nothin
     assert_eq!(access.matches(&moved_to).count(), 1, "said once:\n{access}");
 
     // The shell commands find the master through the same sentinels.
-    let pushed = delayer_command()
-        .arg("-c")
-        .arg(&config)
-        .args(["push", "a", "after the failover", "--id", "late"])
-        .output()
-        .unwrap();
-    assert!(
-        pushed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&pushed.stderr)
+    delayer_succeeds(
+        &config,
+        &["push", "a", "after the failover", "--id", "late"],
     );
     let waiting: Option<f64> = new_master.zscore(JOB_POOL, "late").await.unwrap();
     assert!(waiting.is_some(), "pushed to the new master");

@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use delayer::redis::AsyncCommands;
 use support::legacy_client::{self, Message};
-use support::{DAEMON_ACL, Daemon, Logs, RedisServer, acl, delayer_command, read, wait_for_ready};
+use support::{
+    DAEMON_ACL, Daemon, Logs, RedisServer, acl, delayer_command, delayer_succeeds, read,
+    wait_for_ready,
+};
 
 /// A daemon configuration for the server's TLS port: `[redis]` gets `redis` lines after host and
 /// port; logs go to `<name>/`.
@@ -67,17 +70,7 @@ async fn the_daemon_and_the_cli_work_over_tls_the_daemon_as_the_documented_acl_u
             trusted(&server)
         ),
     );
-    let check = delayer_command()
-        .args(["--check-config", "-c"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&check.stdout);
-    assert!(
-        check.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    let said = delayer_succeeds(&config, &["--check-config"]);
     assert!(
         said.contains("username = delayer") && said.contains("tls = true"),
         "{said}"
@@ -96,17 +89,7 @@ async fn the_daemon_and_the_cli_work_over_tls_the_daemon_as_the_documented_acl_u
 
     // The CLI, over TLS too (as `default`: the daemon's ACL does not cover pushing).
     let (cli, _) = tls_config(&server, "cli", &trusted(&server));
-    let pushed = delayer_command()
-        .arg("-c")
-        .arg(&cli)
-        .args(["push", "t", "from the cli"])
-        .output()
-        .unwrap();
-    assert!(
-        pushed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&pushed.stderr)
-    );
+    delayer_succeeds(&cli, &["push", "t", "from the cli"]);
     wait_for_ready(&admin, "t", 4).await;
     stop(daemon);
     assert!(

@@ -61,6 +61,22 @@ pub fn delayer_command() -> Command {
     Command::new(env!("CARGO_BIN_EXE_delayer"))
 }
 
+/// Runs `delayer -c <config> <args>`, which must succeed (its stderr shows if not); its stdout.
+pub fn delayer_succeeds(config: &Path, args: &[&str]) -> String {
+    let output = delayer_command()
+        .arg("-c")
+        .arg(config)
+        .args(args)
+        .output()
+        .expect("run delayer");
+    assert!(
+        output.status.success(),
+        "delayer {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 pub fn send_signal(pid: u32, name: &str) {
     let status = Command::new("kill")
         .arg(format!("-{name}"))
