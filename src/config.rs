@@ -183,7 +183,7 @@ impl SentinelConfig {
         let addresses: Vec<String> = self
             .addresses
             .iter()
-            .map(|(host, port)| format!("{host}:{port}"))
+            .map(|(host, port)| delayer_client::connection::host_port(host, *port))
             .collect();
         addresses.join(",")
     }
@@ -371,7 +371,7 @@ impl Config {
                 DEFAULT_DATABASE,
                 0..=i64::from(i32::MAX),
             ),
-            username: values.get("redis", "username"),
+            username: values.username(),
             password: values.get("redis", "password").filter(|p| !p.is_empty()),
             tls: values.tls(),
             sentinel: values.sentinel(),
@@ -541,6 +541,22 @@ impl Values<'_> {
         }
     }
 
+    /// `[redis] username`, which wants a password: redis-rs sends no AUTH without one, so the
+    /// daemon would be `default` unnoticed (a `nopass` user takes any password).
+    fn username(&self) -> Option<String> {
+        let username = self.get("redis", "username")?;
+        if self.get("redis", "password").is_none() {
+            self.wrong(
+                "redis",
+                "username",
+                &username,
+                "given without a password, which Redis needs to log in as that user (any \
+                 password for a nopass user)",
+            );
+        }
+        Some(username)
+    }
+
     /// `[redis] sentinels` and `sentinel_master`: both or neither, and then no `host` or `port`
     /// (the sentinels say where the master is).
     fn sentinel(&self) -> Option<SentinelConfig> {
@@ -558,15 +574,22 @@ impl Values<'_> {
         };
         let mut addresses = Vec::new();
         for address in raw.split(',').map(str::trim) {
-            match address
-                .rsplit_once(':')
-                .map(|(host, port)| (host, port.parse::<u16>()))
-            {
-                Some((host, Ok(port))) if !host.is_empty() && port > 0 => {
-                    addresses.push((host.trim_matches(['[', ']']).to_string(), port));
+            // An IPv6 address in brackets, as in a URL: `[::1]:26379`.
+            let (host, port) = match address.strip_prefix('[') {
+                Some(rest) => rest.split_once("]:").unwrap_or_default(),
+                None => address
+                    .rsplit_once(':')
+                    .filter(|(host, _)| !host.contains(':'))
+                    .unwrap_or_default(),
+            };
+            match port.parse::<u16>() {
+                Ok(port) if !host.is_empty() && port > 0 => {
+                    addresses.push((host.to_string(), port));
                 }
                 _ => {
-                    let why = format!("{address:?} is not host:port (like 10.0.0.5:26379)");
+                    let why = format!(
+                        "{address:?} is not host:port (like 10.0.0.5:26379, or [::1]:26379)"
+                    );
                     self.wrong("redis", "sentinels", &raw, why);
                     return None;
                 }
@@ -998,8 +1021,10 @@ mod tests {
 
     #[test]
     fn tls_keys_go_together() {
-        let config =
-            parse("[redis]\nusername = delayer\ntls = true\ntls_insecure = yes\n").unwrap();
+        let config = parse(
+            "[redis]\nusername = delayer\npassword = s3cret\ntls = true\ntls_insecure = yes\n",
+        )
+        .unwrap();
         assert_eq!(config.redis.username.as_deref(), Some("delayer"));
         let tls = config.redis.tls.unwrap();
         assert!(tls.insecure && tls.ca_file.is_none() && tls.client.is_none());
@@ -1015,6 +1040,29 @@ mod tests {
         );
         assert!(error_of("[redis]\ntls = maybe\n").contains("[redis] tls = \"maybe\""));
         assert!(parse("[redis]\ntls = false\n").unwrap().redis.tls.is_none());
+        assert!(error_of("[redis]\nusername = delayer\n").contains("without a password"));
+    }
+
+    #[test]
+    fn sentinels_with_their_master_name_and_ipv6_in_brackets() {
+        let config =
+            parse("[redis]\nsentinels = 10.0.0.5:26379, [::1]:26380\nsentinel_master = mymaster\n")
+                .unwrap();
+        let sentinel = config.redis.sentinel.unwrap();
+        assert_eq!(
+            sentinel.addresses,
+            [("10.0.0.5".to_string(), 26379), ("::1".to_string(), 26380)]
+        );
+        assert_eq!(sentinel.list(), "10.0.0.5:26379,[::1]:26380");
+        assert!(
+            error_of("[redis]\nsentinels = ::1:26379\nsentinel_master = m\n")
+                .contains("is not host:port")
+        );
+        assert!(error_of("[redis]\nsentinels = h:26379\n").contains("sentinel_master"));
+        assert!(
+            error_of("[redis]\nsentinels = h:26379\nsentinel_master = m\nhost = x\n")
+                .contains("set with sentinels")
+        );
     }
 
     #[test]

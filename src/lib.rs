@@ -49,7 +49,7 @@ impl Service {
         }
         let mover = Mover::new(config)?;
         mover.check_redis().await?;
-        let http = Http::bind(config, mover.metrics()).await?;
+        let http = Http::bind(config, mover.metrics(), mover.target()).await?;
         Ok(Service { mover, http })
     }
 

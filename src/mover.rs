@@ -16,6 +16,7 @@ use crate::metrics::Metrics;
 use crate::move_log::{self, StuckTopics};
 use crate::pool::{self, Failure, RedisPool, Trouble};
 use crate::wakeup::PoolWatch;
+use delayer_client::Target;
 use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK};
 use delayer_client::scripts::release::{ReleaseScript, Released};
 use delayer_client::time::unix_now;
@@ -51,7 +52,7 @@ pub struct Mover {
 impl Mover {
     pub fn new(config: &Config) -> Result<Mover> {
         Ok(Mover {
-            pool: RedisPool::new(&config.redis)?,
+            pool: RedisPool::new(&config.redis, pool::target(&config.redis)?)?,
             redis: config.redis.clone(),
             script: MoveScript::default(),
             metrics: Arc::default(),
@@ -186,8 +187,13 @@ impl Mover {
         if let Some(due) = aim {
             sleep_precisely(due).await;
         }
+        let master_moves = self.pool.master_moves();
         let mut batch = self.move_due(&mut connection, shutdown, said).await?;
         loop {
+            if self.pool.master_moves() != master_moves {
+                // The master is elsewhere now: nothing more on this connection; look there at once.
+                return Ok(Some(unix_now()));
+            }
             // After the moves, which are what is late when a burst falls due.
             let (next_deadline, put_back) = self
                 .deliver_lapsed(&mut connection, shutdown, said)
@@ -216,7 +222,11 @@ impl Mover {
         said.redis_works(&self.redis.address());
         said.stuck.note(&batch);
         let mut released_at = Instant::now();
-        while batch.is_full(self.batch_size) && !shutdown.is_cancelled() {
+        let master_moves = self.pool.master_moves();
+        while batch.is_full(self.batch_size)
+            && !shutdown.is_cancelled()
+            && self.pool.master_moves() == master_moves
+        {
             if released_at.elapsed() >= RELEASE_EVERY {
                 if let Err(error) = self.deliver_lapsed(connection, shutdown, said).await {
                     said.stuck.report(STUCK_RECHECK);
@@ -308,6 +318,12 @@ impl Mover {
     /// What the daemon has counted, for `/metrics` and `/healthz`.
     pub fn metrics(&self) -> Arc<Metrics> {
         self.metrics.clone()
+    }
+
+    /// Where Redis is, for the daemon's other connections: one `Target`, so that a failover is
+    /// found (and told) once.
+    pub fn target(&self) -> Target {
+        self.pool.target()
     }
 
     /// How long to sleep: until the next job is due (or reservation lapses), but never longer

@@ -2,6 +2,7 @@
 //! Sentinel), and Redis failures told in words a user understands.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -29,11 +30,13 @@ pub struct RedisPool {
     config: RedisConfig,
     /// The pool, and the address it connects to.
     pool: Mutex<Option<(String, Pool)>>,
+    /// Counts the times the master was found elsewhere: a drain under way on the old one stops.
+    moves: AtomicU64,
 }
 
 impl RedisPool {
-    pub fn new(config: &RedisConfig) -> Result<RedisPool> {
-        let target = target(config)?;
+    /// The pool for `target`, which `[redis]` of `config` names.
+    pub fn new(config: &RedisConfig, target: Target) -> Result<RedisPool> {
         let pool = match &target {
             Target::Address(info) => Some((info.addr().to_string(), build(*info.clone(), config)?)),
             Target::Sentinel(_) => None,
@@ -42,7 +45,14 @@ impl RedisPool {
             target,
             config: config.clone(),
             pool: Mutex::new(pool),
+            moves: AtomicU64::new(0),
         })
+    }
+
+    /// How many times the master was found elsewhere so far: a drain that sees this change stops
+    /// writing to the old master.
+    pub fn master_moves(&self) -> u64 {
+        self.moves.load(Ordering::Relaxed)
     }
 
     /// A connection from the pool (a new one when none is idle).
@@ -71,7 +81,12 @@ impl RedisPool {
                 () = tokio::time::sleep(MASTER_CHECK) => {}
                 () = stop.cancelled() => return,
             }
-            let Ok(info) = self.target.resolve().await else {
+            // Sentinels that hang must not hold up a stop.
+            let found = tokio::select! {
+                found = self.target.resolve() => found,
+                () = stop.cancelled() => return,
+            };
+            let Ok(info) = found else {
                 continue;
             };
             let mut pool = self.pool.lock().expect("not poisoned");
@@ -80,6 +95,7 @@ impl RedisPool {
                 .is_some_and(|(address, _)| *address != info.addr().to_string())
             {
                 *pool = None;
+                self.moves.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -209,10 +225,21 @@ fn with_certificates(info: ConnectionInfo, tls: &TlsConfig) -> Result<Connection
         None => None,
     };
     let client_tls = match &tls.client {
-        Some((cert, key)) => Some(ClientTlsConfig {
-            client_cert: pem_file(cert, "tls_cert_file", Pem::Certificates)?,
-            client_key: pem_file(key, "tls_key_file", Pem::PrivateKey)?,
-        }),
+        Some((cert, key)) => {
+            let client_cert = pem_file(cert, "tls_cert_file", Pem::Certificates)?;
+            let client_key = pem_file(key, "tls_key_file", Pem::PrivateKey)?;
+            check_pair(&client_cert, &client_key).with_context(|| {
+                format!(
+                    "[redis] tls_cert_file {} and tls_key_file {} do not belong together",
+                    cert.display(),
+                    key.display()
+                )
+            })?;
+            Some(ClientTlsConfig {
+                client_cert,
+                client_key,
+            })
+        }
         None => None,
     };
     let certificates = TlsCertificates {
@@ -222,6 +249,17 @@ fn with_certificates(info: ConnectionInfo, tls: &TlsConfig) -> Result<Connection
     let client = redis::Client::build_with_tls(info, certificates)
         .map_err(|error| anyhow!("the TLS files of [redis] are not usable: {error}"))?;
     Ok(client.get_connection_info().clone())
+}
+
+/// Fails unless `key` is the private key of the first certificate in `cert` (both PEM, parsed
+/// already): rustls would otherwise refuse them at every connection, as if Redis were down.
+fn check_pair(cert: &[u8], key: &[u8]) -> Result<()> {
+    let chain = CertificateDer::pem_slice_iter(cert).collect::<Result<Vec<_>, _>>()?;
+    let key = PrivateKeyDer::from_pem_slice(key)?;
+    rustls::ClientConfig::builder()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_client_auth_cert(chain, key)?;
+    Ok(())
 }
 
 /// What a PEM file of `[redis]` must hold.
@@ -253,7 +291,7 @@ fn pem_file(path: &Path, key: &str, holds: Pem) -> Result<Vec<u8>> {
 
 /// Connects once and returns the server's `redis_version`.
 pub async fn server_version(config: &RedisConfig) -> Result<String> {
-    let pool = RedisPool::new(config)?;
+    let pool = RedisPool::new(config, target(config)?)?;
     let mut connection = match pool.get().await {
         Ok(connection) => connection,
         Err(PoolError::Backend(error)) => bail!(describe_refusal(&error, config).await),
@@ -544,8 +582,11 @@ fn tls_trouble(error: &redis::RedisError, config: &RedisConfig) -> String {
         Some(rustls::Error::InvalidCertificate(why)) => format!(
             "Redis at {address} shows a TLS certificate delayer does not trust ({why:?}): \
              [redis] tls_ca_file must name the CA that signed it, and the certificate must name \
-             the host {}",
-            config.host
+             {}",
+            match &config.sentinel {
+                Some(_) => "the address the sentinels give (and the sentinels' theirs)".to_string(),
+                None => format!("the host {}", config.host),
+            }
         ),
         Some(rustls::Error::AlertReceived(alert))
             if format!("{alert:?}").contains("Certificate") =>

@@ -10,7 +10,7 @@ use std::time::Duration;
 use delayer::redis::AsyncCommands;
 use support::legacy_client::{self, Message};
 use support::{
-    DAEMON_ACL, Daemon, Logs, RedisServer, acl, delayer_command, delayer_succeeds, read,
+    DAEMON_ACL, Daemon, Logs, RedisServer, acl, delayer_fails, delayer_succeeds, read,
     wait_for_ready,
 };
 
@@ -103,13 +103,10 @@ async fn the_daemon_and_the_cli_work_over_tls_the_daemon_as_the_documented_acl_u
 async fn mutual_tls_wants_the_client_certificate_and_works_with_it() {
     let server = RedisServer::start_tls(true);
     let (without, _) = tls_config(&server, "without", &trusted(&server));
-    let refused = delayer_command().arg("-c").arg(&without).output().unwrap();
-    assert_eq!(refused.status.code(), Some(1));
+    let refused = delayer_fails(&without, &[]);
     assert!(
-        String::from_utf8_lossy(&refused.stderr)
-            .contains("refused delayer's TLS client certificate"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
+        refused.contains("refused delayer's TLS client certificate"),
+        "{refused}"
     );
 
     let (_, certificates) = server.tls();
@@ -168,13 +165,19 @@ async fn tls_and_acl_mistakes_are_told_at_start_and_by_check_config() {
             "given without tls_key_file",
         ),
         (format!("tls_ca_file = {ca}"), "set, but tls is not true"),
+        (
+            format!(
+                "tls = true\ntls_ca_file = {ca}\ntls_cert_file = {}\ntls_key_file = {}",
+                certificates.file("client.crt").display(),
+                certificates.file("server.key").display()
+            ),
+            "do not belong together",
+        ),
     ];
     for (index, (redis, says)) in cases.iter().enumerate() {
         let (config, _) = tls_config(&server, &format!("case{index}"), redis);
-        for args in [&["--check-config", "-c"][..], &["-c"][..]] {
-            let run = delayer_command().args(args).arg(&config).output().unwrap();
-            let stderr = String::from_utf8_lossy(&run.stderr);
-            assert_eq!(run.status.code(), Some(1), "{args:?} {redis}: {stderr}");
+        for args in [&["--check-config"][..], &[]] {
+            let stderr = delayer_fails(&config, args);
             assert!(stderr.contains(says), "{args:?} {redis}: {stderr}");
         }
     }

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use delayer_client::{Client, Settings};
+use delayer_client::{Client, Settings, Target};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
@@ -21,7 +21,6 @@ use tracing::info;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::pool;
 use crate::signals::Stop;
 
 /// Requests larger than this are refused whole (413). A job's body may be 1 MiB; its JSON
@@ -50,7 +49,11 @@ struct AppState {
 impl Http {
     /// Binds `[http] listen` now, so that a start fails at once when the address is taken. Redis
     /// is connected to on the first request that needs it: the server starts while Redis is down.
-    pub async fn bind(config: &Config, metrics: Arc<Metrics>) -> Result<Option<Http>> {
+    pub async fn bind(
+        config: &Config,
+        metrics: Arc<Metrics>,
+        redis: Target,
+    ) -> Result<Option<Http>> {
         let Some(http) = &config.http else {
             return Ok(None);
         };
@@ -61,7 +64,7 @@ impl Http {
             max_attempts: config.max_attempts,
             ..Settings::default()
         };
-        let client = Client::lazy(pool::target(&config.redis)?, settings);
+        let client = Client::lazy(redis, settings);
         Ok(Some(Http {
             listener,
             state: Arc::new(AppState {

@@ -10,7 +10,7 @@ pub mod http_client;
 
 use delayer::Config;
 pub use delayer_testkit::jobs::*;
-pub use delayer_testkit::{RedisServer, legacy_client, wait_for, wait_until_sync};
+pub use delayer_testkit::{RedisServer, free_port, legacy_client, wait_for, wait_until_sync};
 
 /// The `delayer` binary running as a child process; killed on drop if still running.
 pub struct Daemon {
@@ -59,6 +59,26 @@ impl Drop for Daemon {
 /// `delayer` with no arguments yet.
 pub fn delayer_command() -> Command {
     Command::new(env!("CARGO_BIN_EXE_delayer"))
+}
+
+/// Runs `delayer -c <config> <args>`, which must exit 1 within 20 s (else it is killed and the
+/// test fails: a start that should be refused must not hang the tests by retrying); its stderr.
+pub fn delayer_fails(config: &Path, args: &[&str]) -> String {
+    let mut run = Daemon {
+        process: delayer_command()
+            .arg("-c")
+            .arg(config)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run delayer"),
+    };
+    let status = run.wait(Duration::from_secs(20));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(run.process.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "delayer {args:?}: {stderr}");
+    stderr
 }
 
 /// Runs `delayer -c <config> <args>`, which must succeed (its stderr shows if not); its stdout.

@@ -1,6 +1,7 @@
 //! How every connection of ours (the daemon's and the client's) talks to Redis: its timeouts, and
 //! where Redis is (an address, or the master its sentinels name).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,12 +41,24 @@ pub struct Sentinels {
     node: ConnectionInfo,
     /// Where the master was last found ("host:port"), to tell a failover once.
     last: Mutex<Option<String>>,
+    /// The sentinel that answered last: asked first next time, so that one that hangs costs a
+    /// wait once, not at every connection.
+    answered: AtomicUsize,
 }
 
 /// How often a long-lived connection asks the sentinels where the master is: after a failover the
 /// old master may take writes for many seconds more (until the sentinels demote it), writes the
 /// new master never sees.
 pub const MASTER_CHECK: Duration = Duration::from_secs(1);
+
+/// `host:port`, with an IPv6 host in brackets.
+pub fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
 
 /// What a [`Target`] resolution fails with when no sentinel knows the master's name.
 pub const NO_SUCH_MASTER: &str = "no sentinel knows a master of this name";
@@ -59,6 +72,7 @@ impl Target {
             master: master.to_string(),
             node,
             last: Mutex::new(None),
+            answered: AtomicUsize::new(0),
         }))
     }
 
@@ -89,21 +103,26 @@ impl From<ConnectionInfo> for Target {
 
 impl Sentinels {
     async fn master(&self) -> RedisResult<ConnectionInfo> {
+        let first = self.answered.load(Ordering::Relaxed);
+        let count = self.sentinels.len();
         let mut failure = None;
-        for sentinel in &self.sentinels {
-            match self.ask(sentinel).await {
-                Ok(Some((host, port))) => return Ok(self.found(host, port)),
-                Ok(None) => {
-                    failure.get_or_insert_with(|| {
-                        RedisError::from((
-                            ErrorKind::InvalidClientConfig,
-                            NO_SUCH_MASTER,
-                            self.master.clone(),
-                        ))
-                    });
+        for index in (first..first + count).map(|index| index % count) {
+            match self.ask(&self.sentinels[index]).await {
+                Ok(Some((host, port))) => {
+                    self.answered.store(index, Ordering::Relaxed);
+                    return Ok(self.found(host, port));
                 }
                 // A sentinel that knows no such master says more than one that cannot be reached.
-                Err(error) => failure = Some(failure.unwrap_or(error)),
+                Ok(None) => {
+                    failure = Some(RedisError::from((
+                        ErrorKind::InvalidClientConfig,
+                        NO_SUCH_MASTER,
+                        self.master.clone(),
+                    )));
+                }
+                Err(error) => {
+                    failure.get_or_insert(error);
+                }
             }
         }
         Err(failure.unwrap_or_else(|| {
@@ -125,7 +144,7 @@ impl Sentinels {
 
     /// The master's connection info at `host:port`; a change from the last one is logged once.
     fn found(&self, host: String, port: u16) -> ConnectionInfo {
-        let address = format!("{host}:{port}");
+        let address = host_port(&host, port);
         let mut last = self.last.lock().expect("not poisoned");
         if let Some(was) = last.as_ref().filter(|was| **was != address) {
             info!(

@@ -1,15 +1,14 @@
 //! One multiplexed connection shared by every clone of a client for the commands that do not block,
 //! replaced when it breaks: the command that saw it break fails, the next one reconnects. With
 //! Sentinel it is also replaced when the sentinels name another master (asked in the background
-//! every [`MASTER_CHECK`]): the old one may take writes for seconds after a failover, writes the
-//! new master never sees.
+//! every [`MASTER_CHECK`], busy or idle): the old one may take writes for seconds after a
+//! failover, writes the new master never sees.
 //!
 //! (redis's ConnectionManager does the same, but its per-command bookkeeping cost a fifth of the
 //! push rate in the benchmark.)
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
@@ -21,8 +20,10 @@ pub(crate) struct SharedConnection {
     redis: Target,
     /// The working connection, numbered so that a late failure of an old one cannot drop a new one.
     current: Mutex<Option<(u64, MultiplexedConnection)>>,
-    /// With Sentinel: the address of the current connection, and when the sentinels were asked.
-    master: Mutex<(String, Option<Instant>)>,
+    /// With Sentinel: the address of the current connection.
+    master: Mutex<String>,
+    /// Whether the background check of the master's address runs.
+    following: AtomicBool,
     next_generation: AtomicU64,
     /// Only one reconnect at a time; the others wait for it.
     connecting: tokio::sync::Mutex<()>,
@@ -41,7 +42,8 @@ impl SharedConnection {
         Arc::new(SharedConnection {
             redis,
             current: Mutex::new(None),
-            master: Mutex::new((String::new(), None)),
+            master: Mutex::new(String::new()),
+            following: AtomicBool::new(false),
             next_generation: AtomicU64::new(0),
             connecting: tokio::sync::Mutex::new(()),
         })
@@ -50,9 +52,6 @@ impl SharedConnection {
     /// A handle for some commands; connects first if the last connection broke.
     pub(crate) async fn get(self: &Arc<Self>) -> RedisResult<Commands> {
         if let Some(working) = self.working() {
-            if let Target::Sentinel(_) = self.redis {
-                self.follow_master(working.0);
-            }
             return Ok(self.handle(working));
         }
         let _one_at_a_time = self.connecting.lock().await;
@@ -67,29 +66,14 @@ impl SharedConnection {
         let mut current = self.current.lock().expect("not poisoned");
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         *current = Some((generation, connection.clone()));
-        *self.master.lock().expect("not poisoned") = (address, Some(Instant::now()));
-        Ok(self.handle((generation, connection)))
-    }
-
-    /// At most every [`MASTER_CHECK`], in the background: asks the sentinels where the master is,
-    /// and drops connection `generation` when it is elsewhere.
-    fn follow_master(self: &Arc<Self>, generation: u64) {
+        *self.master.lock().expect("not poisoned") = address;
+        drop(current);
+        if let Target::Sentinel(_) = self.redis
+            && !self.following.swap(true, Ordering::Relaxed)
         {
-            let mut master = self.master.lock().expect("not poisoned");
-            if master.1.is_some_and(|asked| asked.elapsed() < MASTER_CHECK) {
-                return;
-            }
-            master.1 = Some(Instant::now());
+            tokio::spawn(follow_master(Arc::downgrade(self)));
         }
-        let shared = self.clone();
-        tokio::spawn(async move {
-            let Ok(info) = shared.redis.resolve().await else {
-                return;
-            };
-            if shared.master.lock().expect("not poisoned").0 != info.addr().to_string() {
-                shared.drop_connection(generation);
-            }
-        });
+        Ok(self.handle((generation, connection)))
     }
 
     fn working(&self) -> Option<(u64, MultiplexedConnection)> {
@@ -110,10 +94,11 @@ impl SharedConnection {
     /// Drops connection `generation` if `error` says it broke, or that it reaches a replica (the
     /// old master, after a failover).
     fn check(&self, generation: u64, error: &RedisError) {
+        // Redis 6 wraps a script's READONLY in an ERR: the words tell.
         if error.is_io_error()
             || error.is_connection_dropped()
             || error.is_unrecoverable_error()
-            || error.code() == Some("READONLY")
+            || error.to_string().contains("READONLY")
         {
             self.drop_connection(generation);
         }
@@ -127,6 +112,25 @@ impl SharedConnection {
             .is_some_and(|(current, _)| *current == generation)
         {
             *current = None;
+        }
+    }
+}
+
+/// Every [`MASTER_CHECK`] while the client lives: asks the sentinels where the master is, and
+/// drops the connection when it goes elsewhere (the next command connects there).
+async fn follow_master(shared: Weak<SharedConnection>) {
+    loop {
+        tokio::time::sleep(MASTER_CHECK).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let Ok(info) = shared.redis.resolve().await else {
+            continue;
+        };
+        let moved = *shared.master.lock().expect("not poisoned") != info.addr().to_string();
+        let current = shared.working().map(|(generation, _)| generation);
+        if let (true, Some(generation)) = (moved, current) {
+            shared.drop_connection(generation);
         }
     }
 }

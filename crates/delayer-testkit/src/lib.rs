@@ -10,4 +10,4 @@ pub mod sentinel;
 pub mod tls;
 
 pub use polling::{wait_for, wait_until_sync};
-pub use redis_server::RedisServer;
+pub use redis_server::{RedisServer, free_port};

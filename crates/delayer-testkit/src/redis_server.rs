@@ -196,7 +196,7 @@ fn ping(socket: &Path) -> bool {
 }
 
 /// A TCP port of 127.0.0.1 that nothing listens on now.
-pub(crate) fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a free port")
