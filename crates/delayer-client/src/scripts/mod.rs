@@ -27,6 +27,16 @@ fn malformed(script: &str) -> RedisError {
     ))
 }
 
+/// An array reply's first `N` items, and the rest; `None` for anything else, or a shorter array.
+fn leading<const N: usize>(reply: Value) -> Option<([Value; N], std::vec::IntoIter<Value>)> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    let mut items = items.into_iter();
+    let first: Vec<Value> = items.by_ref().take(N).collect();
+    Some((first.try_into().ok()?, items))
+}
+
 /// Ids and topics are whatever bytes clients wrote; those that are not UTF-8 are read lossily.
 fn text(value: Value) -> Option<String> {
     match value {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script, ScriptInvocation, Value};
 
-use super::{malformed, seconds, text, texts};
+use super::{leading, malformed, seconds, text, texts};
 use crate::keys;
 
 /// How long a job whose ready list key is not a list stays parked before it is looked at again.
@@ -104,25 +104,17 @@ impl Batch {
 }
 
 fn read(reply: Value) -> Option<Batch> {
-    let Value::Array(items) = reply else {
-        return None;
-    };
-    let mut items = items.into_iter();
     let (
-        Some(Value::Int(taken)),
-        Some(next_due),
-        Some(orphans),
-        Some(Value::Array(stuck)),
-        Some(first_due),
-        Some(last_due),
-    ) = (
-        items.next(),
-        items.next(),
-        items.next(),
-        items.next(),
-        items.next(),
-        items.next(),
-    )
+        [
+            Value::Int(taken),
+            next_due,
+            orphans,
+            Value::Array(stuck),
+            first_due,
+            last_due,
+        ],
+        mut items,
+    ) = leading(reply)?
     else {
         return None;
     };
@@ -142,13 +134,7 @@ fn read(reply: Value) -> Option<Batch> {
 }
 
 fn read_stuck(entry: Value) -> Option<Stuck> {
-    let Value::Array(fields) = entry else {
-        return None;
-    };
-    let mut fields = fields.into_iter();
-    let (Some(topic), Some(why), Some(Value::Int(parked))) =
-        (fields.next(), fields.next(), fields.next())
-    else {
+    let ([topic, why, Value::Int(parked)], _) = leading(entry)? else {
         return None;
     };
     let why = text(why)?;

@@ -5,7 +5,7 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script, ScriptInvocation, Value};
 
-use super::{malformed, pairs, seconds, texts};
+use super::{leading, malformed, pairs, seconds, texts};
 use crate::keys;
 
 pub struct ReleaseScript(Script);
@@ -91,25 +91,17 @@ impl ReleaseScript {
 }
 
 fn read(reply: Value) -> Option<Released> {
-    let Value::Array(items) = reply else {
-        return None;
-    };
-    let mut items = items.into_iter();
     let (
-        Some(Value::Int(ended)),
-        Some(next_deadline),
-        Some(retried),
-        Some(dead),
-        Some(dropped),
-        Some(blocked),
-    ) = (
-        items.next(),
-        items.next(),
-        items.next(),
-        items.next(),
-        items.next(),
-        items.next(),
-    )
+        [
+            Value::Int(ended),
+            next_deadline,
+            retried,
+            dead,
+            dropped,
+            blocked,
+        ],
+        _,
+    ) = leading(reply)?
     else {
         return None;
     };

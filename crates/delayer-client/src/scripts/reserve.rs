@@ -3,7 +3,7 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script, Value};
 
-use super::{malformed, seconds, text};
+use super::{leading, malformed, seconds, text};
 use crate::job::Job;
 use crate::keys;
 use crate::time::from_unix;
@@ -45,23 +45,16 @@ impl ReserveScript {
 }
 
 fn read(reply: Value) -> Option<Job> {
-    let Value::Array(items) = reply else {
-        return None;
-    };
-    let mut items = items.into_iter();
     let (
-        Some(id),
-        Some(topic),
-        Some(Value::BulkString(body)),
-        Some(Value::Int(attempts)),
-        Some(due),
-    ) = (
-        items.next(),
-        items.next(),
-        items.next(),
-        items.next(),
-        items.next(),
-    )
+        [
+            id,
+            topic,
+            Value::BulkString(body),
+            Value::Int(attempts),
+            due,
+        ],
+        _,
+    ) = leading(reply)?
     else {
         return None;
     };
