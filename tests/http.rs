@@ -457,6 +457,8 @@ async fn a_stop_ends_waits_and_cuts_off_a_connection_that_stalls() {
     stalled
         .write_all(b"POST /delay-queue/api/jobs/add HTTP/1.1\r\nHost: x\r\n")
         .unwrap();
+    // Answered only after the daemon has taken the stalled connection from its backlog.
+    request(&http, "GET", "/healthz", &[], b"");
     wait_for_blocked_pop(&mut redis).await;
 
     daemon.signal("TERM");
@@ -484,8 +486,11 @@ async fn a_stop_ends_waits_and_cuts_off_a_connection_that_stalls() {
 async fn a_second_signal_stops_at_once() {
     let server = RedisServer::start();
     let (mut daemon, logs, http) = serving(&server, "again", "");
+    // Half a request; then a whole one on a second connection: once that is answered, the daemon
+    // has taken the first from its (first in, first out) backlog, so it holds up the stop.
     let mut stalled = TcpStream::connect(&http).unwrap();
     stalled.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+    request(&http, "GET", "/healthz", &[], b"");
 
     daemon.signal("TERM");
     logs.wait_for_line("Stopping (SIGTERM received)");
