@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use delayer_client::{Client, Error, Job, JobInfo, Removed, Settings, Stats};
+use delayer_client::{Client, Error, Job, JobInfo, Removed, Stats};
 use serde_json::{Value, json};
 
 use crate::cli::Command;
@@ -14,11 +14,7 @@ use crate::time_text::rfc3339;
 
 /// Runs one job command against the Redis of `config`.
 pub async fn run(config: &Config, command: Command) -> Result<()> {
-    let settings = Settings {
-        max_attempts: config.max_attempts,
-        ..Settings::default()
-    };
-    let client = Client::connect_to(pool::target(&config.redis)?, settings)
+    let client = Client::connect_to(pool::target(&config.redis)?, config.client_settings())
         .await
         .with_context(|| format!("cannot use Redis at {}", config.redis.address()))?;
     match command {

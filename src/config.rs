@@ -9,6 +9,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use delayer_client::keys::Layout;
 use ini::{Ini, ParseOption};
 
 /// Where the configuration is looked for when `-c` is not given, in order.
@@ -61,6 +62,8 @@ const KNOWN_KEYS: [(&str, &[&str]); 3] = [
             "tls_insecure",
             "sentinels",
             "sentinel_master",
+            "cluster",
+            "key_layout",
             "max_idle",
             "max_active",
             "idle_timeout",
@@ -158,6 +161,10 @@ pub struct RedisConfig {
     pub tls: Option<TlsConfig>,
     /// Redis Sentinel: the master is where these say, not at `host` and `port`.
     pub sentinel: Option<SentinelConfig>,
+    /// Redis Cluster: some of its nodes' addresses (host, port), asked in this order for the rest.
+    pub cluster: Option<Vec<(String, u16)>>,
+    /// The key names: `key_layout`, or the cluster layout with `cluster`.
+    pub layout: Layout,
     /// The most idle connections the pool keeps.
     pub max_idle: usize,
     /// The pool size.
@@ -177,16 +184,13 @@ pub struct SentinelConfig {
     pub master: String,
 }
 
-impl SentinelConfig {
-    /// The addresses as `[redis] sentinels` writes them.
-    pub fn list(&self) -> String {
-        let addresses: Vec<String> = self
-            .addresses
-            .iter()
-            .map(|(host, port)| delayer_client::connection::host_port(host, *port))
-            .collect();
-        addresses.join(",")
-    }
+/// Addresses as `[redis] sentinels` and `cluster` list them.
+pub fn address_list(addresses: &[(String, u16)]) -> String {
+    let addresses: Vec<String> = addresses
+        .iter()
+        .map(|(host, port)| delayer_client::connection::host_port(host, *port))
+        .collect();
+    addresses.join(",")
 }
 
 /// `[redis] tls = true` and the files that go with it.
@@ -204,7 +208,13 @@ impl RedisConfig {
     /// The address as people write it, for messages.
     pub fn address(&self) -> String {
         if let Some(sentinel) = &self.sentinel {
-            format!("master {} (sentinels {})", sentinel.master, sentinel.list())
+            format!(
+                "master {} (sentinels {})",
+                sentinel.master,
+                address_list(&sentinel.addresses)
+            )
+        } else if let Some(nodes) = &self.cluster {
+            format!("the cluster of {}", address_list(nodes))
         } else if self.is_unix_socket() {
             self.host.clone()
         } else {
@@ -258,13 +268,20 @@ impl Display for Config {
         writeln!(f, "\n[redis]")?;
         match &redis.sentinel {
             Some(sentinel) => {
-                writeln!(f, "sentinels = {}", sentinel.list())?;
+                writeln!(f, "sentinels = {}", address_list(&sentinel.addresses))?;
                 writeln!(f, "sentinel_master = {}", sentinel.master)?;
             }
-            None => {
-                writeln!(f, "host = {}", redis.host)?;
-                writeln!(f, "port = {}", redis.port)?;
-            }
+            None => match &redis.cluster {
+                Some(nodes) => writeln!(f, "cluster = {}", address_list(nodes))?,
+                None => {
+                    writeln!(f, "host = {}", redis.host)?;
+                    writeln!(f, "port = {}", redis.port)?;
+                }
+            },
+        }
+        match redis.layout {
+            Layout::Legacy | Layout::Cluster => {}
+            Layout::Jop => writeln!(f, "key_layout = jop")?,
         }
         writeln!(f, "database = {}", redis.database)?;
         if let Some(username) = &redis.username {
@@ -334,6 +351,15 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf> {
 }
 
 impl Config {
+    /// What the CLI's and the HTTP server's clients are told: what the daemon does.
+    pub fn client_settings(&self) -> delayer_client::Settings {
+        delayer_client::Settings {
+            max_attempts: self.max_attempts,
+            layout: self.redis.layout,
+            ..delayer_client::Settings::default()
+        }
+    }
+
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<Config> {
         let text = std::fs::read_to_string(path)
@@ -375,6 +401,8 @@ impl Config {
             password: values.get("redis", "password").filter(|p| !p.is_empty()),
             tls: values.tls(),
             sentinel: values.sentinel(),
+            cluster: values.cluster(),
+            layout: values.layout(),
             max_idle: values.number("redis", "max_idle", DEFAULT_MAX_IDLE, 0..=100_000),
             max_active: values.number("redis", "max_active", DEFAULT_MAX_ACTIVE, 1..=100_000),
             idle_timeout: values.seconds("redis", "idle_timeout", DEFAULT_IDLE_TIMEOUT_S),
@@ -572,29 +600,7 @@ impl Values<'_> {
             }
             return None;
         };
-        let mut addresses = Vec::new();
-        for address in raw.split(',').map(str::trim) {
-            // An IPv6 address in brackets, as in a URL: `[::1]:26379`.
-            let (host, port) = match address.strip_prefix('[') {
-                Some(rest) => rest.split_once("]:").unwrap_or_default(),
-                None => address
-                    .rsplit_once(':')
-                    .filter(|(host, _)| !host.contains(':'))
-                    .unwrap_or_default(),
-            };
-            match port.parse::<u16>() {
-                Ok(port) if !host.is_empty() && port > 0 => {
-                    addresses.push((host.to_string(), port));
-                }
-                _ => {
-                    let why = format!(
-                        "{address:?} is not host:port (like 10.0.0.5:26379, or [::1]:26379)"
-                    );
-                    self.wrong("redis", "sentinels", &raw, why);
-                    return None;
-                }
-            }
-        }
+        let addresses = self.addresses("sentinels", &raw, 26379)?;
         for key in ["host", "port"] {
             if let Some(value) = self.get("redis", key) {
                 self.wrong(
@@ -615,6 +621,84 @@ impl Values<'_> {
             return None;
         };
         Some(SentinelConfig { addresses, master })
+    }
+
+    /// `[redis] cluster`: no `host`, `port` or sentinels with it (the nodes say where the rest
+    /// are), and database 0, the only one a cluster has.
+    fn cluster(&self) -> Option<Vec<(String, u16)>> {
+        let raw = self.get("redis", "cluster")?;
+        let addresses = self.addresses("cluster", &raw, 6379)?;
+        for key in ["host", "port", "sentinels"] {
+            if let Some(value) = self.get("redis", key) {
+                self.wrong(
+                    "redis",
+                    key,
+                    &value,
+                    "set with cluster, whose nodes say where Redis is",
+                );
+            }
+        }
+        if let Some(database) = self
+            .get("redis", "database")
+            .filter(|database| database != "0")
+        {
+            self.wrong(
+                "redis",
+                "database",
+                &database,
+                "set with cluster: a Redis Cluster has database 0 only",
+            );
+        }
+        Some(addresses)
+    }
+
+    /// `[redis] key_layout`: which key names the jobs are under; with `cluster`, the cluster's.
+    fn layout(&self) -> Layout {
+        let layout = self.choice(
+            "redis",
+            "key_layout",
+            &[("legacy", Layout::Legacy), ("jop", Layout::Jop)],
+        );
+        if self.get("redis", "cluster").is_none() {
+            return layout;
+        }
+        if let Some(value) = self.get("redis", "key_layout") {
+            self.wrong(
+                "redis",
+                "key_layout",
+                &value,
+                "set with cluster, which has a layout of its own (topics as hash tags)",
+            );
+        }
+        Layout::Cluster
+    }
+
+    /// A comma-separated list of `host:port` (`example_port` for the message).
+    fn addresses(&self, key: &str, raw: &str, example_port: u16) -> Option<Vec<(String, u16)>> {
+        let mut addresses = Vec::new();
+        for address in raw.split(',').map(str::trim) {
+            // An IPv6 address in brackets, as in a URL: `[::1]:26379`.
+            let (host, port) = match address.strip_prefix('[') {
+                Some(rest) => rest.split_once("]:").unwrap_or_default(),
+                None => address
+                    .rsplit_once(':')
+                    .filter(|(host, _)| !host.contains(':'))
+                    .unwrap_or_default(),
+            };
+            match port.parse::<u16>() {
+                Ok(port) if !host.is_empty() && port > 0 => {
+                    addresses.push((host.to_string(), port));
+                }
+                _ => {
+                    let why = format!(
+                        "{address:?} is not host:port (like 10.0.0.5:{example_port}, or [::1]:{example_port})"
+                    );
+                    self.wrong("redis", key, raw, why);
+                    return None;
+                }
+            }
+        }
+        Some(addresses)
     }
 
     /// `[redis] tls` and its files: checked together, since one without the other is a mistake
@@ -1053,7 +1137,10 @@ mod tests {
             sentinel.addresses,
             [("10.0.0.5".to_string(), 26379), ("::1".to_string(), 26380)]
         );
-        assert_eq!(sentinel.list(), "10.0.0.5:26379,[::1]:26380");
+        assert_eq!(
+            address_list(&sentinel.addresses),
+            "10.0.0.5:26379,[::1]:26380"
+        );
         assert!(
             error_of("[redis]\nsentinels = ::1:26379\nsentinel_master = m\n")
                 .contains("is not host:port")

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tracing::{error, info, warn};
 
 use crate::escape;
-use delayer_client::keys;
+use delayer_client::keys::Keys;
 use delayer_client::scripts::move_due::{Batch, Stuck, StuckBecause};
 use delayer_client::scripts::release::Released;
 
@@ -36,7 +36,7 @@ pub fn moves(batch: &Batch) {
 }
 
 /// Logs the reservations that lapsed: jobs delivered again, or dead after their last attempt.
-pub fn released(released: &Released, max_attempts: u32) {
+pub fn released(released: &Released, max_attempts: u32, keys: &Keys) {
     for (topic, ids) in by_topic(&released.retried) {
         info!(
             topic = %topic,
@@ -72,7 +72,7 @@ pub fn released(released: &Released, max_attempts: u32) {
             count = ids.len(),
             "Job should be dead after {max_attempts} attempts but {} cannot take it (not a list, \
              or not writable by this Redis user): delivered again instead, Topic: {}, IDs: [{}]",
-            escape::field(&keys::dead_queue(topic)),
+            escape::field(&keys.dead(topic)),
             escape::field(topic),
             escape::list(&ids)
         );
@@ -113,7 +113,7 @@ pub struct StuckTopics {
 
 impl StuckTopics {
     /// Takes note of one batch of a drain (recoveries are said at once).
-    pub fn note(&mut self, batch: &Batch) {
+    pub fn note(&mut self, batch: &Batch, keys: &Keys) {
         for Stuck { topic, why, parked } in &batch.stuck {
             if !self.reported.contains(topic) {
                 let entry = self
@@ -128,16 +128,16 @@ impl StuckTopics {
                 info!(
                     "Topic {} moves again: {} is a list now",
                     escape::field(topic),
-                    escape::field(&keys::ready_queue(topic))
+                    escape::field(&keys.ready(topic))
                 );
             }
         }
     }
 
     /// At the end of a drain: says which topics were found stuck in it.
-    pub fn report(&mut self, recheck: Duration) {
+    pub fn report(&mut self, recheck: Duration, keys: &Keys) {
         for (topic, (why, parked)) in std::mem::take(&mut self.found) {
-            let key = escape::field(&keys::ready_queue(&topic)).into_owned();
+            let key = escape::field(&keys.ready(&topic)).into_owned();
             let why = match why {
                 StuckBecause::WrongType(key_type) => {
                     format!("{key} holds a {}, not a list", escape::field(&key_type))

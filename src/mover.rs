@@ -17,6 +17,7 @@ use crate::move_log::{self, StuckTopics};
 use crate::pool::{self, Failure, RedisPool, Trouble};
 use crate::wakeup::PoolWatch;
 use delayer_client::Target;
+use delayer_client::keys::Keys;
 use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK};
 use delayer_client::scripts::release::{ReleaseScript, Released};
 use delayer_client::time::unix_now;
@@ -41,6 +42,8 @@ pub struct Mover {
     pool: RedisPool,
     redis: RedisConfig,
     script: MoveScript,
+    /// The key names of the configured layout.
+    keys: Keys,
     metrics: Arc<Metrics>,
     /// Ends reservations whose time to run lapsed.
     release: ReleaseScript,
@@ -55,6 +58,7 @@ impl Mover {
             pool: RedisPool::new(&config.redis, pool::target(&config.redis)?)?,
             redis: config.redis.clone(),
             script: MoveScript::default(),
+            keys: config.redis.layout.keys(""),
             metrics: Arc::default(),
             release: ReleaseScript::default(),
             batch_size: config.batch_size,
@@ -93,7 +97,7 @@ impl Mover {
 
     /// The loop itself: a look at the pool, then a sleep until the next job falls due.
     async fn look(&self, shutdown: &CancellationToken) {
-        let mut watch = PoolWatch::new(self.pool.target(), self.redis.address());
+        let mut watch = PoolWatch::new(self.pool.target(), &self.keys, self.redis.address());
         let mut said = Said::default();
         let mut retry_wait = FIRST_RETRY_WAIT;
         // The due time the timer woke early for, if it did.
@@ -220,7 +224,7 @@ impl Mover {
             .await
             .map_err(|error| self.stopped(error))?;
         said.redis_works(&self.redis.address());
-        said.stuck.note(&batch);
+        said.stuck.note(&batch, &self.keys);
         let mut released_at = Instant::now();
         let master_moves = self.pool.master_moves();
         while batch.is_full(self.batch_size)
@@ -229,7 +233,7 @@ impl Mover {
         {
             if released_at.elapsed() >= RELEASE_EVERY {
                 if let Err(error) = self.deliver_lapsed(connection, shutdown, said).await {
-                    said.stuck.report(STUCK_RECHECK);
+                    said.stuck.report(STUCK_RECHECK, &self.keys);
                     return Err(self.stopped(error));
                 }
                 released_at = Instant::now();
@@ -243,14 +247,14 @@ impl Mover {
             batch = match next {
                 Ok(next) => next,
                 Err(error) => {
-                    said.stuck.report(STUCK_RECHECK);
+                    said.stuck.report(STUCK_RECHECK, &self.keys);
                     return Err(self.stopped(error));
                 }
             };
-            said.stuck.note(&batch);
+            said.stuck.note(&batch, &self.keys);
         }
         move_log::moves(&batch);
-        said.stuck.report(STUCK_RECHECK);
+        said.stuck.report(STUCK_RECHECK, &self.keys);
         Ok(batch)
     }
 
@@ -288,7 +292,7 @@ impl Mover {
             };
             said.redis_works(&self.redis.address());
             said.release_works();
-            move_log::released(&released, self.max_attempts);
+            move_log::released(&released, self.max_attempts, &self.keys);
             put_back |= !released.retried.is_empty() || !released.blocked.is_empty();
             if released.ended < self.batch_size || shutdown.is_cancelled() {
                 return Ok((released.next_deadline, put_back));
@@ -301,7 +305,13 @@ impl Mover {
         let started = std::time::Instant::now();
         let released = self
             .release
-            .lapsed(connection, unix_now(), self.max_attempts, self.batch_size)
+            .lapsed(
+                connection,
+                &self.keys,
+                unix_now(),
+                self.max_attempts,
+                self.batch_size,
+            )
             .await?;
         self.metrics.released(&released, started.elapsed());
         Ok(released)
@@ -310,7 +320,10 @@ impl Mover {
     /// One move as of `now` (unix seconds), counted in the metrics.
     async fn run_script(&self, connection: &mut Connection, now: f64) -> RedisResult<Batch> {
         let started = std::time::Instant::now();
-        let batch = self.script.run(connection, now, self.batch_size).await?;
+        let batch = self
+            .script
+            .run(connection, &self.keys, now, self.batch_size)
+            .await?;
         self.metrics.moved(&batch, now, started.elapsed());
         Ok(batch)
     }

@@ -529,7 +529,7 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> Troubl
             Some(sentinel) => format!(
                 "none of the sentinels {} knows a master named {:?}: [redis] sentinel_master must \
                  be the name of their `sentinel monitor` line",
-                sentinel.list(),
+                crate::config::address_list(&sentinel.addresses),
                 sentinel.master
             ),
             None => format!("Redis at {address}: {error}"),

@@ -2,8 +2,9 @@
 //! seen at once rather than after up to `timer_interval` (see `delayer_client::watch`). Where Redis
 //! cannot report writes (Redis 5, `CLIENT` denied by ACL) the loop looks every `timer_interval`.
 
+use delayer_client::keys::Keys;
 use delayer_client::watch::{Ensured, KeyWatch};
-use delayer_client::{Target, connection, keys};
+use delayer_client::{Target, connection};
 use tokio::sync::watch;
 use tracing::info;
 
@@ -12,16 +13,18 @@ pub struct PoolWatch {
     watch: KeyWatch,
     written: watch::Receiver<u64>,
     address: String,
+    pool: String,
 }
 
 impl PoolWatch {
-    /// A watch on the Redis of `info`; `address` names it in messages.
-    pub fn new(redis: Target, address: String) -> PoolWatch {
-        let watch = KeyWatch::new(redis, connection::config(), keys::JOB_POOL);
+    /// A watch on `keys`' pool in `redis`; `address` names it in messages.
+    pub fn new(redis: Target, keys: &Keys, address: String) -> PoolWatch {
+        let watch = KeyWatch::new(redis, connection::config(), keys.pool());
         PoolWatch {
             written: watch.subscribe(),
             watch,
             address,
+            pool: keys.pool().to_string(),
         }
     }
 
@@ -32,8 +35,7 @@ impl PoolWatch {
             info!(
                 "Jobs pushed to fall due sooner than the loop's next look wait up to timer_interval: \
                  Redis at {} cannot report writes to {} ({refusal}; CLIENT TRACKING needs Redis 6)",
-                self.address,
-                keys::JOB_POOL
+                self.address, self.pool
             );
         }
     }

@@ -7,10 +7,10 @@ use support::DaemonSetup;
 use std::time::Duration;
 
 use delayer::redis::AsyncCommands;
-use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
+use delayer_client::keys::{JOB_POOL, JOP_POOL, Layout, job_bucket, ready_queue};
 use delayer_client::time::unix_now;
 use support::legacy_client::{self, Message};
-use support::{RedisServer, spawn_service};
+use support::{RedisServer, delayer_succeeds, spawn_service};
 
 fn message(id: &str, topic: &str, body: &str) -> Message {
     Message {
@@ -144,4 +144,54 @@ async fn php_client_with_password_and_database() {
     assert!(keys.is_empty(), "database 0 untouched: {keys:?}");
     stop.cancel();
     service.await.unwrap().unwrap();
+}
+
+/// `key_layout = jop`: the earliest Delayer generation's names (PHP client 1.0.1), used by the
+/// daemon and the CLI alike, and no other key touched.
+#[tokio::test]
+async fn the_jop_layout_serves_the_earliest_clients() {
+    let server = RedisServer::start();
+    let mut php = server.connect().await;
+    let config = server.write_file(
+        "jop.conf",
+        &format!(
+            "[redis]\nhost = {}\nkey_layout = jop\n",
+            server.socket().display()
+        ),
+    );
+    let from_php = message("j1", "order.close", "from 1.0.1");
+    legacy_client::push_in(Layout::Jop, &mut php, &from_php, 0)
+        .await
+        .unwrap();
+    delayer_succeeds(
+        &config,
+        &["push", "order.close", "from the CLI", "--id", "j2"],
+    );
+    let pooled: i64 = php.zcard(JOP_POOL).await.unwrap();
+    assert_eq!(pooled, 2, "the CLI pushed under the jop names");
+
+    let (service, stop) = spawn_service(delayer::config::Config::load(&config).unwrap());
+    let mut popped = Vec::new();
+    while popped.len() < 2 {
+        popped.push(
+            support::wait_for(Duration::from_secs(5), "a job moved", || {
+                let mut php = php.clone();
+                async move {
+                    legacy_client::pop_in(Layout::Jop, &mut php, "order.close")
+                        .await
+                        .unwrap()
+                }
+            })
+            .await,
+        );
+    }
+    popped.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(
+        popped,
+        [from_php, message("j2", "order.close", "from the CLI")]
+    );
+    stop.cancel();
+    service.await.unwrap().unwrap();
+    let keys: Vec<String> = php.keys("*").await.unwrap();
+    assert_eq!(keys, ["delayer:topics"], "nothing but the registry is left");
 }

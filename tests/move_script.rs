@@ -7,7 +7,7 @@ use support::DaemonSetup;
 use delayer::Mover;
 use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncCommands};
-use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
+use delayer_client::keys::{JOB_POOL, Layout, job_bucket, ready_queue};
 use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK, Stuck, StuckBecause};
 use support::RedisServer;
 
@@ -391,7 +391,9 @@ async fn a_bucket_read_refused_by_acl_fails_the_call_and_drops_nothing() {
     .await;
     let mut mover = server.connect_as("mover", "pw").await;
 
-    let refused = MoveScript::default().run(&mut mover, NOW, 1000).await;
+    let refused = MoveScript::default()
+        .run(&mut mover, &Layout::Legacy.keys(""), NOW, 1000)
+        .await;
 
     let error = refused.expect_err("the user may not read buckets");
     assert!(error.to_string().contains("can't access"), "{error}");
@@ -421,9 +423,15 @@ async fn a_ready_list_the_user_may_not_write_is_stuck_not_duplicated() {
     let mut mover = server.connect_as("mover", "pw").await;
     let script = MoveScript::default();
 
-    let first = script.run(&mut mover, NOW, 1000).await.unwrap();
+    let first = script
+        .run(&mut mover, &Layout::Legacy.keys(""), NOW, 1000)
+        .await
+        .unwrap();
     for _ in 0..2 {
-        script.run(&mut mover, NOW, 1000).await.unwrap();
+        script
+            .run(&mut mover, &Layout::Legacy.keys(""), NOW, 1000)
+            .await
+            .unwrap();
     }
 
     assert_eq!(ready(&mut redis, "a").await, ["j1"], "moved once");

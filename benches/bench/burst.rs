@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, Value};
-use delayer_client::keys::JOB_POOL;
+use delayer_client::keys::{JOB_POOL, Layout};
 use delayer_client::scripts::move_due::MoveScript;
 use delayer_client::time::unix_now;
 
@@ -86,7 +86,10 @@ async fn one_burst(server: &RedisServer, by_daemon: bool) -> f64 {
         }
         let script = MoveScript::default();
         loop {
-            let batch = script.run(&mut redis, unix_now(), 1000).await.unwrap();
+            let batch = script
+                .run(&mut redis, &Layout::Legacy.keys(""), unix_now(), 1000)
+                .await
+                .unwrap();
             if !batch.is_full(1000) {
                 break;
             }

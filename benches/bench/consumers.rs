@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use delayer::redis::AsyncCommands;
 use delayer::redis::aio::MultiplexedConnection;
-use delayer_client::keys::{job_bucket, ready_queue};
+use delayer_client::keys::{Layout, job_bucket, ready_queue};
 use delayer_client::scripts::push::{NewJob, PushScript};
 use delayer_client::time::unix_now;
 use delayer_client::{Client, Worker};
@@ -85,7 +85,10 @@ pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> f64 {
                             ttl_seconds: 3600 + 604_800,
                             delay: 3600.0,
                         };
-                        script.run(&mut redis, &job).await.unwrap();
+                        script
+                            .run(&mut redis, &Layout::Legacy.keys(""), &job)
+                            .await
+                            .unwrap();
                     }
                     Pusher::LegacyMulti => {
                         let message = Message {

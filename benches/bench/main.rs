@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use delayer::redis::aio::MultiplexedConnection;
 use delayer::redis::{self, AsyncCommands, Value};
-use delayer_client::keys::{JOB_POOL, ready_queue};
+use delayer_client::keys::{JOB_POOL, Layout, ready_queue};
 use delayer_client::scripts::move_due::MoveScript;
 use delayer_client::time::unix_now;
 use support::{Daemon, RedisServer, delivered, fill_backlog};
@@ -159,7 +159,7 @@ async fn bare_drain(server: &RedisServer, count: usize, batch_size: usize) -> f6
         loop {
             // The raw reply: reading it into a Batch is the daemon's cost, not Redis's.
             let reply: Value = script
-                .call(now, batch_size)
+                .call(&Layout::Legacy.keys(""), now, batch_size)
                 .invoke_async(&mut connection)
                 .await
                 .unwrap();

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use delayer_client::{Client, Settings, Target};
+use delayer_client::{Client, Target};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
@@ -60,11 +60,7 @@ impl Http {
         let listener = TcpListener::bind(http.listen)
             .await
             .with_context(|| format!("cannot listen on {} ([http] listen)", http.listen))?;
-        let settings = Settings {
-            max_attempts: config.max_attempts,
-            ..Settings::default()
-        };
-        let client = Client::lazy(redis, settings);
+        let client = Client::lazy(redis, config.client_settings());
         Ok(Some(Http {
             listener,
             state: Arc::new(AppState {

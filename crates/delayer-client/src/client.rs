@@ -14,7 +14,7 @@ use tracing::warn;
 use crate::connection::{self, Target};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobInfo, Receipt, State};
-use crate::keys::{self, field};
+use crate::keys::{Keys, Layout, field};
 use crate::push::Push;
 use crate::scripts::ack::{AckScript, Acked};
 use crate::scripts::push::PushScript;
@@ -57,6 +57,8 @@ struct Inner {
     /// Writes to any ready list, for blocking reserves.
     ready_lists: KeyWatch,
     scripts: Scripts,
+    /// The key names of `settings.layout`.
+    keys: Keys,
     settings: Settings,
 }
 
@@ -80,6 +82,8 @@ pub struct Settings {
     /// A nacked job that was reserved this many times goes to its topic's dead list. The daemon
     /// has its own setting for jobs whose reservation lapsed: keep the two the same.
     pub max_attempts: u32,
+    /// The key names of the jobs: the same as the daemon's.
+    pub layout: Layout,
 }
 
 impl Default for Settings {
@@ -88,6 +92,7 @@ impl Default for Settings {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             ready_max_lifetime: DEFAULT_READY_MAX_LIFETIME,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            layout: Layout::default(),
         }
     }
 }
@@ -155,20 +160,27 @@ impl Client {
     }
 
     fn with(redis: Target, commands: Arc<SharedConnection>, settings: Settings) -> Client {
+        let keys = settings.layout.keys("");
         Client {
             inner: Arc::new(Inner {
                 commands,
                 ready_lists: KeyWatch::new(
                     redis.clone(),
                     connection::config(),
-                    keys::READY_QUEUE_PREFIX,
+                    &keys.ready_affixes().prefix,
                 ),
                 redis,
                 idle_blocking: Mutex::new(Vec::new()),
                 scripts: Scripts::default(),
+                keys,
                 settings,
             }),
         }
+    }
+
+    /// The key names this client uses.
+    pub fn keys(&self) -> &Keys {
+        &self.inner.keys
     }
 
     /// The settings this client was made with.
@@ -191,9 +203,9 @@ impl Client {
         self.inner
             .scripts
             .push
-            .run(&mut connection, job)
+            .run(&mut connection, self.keys(), job)
             .await
-            .map_err(|error| Error::about_key(error, &keys::job_bucket(job.id)))
+            .map_err(|error| Error::about_key(error, &self.keys().bucket(job.id)))
     }
 
     /// Removes a job wherever it is, as the legacy clients do (`ZREM` from the pool and `DEL` of
@@ -202,9 +214,9 @@ impl Client {
         check_id(id)?;
         let (from_pool, data): (i64, i64) = redis::pipe()
             .atomic()
-            .zrem(keys::JOB_POOL, id)
-            .del(keys::job_bucket(id))
-            .zrem(keys::RESERVED, id)
+            .zrem(self.keys().pool(), id)
+            .del(self.keys().bucket(id))
+            .zrem(self.keys().reserved(), id)
             .ignore()
             .query_async(&mut self.connection().await?)
             .await?;
@@ -218,18 +230,19 @@ impl Client {
     /// Where a job is, and what it holds.
     pub async fn get(&self, id: &str) -> Result<JobInfo> {
         check_id(id)?;
-        let bucket = keys::job_bucket(id);
+        let keys = self.keys();
+        let bucket = keys.bucket(id);
         // Each reply on its own, so that a key of the wrong type is named.
         let (due, deadline, fields): Lookup = redis::pipe()
             .atomic()
             .ignore_errors()
-            .zscore(keys::JOB_POOL, id)
-            .zscore(keys::RESERVED, id)
+            .zscore(keys.pool(), id)
+            .zscore(keys.reserved(), id)
             .hgetall(&bucket)
             .query_async(&mut self.connection().await?)
             .await?;
-        let due = due.map_err(|error| Error::about_key(error, keys::JOB_POOL))?;
-        let deadline = deadline.map_err(|error| Error::about_key(error, keys::RESERVED))?;
+        let due = due.map_err(|error| Error::about_key(error, keys.pool()))?;
+        let deadline = deadline.map_err(|error| Error::about_key(error, keys.reserved()))?;
         let fields = fields.map_err(|error| Error::about_key(error, &bucket))?;
         let text = |name: &str| {
             fields
@@ -264,7 +277,7 @@ impl Client {
     /// that dies before finishing it loses it. `None` when there is none.
     pub async fn pop(&self, topic: &str) -> Result<Option<Job>> {
         check_topic(topic)?;
-        let ready = keys::ready_queue(topic);
+        let ready = self.keys().ready(topic);
         let id: Option<String> = self
             .connection()
             .await?
@@ -285,7 +298,7 @@ impl Client {
         }
         let ready: Vec<String> = topics
             .iter()
-            .map(|topic| keys::ready_queue(topic))
+            .map(|topic| self.keys().ready(topic))
             .collect();
         let mut connection = self.blocking_connection().await?;
         let popped: Option<(String, String)> = redis::cmd("BRPOP")
@@ -362,9 +375,9 @@ impl Client {
                 .inner
                 .scripts
                 .reserve
-                .run(&mut self.connection().await?, deadline, topics)
+                .run(&mut self.connection().await?, self.keys(), deadline, topics)
                 .await
-                .map_err(|error| Error::about_key(error, keys::RESERVED))?;
+                .map_err(|error| Error::about_key(error, self.keys().reserved()))?;
             let now = Instant::now();
             if job.is_some() || now >= until {
                 return Ok(job);
@@ -387,9 +400,9 @@ impl Client {
             .inner
             .scripts
             .ack
-            .run(&mut self.connection().await?, &id, attempt)
+            .run(&mut self.connection().await?, self.keys(), &id, attempt)
             .await
-            .map_err(|error| Error::about_key(error, keys::JOB_POOL))?;
+            .map_err(|error| Error::about_key(error, self.keys().pool()))?;
         acked.ok_or(Error::UnknownJob(id))
     }
 
@@ -426,6 +439,7 @@ impl Client {
             .release
             .one(
                 &mut self.connection().await?,
+                self.keys(),
                 &id,
                 attempt,
                 counted,
@@ -434,7 +448,7 @@ impl Client {
                 self.inner.settings.max_attempts,
             )
             .await
-            .map_err(|error| Error::about_key(error, keys::RESERVED))?;
+            .map_err(|error| Error::about_key(error, self.keys().reserved()))?;
         if released.ended == 0 {
             Err(Error::NotReserved(id))
         } else if !released.dead.is_empty() {
@@ -456,9 +470,15 @@ impl Client {
             .inner
             .scripts
             .touch
-            .run(&mut self.connection().await?, &id, attempt, deadline)
+            .run(
+                &mut self.connection().await?,
+                self.keys(),
+                &id,
+                attempt,
+                deadline,
+            )
             .await
-            .map_err(|error| Error::about_key(error, keys::RESERVED))?;
+            .map_err(|error| Error::about_key(error, self.keys().reserved()))?;
         if touched {
             Ok(())
         } else {
@@ -469,7 +489,7 @@ impl Client {
     /// The ids on `topic`'s dead list, oldest first, at most `limit`.
     pub async fn dead(&self, topic: &str, limit: usize) -> Result<Vec<String>> {
         check_topic(topic)?;
-        let dead = keys::dead_queue(topic);
+        let dead = self.keys().dead(topic);
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -497,12 +517,13 @@ impl Client {
                 .requeue_dead
                 .run(
                     &mut self.connection().await?,
+                    self.keys(),
                     topic,
                     unix_now(),
                     REQUEUE_BATCH,
                 )
                 .await
-                .map_err(|error| Error::about_key(error, &keys::dead_queue(topic)))?;
+                .map_err(|error| Error::about_key(error, &self.keys().dead(topic)))?;
             total += requeued;
             if requeued + dropped < REQUEUE_BATCH {
                 return Ok(total);
@@ -521,7 +542,7 @@ impl Client {
         id: String,
         connection: &mut (impl redis::aio::ConnectionLike + Send + Sync),
     ) -> Result<Job> {
-        let bucket = keys::job_bucket(&id);
+        let bucket = self.keys().bucket(&id);
         let fields: HashMap<String, Vec<u8>> = connection
             .hgetall(&bucket)
             .await

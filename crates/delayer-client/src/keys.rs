@@ -1,5 +1,6 @@
 //! The Redis key names and bucket fields: the legacy ones are a contract with the PHP and Go Delayer
-//! clients; the others are ours, and legacy clients never look at them.
+//! clients; the others are ours, and legacy clients never look at them. [`Layout`] says which names
+//! a Redis uses, [`Keys`] holds them: every key name any part of delayer uses comes from here.
 
 /// Sorted set: job id → due time in unix seconds (whole seconds from legacy clients).
 pub const JOB_POOL: &str = "delayer:job_pool";
@@ -46,4 +47,147 @@ pub fn ready_queue(topic: &str) -> String {
 /// The dead list key of `topic`.
 pub fn dead_queue(topic: &str) -> String {
     format!("{DEAD_QUEUE_PREFIX}{topic}")
+}
+
+/// The pool of the earliest Delayer generation (servers v1.0.1-1.0.2, PHP client 1.0.1): the
+/// same layout under other names.
+pub const JOP_POOL: &str = "delayer:jop_pool";
+/// Its bucket prefix.
+pub const JOP_BUCKET_PREFIX: &str = "delayer:jop_bucket:";
+
+/// Which key names a Redis holds its jobs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// The Delayer servers' and clients' names (`delayer:job_pool`, ...).
+    #[default]
+    Legacy,
+    /// The earliest generation's (`delayer:jop_pool`, `delayer:jop_bucket:<id>`).
+    Jop,
+    /// For Redis Cluster: every key of a topic carries the topic as its hash tag
+    /// (`delayer:{TOPIC}:job_pool`, ...), so that each topic lives in one slot and the scripts
+    /// can work on it atomically. Legacy clients do not know it.
+    Cluster,
+}
+
+/// The key names of one layout: of every topic's jobs, or in the cluster layout one topic's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    pool: String,
+    bucket_prefix: String,
+    ready: Affixes,
+    dead: Affixes,
+    reserved: String,
+    topics: String,
+    /// Whether the scripts may write the registry of topics: not where it lives in another slot.
+    registry_in_scripts: bool,
+}
+
+/// A key made of a topic between a prefix and a suffix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Affixes {
+    pub prefix: String,
+    pub suffix: String,
+}
+
+impl Affixes {
+    fn around(&self, topic: &str) -> String {
+        format!("{}{topic}{}", self.prefix, self.suffix)
+    }
+}
+
+impl Layout {
+    /// The names in this layout; `topic` matters only to the cluster layout.
+    pub fn keys(self, topic: &str) -> Keys {
+        let (pool, bucket_prefix) = match self {
+            Layout::Legacy => (JOB_POOL, JOB_BUCKET_PREFIX),
+            Layout::Jop => (JOP_POOL, JOP_BUCKET_PREFIX),
+            Layout::Cluster => return Keys::cluster(topic),
+        };
+        let prefixed = |prefix: &str| Affixes {
+            prefix: prefix.to_string(),
+            suffix: String::new(),
+        };
+        Keys {
+            pool: pool.to_string(),
+            bucket_prefix: bucket_prefix.to_string(),
+            ready: prefixed(READY_QUEUE_PREFIX),
+            dead: prefixed(DEAD_QUEUE_PREFIX),
+            reserved: RESERVED.to_string(),
+            topics: TOPICS.to_string(),
+            registry_in_scripts: true,
+        }
+    }
+}
+
+impl Keys {
+    fn cluster(topic: &str) -> Keys {
+        let tagged = |name: &str| format!("delayer:{{{topic}}}:{name}");
+        let around = |name: &str| Affixes {
+            prefix: "delayer:{".to_string(),
+            suffix: format!("}}:{name}"),
+        };
+        Keys {
+            pool: tagged("job_pool"),
+            bucket_prefix: tagged("job_bucket:"),
+            ready: around("ready_queue"),
+            dead: around("dead_queue"),
+            reserved: tagged("reserved"),
+            // One key for the whole cluster, in a slot of its own: pushers add to it, the daemon
+            // reads it to know which topics' pools to look at.
+            topics: TOPICS.to_string(),
+            registry_in_scripts: false,
+        }
+    }
+
+    /// The sorted set of waiting job ids, scored by due time.
+    pub fn pool(&self) -> &str {
+        &self.pool
+    }
+
+    /// The hash holding job `id`'s fields.
+    pub fn bucket(&self, id: &str) -> String {
+        format!("{}{id}", self.bucket_prefix)
+    }
+
+    pub fn bucket_prefix(&self) -> &str {
+        &self.bucket_prefix
+    }
+
+    /// The list `topic`'s due job ids wait in.
+    pub fn ready(&self, topic: &str) -> String {
+        self.ready.around(topic)
+    }
+
+    pub fn ready_affixes(&self) -> &Affixes {
+        &self.ready
+    }
+
+    /// The list of `topic`'s jobs that failed too often.
+    pub fn dead(&self, topic: &str) -> String {
+        self.dead.around(topic)
+    }
+
+    pub fn dead_affixes(&self) -> &Affixes {
+        &self.dead
+    }
+
+    /// The sorted set of reserved job ids, scored by deadline.
+    pub fn reserved(&self) -> &str {
+        &self.reserved
+    }
+
+    /// The set of every topic seen.
+    pub fn topics(&self) -> &str {
+        &self.topics
+    }
+
+    /// The registry of topics as the scripts are told it: "" where it is in another slot than
+    /// the script's keys (the cluster layout: there the clients add a topic before pushing).
+    pub fn registry_for_scripts(&self) -> &str {
+        if self.registry_in_scripts {
+            &self.topics
+        } else {
+            ""
+        }
+    }
 }

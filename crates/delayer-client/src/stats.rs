@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::keys::{self, field};
+use crate::keys::field;
 use crate::time::{from_unix, unix_now};
 
 /// The queues at one moment.
@@ -55,9 +55,10 @@ impl Client {
     pub async fn stats(&self) -> Result<Stats> {
         let mut redis = self.connection().await?;
         let now = unix_now();
+        let keys = self.keys();
         let (topics, reserved): (Vec<String>, Vec<String>) = redis::pipe()
-            .smembers(keys::TOPICS)
-            .zrange(keys::RESERVED, 0, -1)
+            .smembers(keys.topics())
+            .zrange(keys.reserved(), 0, -1)
             .query_async(&mut redis)
             .await?;
 
@@ -66,7 +67,7 @@ impl Client {
         if !reserved.is_empty() {
             let mut pipe = redis::pipe();
             for id in &reserved {
-                pipe.hget(keys::job_bucket(id), field::TOPIC);
+                pipe.hget(keys.bucket(id), field::TOPIC);
             }
             let topics: Vec<Option<String>> = pipe.query_async(&mut redis).await?;
             for topic in topics.into_iter().flatten() {
@@ -81,8 +82,7 @@ impl Client {
         let lengths = self.lengths(&names).await?;
         let mut pipe = redis::pipe();
         for topic in &names {
-            pipe.llen(keys::dead_queue(topic))
-                .lindex(keys::ready_queue(topic), -1);
+            pipe.llen(keys.dead(topic)).lindex(keys.ready(topic), -1);
         }
         // Redis refuses an empty pipeline.
         let lists: Vec<(u64, Option<String>)> = if names.is_empty() {
@@ -124,15 +124,16 @@ impl Client {
     pub async fn lengths(&self, topics: &[String]) -> Result<Lengths> {
         let mut redis = self.connection().await?;
         let now = unix_now();
+        let pool = self.keys().pool();
         let (waiting, due_now, next): (u64, u64, Vec<(String, f64)>) = redis::pipe()
-            .zcard(keys::JOB_POOL)
-            .zcount(keys::JOB_POOL, "-inf", now)
-            .zrangebyscore_limit_withscores(keys::JOB_POOL, format!("({now}"), "+inf", 0, 1)
+            .zcard(pool)
+            .zcount(pool, "-inf", now)
+            .zrangebyscore_limit_withscores(pool, format!("({now}"), "+inf", 0, 1)
             .query_async(&mut redis)
             .await?;
         let mut pipe = redis::pipe();
         for topic in topics {
-            pipe.llen(keys::ready_queue(topic));
+            pipe.llen(self.keys().ready(topic));
         }
         // Redis refuses an empty pipeline.
         let ready: Vec<u64> = if topics.is_empty() {
@@ -161,8 +162,8 @@ impl Client {
         }
         let mut pipe = redis::pipe();
         for id in &ids {
-            pipe.hget(keys::job_bucket(id), field::DUE)
-                .pttl(keys::job_bucket(id));
+            let bucket = self.keys().bucket(id);
+            pipe.hget(&bucket, field::DUE).pttl(&bucket);
         }
         let found: Vec<(Option<f64>, i64)> =
             pipe.query_async(&mut self.connection().await?).await?;

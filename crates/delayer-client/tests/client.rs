@@ -398,7 +398,10 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
         ttl_seconds: u64::MAX,
         delay: 1e16,
     };
-    let error = script.run(&mut redis, &job).await.unwrap_err();
+    let error = script
+        .run(&mut redis, &keys::Layout::Legacy.keys(""), &job)
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("time to live"), "{error}");
     let bucket: bool = redis.exists(job_bucket("forever")).await.unwrap();
     assert!(!bucket && pool(&mut redis).await.is_empty());
@@ -486,7 +489,7 @@ async fn the_client_reconnects_after_redis_restarts() {
 async fn release_lapsed(redis: &mut MultiplexedConnection, after: Duration) {
     let now = delayer_client::time::unix_now() + after.as_secs_f64();
     ReleaseScript::default()
-        .lapsed(redis, now, 25, 1000)
+        .lapsed(redis, &keys::Layout::Legacy.keys(""), now, 25, 1000)
         .await
         .unwrap();
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use delayer_client::keys::{JOB_POOL, RESERVED, ready_queue};
+use delayer_client::keys::{JOB_POOL, Layout, RESERVED, ready_queue};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::scripts::release::ReleaseScript;
@@ -241,7 +241,7 @@ async fn a_long_job_is_touched_so_the_daemon_does_not_deliver_it_again() {
         let (release, redelivered) = (release.clone(), redelivered.clone());
         async move {
             let released = release
-                .lapsed(&mut redis, unix_now(), 25, 100)
+                .lapsed(&mut redis, &Layout::Legacy.keys(""), unix_now(), 25, 100)
                 .await
                 .unwrap();
             redelivered.fetch_add(released.retried.len(), Ordering::SeqCst);

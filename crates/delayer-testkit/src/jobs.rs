@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
+use delayer_client::keys::{JOB_POOL, Layout, job_bucket, ready_queue};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 
@@ -124,7 +124,12 @@ pub async fn move_due_jobs(redis: &mut MultiplexedConnection) -> usize {
     let mut moved = 0;
     loop {
         let batch = script
-            .run(redis, delayer_client::time::unix_now(), 1000)
+            .run(
+                redis,
+                &Layout::Legacy.keys(""),
+                delayer_client::time::unix_now(),
+                1000,
+            )
             .await
             .unwrap();
         moved += batch.moved_count();

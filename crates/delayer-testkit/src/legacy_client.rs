@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
+use delayer_client::keys::{JOB_POOL, Layout, job_bucket};
 use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
 
@@ -33,7 +33,19 @@ pub async fn push(
     message: &Message,
     delay: i64,
 ) -> RedisResult<()> {
-    let bucket = job_bucket(&message.id);
+    push_in(Layout::Legacy, connection, message, delay).await
+}
+
+/// [`push`] as the clients of `layout`'s generation send it (the same commands on other keys:
+/// `Layout::Jop` for the PHP client 1.0.1).
+pub async fn push_in(
+    layout: Layout,
+    connection: &mut MultiplexedConnection,
+    message: &Message,
+    delay: i64,
+) -> RedisResult<()> {
+    let keys = layout.keys(&message.topic);
+    let bucket = keys.bucket(&message.id);
     redis::pipe()
         .atomic()
         .cmd("HMSET")
@@ -46,7 +58,7 @@ pub async fn push(
         .arg(&bucket)
         .arg(delay + READY_MAX_LIFETIME)
         .cmd("ZADD")
-        .arg(JOB_POOL)
+        .arg(keys.pool())
         .arg(now_seconds() + delay)
         .arg(&message.id)
         .query_async::<()>(connection)
@@ -58,12 +70,22 @@ pub async fn pop(
     connection: &mut MultiplexedConnection,
     topic: &str,
 ) -> RedisResult<Option<Message>> {
+    pop_in(Layout::Legacy, connection, topic).await
+}
+
+/// [`pop`] as the clients of `layout`'s generation send it.
+pub async fn pop_in(
+    layout: Layout,
+    connection: &mut MultiplexedConnection,
+    topic: &str,
+) -> RedisResult<Option<Message>> {
+    let keys = layout.keys(topic);
     let id: Option<String> = redis::cmd("RPOP")
-        .arg(ready_queue(topic))
+        .arg(keys.ready(topic))
         .query_async(connection)
         .await?;
     match id {
-        Some(id) => fetch(connection, id).await,
+        Some(id) => fetch(connection, &keys.bucket(&id), id).await,
         None => Ok(None),
     }
 }
@@ -75,21 +97,24 @@ pub async fn bpop(
     timeout_seconds: u64,
 ) -> RedisResult<Option<Message>> {
     let popped: Option<(String, String)> = redis::cmd("BRPOP")
-        .arg(ready_queue(topic))
+        .arg(Layout::Legacy.keys(topic).ready(topic))
         .arg(timeout_seconds)
         .query_async(connection)
         .await?;
     match popped {
-        Some((_, id)) => fetch(connection, id).await,
+        Some((_, id)) => fetch(connection, &job_bucket(&id), id).await,
         None => Ok(None),
     }
 }
 
 /// `HGETALL bucket`; topic or body missing → "expired or incomplete" (None); else `DEL bucket`.
-async fn fetch(connection: &mut MultiplexedConnection, id: String) -> RedisResult<Option<Message>> {
-    let bucket = job_bucket(&id);
+async fn fetch(
+    connection: &mut MultiplexedConnection,
+    bucket: &str,
+    id: String,
+) -> RedisResult<Option<Message>> {
     let fields: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
-        .arg(&bucket)
+        .arg(bucket)
         .query_async(connection)
         .await?;
     let (Some(topic), Some(body)) = (fields.get("topic"), fields.get("body")) else {
@@ -101,7 +126,7 @@ async fn fetch(connection: &mut MultiplexedConnection, id: String) -> RedisResul
         body: body.clone(),
     };
     redis::cmd("DEL")
-        .arg(&bucket)
+        .arg(bucket)
         .query_async::<()>(connection)
         .await?;
     Ok(Some(message))

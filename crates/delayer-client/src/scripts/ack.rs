@@ -4,7 +4,7 @@ use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script};
 
 use super::malformed;
-use crate::keys;
+use crate::keys::Keys;
 
 pub struct AckScript(Script);
 
@@ -31,14 +31,15 @@ impl AckScript {
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
+        keys: &Keys,
         id: &str,
         attempt: u32,
     ) -> RedisResult<Option<Acked>> {
         let code: i64 = self
             .0
-            .key(keys::RESERVED)
-            .key(keys::JOB_POOL)
-            .key(keys::job_bucket(id))
+            .key(keys.reserved())
+            .key(keys.pool())
+            .key(keys.bucket(id))
             .arg(id)
             .arg(attempt)
             .invoke_async(connection)

@@ -4,13 +4,16 @@
 -- ARGV[1]  now, in (fractional) seconds: a job is due when its score <= now
 -- ARGV[2]  the most ids to take in this call (the batch size)
 -- ARGV[3]  the job bucket key prefix ("delayer:job_bucket:"); a bucket is a hash with field `topic`
--- ARGV[4]  the ready list key prefix ("delayer:ready_queue:")
+-- ARGV[4]  the ready list key prefix ("delayer:ready_queue:"); a topic's ready list is
+--          ARGV[4] .. topic .. ARGV[7]
 -- ARGV[5]  when to look at stuck jobs again (a time after now): they are re-scored to it, a
 --          microsecond apart in the order they were due, after any job parked there before, so
 --          that they keep their order
 -- ARGV[6]  the registry of topics ("delayer:topics"): every topic moved to is added. Not a declared
 --          key: Redis checks declared keys against the user's ACL before running, and a user
---          allowed only the legacy keys must still get its jobs moved
+--          allowed only the legacy keys must still get its jobs moved. "" for none (the cluster
+--          layout, where it lives in another slot)
+-- ARGV[7]  the ready list key suffix ("" in the legacy layout)
 --
 -- Returns {taken, next_due, orphans, stuck, first_due, last_due, topic_1, ids_1, topic_2, ids_2, ...}:
 --   taken     how many due ids this call dealt with (moved + orphans + parked); == ARGV[2]: more
@@ -26,6 +29,7 @@
 
 local pool, now, limit, registry = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[6]
 local bucket_prefix, ready_prefix, park_at = ARGV[3], ARGV[4], tonumber(ARGV[5])
+local ready_suffix = ARGV[7]
 require_permission('ZREM', pool, 'id')
 require_permission('ZADD', pool, '0', 'id')
 
@@ -55,7 +59,7 @@ for _, id in ipairs(due) do
     local ids = ids_by_topic[topic]
     if ids == nil then
       -- Checked before any write: a failing LPUSH after the ZREM would lose jobs.
-      local ready = ready_prefix .. topic
+      local ready = ready_prefix .. topic .. ready_suffix
       local why = redis.call('TYPE', ready).ok
       if why == 'list' or why == 'none' then
         why = may('LPUSH', ready, 'id') and '' or 'noperm'
@@ -88,9 +92,11 @@ end
 local result = {#due, '', orphans, stuck, first_due, last_due}
 -- Pushes come before the ZREM: if Redis refuses the first write (e.g. out of memory), nothing changed.
 for _, topic in ipairs(topics) do
-  call_in_slices('LPUSH', ready_prefix .. topic, ids_by_topic[topic])
+  call_in_slices('LPUSH', ready_prefix .. topic .. ready_suffix, ids_by_topic[topic])
   -- pcall: the registry only helps to list topics; it must never stop a move.
-  redis.pcall('SADD', registry, topic)
+  if registry ~= '' then
+    redis.pcall('SADD', registry, topic)
+  end
   result[#result + 1] = topic
   result[#result + 1] = ids_by_topic[topic]
 end

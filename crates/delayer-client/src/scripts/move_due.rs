@@ -6,7 +6,7 @@ use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script, ScriptInvocation, Value};
 
 use super::{leading, malformed, seconds, text, texts};
-use crate::keys;
+use crate::keys::Keys;
 
 /// How long a job whose ready list key is not a list stays parked before it is looked at again.
 /// Each look at a parked job costs Redis about as much as a move, so a minute keeps even a million
@@ -25,15 +25,16 @@ impl Default for MoveScript {
 impl MoveScript {
     /// One call as of `now` (unix seconds): moves at most `batch_size` due jobs, and parks those
     /// that cannot move until [`STUCK_RECHECK`] from now.
-    pub fn call(&self, now: f64, batch_size: usize) -> ScriptInvocation<'_> {
+    pub fn call(&self, keys: &Keys, now: f64, batch_size: usize) -> ScriptInvocation<'_> {
         let park_at = now + STUCK_RECHECK.as_secs_f64();
-        let mut call = self.0.key(keys::JOB_POOL);
+        let mut call = self.0.key(keys.pool());
         call.arg(format!("{now:.6}"))
             .arg(batch_size)
-            .arg(keys::JOB_BUCKET_PREFIX)
-            .arg(keys::READY_QUEUE_PREFIX)
+            .arg(keys.bucket_prefix())
+            .arg(&keys.ready_affixes().prefix)
             .arg(format!("{park_at:.6}"))
-            .arg(keys::TOPICS);
+            .arg(keys.registry_for_scripts())
+            .arg(&keys.ready_affixes().suffix);
         call
     }
 
@@ -41,10 +42,14 @@ impl MoveScript {
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
+        keys: &Keys,
         now: f64,
         batch_size: usize,
     ) -> RedisResult<Batch> {
-        let reply: Value = self.call(now, batch_size).invoke_async(connection).await?;
+        let reply: Value = self
+            .call(keys, now, batch_size)
+            .invoke_async(connection)
+            .await?;
         Batch::from_reply(reply)
     }
 }

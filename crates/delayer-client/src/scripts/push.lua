@@ -4,8 +4,7 @@
 --
 -- KEYS[1]  the job pool ("delayer:job_pool")
 -- KEYS[2]  the job's bucket ("delayer:job_bucket:<id>")
--- KEYS[3]  the registry of topics ("delayer:topics")
--- KEYS[4]  the reservations ("delayer:reserved")
+-- KEYS[3]  the reservations ("delayer:reserved")
 -- ARGV[1]  the id
 -- ARGV[2]  the topic
 -- ARGV[3]  the body
@@ -13,11 +12,14 @@
 -- ARGV[5]  the bucket's time to live in seconds (the delay plus the ready lifetime, as the legacy
 --          clients set it)
 -- ARGV[6]  the delay it was pushed with, in seconds (for those who ask how it was pushed)
+-- ARGV[7]  the registry of topics ("delayer:topics"), or "" for none (the cluster layout, where it
+--          lives in another slot and the client adds the topic first). Not a declared key, so
+--          that the script's keys stay in the job's slot
 --
 -- Returns 1, or an error naming the key that holds the wrong type (the bucket or the pool) or
 -- that this Redis user may not write.
 
-local pool, bucket, topics, reserved = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local pool, bucket, reserved, topics = KEYS[1], KEYS[2], KEYS[3], ARGV[7]
 -- EXPIRE refuses a time to live past what Redis can hold: refused here, before any write.
 local ttl = tonumber(ARGV[5])
 if not ttl or ttl < 1 or ttl > 4294967296 then
@@ -36,5 +38,7 @@ redis.call('EXPIRE', bucket, ARGV[5])
 redis.call('ZADD', pool, ARGV[4], ARGV[1])
 -- pcall: a registry or reservation key of the wrong type must not fail a push that is done.
 redis.pcall('ZREM', reserved, ARGV[1])
-redis.pcall('SADD', topics, ARGV[2])
+if topics ~= '' then
+  redis.pcall('SADD', topics, ARGV[2])
+end
 return 1

@@ -3,7 +3,7 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script};
 
-use crate::keys;
+use crate::keys::Keys;
 use crate::time::score;
 
 pub struct PushScript(Script);
@@ -31,19 +31,20 @@ impl PushScript {
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
+        keys: &Keys,
         job: &NewJob<'_>,
     ) -> RedisResult<()> {
         self.0
-            .key(keys::JOB_POOL)
-            .key(keys::job_bucket(job.id))
-            .key(keys::TOPICS)
-            .key(keys::RESERVED)
+            .key(keys.pool())
+            .key(keys.bucket(job.id))
+            .key(keys.reserved())
             .arg(job.id)
             .arg(job.topic)
             .arg(job.body)
             .arg(score(job.due))
             .arg(job.ttl_seconds)
             .arg(format!("{:.3}", job.delay))
+            .arg(keys.registry_for_scripts())
             .invoke_async(connection)
             .await
     }

@@ -9,15 +9,18 @@
 -- ARGV[2]  when to deliver the jobs again, in unix seconds
 -- ARGV[3]  max attempts: a job already reserved this many times is dead instead
 -- ARGV[4]  the job bucket key prefix ("delayer:job_bucket:")
--- ARGV[5]  the dead list key prefix ("delayer:dead_queue:")
+-- ARGV[5]  the dead list key prefix ("delayer:dead_queue:"); a topic's dead list is
+--          ARGV[5] .. topic .. ARGV[11]
 -- ARGV[6]  the most reservations to end in this call
--- ARGV[7]  the registry of topics ("delayer:topics"): a topic with a dead job is added (not a
+-- ARGV[7]  the registry of topics ("delayer:topics", or "" for none): a topic with a dead job is added (not a
 --          declared key: it is optional, and a user's ACL may leave it out)
 -- ARGV[8]  what to release: "lapsed" (those whose deadline is <= now), "nack" (one reservation,
 --          the attempt counted) or "give_back" (one reservation, the attempt not counted and never
 --          dead: the job was not really tried)
 -- ARGV[9], ARGV[10]  with "nack" and "give_back": the id, and the attempt the reservation was;
---          a reservation that is not current (lapsed, or another since) is left alone
+--          a reservation that is not current (lapsed, or another since) is left alone ("" with
+--          "lapsed")
+-- ARGV[11] the dead list key suffix ("" in the legacy layout)
 --
 -- Returns {ended, next_deadline, retried, dead, dropped, blocked}:
 --   ended          how many reservations this call ended; == ARGV[6]: more may have expired
@@ -63,7 +66,7 @@ for _, id in ipairs(ids) do
   local attempts = topic and tonumber(fields[2]) or 0
   local pushed_again = redis.call('ZSCORE', pool, id)
   local out_of_attempts = mode ~= 'give_back' and attempts >= max_attempts and not pushed_again
-  local dead_list = topic and dead_prefix .. topic
+  local dead_list = topic and dead_prefix .. topic .. ARGV[11]
   local dead_kind = out_of_attempts and dead_list and redis.call('TYPE', dead_list).ok
   redis.call('ZREM', reserved, id)
   if not topic then
@@ -80,7 +83,9 @@ for _, id in ipairs(ids) do
     redis.call('LPUSH', dead_list, id)
     redis.call('HSET', bucket, 'died_at', now)
     -- pcall: the registry only helps to list topics; it must never stop a release.
-    redis.pcall('SADD', registry, topic)
+    if registry ~= '' then
+      redis.pcall('SADD', registry, topic)
+    end
     dead[#dead + 1] = topic
     dead[#dead + 1] = id
   else

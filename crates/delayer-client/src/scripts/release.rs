@@ -6,7 +6,7 @@ use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script, ScriptInvocation, Value};
 
 use super::{leading, malformed, pairs, seconds, texts};
-use crate::keys;
+use crate::keys::Keys;
 
 pub struct ReleaseScript(Script);
 
@@ -40,12 +40,12 @@ impl ReleaseScript {
     pub async fn lapsed(
         &self,
         connection: &mut impl ConnectionLike,
+        keys: &Keys,
         now: f64,
         max_attempts: u32,
         limit: usize,
     ) -> RedisResult<Released> {
-        let mut call = self.call(now, now, max_attempts, limit);
-        call.arg("lapsed");
+        let call = self.call(keys, [now, now], max_attempts, limit, ("lapsed", "", 0));
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
 
@@ -56,6 +56,7 @@ impl ReleaseScript {
     pub async fn one(
         &self,
         connection: &mut impl ConnectionLike,
+        keys: &Keys,
         id: &str,
         attempt: u32,
         counted: bool,
@@ -63,29 +64,33 @@ impl ReleaseScript {
         retry_at: f64,
         max_attempts: u32,
     ) -> RedisResult<Released> {
-        let mut call = self.call(now, retry_at, max_attempts, 1);
-        call.arg(if counted { "nack" } else { "give_back" })
-            .arg(id)
-            .arg(attempt);
+        let mode = if counted { "nack" } else { "give_back" };
+        let call = self.call(keys, [now, retry_at], max_attempts, 1, (mode, id, attempt));
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
 
+    /// `[now, retry_at]`; `(mode, id, attempt)` are the script's ARGV[8..10].
     fn call(
         &self,
-        now: f64,
-        retry_at: f64,
+        keys: &Keys,
+        [now, retry_at]: [f64; 2],
         max_attempts: u32,
         limit: usize,
+        (mode, id, attempt): (&str, &str, u32),
     ) -> ScriptInvocation<'_> {
-        let mut call = self.0.key(keys::RESERVED);
-        call.key(keys::JOB_POOL)
+        let mut call = self.0.key(keys.reserved());
+        call.key(keys.pool())
             .arg(format!("{now:.6}"))
             .arg(format!("{retry_at:.6}"))
             .arg(max_attempts)
-            .arg(keys::JOB_BUCKET_PREFIX)
-            .arg(keys::DEAD_QUEUE_PREFIX)
+            .arg(keys.bucket_prefix())
+            .arg(&keys.dead_affixes().prefix)
             .arg(limit)
-            .arg(keys::TOPICS);
+            .arg(keys.registry_for_scripts())
+            .arg(mode)
+            .arg(id)
+            .arg(attempt)
+            .arg(&keys.dead_affixes().suffix);
         call
     }
 }

@@ -3,7 +3,7 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script};
 
-use crate::keys;
+use crate::keys::Keys;
 
 pub struct RequeueDeadScript(Script);
 
@@ -19,16 +19,17 @@ impl RequeueDeadScript {
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
+        keys: &Keys,
         topic: &str,
         now: f64,
         limit: usize,
     ) -> RedisResult<(usize, usize)> {
         self.0
-            .key(keys::dead_queue(topic))
-            .key(keys::JOB_POOL)
-            .key(keys::RESERVED)
+            .key(keys.dead(topic))
+            .key(keys.pool())
+            .key(keys.reserved())
             .arg(format!("{now:.6}"))
-            .arg(keys::JOB_BUCKET_PREFIX)
+            .arg(keys.bucket_prefix())
             .arg(limit)
             .invoke_async(connection)
             .await

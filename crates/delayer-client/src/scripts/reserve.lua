@@ -7,7 +7,8 @@
 -- ARGV[1]  the deadline, in unix seconds
 -- ARGV[2]  the job bucket key prefix ("delayer:job_bucket:")
 -- ARGV[3]  the ready list key prefix ("delayer:ready_queue:")
--- ARGV[4..]  the topics, in the order to look at them; a ready list key of the wrong type fails the
+-- ARGV[4]  the ready list key suffix ("" in the legacy layout)
+-- ARGV[5..]  the topics, in the order to look at them; a ready list key of the wrong type fails the
 --            call before anything changed on that list
 --
 -- Returns nil when every list is empty; {} when it dropped many ids whose bucket is gone and
@@ -16,7 +17,7 @@
 -- legacy pop would drop it.
 
 local reserved, pool, deadline = KEYS[1], KEYS[2], ARGV[1]
-local bucket_prefix, ready_prefix = ARGV[2], ARGV[3]
+local bucket_prefix, ready_prefix, ready_suffix = ARGV[2], ARGV[3], ARGV[4]
 -- Bounds one call's work however many dropped ids a list holds.
 local MAX_DROPPED = 100
 
@@ -28,8 +29,8 @@ require_permission('HMGET', bucket_prefix .. 'id', 'topic')
 require_permission('HINCRBY', bucket_prefix .. 'id', 'attempts', '1')
 
 local dropped = 0
-for index = 4, #ARGV do
-  local ready = ready_prefix .. ARGV[index]
+for index = 5, #ARGV do
+  local ready = ready_prefix .. ARGV[index] .. ready_suffix
   require_permission('RPOP', ready)
   while true do
     -- The element RPOP would take, read first: a read that fails must fail before any write.

@@ -5,7 +5,7 @@ use redis::{RedisResult, Script, Value};
 
 use super::{leading, malformed, seconds, text};
 use crate::job::Job;
-use crate::keys;
+use crate::keys::Keys;
 use crate::time::from_unix;
 
 pub struct ReserveScript(Script);
@@ -22,14 +22,16 @@ impl ReserveScript {
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
+        keys: &Keys,
         deadline: f64,
         topics: &[impl AsRef<str>],
     ) -> RedisResult<Option<Job>> {
-        let mut call = self.0.key(keys::RESERVED);
-        call.key(keys::JOB_POOL)
+        let mut call = self.0.key(keys.reserved());
+        call.key(keys.pool())
             .arg(format!("{deadline:.6}"))
-            .arg(keys::JOB_BUCKET_PREFIX)
-            .arg(keys::READY_QUEUE_PREFIX);
+            .arg(keys.bucket_prefix())
+            .arg(&keys.ready_affixes().prefix)
+            .arg(&keys.ready_affixes().suffix);
         for topic in topics {
             call.arg(topic.as_ref());
         }

@@ -3,7 +3,7 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script};
 
-use crate::keys;
+use crate::keys::Keys;
 
 pub struct TouchScript(Script);
 
@@ -19,13 +19,14 @@ impl TouchScript {
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
+        keys: &Keys,
         id: &str,
         attempt: u32,
         deadline: f64,
     ) -> RedisResult<bool> {
         self.0
-            .key(keys::RESERVED)
-            .key(keys::job_bucket(id))
+            .key(keys.reserved())
+            .key(keys.bucket(id))
             .arg(format!("{deadline:.6}"))
             .arg(id)
             .arg(attempt)
