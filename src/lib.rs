@@ -9,6 +9,7 @@
 
 pub mod check;
 pub mod cli;
+pub mod cluster_mover;
 pub mod commands;
 pub mod config;
 pub mod daemon;
@@ -27,6 +28,7 @@ pub mod wakeup;
 use anyhow::Result;
 use tracing::{error, info, warn};
 
+use cluster_mover::ClusterMover;
 pub use config::Config;
 pub use deadpool_redis::redis;
 use http::Http;
@@ -35,8 +37,14 @@ pub use signals::Stop;
 
 /// The service, checked and ready to run.
 pub struct Service {
-    mover: Mover,
+    mover: Movers,
     http: Option<Http>,
+}
+
+/// The timer loop for one Redis (or the master its sentinels name), or for a cluster.
+enum Movers {
+    Single(Box<Mover>),
+    Cluster(Box<ClusterMover>),
 }
 
 impl Service {
@@ -47,10 +55,21 @@ impl Service {
         for warning in config.unknown.iter().chain(&config.warnings) {
             warn!("{warning}");
         }
+        if config.redis.cluster.is_some() {
+            let mover = ClusterMover::new(config)?;
+            mover.check_redis().await?;
+            return Ok(Service {
+                mover: Movers::Cluster(Box::new(mover)),
+                http: None,
+            });
+        }
         let mover = Mover::new(config)?;
         mover.check_redis().await?;
         let http = Http::bind(config, mover.metrics(), mover.target()).await?;
-        Ok(Service { mover, http })
+        Ok(Service {
+            mover: Movers::Single(Box::new(mover)),
+            http,
+        })
     }
 
     /// Logs the start line, moves jobs as they fall due (and serves HTTP) until a stop is asked
@@ -65,7 +84,13 @@ impl Service {
                 error!("{error:#}");
             }
         };
-        tokio::join!(self.mover.run(&stop.graceful), serving);
+        let moving = async {
+            match &self.mover {
+                Movers::Single(mover) => mover.run(&stop.graceful).await,
+                Movers::Cluster(mover) => mover.run(&stop.graceful).await,
+            }
+        };
+        tokio::join!(moving, serving);
         info!("Service stopped successfully, PID: {}", std::process::id());
     }
 }

@@ -119,7 +119,7 @@ impl Mover {
                         () = watch.ensure() => {}
                         () = shutdown.cancelled() => return,
                     }
-                    let wait = self.wait_until(next_due);
+                    let wait = wait_until(next_due, self.timer_interval);
                     // Only for a wait of a millisecond or more: jobs due closer together than that
                     // are moved a tick at a time, as before, not in one look each.
                     if wait >= Duration::from_millis(1) && wait < self.timer_interval {
@@ -338,18 +338,6 @@ impl Mover {
     pub fn target(&self) -> Target {
         self.pool.target()
     }
-
-    /// How long to sleep: until the next job is due (or reservation lapses), but never longer
-    /// than `timer_interval`, so that jobs added with an earlier due time are found in time.
-    fn wait_until(&self, next_due: Option<f64>) -> Duration {
-        next_due.map_or(self.timer_interval, |due| {
-            // max/min rather than clamp: a score of +inf must mean "a long way off", not a panic.
-            let seconds = (due - unix_now())
-                .max(0.0)
-                .min(self.timer_interval.as_secs_f64());
-            Duration::from_secs_f64(seconds)
-        })
-    }
 }
 
 /// What the loop has told the log, so that each state is said once, when it begins and ends.
@@ -400,7 +388,19 @@ async fn sleep_precisely(due: f64) {
 }
 
 /// The earlier of two times, either of which may be unknown.
-fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+/// How long to sleep: until the next job is due (or reservation lapses), but never longer than
+/// `timer_interval`, so that jobs added with an earlier due time are found in time.
+pub(crate) fn wait_until(next_due: Option<f64>, timer_interval: Duration) -> Duration {
+    next_due.map_or(timer_interval, |due| {
+        // max/min rather than clamp: a score of +inf must mean "a long way off", not a panic.
+        let seconds = (due - unix_now())
+            .max(0.0)
+            .min(timer_interval.as_secs_f64());
+        Duration::from_secs_f64(seconds)
+    })
+}
+
+pub(crate) fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

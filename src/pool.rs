@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 
 use anyhow::{Context, Result, anyhow, bail};
+use deadpool_redis::redis::cluster::{ClusterClient, ClusterClientBuilder};
 use deadpool_redis::redis::{
     self, ClientTlsConfig, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo,
     RedisConnectionInfo, TlsCertificates,
@@ -289,8 +290,37 @@ fn pem_file(path: &Path, key: &str, holds: Pem) -> Result<Vec<u8>> {
     }
 }
 
+/// The client of `[redis] cluster`: its nodes, with `[redis]`'s credentials and the timeouts of
+/// every connection of ours.
+pub fn cluster_client(config: &RedisConfig) -> Result<ClusterClient> {
+    let nodes = config.cluster.iter().flatten().map(|(host, port)| {
+        connection_info(&RedisConfig {
+            host: host.clone(),
+            port: *port,
+            ..config.clone()
+        })
+    });
+    ClusterClientBuilder::new(nodes.collect::<Result<Vec<_>>>()?)
+        .connection_timeout(CONNECT_TIMEOUT)
+        .response_timeout(RESPONSE_TIMEOUT)
+        .build()
+        .context("cannot set up the Redis Cluster client")
+}
+
 /// Connects once and returns the server's `redis_version`.
 pub async fn server_version(config: &RedisConfig) -> Result<String> {
+    if config.cluster.is_some() {
+        let mut connection = cluster_client(config)?
+            .get_async_connection()
+            .await
+            .map_err(|error| anyhow!(describe_redis(&error, config)))?;
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut connection)
+            .await
+            .map_err(|error| anyhow!(describe_redis(&error, config)))?;
+        return Ok(redis_version(&info));
+    }
     let pool = RedisPool::new(config, target(config)?)?;
     let mut connection = match pool.get().await {
         Ok(connection) => connection,
@@ -302,11 +332,15 @@ pub async fn server_version(config: &RedisConfig) -> Result<String> {
         .query_async(&mut connection)
         .await
         .map_err(|error| anyhow!(describe_redis(&error, config)))?;
-    Ok(info
-        .lines()
+    Ok(redis_version(&info))
+}
+
+/// `redis_version` from the reply of `INFO server`.
+fn redis_version(info: &str) -> String {
+    info.lines()
         .find_map(|line| line.strip_prefix("redis_version:"))
         .unwrap_or("unknown")
-        .to_string())
+        .to_string()
 }
 
 /// Like [`describe_redis`], with Redis's own words when it refused the password: redis-rs puts
@@ -396,6 +430,8 @@ pub enum Failure {
     Tls,
     /// No sentinel knows a master of the configured name.
     NoMaster,
+    /// `[redis] cluster` names a Redis whose cluster support is off.
+    NotCluster,
     Other,
 }
 
@@ -404,7 +440,7 @@ impl Failure {
     pub fn waiting_for(self) -> &'static str {
         match self {
             Failure::Password | Failure::Database => "retrying until Redis accepts them",
-            Failure::Tls | Failure::NoMaster => "retrying",
+            Failure::Tls | Failure::NoMaster | Failure::NotCluster => "retrying",
             Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout => {
                 "retrying until it answers"
             }
@@ -436,6 +472,7 @@ impl Failure {
             | Failure::NoPermission
             | Failure::Tls
             | Failure::NoMaster
+            | Failure::NotCluster
             | Failure::Other => {
                 format!("Redis at {address} works again")
             }
@@ -534,6 +571,10 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> Troubl
             ),
             None => format!("Redis at {address}: {error}"),
         },
+        Failure::NotCluster => format!(
+            "{address} is not a Redis Cluster ({error}): [redis] cluster wants nodes of a \
+             cluster (cluster-enabled yes); for a single Redis give host and port instead"
+        ),
         Failure::Other => format!("Redis at {address} failed: {error}"),
     };
     Trouble { kind, message }
@@ -549,7 +590,11 @@ pub fn is_retryable(error: &redis::RedisError) -> bool {
 pub fn is_config_error(error: &redis::RedisError) -> bool {
     matches!(
         failure_kind(error),
-        Failure::Password | Failure::Database | Failure::Tls | Failure::NoMaster
+        Failure::Password
+            | Failure::Database
+            | Failure::Tls
+            | Failure::NoMaster
+            | Failure::NotCluster
     )
 }
 
@@ -626,6 +671,8 @@ fn failure_kind(error: &redis::RedisError) -> Failure {
         Failure::Password
     } else if error.kind() == ErrorKind::InvalidClientConfig && text.contains(NO_SUCH_MASTER) {
         Failure::NoMaster
+    } else if text.contains("cluster support disabled") {
+        Failure::NotCluster
     } else if text.contains("DB index") {
         Failure::Database
     } else if code == "OOM" || text.contains("OOM command not allowed") {

@@ -2,6 +2,7 @@
 //! sequences of the legacy PHP and Go clients, and job fillers and counters. Not published.
 #![forbid(unsafe_code)]
 
+pub mod cluster;
 pub mod jobs;
 pub mod legacy_client;
 mod polling;

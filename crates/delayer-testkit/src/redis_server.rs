@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
+use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Value};
 use tempfile::TempDir;
 
 use crate::tls::Certificates;
@@ -201,4 +201,41 @@ pub fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .expect("a free port")
         .port()
+}
+
+/// Sends one command to 127.0.0.1:`port` and returns every string in the reply, space-separated
+/// ("" when nothing answers): enough to look for a word in INFO, CLUSTER INFO, ROLE or a
+/// SENTINEL reply.
+pub(crate) fn command(port: u16, args: &[&str]) -> String {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) else {
+        return String::new();
+    };
+    let Ok(mut connection) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
+        return String::new();
+    };
+    match redis::cmd(args[0])
+        .arg(&args[1..])
+        .query::<Value>(&mut connection)
+    {
+        Ok(value) => words(&value),
+        Err(error) => format!("ERR {error}"),
+    }
+}
+
+fn words(value: &Value) -> String {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(text) => text.clone(),
+        Value::Okay => "OK".to_string(),
+        Value::Int(number) => number.to_string(),
+        Value::Array(values) | Value::Set(values) => {
+            values.iter().map(words).collect::<Vec<_>>().join(" ")
+        }
+        Value::Map(pairs) => pairs
+            .iter()
+            .map(|(key, value)| format!("{} {}", words(key), words(value)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => format!("{other:?}"),
+    }
 }

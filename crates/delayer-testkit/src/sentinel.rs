@@ -4,11 +4,10 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use redis::Value;
 use redis::aio::MultiplexedConnection;
 use tempfile::TempDir;
 
-use crate::redis_server::{RedisServer, free_port};
+use crate::redis_server::{RedisServer, command, free_port};
 use crate::wait_until_sync;
 
 /// The name the sentinels know the master by.
@@ -137,41 +136,5 @@ impl Drop for Sentinel {
     fn drop(&mut self) {
         self.process.kill().ok();
         self.process.wait().ok();
-    }
-}
-
-/// Sends one command to 127.0.0.1:`port` and returns every string in the reply, space-separated
-/// ("" when nothing answers): enough to look for a word in INFO, ROLE or a SENTINEL reply.
-fn command(port: u16, args: &[&str]) -> String {
-    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) else {
-        return String::new();
-    };
-    let Ok(mut connection) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
-        return String::new();
-    };
-    match redis::cmd(args[0])
-        .arg(&args[1..])
-        .query::<Value>(&mut connection)
-    {
-        Ok(value) => words(&value),
-        Err(error) => format!("ERR {error}"),
-    }
-}
-
-fn words(value: &Value) -> String {
-    match value {
-        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-        Value::SimpleString(text) => text.clone(),
-        Value::Okay => "OK".to_string(),
-        Value::Int(number) => number.to_string(),
-        Value::Array(values) | Value::Set(values) => {
-            values.iter().map(words).collect::<Vec<_>>().join(" ")
-        }
-        Value::Map(pairs) => pairs
-            .iter()
-            .map(|(key, value)| format!("{} {}", words(key), words(value)))
-            .collect::<Vec<_>>()
-            .join(" "),
-        other => format!("{other:?}"),
     }
 }

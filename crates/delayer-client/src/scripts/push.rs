@@ -34,6 +34,15 @@ impl PushScript {
         keys: &Keys,
         job: &NewJob<'_>,
     ) -> RedisResult<()> {
+        if keys.registry_for_scripts().is_empty() {
+            // The cluster layout: the registry is in another slot than the job, out of the
+            // script's reach. Added first: a job of a topic the daemon does not know never moves.
+            redis::cmd("SADD")
+                .arg(keys.topics())
+                .arg(job.topic)
+                .query_async::<()>(connection)
+                .await?;
+        }
         self.0
             .key(keys.pool())
             .key(keys.bucket(job.id))

@@ -1,0 +1,210 @@
+//! Redis Cluster as users create it: masters (redis-server with `--cluster-enabled yes`, each on
+//! a free port in its own temporary directory) joined by `redis-cli --cluster create`, so the
+//! slots are split the way a real deployment splits them.
+
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use std::collections::BTreeMap;
+
+use delayer_client::keys::Layout;
+use redis::aio::MultiplexedConnection;
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+
+use crate::redis_server::{RedisServer, command, free_port};
+use crate::wait_until_sync;
+
+/// How far above its client port a node listens for the other nodes (the cluster bus).
+const BUS_OFFSET: u16 = 10000;
+
+/// The slots of a cluster; all of them must be assigned before it says `cluster_state:ok`.
+const SLOTS: &str = "16384";
+
+/// Masters of one cluster, without replicas. Dropping it kills every node and removes its
+/// directory (each node is a [`RedisServer`]).
+pub struct RedisCluster {
+    nodes: Vec<Node>,
+}
+
+struct Node {
+    server: RedisServer,
+    port: u16,
+}
+
+impl RedisCluster {
+    /// Starts `masters` masters, joins them with `redis-cli --cluster create`, and waits until
+    /// every node knows every other, has all slots assigned and says `cluster_state:ok`: only
+    /// then does a cluster client see the whole slot map on its first `CLUSTER SLOTS`.
+    ///
+    /// At least 3: `redis-cli --cluster create` refuses fewer.
+    pub fn start(masters: usize) -> RedisCluster {
+        assert!(
+            masters >= 3,
+            "redis-cli --cluster create wants at least 3 masters, not {masters}"
+        );
+        // One after the other: a started node listens on its ports, so the next free ones differ.
+        let nodes: Vec<Node> = (0..masters)
+            .map(|_| {
+                let port = free_cluster_port();
+                // RedisServer runs it with `--dir` its temporary directory, so nodes.conf lands
+                // there; the later `--port` wins over its `--port 0`, and the unix socket it
+                // also opens serves `connect_node`.
+                let server = RedisServer::start_with(&[
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "5000",
+                ]);
+                Node { server, port }
+            })
+            .collect();
+        let cluster = RedisCluster { nodes };
+        cluster.create();
+        cluster
+    }
+
+    fn create(&self) {
+        let output = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(
+                self.nodes
+                    .iter()
+                    .map(|node| format!("127.0.0.1:{}", node.port)),
+            )
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|error| {
+                panic!(
+                    "cannot run redis-cli ({error}): it comes with redis-server (or redis-tools)"
+                )
+            });
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster create failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let known = self.nodes.len().to_string();
+        for node in &self.nodes {
+            wait_until_sync(
+                Duration::from_secs(20),
+                &format!("127.0.0.1:{} says cluster_state:ok", node.port),
+                || {
+                    let info = command(node.port, &["CLUSTER", "INFO"]);
+                    let field = |name: &str| {
+                        info.lines()
+                            .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
+                    };
+                    field("cluster_state") == Some("ok")
+                        && field("cluster_slots_assigned") == Some(SLOTS)
+                        && field("cluster_known_nodes") == Some(known.as_str())
+                },
+            );
+        }
+    }
+
+    /// The nodes' addresses, as `[redis] cluster` lists them.
+    pub fn addresses(&self) -> String {
+        let addresses: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port))
+            .collect();
+        addresses.join(",")
+    }
+
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|node| node.port).collect()
+    }
+
+    /// A cluster-aware connection, as the daemon makes.
+    pub async fn connect(&self) -> ClusterConnection {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| format!("redis://127.0.0.1:{}", node.port))
+            .collect();
+        ClusterClient::new(nodes)
+            .unwrap()
+            .get_async_connection()
+            .await
+            .expect("connect to the test cluster")
+    }
+
+    /// A plain (not cluster-aware) connection to node `index`, to see what that master holds;
+    /// a key of another master's slot gets a MOVED error on it.
+    pub async fn connect_node(&self, index: usize) -> MultiplexedConnection {
+        self.nodes[index].server.connect().await
+    }
+
+    /// How many keys node `index` holds (`DBSIZE`).
+    pub fn dbsize(&self, index: usize) -> i64 {
+        let reply = command(self.nodes[index].port, &["DBSIZE"]);
+        reply
+            .parse()
+            .unwrap_or_else(|_| panic!("DBSIZE of node {index}: {reply:?}"))
+    }
+}
+
+/// A free port whose cluster bus port is free too (an ephemeral port may be too high for one).
+fn free_cluster_port() -> u16 {
+    for _ in 0..100 {
+        let port = free_port();
+        let Some(bus) = port.checked_add(BUS_OFFSET) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", bus)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port P with P + {BUS_OFFSET} free too");
+}
+
+/// Adds (id, topic, due score) jobs with a one-byte body in the cluster layout: each topic into
+/// the registry first, then its jobs into its own slot, pipelined, the topics side by side.
+pub async fn add_jobs(
+    connection: &ClusterConnection,
+    jobs: impl IntoIterator<Item = (String, String, f64)>,
+) {
+    let mut by_topic: BTreeMap<String, Vec<(String, f64)>> = BTreeMap::new();
+    for (id, topic, due) in jobs {
+        by_topic.entry(topic).or_default().push((id, due));
+    }
+    let mut adds = tokio::task::JoinSet::new();
+    for (topic, jobs) in by_topic {
+        let mut connection = connection.clone();
+        adds.spawn(async move {
+            let keys = Layout::Cluster.keys(&topic);
+            redis::cmd("SADD")
+                .arg(keys.topics())
+                .arg(&topic)
+                .query_async::<()>(&mut connection)
+                .await
+                .unwrap();
+            for chunk in jobs.chunks(5_000) {
+                let mut pipe = redis::pipe();
+                for (id, due) in chunk {
+                    pipe.hset_multiple(
+                        keys.bucket(id),
+                        &[("topic", topic.as_str()), ("body", "b")],
+                    )
+                    .ignore()
+                    .zadd(keys.pool(), id, due)
+                    .ignore();
+                }
+                pipe.query_async::<()>(&mut connection).await.unwrap();
+            }
+        });
+    }
+    // A task that panicked (a failed add) panics here.
+    adds.join_all().await;
+}

@@ -1,0 +1,125 @@
+//! Redis Cluster: three masters made by `redis-cli --cluster create` from Debian's redis-server,
+//! on free ports. The daemon finds each topic's pool through the registry and moves every job
+//! exactly once, on every master, with two daemons at it.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use delayer::redis::AsyncCommands;
+use delayer_client::keys::Layout;
+use delayer_testkit::cluster::{self, RedisCluster};
+use support::{Daemon, RedisServer, delayer_fails, free_port, read};
+
+const JOBS: usize = 100_000;
+const TOPICS: usize = 30;
+
+/// A daemon configuration for `cluster` (the node list), logging to `<dir>/<name>/`.
+fn cluster_config(dir: &tempfile::TempDir, name: &str, cluster: &str) -> (PathBuf, support::Logs) {
+    let logs = support::Logs {
+        access: dir.path().join(name).join("access.log"),
+        error: dir.path().join(name).join("error.log"),
+    };
+    let config = dir.path().join(format!("{name}.conf"));
+    std::fs::write(
+        &config,
+        format!(
+            "[delayer]\naccess_log = {}\nerror_log = {}\ntimer_interval = 100\n\n[redis]\ncluster = {cluster}\n",
+            logs.access.display(),
+            logs.error.display()
+        ),
+    )
+    .unwrap();
+    (config, logs)
+}
+
+fn topic(index: usize) -> String {
+    format!("topic-{:02}", index % TOPICS)
+}
+
+#[tokio::test]
+async fn two_daemons_drain_100k_jobs_over_30_topics_on_three_masters_each_once() {
+    let cluster = RedisCluster::start(3);
+    let connection = cluster.connect().await;
+    // Due over the next two seconds: the daemons start on a backlog that keeps growing.
+    let start = delayer_client::time::unix_now();
+    let jobs = (0..JOBS).map(|index| {
+        let due = start + 2.0 * index as f64 / JOBS as f64;
+        (format!("job-{index:06}"), topic(index), due)
+    });
+    cluster::add_jobs(&connection, jobs).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let daemons: Vec<(Daemon, support::Logs)> = ["one", "two"]
+        .iter()
+        .map(|name| {
+            let (config, logs) = cluster_config(&dir, name, &cluster.addresses());
+            (Daemon::start(&config), logs)
+        })
+        .collect();
+
+    let topics: Vec<String> = (0..TOPICS).map(topic).collect();
+    support::wait_for(Duration::from_secs(60), "every job moved", || {
+        let (mut connection, topics) = (connection.clone(), topics.clone());
+        async move {
+            let mut ready = 0;
+            for topic in &topics {
+                let keys = Layout::Cluster.keys(topic);
+                let length: usize = connection.llen(keys.ready(topic)).await.unwrap();
+                let waiting: usize = connection.zcard(keys.pool()).await.unwrap();
+                if waiting > 0 {
+                    return None;
+                }
+                ready += length;
+            }
+            (ready >= JOBS).then_some(())
+        }
+    })
+    .await;
+
+    let mut connection = connection.clone();
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for topic in &topics {
+        let keys = Layout::Cluster.keys(topic);
+        let ids: Vec<String> = connection.lrange(keys.ready(topic), 0, -1).await.unwrap();
+        for id in ids {
+            *counts.entry(id).or_default() += 1;
+        }
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, count)| **count > 1).collect();
+    assert_eq!(counts.len(), JOBS, "every job delivered");
+    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+
+    // Each master holds some topics' ready lists: the moves ran on all three.
+    for index in 0..3 {
+        let mut node = cluster.connect_node(index).await;
+        let ready: Vec<String> = node.keys("delayer:{*}:ready_queue").await.unwrap();
+        assert!(!ready.is_empty(), "master {index} moved nothing");
+    }
+    for (mut daemon, logs) in daemons {
+        daemon.signal("TERM");
+        assert!(daemon.wait(Duration::from_secs(10)).success());
+        let errors = read(&logs.error);
+        assert!(!errors.contains("[error]"), "{errors}");
+        assert!(read(&logs.access).contains("Job is ready, Topic: topic-"));
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_address_that_is_not_a_cluster_is_refused_at_start() {
+    let port = free_port();
+    let _server = RedisServer::start_with(&["--port", &port.to_string(), "--bind", "127.0.0.1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, _logs) = cluster_config(&dir, "plain", &format!("127.0.0.1:{port}"));
+    for args in [&[][..], &["--check-config"][..]] {
+        let said = delayer_fails(&config, args);
+        assert!(
+            said.contains(&format!(
+                "the cluster of 127.0.0.1:{port} is not a Redis Cluster"
+            )),
+            "{args:?}: {said}"
+        );
+    }
+}
