@@ -7,8 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use deadpool_redis::redis::cluster::ClusterClient;
-use deadpool_redis::redis::cluster_async::ClusterConnection;
 use deadpool_redis::redis::{AsyncCommands, RedisResult};
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +17,8 @@ use crate::metrics::Metrics;
 use crate::move_log::{self, StuckTopics};
 use crate::mover::{earliest, wait_until};
 use crate::pool::{self, Failure};
+use delayer_client::Target;
+use delayer_client::connection::Connection;
 use delayer_client::keys::{Keys, Layout};
 use delayer_client::scripts::move_due::{MoveScript, STUCK_RECHECK};
 use delayer_client::scripts::release::ReleaseScript;
@@ -33,9 +33,9 @@ const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
 
 /// Moves due jobs from each topic's pool to its ready list, across a cluster.
 pub struct ClusterMover {
-    client: ClusterClient,
+    target: Target,
     /// The working connection; dropped after a failure, so that the next look reconnects.
-    connection: tokio::sync::Mutex<Option<ClusterConnection>>,
+    connection: tokio::sync::Mutex<Option<Connection>>,
     redis: RedisConfig,
     script: MoveScript,
     release: ReleaseScript,
@@ -51,7 +51,7 @@ pub struct ClusterMover {
 impl ClusterMover {
     pub fn new(config: &Config) -> Result<ClusterMover> {
         Ok(ClusterMover {
-            client: pool::cluster_client(&config.redis)?,
+            target: pool::target(&config.redis)?,
             connection: tokio::sync::Mutex::new(None),
             redis: config.redis.clone(),
             script: MoveScript::default(),
@@ -74,6 +74,11 @@ impl ClusterMover {
             }
             _ => Ok(()),
         }
+    }
+
+    /// The cluster, for the daemon's other connections.
+    pub fn target(&self) -> Target {
+        self.target.clone()
     }
 
     /// What the daemon has counted, for `/metrics` and `/healthz`.
@@ -151,7 +156,7 @@ impl ClusterMover {
     /// delivers again its jobs whose reservation lapsed; returns when its next job falls due.
     async fn drain(
         &self,
-        mut connection: ClusterConnection,
+        mut connection: Connection,
         topic: String,
         shutdown: &CancellationToken,
     ) -> RedisResult<Option<f64>> {
@@ -192,12 +197,12 @@ impl ClusterMover {
         }
     }
 
-    async fn connection(&self) -> RedisResult<ClusterConnection> {
+    async fn connection(&self) -> RedisResult<Connection> {
         let mut current = self.connection.lock().await;
         if let Some(connection) = current.as_ref() {
             return Ok(connection.clone());
         }
-        let connection = self.client.get_async_connection().await?;
+        let connection = self.target.connect().await?;
         *current = Some(connection.clone());
         Ok(connection)
     }

@@ -14,13 +14,6 @@ use crate::time_text::rfc3339;
 
 /// Runs one job command against the Redis of `config`.
 pub async fn run(config: &Config, command: Command) -> Result<()> {
-    if config.redis.cluster.is_some() {
-        bail!(
-            "{}: the job commands do not speak the cluster layout yet ([redis] cluster); the \
-             daemon does",
-            config.file.display()
-        );
-    }
     let client = Client::connect_to(pool::target(&config.redis)?, config.client_settings())
         .await
         .with_context(|| format!("cannot use Redis at {}", config.redis.address()))?;

@@ -656,15 +656,6 @@ impl Values<'_> {
         {
             self.wrong("redis", "tls", &tls, "not supported with cluster yet");
         }
-        if self.ini.section(Some("http")).is_some() {
-            let listen = self.get("http", "listen").unwrap_or_default();
-            self.wrong(
-                "http",
-                "listen",
-                &listen,
-                "[http] is not served with cluster yet",
-            );
-        }
         Some(addresses)
     }
 

@@ -58,9 +58,10 @@ impl Service {
         if config.redis.cluster.is_some() {
             let mover = ClusterMover::new(config)?;
             mover.check_redis().await?;
+            let http = Http::bind(config, mover.metrics(), mover.target()).await?;
             return Ok(Service {
                 mover: Movers::Cluster(Box::new(mover)),
-                http: None,
+                http,
             });
         }
         let mover = Mover::new(config)?;

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 
 use anyhow::{Context, Result, anyhow, bail};
-use deadpool_redis::redis::cluster::{ClusterClient, ClusterClientBuilder};
 use deadpool_redis::redis::{
     self, ClientTlsConfig, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo,
     RedisConnectionInfo, TlsCertificates,
@@ -40,7 +39,8 @@ impl RedisPool {
     pub fn new(config: &RedisConfig, target: Target) -> Result<RedisPool> {
         let pool = match &target {
             Target::Address(info) => Some((info.addr().to_string(), build(*info.clone(), config)?)),
-            Target::Sentinel(_) => None,
+            // Built for the master once found; never for a cluster (ClusterMover's own).
+            Target::Sentinel(_) | Target::Cluster(_) => None,
         };
         Ok(RedisPool {
             target,
@@ -158,6 +158,17 @@ fn build(info: ConnectionInfo, config: &RedisConfig) -> Result<Pool> {
 /// Where `[redis]` says Redis is: its address, or the master its sentinels name (asked over the
 /// same TLS, without credentials).
 pub fn target(config: &RedisConfig) -> Result<Target> {
+    if let Some(nodes) = &config.cluster {
+        let nodes = nodes.iter().map(|(host, port)| {
+            connection_info(&RedisConfig {
+                host: host.clone(),
+                port: *port,
+                ..config.clone()
+            })
+        });
+        return Target::cluster(nodes.collect::<Result<Vec<_>>>()?)
+            .context("cannot set up the Redis Cluster client");
+    }
     let node = connection_info(config)?;
     let Some(sentinel) = &config.sentinel else {
         return Ok(node.into());
@@ -290,28 +301,11 @@ fn pem_file(path: &Path, key: &str, holds: Pem) -> Result<Vec<u8>> {
     }
 }
 
-/// The client of `[redis] cluster`: its nodes, with `[redis]`'s credentials and the timeouts of
-/// every connection of ours.
-pub fn cluster_client(config: &RedisConfig) -> Result<ClusterClient> {
-    let nodes = config.cluster.iter().flatten().map(|(host, port)| {
-        connection_info(&RedisConfig {
-            host: host.clone(),
-            port: *port,
-            ..config.clone()
-        })
-    });
-    ClusterClientBuilder::new(nodes.collect::<Result<Vec<_>>>()?)
-        .connection_timeout(CONNECT_TIMEOUT)
-        .response_timeout(RESPONSE_TIMEOUT)
-        .build()
-        .context("cannot set up the Redis Cluster client")
-}
-
 /// Connects once and returns the server's `redis_version`.
 pub async fn server_version(config: &RedisConfig) -> Result<String> {
     if config.cluster.is_some() {
-        let mut connection = cluster_client(config)?
-            .get_async_connection()
+        let mut connection = target(config)?
+            .connect()
             .await
             .map_err(|error| anyhow!(describe_redis(&error, config)))?;
         let info: String = redis::cmd("INFO")

@@ -8,10 +8,15 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use delayer::redis::AsyncCommands;
+use delayer::redis::{AsyncCommands, IntoConnectionInfo};
 use delayer_client::keys::Layout;
+use delayer_client::{Acked, Client, Settings, State, Target};
 use delayer_testkit::cluster::{self, RedisCluster};
-use support::{Daemon, RedisServer, delayer_fails, free_port, read};
+use serde_json::json;
+use support::http_client::{http_address, post};
+use support::{Daemon, RedisServer, delayer_fails, delayer_succeeds, free_port, read};
+
+const JOBS_API: &str = "/delay-queue/api/jobs";
 
 const JOBS: usize = 100_000;
 const TOPICS: usize = 30;
@@ -122,4 +127,94 @@ async fn a_cluster_address_that_is_not_a_cluster_is_refused_at_start() {
             "{args:?}: {said}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_cli_the_http_api_and_the_client_speak_the_cluster_layout() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "api", &cluster.addresses());
+    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n", read(&config));
+    std::fs::write(&config, text).unwrap();
+    let mut daemon = Daemon::start(&config);
+    let http = http_address(&logs);
+
+    // The CLI: push, then pop once the daemon moved it.
+    let id = delayer_succeeds(&config, &["push", "mail", "hello", "--id", "m1"]);
+    assert_eq!(id.trim(), "m1");
+    let popped: serde_json::Value =
+        serde_json::from_str(&delayer_succeeds(&config, &["pop", "mail", "--wait", "5s"])).unwrap();
+    assert_eq!(
+        (&popped["id"], &popped["topic"], &popped["body"]),
+        (&json!("m1"), &json!("mail"), &json!("hello"))
+    );
+
+    // The HTTP API: a job found by its id alone (through the registry's topics), then removed.
+    let added = post(
+        &http,
+        &format!("{JOBS_API}/add"),
+        &json!({"id": "o1", "topic": "order.close", "delay": 3600, "body": "x"}),
+    );
+    assert_eq!(added.status, 200, "{}", added.body);
+    let found = post(&http, &format!("{JOBS_API}/get"), &json!({"job_id": "o1"}));
+    assert_eq!(
+        (
+            &found.json()["data"]["topic"],
+            &found.json()["data"]["state"]
+        ),
+        (&json!("order.close"), &json!("waiting")),
+        "{}",
+        found.body
+    );
+    let removed = post(
+        &http,
+        &format!("{JOBS_API}/remove"),
+        &json!({"job_id": "o1"}),
+    );
+    assert_eq!(removed.status, 200, "{}", removed.body);
+    let gone = post(&http, &format!("{JOBS_API}/get"), &json!({"job_id": "o1"}));
+    assert_eq!(gone.json()["data"], serde_json::Value::Null, "{}", gone.body);
+
+    // The Rust client: at least once, over topics on different masters.
+    let nodes = cluster
+        .ports()
+        .into_iter()
+        .map(|port| format!("redis://127.0.0.1:{port}").into_connection_info())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let client = Client::connect_to(Target::cluster(nodes).unwrap(), Settings::default())
+        .await
+        .unwrap();
+    client.push("b", "first").id("r1").await.unwrap();
+    let job = client
+        .reserve(&["a", "b"], Duration::from_secs(30), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("a job reserved");
+    assert_eq!((job.id.as_str(), job.topic.as_str()), ("r1", "b"));
+    assert_eq!(client.ack(&job).await.unwrap(), Acked::Done);
+    assert_eq!(client.get("r1").await.unwrap().state, State::Unknown);
+
+    // Everything is in the cluster layout: nothing under the single-Redis names.
+    for index in 0..3 {
+        let mut node = cluster.connect_node(index).await;
+        let keys: Vec<String> = node.keys("delayer:*").await.unwrap();
+        let single: Vec<&String> = keys
+            .iter()
+            .filter(|key| !key.starts_with("delayer:{") && *key != "delayer:topics")
+            .collect();
+        assert!(single.is_empty(), "{single:?}");
+    }
+    let stats: serde_json::Value =
+        serde_json::from_str(&delayer_succeeds(&config, &["stats", "--json"])).unwrap();
+    let topics: Vec<&str> = stats["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|topic| topic["topic"].as_str().unwrap())
+        .collect();
+    assert_eq!(topics, ["b", "mail", "order.close"], "{stats}");
+
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(10)).success());
 }

@@ -359,6 +359,9 @@ pub(super) struct Reservation {
     attempt: u32,
     /// For nack: seconds until it is delivered again.
     retry_in: Option<f64>,
+    /// The job's topic, if the caller knows it: with Redis Cluster it spares a look through
+    /// every topic for the id.
+    topic: Option<String>,
 }
 
 impl Reservation {
@@ -366,6 +369,7 @@ impl Reservation {
         Receipt {
             id: self.job_id.clone(),
             attempt: self.attempt,
+            topic: self.topic.clone(),
         }
     }
 }

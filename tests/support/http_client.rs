@@ -14,15 +14,20 @@ pub fn serving(server: &RedisServer, name: &str, http: &str) -> (Daemon, Logs, S
     let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n{http}\n", read(&config));
     std::fs::write(&config, text).unwrap();
     let daemon = Daemon::start(&config);
+    let address = http_address(&logs);
+    (daemon, logs, address)
+}
+
+/// Waits until a daemon logging to `logs` serves HTTP, and returns its address (host:port).
+pub fn http_address(logs: &Logs) -> String {
     logs.wait_for_line("Serving HTTP on http://");
     // "Serving HTTP on http://127.0.0.1:40123: the job API, ..."
-    let address = read(&logs.access)
+    read(&logs.access)
         .split("Serving HTTP on http://")
         .nth(1)
         .and_then(|rest| rest.split(": ").next())
         .expect("the address in the log")
-        .to_string();
-    (daemon, logs, address)
+        .to_string()
 }
 
 /// An answer: the status code, the headers (lower-cased names), the body.

@@ -1,17 +1,17 @@
 //! The client: push, remove and look up jobs, and consume them in either of two ways: `pop`
 //! (at most once, exactly as the legacy clients do) or `reserve` then `ack` (at least once).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, IntoConnectionInfo, RedisResult};
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::connection::{self, Target};
+use crate::connection::{self, Connection, Target};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobInfo, Receipt, State};
 use crate::keys::{Keys, Layout, field};
@@ -53,11 +53,12 @@ struct Inner {
     commands: Arc<SharedConnection>,
     redis: Target,
     /// Connections for `bpop`, whose BRPOP would hold up everything else on `commands`.
-    idle_blocking: Mutex<Vec<MultiplexedConnection>>,
+    idle_blocking: Mutex<Vec<Connection>>,
     /// Writes to any ready list, for blocking reserves.
     ready_lists: KeyWatch,
     scripts: Scripts,
-    /// The key names of `settings.layout`.
+    /// The key names of `settings.layout` (in the cluster layout, of no topic: the registry's,
+    /// and the ready and dead lists', which name their topic).
     keys: Keys,
     settings: Settings,
 }
@@ -82,7 +83,8 @@ pub struct Settings {
     /// A nacked job that was reserved this many times goes to its topic's dead list. The daemon
     /// has its own setting for jobs whose reservation lapsed: keep the two the same.
     pub max_attempts: u32,
-    /// The key names of the jobs: the same as the daemon's.
+    /// The key names of the jobs: the same as the daemon's. A cluster has the cluster layout,
+    /// whatever this says.
     pub layout: Layout,
 }
 
@@ -159,7 +161,10 @@ impl Client {
         Client::with(redis, commands, settings)
     }
 
-    fn with(redis: Target, commands: Arc<SharedConnection>, settings: Settings) -> Client {
+    fn with(redis: Target, commands: Arc<SharedConnection>, mut settings: Settings) -> Client {
+        if redis.is_cluster() {
+            settings.layout = Layout::Cluster;
+        }
         let keys = settings.layout.keys("");
         Client {
             inner: Arc::new(Inner {
@@ -178,9 +183,46 @@ impl Client {
         }
     }
 
-    /// The key names this client uses.
+    /// The key names this client uses: every topic's, or in the cluster layout the registry's
+    /// and the lists' (see [`keys_for`](Client::keys_for)).
     pub fn keys(&self) -> &Keys {
         &self.inner.keys
+    }
+
+    /// The key names of `topic`'s jobs.
+    pub fn keys_for(&self, topic: &str) -> Cow<'_, Keys> {
+        match self.inner.settings.layout {
+            Layout::Cluster => Cow::Owned(Layout::Cluster.keys(topic)),
+            _ => Cow::Borrowed(&self.inner.keys),
+        }
+    }
+
+    /// The key names of job `id`'s data. In the cluster layout, where they depend on the topic:
+    /// those of `topic` when known, else of the first topic of the registry (in name order) that
+    /// holds the id; `None` when none does.
+    async fn keys_of(&self, id: &str, topic: Option<&str>) -> Result<Option<Cow<'_, Keys>>> {
+        if self.inner.settings.layout != Layout::Cluster {
+            return Ok(Some(Cow::Borrowed(&self.inner.keys)));
+        }
+        if let Some(topic) = topic {
+            return Ok(Some(self.keys_for(topic)));
+        }
+        let mut connection = self.connection().await?;
+        let mut topics: Vec<String> = connection.smembers(self.inner.keys.topics()).await?;
+        topics.sort();
+        for topic in topics {
+            let keys = Layout::Cluster.keys(&topic);
+            // Its data, or (an orphan) its pool entry alone.
+            let (data, pooled): (bool, Option<f64>) = redis::pipe()
+                .exists(keys.bucket(id))
+                .zscore(keys.pool(), id)
+                .query_async(&mut connection)
+                .await?;
+            if data || pooled.is_some() {
+                return Ok(Some(Cow::Owned(keys)));
+            }
+        }
+        Ok(None)
     }
 
     /// The settings this client was made with.
@@ -200,23 +242,27 @@ impl Client {
         job: &crate::scripts::push::NewJob<'_>,
     ) -> Result<()> {
         let mut connection = self.connection().await?;
+        let keys = self.keys_for(job.topic);
         self.inner
             .scripts
             .push
-            .run(&mut connection, self.keys(), job)
+            .run(&mut connection, &keys, job)
             .await
-            .map_err(|error| Error::about_key(error, &self.keys().bucket(job.id)))
+            .map_err(|error| Error::about_key(error, &keys.bucket(job.id)))
     }
 
     /// Removes a job wherever it is, as the legacy clients do (`ZREM` from the pool and `DEL` of
     /// its data, and its reservation if any), and says what it found.
     pub async fn remove(&self, id: &str) -> Result<Removed> {
         check_id(id)?;
+        let Some(keys) = self.keys_of(id, None).await? else {
+            return Ok(Removed::Unknown);
+        };
         let (from_pool, data): (i64, i64) = redis::pipe()
             .atomic()
-            .zrem(self.keys().pool(), id)
-            .del(self.keys().bucket(id))
-            .zrem(self.keys().reserved(), id)
+            .zrem(keys.pool(), id)
+            .del(keys.bucket(id))
+            .zrem(keys.reserved(), id)
             .ignore()
             .query_async(&mut self.connection().await?)
             .await?;
@@ -230,7 +276,9 @@ impl Client {
     /// Where a job is, and what it holds.
     pub async fn get(&self, id: &str) -> Result<JobInfo> {
         check_id(id)?;
-        let keys = self.keys();
+        let Some(keys) = self.keys_of(id, None).await? else {
+            return Ok(JobInfo::unknown(id));
+        };
         let bucket = keys.bucket(id);
         // Each reply on its own, so that a key of the wrong type is named.
         let (due, deadline, fields): Lookup = redis::pipe()
@@ -277,7 +325,8 @@ impl Client {
     /// that dies before finishing it loses it. `None` when there is none.
     pub async fn pop(&self, topic: &str) -> Result<Option<Job>> {
         check_topic(topic)?;
-        let ready = self.keys().ready(topic);
+        let keys = self.keys_for(topic);
+        let ready = keys.ready(topic);
         let id: Option<String> = self
             .connection()
             .await?
@@ -285,7 +334,12 @@ impl Client {
             .await
             .map_err(|error| Error::about_key(error, &ready))?;
         match id {
-            Some(id) => self.take(id, &mut self.connection().await?).await.map(Some),
+            Some(id) => {
+                let bucket = keys.bucket(&id);
+                take(id, &bucket, &mut self.connection().await?)
+                    .await
+                    .map(Some)
+            }
             None => Ok(None),
         }
     }
@@ -296,9 +350,12 @@ impl Client {
         for topic in topics {
             check_topic(topic)?;
         }
+        if self.inner.settings.layout == Layout::Cluster && topics.len() > 1 {
+            return self.bpop_polling(topics, timeout).await;
+        }
         let ready: Vec<String> = topics
             .iter()
-            .map(|topic| self.keys().ready(topic))
+            .map(|topic| self.keys_for(topic).ready(topic))
             .collect();
         let mut connection = self.blocking_connection().await?;
         let popped: Option<(String, String)> = redis::cmd("BRPOP")
@@ -318,11 +375,38 @@ impl Client {
                 Error::about_key(error, &ready.join(" "))
             })?;
         let job = match popped {
-            Some((_, id)) => Some(self.take(id, &mut connection).await?),
+            Some((list, id)) => {
+                let topic = topics
+                    .iter()
+                    .zip(&ready)
+                    .find_map(|(topic, ready)| (*ready == list).then_some(*topic))
+                    .unwrap_or_default();
+                let bucket = self.keys_for(topic).bucket(&id);
+                Some(take(id, &bucket, &mut connection).await?)
+            }
             None => None,
         };
         self.return_blocking_connection(connection);
         Ok(job)
+    }
+
+    /// `bpop` of several topics in the cluster layout, where one BRPOP cannot wait on lists in
+    /// different slots: pops each in turn, every [`POLL_WITHOUT_WATCH`] until `timeout`.
+    async fn bpop_polling(&self, topics: &[&str], timeout: Duration) -> Result<Option<Job>> {
+        let until = (timeout > Duration::ZERO).then(|| Instant::now() + timeout);
+        loop {
+            for topic in topics {
+                if let Some(job) = self.pop(topic).await? {
+                    return Ok(Some(job));
+                }
+            }
+            let wait = match until {
+                Some(until) if Instant::now() >= until => return Ok(None),
+                Some(until) => (until - Instant::now()).min(POLL_WITHOUT_WATCH),
+                None => POLL_WITHOUT_WATCH,
+            };
+            tokio::time::sleep(wait).await;
+        }
     }
 
     /// Reserves the oldest ready job of the first of `topics` that has one, for `ttr` (its time
@@ -371,13 +455,7 @@ impl Client {
             // Subscribed before looking: a job pushed meanwhile wakes us.
             let mut written = self.inner.ready_lists.subscribe();
             let deadline = unix_now() + ttr.as_secs_f64();
-            let job = self
-                .inner
-                .scripts
-                .reserve
-                .run(&mut self.connection().await?, self.keys(), deadline, topics)
-                .await
-                .map_err(|error| Error::about_key(error, self.keys().reserved()))?;
+            let job = self.reserve_once(topics, deadline).await?;
             let now = Instant::now();
             if job.is_some() || now >= until {
                 return Ok(job);
@@ -390,19 +468,46 @@ impl Client {
         }
     }
 
+    /// One look for a job to reserve until `deadline`: one script call for all `topics`, or in
+    /// the cluster layout (where they are in different slots) one per topic, in order.
+    async fn reserve_once(&self, topics: &[&str], deadline: f64) -> Result<Option<Job>> {
+        let mut connection = self.connection().await?;
+        let groups: Vec<&[&str]> = match self.inner.settings.layout {
+            Layout::Cluster => topics.chunks(1).collect(),
+            _ => vec![topics],
+        };
+        for group in groups {
+            let keys = self.keys_for(group.first().copied().unwrap_or_default());
+            let job = self
+                .inner
+                .scripts
+                .reserve
+                .run(&mut connection, &keys, deadline, group)
+                .await
+                .map_err(|error| Error::about_key(error, keys.reserved()))?;
+            if job.is_some() {
+                return Ok(job);
+            }
+        }
+        Ok(None)
+    }
+
     /// Finishes a reserved job: it is deleted and never delivered again. Names the reservation
     /// (`client.ack(&job)`): a stale one changes nothing (see [`Acked`]). An error when there is
     /// no such job.
     pub async fn ack(&self, reservation: impl Into<Receipt>) -> Result<Acked> {
-        let Receipt { id, attempt } = reservation.into();
+        let Receipt { id, attempt, topic } = reservation.into();
         check_id(&id)?;
+        let Some(keys) = self.keys_of(&id, topic.as_deref()).await? else {
+            return Err(Error::UnknownJob(id));
+        };
         let acked = self
             .inner
             .scripts
             .ack
-            .run(&mut self.connection().await?, self.keys(), &id, attempt)
+            .run(&mut self.connection().await?, &keys, &id, attempt)
             .await
-            .map_err(|error| Error::about_key(error, self.keys().pool()))?;
+            .map_err(|error| Error::about_key(error, keys.pool()))?;
         acked.ok_or(Error::UnknownJob(id))
     }
 
@@ -430,8 +535,11 @@ impl Client {
         counted: bool,
         retry_in: Duration,
     ) -> Result<Nacked> {
-        let Receipt { id, attempt } = reservation;
+        let Receipt { id, attempt, topic } = reservation;
         check_id(&id)?;
+        let Some(keys) = self.keys_of(&id, topic.as_deref()).await? else {
+            return Err(Error::NotReserved(id));
+        };
         let now = unix_now();
         let released = self
             .inner
@@ -439,7 +547,7 @@ impl Client {
             .release
             .one(
                 &mut self.connection().await?,
-                self.keys(),
+                &keys,
                 &id,
                 attempt,
                 counted,
@@ -448,7 +556,7 @@ impl Client {
                 self.inner.settings.max_attempts,
             )
             .await
-            .map_err(|error| Error::about_key(error, self.keys().reserved()))?;
+            .map_err(|error| Error::about_key(error, keys.reserved()))?;
         if released.ended == 0 {
             Err(Error::NotReserved(id))
         } else if !released.dead.is_empty() {
@@ -463,22 +571,19 @@ impl Client {
     /// Extends a reservation: the job must be acked within `ttr` from now. An error when that
     /// reservation is not current.
     pub async fn touch(&self, reservation: impl Into<Receipt>, ttr: Duration) -> Result<()> {
-        let Receipt { id, attempt } = reservation.into();
+        let Receipt { id, attempt, topic } = reservation.into();
         check_id(&id)?;
+        let Some(keys) = self.keys_of(&id, topic.as_deref()).await? else {
+            return Err(Error::NotReserved(id));
+        };
         let deadline = unix_now() + ttr.as_secs_f64();
         let touched = self
             .inner
             .scripts
             .touch
-            .run(
-                &mut self.connection().await?,
-                self.keys(),
-                &id,
-                attempt,
-                deadline,
-            )
+            .run(&mut self.connection().await?, &keys, &id, attempt, deadline)
             .await
-            .map_err(|error| Error::about_key(error, self.keys().reserved()))?;
+            .map_err(|error| Error::about_key(error, keys.reserved()))?;
         if touched {
             Ok(())
         } else {
@@ -489,7 +594,7 @@ impl Client {
     /// The ids on `topic`'s dead list, oldest first, at most `limit`.
     pub async fn dead(&self, topic: &str, limit: usize) -> Result<Vec<String>> {
         check_topic(topic)?;
-        let dead = self.keys().dead(topic);
+        let dead = self.keys_for(topic).dead(topic);
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -517,13 +622,13 @@ impl Client {
                 .requeue_dead
                 .run(
                     &mut self.connection().await?,
-                    self.keys(),
+                    &self.keys_for(topic),
                     topic,
                     unix_now(),
                     REQUEUE_BATCH,
                 )
                 .await
-                .map_err(|error| Error::about_key(error, &self.keys().dead(topic)))?;
+                .map_err(|error| Error::about_key(error, &self.keys_for(topic).dead(topic)))?;
             total += requeued;
             if requeued + dropped < REQUEUE_BATCH {
                 return Ok(total);
@@ -536,53 +641,47 @@ impl Client {
         self.inner.commands.get().await
     }
 
-    /// The legacy pop's second half: reads the job's data and deletes it.
-    async fn take(
-        &self,
-        id: String,
-        connection: &mut (impl redis::aio::ConnectionLike + Send + Sync),
-    ) -> Result<Job> {
-        let bucket = self.keys().bucket(&id);
-        let fields: HashMap<String, Vec<u8>> = connection
-            .hgetall(&bucket)
-            .await
-            .map_err(|error| Error::about_key(error, &bucket))?;
-        let (Some(topic), Some(body)) = (fields.get(field::TOPIC), fields.get(field::BODY)) else {
-            return Err(Error::Incomplete(id));
-        };
-        let _: () = connection.del(&bucket).await?;
-        Ok(Job {
-            topic: String::from_utf8_lossy(topic).into_owned(),
-            body: body.clone(),
-            attempts: 0,
-            due: fields
-                .get(field::DUE)
-                .and_then(|due| String::from_utf8_lossy(due).parse().ok())
-                .and_then(from_unix),
-            id,
-        })
-    }
-
-    async fn blocking_connection(&self) -> RedisResult<MultiplexedConnection> {
+    async fn blocking_connection(&self) -> RedisResult<Connection> {
         let idle = self.inner.idle_blocking.lock().expect("not poisoned").pop();
         match idle {
             Some(connection) => Ok(connection),
             // No reply timeout: BRPOP's own timeout bounds the wait.
-            None => {
-                self.inner
-                    .redis
-                    .connect(&connection::config().set_response_timeout(None))
-                    .await
-            }
+            None => self.inner.redis.connect_blocking().await,
         }
     }
 
-    fn return_blocking_connection(&self, connection: MultiplexedConnection) {
+    fn return_blocking_connection(&self, connection: Connection) {
         let mut idle = self.inner.idle_blocking.lock().expect("not poisoned");
         if idle.len() < IDLE_BLOCKING_CONNECTIONS {
             idle.push(connection);
         }
     }
+}
+
+/// The legacy pop's second half: reads the job's data and deletes it.
+async fn take(
+    id: String,
+    bucket: &str,
+    connection: &mut (impl redis::aio::ConnectionLike + Send + Sync),
+) -> Result<Job> {
+    let fields: HashMap<String, Vec<u8>> = connection
+        .hgetall(bucket)
+        .await
+        .map_err(|error| Error::about_key(error, bucket))?;
+    let (Some(topic), Some(body)) = (fields.get(field::TOPIC), fields.get(field::BODY)) else {
+        return Err(Error::Incomplete(id));
+    };
+    let _: () = connection.del(bucket).await?;
+    Ok(Job {
+        topic: String::from_utf8_lossy(topic).into_owned(),
+        body: body.clone(),
+        attempts: 0,
+        due: fields
+            .get(field::DUE)
+            .and_then(|due| String::from_utf8_lossy(due).parse().ok())
+            .and_then(from_unix),
+        id,
+    })
 }
 
 fn check_topic(topic: &str) -> Result<()> {

@@ -1,13 +1,16 @@
 //! How every connection of ours (the daemon's and the client's) talks to Redis: its timeouts, and
-//! where Redis is (an address, or the master its sentinels name).
+//! where Redis is (an address, the master its sentinels name, or a cluster).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
 use redis::{
-    AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, RedisResult,
+    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, Pipeline, RedisError,
+    RedisFuture, RedisResult, Value,
 };
 use tracing::info;
 
@@ -25,11 +28,52 @@ pub fn config() -> AsyncConnectionConfig {
         .set_response_timeout(Some(RESPONSE_TIMEOUT))
 }
 
-/// Where Redis is: one address, or the master that Redis Sentinel names at the time.
+/// How long a blocking command may wait for its reply on a cluster connection, which cannot do
+/// without a limit: the command's own timeout bounds the wait.
+const BLOCKING_REPLY_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Where Redis is: one address, the master that Redis Sentinel names at the time, or a cluster
+/// (the cluster layout: each command goes to the master of its keys' slot).
 #[derive(Clone)]
 pub enum Target {
     Address(Box<ConnectionInfo>),
     Sentinel(Arc<Sentinels>),
+    Cluster(Arc<ClusterClient>),
+}
+
+/// A connection to one Redis, or to every master of a cluster.
+#[derive(Clone)]
+pub enum Connection {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(connection) => connection.req_packed_command(cmd),
+            Connection::Cluster(connection) => connection.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(connection) => connection.req_packed_commands(cmd, offset, count),
+            Connection::Cluster(connection) => connection.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(connection) => connection.get_db(),
+            Connection::Cluster(connection) => connection.get_db(),
+        }
+    }
 }
 
 /// A master found through its sentinels, asked again at every new connection, so that after a
@@ -76,22 +120,66 @@ impl Target {
         }))
     }
 
-    /// Where to connect now.
+    /// The Redis of `[redis] cluster`: its nodes' addresses (with the credentials to use).
+    pub fn cluster(nodes: Vec<ConnectionInfo>) -> RedisResult<Target> {
+        let client = redis::cluster::ClusterClientBuilder::new(nodes)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT)
+            .build()?;
+        Ok(Target::Cluster(Arc::new(client)))
+    }
+
+    /// Where to connect now; an error for a cluster, which has no one address.
     pub async fn resolve(&self) -> RedisResult<ConnectionInfo> {
         match self {
             Target::Address(info) => Ok(info.as_ref().clone()),
             Target::Sentinel(sentinels) => sentinels.master().await,
+            Target::Cluster(_) => Err(RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "a Redis Cluster has no single address",
+            ))),
         }
     }
 
-    /// A new connection, to the master as the sentinels name it now.
-    pub async fn connect(
-        &self,
-        config: &AsyncConnectionConfig,
-    ) -> RedisResult<MultiplexedConnection> {
-        redis::Client::open(self.resolve().await?)?
+    /// A new connection (to the master as the sentinels name it now), with [`config`]'s timeouts.
+    pub async fn connect(&self) -> RedisResult<Connection> {
+        match self {
+            Target::Cluster(client) => {
+                Ok(Connection::Cluster(client.get_async_connection().await?))
+            }
+            _ => self.connect_single(&config()).await,
+        }
+    }
+
+    /// A new connection for commands that block: no limit on how long a reply may take (the
+    /// command's own timeout bounds it).
+    pub async fn connect_blocking(&self) -> RedisResult<Connection> {
+        match self {
+            Target::Cluster(client) => {
+                let config = ClusterConfig::new()
+                    .set_connection_timeout(CONNECT_TIMEOUT)
+                    .set_response_timeout(BLOCKING_REPLY_LIMIT);
+                Ok(Connection::Cluster(
+                    client.get_async_connection_with_config(config).await?,
+                ))
+            }
+            _ => {
+                self.connect_single(&config().set_response_timeout(None))
+                    .await
+            }
+        }
+    }
+
+    async fn connect_single(&self, config: &AsyncConnectionConfig) -> RedisResult<Connection> {
+        let connection = redis::Client::open(self.resolve().await?)?
             .get_multiplexed_async_connection_with_config(config)
-            .await
+            .await?;
+        Ok(Connection::Single(connection))
+    }
+
+    /// Whether this is a cluster, whose keys are in the cluster layout.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Target::Cluster(_))
     }
 }
 

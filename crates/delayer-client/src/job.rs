@@ -67,6 +67,22 @@ pub struct JobInfo {
     pub deadline: Option<SystemTime>,
 }
 
+impl JobInfo {
+    /// What is known of a job there is no trace of.
+    pub fn unknown(id: &str) -> JobInfo {
+        JobInfo {
+            id: id.to_string(),
+            state: State::Unknown,
+            topic: None,
+            body: None,
+            due: None,
+            delay: None,
+            attempts: 0,
+            deadline: None,
+        }
+    }
+}
+
 /// One reservation of a job: its id and which attempt it is, as [`reserve`] returned it. Ack,
 /// nack and touch name the reservation rather than the job, so that a consumer whose time ran
 /// out cannot finish, give back or extend the job another consumer holds now.
@@ -76,6 +92,9 @@ pub struct JobInfo {
 pub struct Receipt {
     pub id: String,
     pub attempt: u32,
+    /// The job's topic, when known (as from a [`Job`]): in the cluster layout, where a job's
+    /// keys depend on its topic, it spares a look through every topic for the id.
+    pub topic: Option<String>,
 }
 
 impl From<&Job> for Receipt {
@@ -83,6 +102,7 @@ impl From<&Job> for Receipt {
         Receipt {
             id: job.id.clone(),
             attempt: job.attempts,
+            topic: Some(job.topic.clone()),
         }
     }
 }

@@ -10,16 +10,16 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
-use crate::connection::{self, MASTER_CHECK, Target};
+use crate::connection::{Connection, MASTER_CHECK, Target};
 
 /// Where to connect, and the connection while it works.
 pub(crate) struct SharedConnection {
     redis: Target,
     /// The working connection, numbered so that a late failure of an old one cannot drop a new one.
-    current: Mutex<Option<(u64, MultiplexedConnection)>>,
+    current: Mutex<Option<(u64, Connection)>>,
     /// With Sentinel: the address of the current connection.
     master: Mutex<String>,
     /// Whether the background check of the master's address runs.
@@ -58,11 +58,16 @@ impl SharedConnection {
         if let Some(working) = self.working() {
             return Ok(self.handle(working));
         }
-        let info = self.redis.resolve().await?;
-        let address = info.addr().to_string();
-        let connection = redis::Client::open(info)?
-            .get_multiplexed_async_connection_with_config(&connection::config())
-            .await?;
+        let (connection, address) = match &self.redis {
+            // A cluster connection finds the masters itself, and follows them when they move.
+            Target::Cluster(_) => (self.redis.connect().await?, String::new()),
+            single => {
+                let info = single.resolve().await?;
+                let address = info.addr().to_string();
+                let target = Target::from(info);
+                (target.connect().await?, address)
+            }
+        };
         let mut current = self.current.lock().expect("not poisoned");
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         *current = Some((generation, connection.clone()));
@@ -76,14 +81,11 @@ impl SharedConnection {
         Ok(self.handle((generation, connection)))
     }
 
-    fn working(&self) -> Option<(u64, MultiplexedConnection)> {
+    fn working(&self) -> Option<(u64, Connection)> {
         self.current.lock().expect("not poisoned").clone()
     }
 
-    fn handle(
-        self: &Arc<Self>,
-        (generation, connection): (u64, MultiplexedConnection),
-    ) -> Commands {
+    fn handle(self: &Arc<Self>, (generation, connection): (u64, Connection)) -> Commands {
         Commands {
             shared: self.clone(),
             generation,
@@ -141,7 +143,7 @@ async fn follow_master(shared: Weak<SharedConnection>) {
 pub(crate) struct Commands {
     shared: Arc<SharedConnection>,
     generation: u64,
-    connection: MultiplexedConnection,
+    connection: Connection,
 }
 
 impl ConnectionLike for Commands {

@@ -4,9 +4,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime};
 
+use redis::{AsyncCommands, FromRedisValue, Pipeline};
+
 use crate::client::Client;
 use crate::error::Result;
-use crate::keys::field;
+use crate::keys::{Keys, Layout, field};
 use crate::time::{from_unix, unix_now};
 
 /// The queues at one moment.
@@ -50,52 +52,34 @@ pub struct Lengths {
     pub ready: Vec<(String, u64)>,
 }
 
+/// A pool's ZCARD, its ZCOUNT of jobs due now, and its first job not due yet with its score.
+type PoolCounts = (u64, u64, Vec<(String, f64)>);
+
 impl Client {
     /// The queues now.
     pub async fn stats(&self) -> Result<Stats> {
-        let mut redis = self.connection().await?;
         let now = unix_now();
-        let keys = self.keys();
-        let (topics, reserved): (Vec<String>, Vec<String>) = redis::pipe()
-            .smembers(keys.topics())
-            .zrange(keys.reserved(), 0, -1)
-            .query_async(&mut redis)
+        let mut topics: Vec<String> = self
+            .connection()
+            .await?
+            .smembers(self.keys().topics())
             .await?;
-
-        // Reservations are few (what consumers hold right now): their topics are read one by one.
-        let mut reserved_by_topic: HashMap<String, u64> = HashMap::new();
-        if !reserved.is_empty() {
-            let mut pipe = redis::pipe();
-            for id in &reserved {
-                pipe.hget(keys.bucket(id), field::TOPIC);
-            }
-            let topics: Vec<Option<String>> = pipe.query_async(&mut redis).await?;
-            for topic in topics.into_iter().flatten() {
-                *reserved_by_topic.entry(topic).or_default() += 1;
-            }
-        }
-
-        let mut names: Vec<String> = topics;
-        names.extend(reserved_by_topic.keys().cloned());
-        names.sort();
-        names.dedup();
-        let lengths = self.lengths(&names).await?;
-        let mut pipe = redis::pipe();
-        for topic in &names {
-            pipe.llen(keys.dead(topic)).lindex(keys.ready(topic), -1);
-        }
-        // Redis refuses an empty pipeline.
-        let lists: Vec<(u64, Option<String>)> = if names.is_empty() {
-            Vec::new()
-        } else {
-            pipe.query_async(&mut redis).await?
-        };
-        let oldest: BTreeMap<&str, String> = names
+        let reserved_by_topic = self.reserved_by_topic(&topics).await?;
+        topics.extend(reserved_by_topic.keys().cloned());
+        topics.sort();
+        topics.dedup();
+        let lengths = self.lengths(&topics).await?;
+        let lists: Vec<(u64, Option<String>)> = self
+            .per_topic(&topics, |pipe, keys, topic| {
+                pipe.llen(keys.dead(topic)).lindex(keys.ready(topic), -1);
+            })
+            .await?;
+        let oldest: BTreeMap<String, String> = topics
             .iter()
             .zip(&lists)
-            .filter_map(|(topic, (_, oldest))| Some((topic.as_str(), oldest.clone()?)))
+            .filter_map(|(topic, (_, oldest))| Some((topic.clone(), oldest.clone()?)))
             .collect();
-        let ages = self.ready_ages(oldest.values(), now).await?;
+        let ages = self.ready_ages(&oldest, now).await?;
 
         let topics = lengths
             .ready
@@ -106,9 +90,7 @@ impl Client {
                 ready: *ready,
                 reserved: reserved_by_topic.get(topic).copied().unwrap_or(0),
                 dead,
-                oldest_ready_age: oldest
-                    .get(topic.as_str())
-                    .and_then(|id| ages.get(id).copied()),
+                oldest_ready_age: ages.get(topic).copied(),
             })
             .collect();
         Ok(Stats {
@@ -119,66 +101,128 @@ impl Client {
         })
     }
 
-    /// The pool's counts, and the length of each of `topics`' ready lists: O(1) and O(log n)
+    /// How many jobs of each topic are reserved. Reservations are few (what consumers hold right
+    /// now): with one set of them for all topics, their topics are read one by one.
+    async fn reserved_by_topic(&self, topics: &[String]) -> Result<HashMap<String, u64>> {
+        if self.settings().layout == Layout::Cluster {
+            let counts: Vec<u64> = self
+                .per_topic(topics, |pipe, keys, _| {
+                    pipe.zcard(keys.reserved());
+                })
+                .await?;
+            return Ok(topics.iter().cloned().zip(counts).collect());
+        }
+        let mut redis = self.connection().await?;
+        let reserved: Vec<String> = redis.zrange(self.keys().reserved(), 0, -1).await?;
+        let mut by_topic: HashMap<String, u64> = HashMap::new();
+        if !reserved.is_empty() {
+            let mut pipe = redis::pipe();
+            for id in &reserved {
+                pipe.hget(self.keys().bucket(id), field::TOPIC);
+            }
+            let topics: Vec<Option<String>> = pipe.query_async(&mut redis).await?;
+            for topic in topics.into_iter().flatten() {
+                *by_topic.entry(topic).or_default() += 1;
+            }
+        }
+        Ok(by_topic)
+    }
+
+    /// The pools' counts, and the length of each of `topics`' ready lists: O(1) and O(log n)
     /// commands only, never a scan.
     pub async fn lengths(&self, topics: &[String]) -> Result<Lengths> {
-        let mut redis = self.connection().await?;
         let now = unix_now();
-        let pool = self.keys().pool();
-        let (waiting, due_now, next): (u64, u64, Vec<(String, f64)>) = redis::pipe()
-            .zcard(pool)
-            .zcount(pool, "-inf", now)
-            .zrangebyscore_limit_withscores(pool, format!("({now}"), "+inf", 0, 1)
-            .query_async(&mut redis)
-            .await?;
-        let mut pipe = redis::pipe();
-        for topic in topics {
-            pipe.llen(self.keys().ready(topic));
-        }
-        // Redis refuses an empty pipeline.
-        let ready: Vec<u64> = if topics.is_empty() {
-            Vec::new()
-        } else {
-            pipe.query_async(&mut redis).await?
+        // One pool, or in the cluster layout one per topic of the registry.
+        let pools = match self.settings().layout {
+            Layout::Cluster => {
+                self.connection()
+                    .await?
+                    .smembers(self.keys().topics())
+                    .await?
+            }
+            _ => vec![String::new()],
         };
+        let counts: Vec<PoolCounts> = self
+            .per_topic(&pools, |pipe, keys, _| {
+                pipe.zcard(keys.pool())
+                    .zcount(keys.pool(), "-inf", now)
+                    .zrangebyscore_limit_withscores(keys.pool(), format!("({now}"), "+inf", 0, 1);
+            })
+            .await?;
+        let ready: Vec<u64> = self
+            .per_topic(topics, |pipe, keys, topic| {
+                pipe.llen(keys.ready(topic));
+            })
+            .await?;
+        let next_due = counts
+            .iter()
+            .filter_map(|(_, _, next)| Some(next.first()?.1))
+            .min_by(f64::total_cmp);
         Ok(Lengths {
-            waiting,
-            due_now,
-            next_due: next.first().and_then(|(_, score)| from_unix(*score)),
+            waiting: counts.iter().map(|(waiting, _, _)| waiting).sum(),
+            due_now: counts.iter().map(|(_, due_now, _)| due_now).sum(),
+            next_due: next_due.and_then(from_unix),
             ready: topics.iter().cloned().zip(ready).collect(),
         })
     }
 
-    /// How long each of `ids` has been due: from its `due` field, or for a legacy job from its
-    /// TTL, which the legacy clients set to delay + ready_max_lifetime when pushing.
+    /// How long each topic's job next in line (`oldest`: topic -> id) has been due: from its
+    /// `due` field, or for a legacy job from its TTL, which the legacy clients set to delay +
+    /// ready_max_lifetime when pushing.
     async fn ready_ages(
         &self,
-        ids: impl Iterator<Item = &String>,
+        oldest: &BTreeMap<String, String>,
         now: f64,
     ) -> Result<HashMap<String, Duration>> {
-        let ids: Vec<&String> = ids.collect();
-        if ids.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let mut pipe = redis::pipe();
-        for id in &ids {
-            let bucket = self.keys().bucket(id);
-            pipe.hget(&bucket, field::DUE).pttl(&bucket);
-        }
-        let found: Vec<(Option<f64>, i64)> =
-            pipe.query_async(&mut self.connection().await?).await?;
+        let topics: Vec<String> = oldest.keys().cloned().collect();
+        let found: Vec<(Option<f64>, i64)> = self
+            .per_topic(&topics, |pipe, keys, topic| {
+                let bucket = keys.bucket(&oldest[topic]);
+                pipe.hget(&bucket, field::DUE).pttl(&bucket);
+            })
+            .await?;
         let lifetime = self.settings().ready_max_lifetime.as_secs_f64();
-        Ok(ids
+        Ok(topics
             .into_iter()
             .zip(found)
-            .filter_map(|(id, (due, ttl_ms))| {
+            .filter_map(|(topic, (due, ttl_ms))| {
                 let age = match due {
                     Some(due) => now - due,
                     None if ttl_ms >= 0 => lifetime - ttl_ms as f64 / 1000.0,
                     None => return None,
                 };
-                Some((id.clone(), Duration::from_secs_f64(age.max(0.0))))
+                Some((topic, Duration::from_secs_f64(age.max(0.0))))
             })
             .collect())
+    }
+
+    /// Sends `commands(pipe, keys, topic)` for each of `topics` and reads each topic's replies
+    /// as one `T`: in one pipeline, or in the cluster layout one per topic (each topic's keys
+    /// are in a slot of their own, perhaps on another master).
+    async fn per_topic<T: FromRedisValue>(
+        &self,
+        topics: &[String],
+        commands: impl Fn(&mut Pipeline, &Keys, &str),
+    ) -> Result<Vec<T>> {
+        // Redis refuses an empty pipeline.
+        if topics.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut redis = self.connection().await?;
+        if self.settings().layout != Layout::Cluster {
+            let mut pipe = redis::pipe();
+            for topic in topics {
+                commands(&mut pipe, self.keys(), topic);
+            }
+            return Ok(pipe.query_async(&mut redis).await?);
+        }
+        let mut replies = Vec::with_capacity(topics.len());
+        for topic in topics {
+            let mut pipe = redis::pipe();
+            commands(&mut pipe, &self.keys_for(topic), topic);
+            let reply: Vec<T> = pipe.query_async(&mut redis).await?;
+            replies.extend(reply);
+        }
+        Ok(replies)
     }
 }

@@ -62,6 +62,10 @@ impl KeyWatch {
 
     /// Starts watching if not yet (or no longer) watching; quick when already watching.
     pub async fn ensure(&self) -> Ensured {
+        if self.redis.is_cluster() {
+            // Its writes happen on many masters: not watched, waiters poll.
+            return Ensured::Unsupported(None);
+        }
         let mut state = self.state.lock().await;
         if self.lost.swap(false, Ordering::Relaxed) {
             *state = State::NotWatching;

@@ -188,6 +188,7 @@ async fn nack_retries_until_max_attempts_then_the_job_is_dead_and_can_be_requeue
     let receipt = Receipt {
         id: id.clone(),
         attempt: 3,
+        topic: None,
     };
     assert!(matches!(
         client.nack(receipt, Duration::ZERO).await,
@@ -361,6 +362,7 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
     let nobody = || Receipt {
         id: "no-such-job".into(),
         attempt: 1,
+        topic: None,
     };
     assert!(matches!(
         client.ack(nobody()).await,
