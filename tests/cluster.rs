@@ -173,7 +173,12 @@ async fn the_cli_the_http_api_and_the_client_speak_the_cluster_layout() {
     );
     assert_eq!(removed.status, 200, "{}", removed.body);
     let gone = post(&http, &format!("{JOBS_API}/get"), &json!({"job_id": "o1"}));
-    assert_eq!(gone.json()["data"], serde_json::Value::Null, "{}", gone.body);
+    assert_eq!(
+        gone.json()["data"],
+        serde_json::Value::Null,
+        "{}",
+        gone.body
+    );
 
     // The Rust client: at least once, over topics on different masters.
     let nodes = cluster

@@ -1,11 +1,12 @@
 //! The benchmark: `cargo bench --bench bench [-- SCENARIO...]` with scenarios `batch`, `drain`,
 //! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve`, `e2e` (the client's; see
-//! `consumers`) and `http` (adds over HTTP), default: all. It starts its own redis-server and the
-//! release `delayer` binary (access log on, to a file), and prints each figure beside a reference
-//! measured in the same run, since this machine is shared and noisy: compare ratios, not absolute
-//! numbers.
+//! `consumers`), `http` (adds over HTTP) and `cluster` (a drain on 1 and 3 cluster masters),
+//! default: all. It starts its own redis-server and the release `delayer` binary (access log on,
+//! to a file), and prints each figure beside a reference measured in the same run, since this
+//! machine is shared and noisy: compare ratios, not absolute numbers.
 
 mod burst;
+mod cluster_drain;
 mod consumers;
 mod http_add;
 
@@ -81,6 +82,9 @@ fn main() {
         if runs("http") {
             http_add::http_add(&server).await;
         }
+        if runs("cluster") {
+            cluster_drain::cluster_drain().await;
+        }
     });
 }
 
@@ -125,7 +129,7 @@ async fn drains(server: &RedisServer) {
 }
 
 /// Short drains are at the mercy of a shared machine: each figure is the best of this many runs.
-const RUNS: usize = 3;
+pub(crate) const RUNS: usize = 3;
 
 async fn best_bare(server: &RedisServer, count: usize, batch_size: usize) -> f64 {
     let mut best = f64::MAX;
@@ -437,7 +441,7 @@ async fn fresh(server: &RedisServer) -> MultiplexedConnection {
     redis
 }
 
-fn stop(daemon: &mut Daemon) {
+pub(crate) fn stop(daemon: &mut Daemon) {
     daemon.signal("TERM");
     assert!(
         daemon.wait(Duration::from_secs(5)).success(),

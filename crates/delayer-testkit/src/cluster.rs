@@ -38,10 +38,11 @@ impl RedisCluster {
     /// every node knows every other, has all slots assigned and says `cluster_state:ok`: only
     /// then does a cluster client see the whole slot map on its first `CLUSTER SLOTS`.
     ///
-    /// At least 3: `redis-cli --cluster create` refuses fewer.
+    /// One, or at least 3 (`redis-cli --cluster create` refuses 2): a single master takes every
+    /// slot itself (`CLUSTER ADDSLOTSRANGE`), as a cluster's first node does before others join.
     pub fn start(masters: usize) -> RedisCluster {
         assert!(
-            masters >= 3,
+            masters == 1 || masters >= 3,
             "redis-cli --cluster create wants at least 3 masters, not {masters}"
         );
         // One after the other: a started node listens on its ports, so the next free ones differ.
@@ -72,6 +73,16 @@ impl RedisCluster {
     }
 
     fn create(&self) {
+        if let [node] = &self.nodes[..] {
+            let reply = command(node.port, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+            assert_eq!(reply, "OK", "CLUSTER ADDSLOTSRANGE");
+        } else {
+            self.join();
+        }
+        self.wait_until_ok();
+    }
+
+    fn join(&self) {
         let output = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(
@@ -93,6 +104,9 @@ impl RedisCluster {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
+    }
+
+    fn wait_until_ok(&self) {
         let known = self.nodes.len().to_string();
         for node in &self.nodes {
             wait_until_sync(
