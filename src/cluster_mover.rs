@@ -9,13 +9,15 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use deadpool_redis::redis::{AsyncCommands, RedisResult};
 use futures_util::StreamExt;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
+use crate::cluster_watch::ClusterWatch;
 use crate::config::{Config, RedisConfig};
 use crate::metrics::Metrics;
 use crate::move_log::{self, StuckTopics};
-use crate::mover::{earliest, wait_until};
+use crate::mover::{MIN_LOOK_GAP, earliest, wait_until};
 use crate::pool::{self, Failure};
 use delayer_client::Target;
 use delayer_client::connection::Connection;
@@ -91,8 +93,11 @@ impl ClusterMover {
     pub async fn run(&self, shutdown: &CancellationToken) {
         let mut outage: Option<Failure> = None;
         let mut retry_wait = FIRST_RETRY_WAIT;
+        let mut watch = ClusterWatch::new(&self.redis);
         loop {
+            watch.seen();
             let looked = self.look(shutdown).await;
+            let looked_at = Instant::now();
             self.metrics.looked(looked.is_ok());
             if shutdown.is_cancelled() {
                 return;
@@ -103,6 +108,13 @@ impl ClusterMover {
                         info!("{}", failure.recovered(&self.redis.address()));
                     }
                     retry_wait = FIRST_RETRY_WAIT;
+                    if let Ok(mut connection) = self.connection().await {
+                        // Connecting the watches may take a while; nothing changes until then.
+                        tokio::select! {
+                            () = watch.ensure(&mut connection) => {}
+                            () = shutdown.cancelled() => return,
+                        }
+                    }
                     wait_until(next_due, self.timer_interval)
                 }
                 Err(error) => {
@@ -120,6 +132,11 @@ impl ClusterMover {
             };
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
+                // A client pushed: look again, but not more often than MIN_LOOK_GAP.
+                () = async {
+                    watch.written().await;
+                    tokio::time::sleep_until(looked_at + MIN_LOOK_GAP).await;
+                } => {}
                 () = shutdown.cancelled() => return,
             }
         }

@@ -28,7 +28,7 @@ const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);
 const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
 /// The least time between two looks woken by writes to the pool: a burst of pushes must not turn
 /// into thousands of script calls, and a job due within this is at most this late.
-const MIN_LOOK_GAP: Duration = Duration::from_millis(5);
+pub(crate) const MIN_LOOK_GAP: Duration = Duration::from_millis(5);
 /// How long before a known due time the timer wakes: enough to take a connection from the pool
 /// (which checks it with a round trip) and to absorb tokio's whole-millisecond timer, so that the
 /// first move goes out as the due time comes rather than a millisecond or two after.

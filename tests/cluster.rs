@@ -181,15 +181,7 @@ async fn the_cli_the_http_api_and_the_client_speak_the_cluster_layout() {
     );
 
     // The Rust client: at least once, over topics on different masters.
-    let nodes = cluster
-        .ports()
-        .into_iter()
-        .map(|port| format!("redis://127.0.0.1:{port}").into_connection_info())
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    let client = Client::connect_to(Target::cluster(nodes).unwrap(), Settings::default())
-        .await
-        .unwrap();
+    let client = cluster_client(&cluster).await;
     client.push("b", "first").id("r1").await.unwrap();
     let job = client
         .reserve(&["a", "b"], Duration::from_secs(30), Duration::from_secs(5))
@@ -222,4 +214,63 @@ async fn the_cli_the_http_api_and_the_client_speak_the_cluster_layout() {
 
     daemon.signal("TERM");
     assert!(daemon.wait(Duration::from_secs(10)).success());
+}
+
+#[tokio::test]
+async fn a_job_pushed_while_the_daemon_sleeps_moves_at_once_on_any_master() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, _logs) = cluster_config(&dir, "sleeper", &cluster.addresses());
+    let text = read(&config).replace("timer_interval = 100", "timer_interval = 30000");
+    std::fs::write(&config, text).unwrap();
+    let mut daemon = Daemon::start(&config);
+    // Asleep for the whole interval, watching each master for writes to its pools.
+    for index in 0..3 {
+        let node = cluster.connect_node(index).await;
+        support::wait_for(Duration::from_secs(10), "a watch on every master", || {
+            let mut node = node.clone();
+            async move { (support::tracking_clients(&mut node).await == 1).then_some(()) }
+        })
+        .await;
+    }
+
+    let client = cluster_client(&cluster).await;
+    // Topics whose slots are on different masters, so that every master's watch is tried.
+    for topic in ["a", "b", "c", "d", "e", "f"] {
+        let pushed = std::time::Instant::now();
+        client.push(topic, "now").await.unwrap();
+        let job = client.bpop(&[topic], Duration::from_secs(5)).await.unwrap();
+        assert!(job.is_some(), "{topic}: not moved within 5 s");
+        assert!(
+            pushed.elapsed() < Duration::from_secs(1),
+            "{topic}: moved after {:?}",
+            pushed.elapsed()
+        );
+    }
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(10)).success());
+}
+
+/// A client of `cluster`'s nodes, with the default settings.
+async fn cluster_client(cluster: &RedisCluster) -> Client {
+    let nodes = cluster
+        .ports()
+        .into_iter()
+        .map(|port| format!("redis://127.0.0.1:{port}").into_connection_info())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    Client::connect_to(Target::cluster(nodes).unwrap(), Settings::default())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_blocking_pop_on_a_cluster_waits_out_its_timeout() {
+    let cluster = RedisCluster::start(3);
+    let client = cluster_client(&cluster).await;
+    // Longer than the 5 s any other reply may take.
+    let waited = std::time::Instant::now();
+    let popped = client.bpop(&["nothing"], Duration::from_secs(6)).await;
+    assert!(matches!(popped, Ok(None)), "{popped:?}");
+    assert!(waited.elapsed() >= Duration::from_secs(6));
 }

@@ -94,7 +94,10 @@ async fn waiting(connection: &ClusterConnection) -> usize {
             connection.zcard::<_, usize>(keys.pool()).await.unwrap()
         }
     });
-    futures_util::future::join_all(counts).await.into_iter().sum()
+    futures_util::future::join_all(counts)
+        .await
+        .into_iter()
+        .sum()
 }
 
 fn topic(index: usize) -> String {

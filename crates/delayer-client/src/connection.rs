@@ -125,6 +125,9 @@ impl Target {
         let client = redis::cluster::ClusterClientBuilder::new(nodes)
             .connection_timeout(CONNECT_TIMEOUT)
             .response_timeout(RESPONSE_TIMEOUT)
+            // Each try is bounded by the reply timeout, and the tries are counted: an overall
+            // limit would also cut short a blocking connection's long wait.
+            .overall_response_timeout(None)
             .build()?;
         Ok(Target::Cluster(Arc::new(client)))
     }

@@ -119,15 +119,20 @@ impl Layout {
     }
 }
 
+/// How every key of the cluster layout begins: the topic follows, as the hash tag.
+pub const CLUSTER_PREFIX: &str = "delayer:{";
+/// How a topic's pool ends in the cluster layout (`delayer:{TOPIC}:job_pool`).
+pub const CLUSTER_POOL_SUFFIX: &str = "}:job_pool";
+
 impl Keys {
     fn cluster(topic: &str) -> Keys {
-        let tagged = |name: &str| format!("delayer:{{{topic}}}:{name}");
+        let tagged = |name: &str| format!("{CLUSTER_PREFIX}{topic}}}:{name}");
         let around = |name: &str| Affixes {
-            prefix: "delayer:{".to_string(),
+            prefix: CLUSTER_PREFIX.to_string(),
             suffix: format!("}}:{name}"),
         };
         Keys {
-            pool: tagged("job_pool"),
+            pool: format!("{CLUSTER_PREFIX}{topic}{CLUSTER_POOL_SUFFIX}"),
             bucket_prefix: tagged("job_bucket:"),
             ready: around("ready_queue"),
             dead: around("dead_queue"),

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use redis::aio::MultiplexedConnection;
 use redis::{
     AsyncConnectionConfig, ErrorKind, ProtocolVersion, PushInfo, PushKind, RedisError, RedisResult,
+    Value,
 };
 use tokio::sync::{Mutex, watch};
 
@@ -22,6 +23,8 @@ pub struct KeyWatch {
     redis: Target,
     config: AsyncConnectionConfig,
     prefix: String,
+    /// Only writes to keys ending so count (the others under the prefix are ignored).
+    suffix: Option<String>,
     /// Counts writes (and losses of the watch); waiters subscribe before they look.
     written: watch::Sender<u64>,
     lost: Arc<AtomicBool>,
@@ -54,10 +57,17 @@ impl KeyWatch {
             redis: redis.into(),
             config,
             prefix: prefix.to_string(),
+            suffix: None,
             written: watch::Sender::new(0),
             lost: Arc::new(AtomicBool::new(false)),
             state: Mutex::new(State::NotWatching),
         }
+    }
+
+    /// Counts only writes to keys that end with `suffix` (Redis can match prefixes only).
+    pub fn only_ending_with(mut self, suffix: &str) -> KeyWatch {
+        self.suffix = Some(suffix.to_string());
+        self
     }
 
     /// Starts watching if not yet (or no longer) watching; quick when already watching.
@@ -96,9 +106,19 @@ impl KeyWatch {
 
     async fn connect(&self) -> RedisResult<MultiplexedConnection> {
         let (written, lost) = (self.written.clone(), self.lost.clone());
+        let suffix = self.suffix.clone();
         let on_push = move |push: PushInfo| -> Result<(), std::convert::Infallible> {
             if push.kind == PushKind::Disconnection {
                 lost.store(true, Ordering::Relaxed);
+            }
+            if let Some(suffix) = &suffix
+                && push.kind == PushKind::Invalidate
+                && !push
+                    .data
+                    .iter()
+                    .any(|keys| names_a_key_ending(keys, suffix))
+            {
+                return Ok(());
             }
             // Waiters look once for however many writes came meanwhile.
             written.send_modify(|count| *count = count.wrapping_add(1));
@@ -118,6 +138,16 @@ impl KeyWatch {
             .query_async::<()>(&mut connection)
             .await?;
         Ok(connection)
+    }
+}
+
+/// Whether an invalidation's keys include one ending with `suffix`; a flush (no keys) does.
+fn names_a_key_ending(keys: &Value, suffix: &str) -> bool {
+    match keys {
+        Value::Nil => true,
+        Value::Array(keys) => keys.iter().any(|key| names_a_key_ending(key, suffix)),
+        Value::BulkString(key) => key.ends_with(suffix.as_bytes()),
+        _ => false,
     }
 }
 
