@@ -8,15 +8,20 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use delayer::redis::cluster_async::ClusterConnection;
 use delayer::redis::{AsyncCommands, IntoConnectionInfo};
 use delayer_client::keys::Layout;
 use delayer_client::{Acked, Client, Settings, State, Target};
 use delayer_testkit::cluster::{self, RedisCluster};
 use serde_json::json;
 use support::http_client::{http_address, post};
-use support::{Daemon, RedisServer, delayer_fails, delayer_succeeds, free_port, read};
+use support::{
+    DAEMON_ACL, Daemon, RedisServer, acl, delayer_fails, delayer_succeeds, free_port, read,
+};
 
 const JOBS_API: &str = "/delay-queue/api/jobs";
+/// What the README adds to the daemon's ACL for a cluster.
+const CLUSTER_ACL: &str = "+cluster|slots +smembers";
 
 const JOBS: usize = 100_000;
 const TOPICS: usize = 30;
@@ -66,23 +71,7 @@ async fn two_daemons_drain_100k_jobs_over_30_topics_on_three_masters_each_once()
         .collect();
 
     let topics: Vec<String> = (0..TOPICS).map(topic).collect();
-    support::wait_for(Duration::from_secs(60), "every job moved", || {
-        let (mut connection, topics) = (connection.clone(), topics.clone());
-        async move {
-            let mut ready = 0;
-            for topic in &topics {
-                let keys = Layout::Cluster.keys(topic);
-                let length: usize = connection.llen(keys.ready(topic)).await.unwrap();
-                let waiting: usize = connection.zcard(keys.pool()).await.unwrap();
-                if waiting > 0 {
-                    return None;
-                }
-                ready += length;
-            }
-            (ready >= JOBS).then_some(())
-        }
-    })
-    .await;
+    wait_until_moved(&connection, &topics, JOBS).await;
 
     let mut connection = connection.clone();
     let mut counts: HashMap<String, usize> = HashMap::new();
@@ -110,6 +99,59 @@ async fn two_daemons_drain_100k_jobs_over_30_topics_on_three_masters_each_once()
         assert!(!errors.contains("[error]"), "{errors}");
         assert!(read(&logs.access).contains("Job is ready, Topic: topic-"));
     }
+}
+
+/// Waits until `count` jobs are on `topics`' ready lists and none is left in their pools.
+async fn wait_until_moved(connection: &ClusterConnection, topics: &[String], count: usize) {
+    support::wait_for(Duration::from_secs(60), "every job moved", || {
+        let mut connection = connection.clone();
+        async move {
+            let mut ready = 0;
+            for topic in topics {
+                let keys = Layout::Cluster.keys(topic);
+                let length: usize = connection.llen(keys.ready(topic)).await.unwrap();
+                let waiting: usize = connection.zcard(keys.pool()).await.unwrap();
+                if waiting > 0 {
+                    return None;
+                }
+                ready += length;
+            }
+            (ready >= count).then_some(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_daemon_runs_as_the_readme_acl_user_on_a_cluster() {
+    let cluster = RedisCluster::start(3);
+    for index in 0..3 {
+        let mut node = cluster.connect_node(index).await;
+        acl(
+            &mut node,
+            "delayer",
+            &format!("reset on >secret {DAEMON_ACL} {CLUSTER_ACL}"),
+        )
+        .await;
+    }
+    let connection = cluster.connect().await;
+    let now = delayer_client::time::unix_now();
+    cluster::add_jobs(
+        &connection,
+        (0..3_000).map(|index| (format!("job-{index}"), topic(index), now)),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "acl", &cluster.addresses());
+    let text = format!("{}username = delayer\npassword = secret\n", read(&config));
+    std::fs::write(&config, text).unwrap();
+    let mut daemon = Daemon::start(&config);
+    let topics: Vec<String> = (0..TOPICS).map(topic).collect();
+    wait_until_moved(&connection, &topics, 3_000).await;
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(10)).success());
+    let errors = read(&logs.error);
+    assert!(!errors.contains("[error]"), "{errors}");
 }
 
 #[tokio::test]
