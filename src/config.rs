@@ -649,13 +649,6 @@ impl Values<'_> {
                 "set with cluster: a Redis Cluster has database 0 only",
             );
         }
-        // Not yet with a cluster: said at once, rather than half working.
-        if let Some(tls) = self
-            .get("redis", "tls")
-            .filter(|tls| tls != "false" && tls != "no")
-        {
-            self.wrong("redis", "tls", &tls, "not supported with cluster yet");
-        }
         Some(addresses)
     }
 

@@ -166,8 +166,12 @@ pub fn target(config: &RedisConfig) -> Result<Target> {
                 ..config.clone()
             })
         });
-        return Target::cluster(nodes.collect::<Result<Vec<_>>>()?)
-            .context("cannot set up the Redis Cluster client");
+        let nodes = nodes.collect::<Result<Vec<_>>>()?;
+        let cluster = match &config.tls {
+            Some(tls) => Target::cluster_tls(nodes, certificates(tls)?),
+            None => Target::cluster(nodes),
+        };
+        return cluster.context("cannot set up the Redis Cluster client");
     }
     let node = connection_info(config)?;
     let Some(sentinel) = &config.sentinel else {
@@ -227,6 +231,14 @@ pub fn connection_info(config: &RedisConfig) -> Result<ConnectionInfo> {
 /// `info` with the CA and client certificate of `tls` attached, each file named when it cannot
 /// be read or holds no usable PEM.
 fn with_certificates(info: ConnectionInfo, tls: &TlsConfig) -> Result<ConnectionInfo> {
+    let client = redis::Client::build_with_tls(info, certificates(tls)?)
+        .map_err(|error| anyhow!("the TLS files of [redis] are not usable: {error}"))?;
+    Ok(client.get_connection_info().clone())
+}
+
+/// The CA and client certificate of `tls`, read, each file named when it cannot be read or holds
+/// no usable PEM.
+fn certificates(tls: &TlsConfig) -> Result<TlsCertificates> {
     static CRYPTO: Once = Once::new();
     // rustls wants its cryptography chosen once per process: ring, the one compiled in.
     CRYPTO.call_once(|| {
@@ -254,13 +266,10 @@ fn with_certificates(info: ConnectionInfo, tls: &TlsConfig) -> Result<Connection
         }
         None => None,
     };
-    let certificates = TlsCertificates {
+    Ok(TlsCertificates {
         client_tls,
         root_cert,
-    };
-    let client = redis::Client::build_with_tls(info, certificates)
-        .map_err(|error| anyhow!("the TLS files of [redis] are not usable: {error}"))?;
-    Ok(client.get_connection_info().clone())
+    })
 }
 
 /// Fails unless `key` is the private key of the first certificate in `cert` (both PEM, parsed
@@ -614,19 +623,34 @@ fn tls_error(error: &redis::RedisError) -> Option<&rustls::Error> {
     None
 }
 
+/// How rustls words a certificate it does not trust.
+const UNTRUSTED: &str = "invalid peer certificate";
+
 /// A failed TLS handshake, with what to change in `[redis]`.
 fn tls_trouble(error: &redis::RedisError, config: &RedisConfig) -> String {
     let address = config.address();
-    match tls_error(error) {
-        Some(rustls::Error::InvalidCertificate(why)) => format!(
-            "Redis at {address} shows a TLS certificate delayer does not trust ({why:?}): \
-             [redis] tls_ca_file must name the CA that signed it, and the certificate must name \
-             {}",
-            match &config.sentinel {
-                Some(_) => "the address the sentinels give (and the sentinels' theirs)".to_string(),
-                None => format!("the host {}", config.host),
+    let untrusted = match tls_error(error) {
+        Some(rustls::Error::InvalidCertificate(why)) => Some(format!("{why:?}")),
+        // The cluster client keeps only the words of the error it met.
+        _ => error
+            .to_string()
+            .split_once(UNTRUSTED)
+            .map(|(_, why)| why.trim_start_matches(':').trim().to_string()),
+    };
+    if let Some(why) = untrusted {
+        return format!(
+            "Redis at {address} shows a TLS certificate delayer does not trust ({why}): [redis] \
+             tls_ca_file must name the CA that signed it, and the certificate must name {}",
+            if config.sentinel.is_some() {
+                "the address the sentinels give (and the sentinels' theirs)".to_string()
+            } else if config.cluster.is_some() {
+                "the address each node announces".to_string()
+            } else {
+                format!("the host {}", config.host)
             }
-        ),
+        );
+    }
+    match tls_error(error) {
         Some(rustls::Error::AlertReceived(alert))
             if format!("{alert:?}").contains("Certificate") =>
         {
@@ -685,7 +709,7 @@ fn failure_kind(error: &redis::RedisError) -> Failure {
             .any(|marker| text.contains(marker))
     {
         Failure::NoPermission
-    } else if tls_error(error).is_some() {
+    } else if tls_error(error).is_some() || text.contains(UNTRUSTED) {
         Failure::Tls
     } else if error.is_timeout() {
         Failure::Timeout

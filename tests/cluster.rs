@@ -316,3 +316,39 @@ async fn a_blocking_pop_on_a_cluster_waits_out_its_timeout() {
     assert!(matches!(popped, Ok(None)), "{popped:?}");
     assert!(waited.elapsed() >= Duration::from_secs(6));
 }
+
+#[tokio::test]
+async fn a_cluster_over_tls_moves_jobs_and_an_untrusted_one_is_refused() {
+    let cluster = RedisCluster::start_tls(3);
+    let dir = tempfile::tempdir().unwrap();
+    let tls_config = |name: &str, ca: &str| {
+        let (config, logs) = cluster_config(&dir, name, &cluster.addresses());
+        let ca = cluster.certificates().file(ca);
+        let text = format!(
+            "{}tls = true\ntls_ca_file = {}\n",
+            read(&config),
+            ca.display()
+        );
+        std::fs::write(&config, text).unwrap();
+        (config, logs)
+    };
+    let (config, logs) = tls_config("tls", "ca.crt");
+    let mut daemon = Daemon::start(&config);
+    for topic in ["a", "b", "c", "d", "e", "f"] {
+        delayer_succeeds(&config, &["push", topic, "over TLS"]);
+        let popped: serde_json::Value =
+            serde_json::from_str(&delayer_succeeds(&config, &["pop", topic, "--wait", "5s"]))
+                .unwrap();
+        assert_eq!(popped["body"], json!("over TLS"), "{topic}");
+    }
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(10)).success());
+    let errors = read(&logs.error);
+    assert!(!errors.contains("[error]"), "{errors}");
+
+    let (untrusting, _) = tls_config("other-ca", "other-ca.crt");
+    for args in [&["--check-config"][..], &[][..]] {
+        let said = delayer_fails(&untrusting, args);
+        assert!(said.contains("does not trust"), "{args:?}: {said}");
+    }
+}

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{
     AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, Pipeline, RedisError,
@@ -120,9 +120,37 @@ impl Target {
         }))
     }
 
-    /// The Redis of `[redis] cluster`: its nodes' addresses (with the credentials to use).
+    /// A Redis Cluster: some of its nodes' addresses (with the credentials to use); the others
+    /// are found from them.
     pub fn cluster(nodes: Vec<ConnectionInfo>) -> RedisResult<Target> {
-        let client = redis::cluster::ClusterClientBuilder::new(nodes)
+        Target::cluster_with(ClusterClientBuilder::new(nodes))
+    }
+
+    /// A Redis Cluster over TLS: `nodes` as for [`cluster`](Target::cluster), with TLS
+    /// addresses (whose `insecure` flag counts; their certificates do not), and `certificates`
+    /// what to trust and what to show.
+    #[cfg(feature = "tls-rustls")]
+    pub fn cluster_tls(
+        nodes: Vec<ConnectionInfo>,
+        certificates: redis::TlsCertificates,
+    ) -> RedisResult<Target> {
+        let insecure = nodes.first().is_some_and(|node| {
+            matches!(node.addr(), ConnectionAddr::TcpTls { insecure: true, .. })
+        });
+        let mode = if insecure {
+            redis::TlsMode::Insecure
+        } else {
+            redis::TlsMode::Secure
+        };
+        Target::cluster_with(
+            ClusterClientBuilder::new(nodes)
+                .tls(mode)
+                .certs(certificates),
+        )
+    }
+
+    fn cluster_with(builder: ClusterClientBuilder) -> RedisResult<Target> {
+        let client = builder
             .connection_timeout(CONNECT_TIMEOUT)
             .response_timeout(RESPONSE_TIMEOUT)
             // Each try is bounded by the reply timeout, and the tries are counted: an overall

@@ -13,7 +13,8 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
-use crate::redis_server::{RedisServer, command, free_port};
+use crate::redis_server::{RedisServer, command_at, free_port};
+use crate::tls::Certificates;
 use crate::wait_until_sync;
 
 /// How far above its client port a node listens for the other nodes (the cluster bus).
@@ -26,6 +27,8 @@ const SLOTS: &str = "16384";
 /// directory (each node is a [`RedisServer`]).
 pub struct RedisCluster {
     nodes: Vec<Node>,
+    /// With TLS: the certificates every node shows (and trusts), in their own directory.
+    tls: Option<(tempfile::TempDir, Certificates)>,
 }
 
 struct Node {
@@ -41,6 +44,24 @@ impl RedisCluster {
     /// One, or at least 3 (`redis-cli --cluster create` refuses 2): a single master takes every
     /// slot itself (`CLUSTER ADDSLOTSRANGE`), as a cluster's first node does before others join.
     pub fn start(masters: usize) -> RedisCluster {
+        RedisCluster::launch(masters, None)
+    }
+
+    /// Like [`start`](RedisCluster::start), every node speaking TLS only (to clients and on the
+    /// cluster bus), with certificates made for 127.0.0.1 by one CA (see [`Certificates`]); the
+    /// nodes' unix sockets stay plain, for the test's own connections.
+    pub fn start_tls(masters: usize) -> RedisCluster {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let certificates = Certificates::make(dir.path());
+        RedisCluster::launch(masters, Some((dir, certificates)))
+    }
+
+    /// The certificates of a cluster from [`start_tls`](RedisCluster::start_tls).
+    pub fn certificates(&self) -> &Certificates {
+        &self.tls.as_ref().expect("started with start_tls").1
+    }
+
+    fn launch(masters: usize, tls: Option<(tempfile::TempDir, Certificates)>) -> RedisCluster {
         assert!(
             masters == 1 || masters >= 3,
             "redis-cli --cluster create wants at least 3 masters, not {masters}"
@@ -52,9 +73,7 @@ impl RedisCluster {
                 // RedisServer runs it with `--dir` its temporary directory, so nodes.conf lands
                 // there; the later `--port` wins over its `--port 0`, and the unix socket it
                 // also opens serves `connect_node`.
-                let server = RedisServer::start_with(&[
-                    "--port",
-                    &port.to_string(),
+                let mut args: Vec<String> = [
                     "--bind",
                     "127.0.0.1",
                     "--cluster-enabled",
@@ -63,18 +82,42 @@ impl RedisCluster {
                     "nodes.conf",
                     "--cluster-node-timeout",
                     "5000",
-                ]);
+                ]
+                .map(String::from)
+                .into();
+                match &tls {
+                    Some((_, certificates)) => {
+                        let file = |name: &str| certificates.file(name).display().to_string();
+                        args.extend([
+                            "--tls-port".into(),
+                            port.to_string(),
+                            "--tls-cluster".into(),
+                            "yes".into(),
+                            "--tls-cert-file".into(),
+                            file("server.crt"),
+                            "--tls-key-file".into(),
+                            file("server.key"),
+                            "--tls-ca-cert-file".into(),
+                            file("ca.crt"),
+                            "--tls-auth-clients".into(),
+                            "no".into(),
+                        ]);
+                    }
+                    None => args.extend(["--port".into(), port.to_string()]),
+                }
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let server = RedisServer::start_with(&args);
                 Node { server, port }
             })
             .collect();
-        let cluster = RedisCluster { nodes };
+        let cluster = RedisCluster { nodes, tls };
         cluster.create();
         cluster
     }
 
     fn create(&self) {
         if let [node] = &self.nodes[..] {
-            let reply = command(node.port, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+            let reply = node.command(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
             assert_eq!(reply, "OK", "CLUSTER ADDSLOTSRANGE");
         } else {
             self.join();
@@ -91,6 +134,13 @@ impl RedisCluster {
                     .map(|node| format!("127.0.0.1:{}", node.port)),
             )
             .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(self.tls.iter().flat_map(|(_, certificates)| {
+                [
+                    "--tls".into(),
+                    "--cacert".into(),
+                    certificates.file("ca.crt"),
+                ]
+            }))
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|error| {
@@ -113,7 +163,7 @@ impl RedisCluster {
                 Duration::from_secs(20),
                 &format!("127.0.0.1:{} says cluster_state:ok", node.port),
                 || {
-                    let info = command(node.port, &["CLUSTER", "INFO"]);
+                    let info = node.command(&["CLUSTER", "INFO"]);
                     let field = |name: &str| {
                         info.lines()
                             .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
@@ -162,10 +212,18 @@ impl RedisCluster {
 
     /// How many keys node `index` holds (`DBSIZE`).
     pub fn dbsize(&self, index: usize) -> i64 {
-        let reply = command(self.nodes[index].port, &["DBSIZE"]);
+        let reply = self.nodes[index].command(&["DBSIZE"]);
         reply
             .parse()
             .unwrap_or_else(|_| panic!("DBSIZE of node {index}: {reply:?}"))
+    }
+}
+
+impl Node {
+    /// `args` sent to this node over its (plain) unix socket; the reply in words.
+    fn command(&self, args: &[&str]) -> String {
+        let socket = self.server.socket();
+        command_at(&format!("redis+unix://{}", socket.display()), args)
     }
 }
 

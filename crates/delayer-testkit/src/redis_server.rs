@@ -207,7 +207,12 @@ pub fn free_port() -> u16 {
 /// ("" when nothing answers): enough to look for a word in INFO, CLUSTER INFO, ROLE or a
 /// SENTINEL reply.
 pub(crate) fn command(port: u16, args: &[&str]) -> String {
-    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) else {
+    command_at(&format!("redis://127.0.0.1:{port}"), args)
+}
+
+/// [`command`] to the server at `url`.
+pub(crate) fn command_at(url: &str, args: &[&str]) -> String {
+    let Ok(client) = redis::Client::open(url) else {
         return String::new();
     };
     let Ok(mut connection) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
