@@ -1,20 +1,24 @@
 //! The timer loop for Redis Cluster (`[redis] cluster`). In the cluster layout each topic's keys
 //! share one hash slot, so the move script runs once per topic, on the master that holds it; the
-//! registry of topics (written by pushers) says which pools there are. Every look drains all
-//! topics at once: each master works through its own topics while the others work on theirs.
+//! registry of topics (written by pushers) says which pools there are. Each topic is drained on
+//! its own schedule, side by side with the others: a master that hangs, or a topic whose script
+//! fails, holds up only its own topics, and a long backlog in one topic takes turns with the rest.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
 use deadpool_redis::redis::{AsyncCommands, RedisResult};
 use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::cluster_watch::ClusterWatch;
 use crate::config::{Config, RedisConfig};
+use crate::escape;
 use crate::metrics::Metrics;
 use crate::move_log::{self, StuckTopics};
 use crate::mover::{MIN_LOOK_GAP, earliest, wait_until};
@@ -26,17 +30,19 @@ use delayer_client::scripts::move_due::{MoveScript, STUCK_RECHECK};
 use delayer_client::scripts::release::ReleaseScript;
 use delayer_client::time::unix_now;
 
-/// Topics drained at once. Each holds one script call in flight; the cluster connection carries
-/// them to the masters side by side.
-const TOPICS_AT_ONCE: usize = 64;
-/// The first wait after a failed look; it doubles up to [`MAX_RETRY_WAIT`].
+/// The first wait after a failure (of the registry, or of one topic); it doubles up to
+/// [`MAX_RETRY_WAIT`].
 const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);
 const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
+/// Full batches one topic moves before the others' turn: a backlog of a million jobs in one topic
+/// must not keep another topic's due jobs waiting until it is gone.
+const BATCHES_PER_TURN: usize = 10;
 
 /// Moves due jobs from each topic's pool to its ready list, across a cluster.
 pub struct ClusterMover {
     target: Target,
-    /// The working connection; dropped after a failure, so that the next look reconnects.
+    /// The working connection; dropped when the registry cannot be read, so that the next look
+    /// reconnects (the cluster connection finds moved and returning masters by itself).
     connection: tokio::sync::Mutex<Option<Connection>>,
     redis: RedisConfig,
     script: MoveScript,
@@ -48,6 +54,19 @@ pub struct ClusterMover {
     batch_size: usize,
     max_attempts: u32,
     timer_interval: Duration,
+}
+
+/// When each topic is to be drained next, and which are failing.
+#[derive(Default)]
+struct Schedule {
+    /// The next look at each topic, in unix seconds; a topic not here is looked at now.
+    due: HashMap<String, f64>,
+    /// Topics being drained now.
+    draining: HashSet<String>,
+    /// Topics whose last drain failed: how, and the wait before the next try.
+    failing: HashMap<String, (Failure, Duration)>,
+    /// Topics of the registry that the cluster layout cannot hold, said once each.
+    refused: HashSet<String>,
 }
 
 impl ClusterMover {
@@ -88,130 +107,207 @@ impl ClusterMover {
         self.metrics.clone()
     }
 
-    /// Moves jobs as they fall due until `shutdown` is cancelled; script calls that have started
-    /// always finish.
+    /// Moves jobs as they fall due until `shutdown` is cancelled; drains under way finish their
+    /// script call in flight (and stop before the next), none starts after the stop.
     pub async fn run(&self, shutdown: &CancellationToken) {
+        let mut watch = ClusterWatch::new(&self.redis);
+        let mut schedule = Schedule::default();
+        let mut drains = FuturesUnordered::new();
+        let mut topics: Vec<String> = Vec::new();
+        let mut connection = None;
         let mut outage: Option<Failure> = None;
         let mut retry_wait = FIRST_RETRY_WAIT;
-        let mut watch = ClusterWatch::new(&self.redis);
+        let mut look = true;
+        let mut looked_at = Instant::now();
+        // A client pushed (to some topic) since the last look.
+        let mut pushed = false;
         loop {
-            watch.seen();
-            let looked = self.look(shutdown).await;
-            let looked_at = Instant::now();
-            self.metrics.looked(looked.is_ok());
-            if shutdown.is_cancelled() {
+            if look && !shutdown.is_cancelled() {
+                watch.seen();
+                looked_at = Instant::now();
+                match self.registry().await {
+                    Ok((working, registry)) => {
+                        self.metrics.looked(true);
+                        if let Some(failure) = outage.take() {
+                            info!("{}", failure.recovered(&self.redis.address()));
+                        }
+                        retry_wait = FIRST_RETRY_WAIT;
+                        topics = schedule.usable(registry);
+                        watch.ensure(&working);
+                        connection = Some(working);
+                    }
+                    Err(error) => {
+                        self.metrics.looked(false);
+                        *self.connection.lock().await = None;
+                        connection = None;
+                        let trouble = pool::describe_redis(&error, &self.redis);
+                        // Once per outage (or change of cause), not on every retry.
+                        if outage != Some(trouble.kind) {
+                            error!("{trouble}; {}", trouble.kind.waiting_for());
+                        }
+                        outage = Some(trouble.kind);
+                    }
+                }
+            }
+            look = false;
+            if let (Some(connection), false) = (&connection, shutdown.is_cancelled()) {
+                let now = unix_now();
+                for topic in &topics {
+                    if schedule.starts(topic, now) {
+                        drains.push(self.drain(connection.clone(), topic.clone(), shutdown));
+                    }
+                }
+            }
+            if shutdown.is_cancelled() && drains.is_empty() {
                 return;
             }
-            let wait = match looked {
-                Ok(next_due) => {
-                    if let Some(failure) = outage.take() {
-                        info!("{}", failure.recovered(&self.redis.address()));
-                    }
-                    retry_wait = FIRST_RETRY_WAIT;
-                    if let Ok(mut connection) = self.connection().await {
-                        // Connecting the watches may take a while; nothing changes until then.
-                        tokio::select! {
-                            () = watch.ensure(&mut connection) => {}
-                            () = shutdown.cancelled() => return,
-                        }
-                    }
-                    wait_until(next_due, self.timer_interval)
-                }
-                Err(error) => {
-                    *self.connection.lock().await = None;
-                    let trouble = pool::describe_redis(&error, &self.redis);
-                    // Once per outage (or change of cause), not on every retry.
-                    if outage != Some(trouble.kind) {
-                        error!("{trouble}; {}", trouble.kind.waiting_for());
-                    }
-                    outage = Some(trouble.kind);
+            let mut wait = match connection {
+                Some(_) => wait_until(schedule.next(&topics), self.timer_interval),
+                None => {
                     let wait = retry_wait;
                     retry_wait = (retry_wait * 2).min(MAX_RETRY_WAIT);
                     wait
                 }
             };
+            if pushed {
+                // Every topic is looked at again, but not more often than MIN_LOOK_GAP.
+                wait =
+                    wait.min((looked_at + MIN_LOOK_GAP).saturating_duration_since(Instant::now()));
+            }
             tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                // A client pushed: look again, but not more often than MIN_LOOK_GAP.
-                () = async {
-                    watch.written().await;
-                    tokio::time::sleep_until(looked_at + MIN_LOOK_GAP).await;
-                } => {}
-                () = shutdown.cancelled() => return,
+                Some((topic, drained)) = drains.next() => self.finished(&mut schedule, topic, drained),
+                () = tokio::time::sleep(wait) => {
+                    if std::mem::take(&mut pushed) {
+                        schedule.due.clear();
+                    }
+                    look = true;
+                }
+                // Taken note of at once: a wake-up is never lost to a drain ending meanwhile.
+                () = watch.written(), if !pushed => pushed = true,
+                () = shutdown.cancelled(), if !shutdown.is_cancelled() => {}
             }
         }
     }
 
-    /// One look: reads the registry, then drains every topic; returns when the next job falls due
-    /// (or reservation lapses).
-    async fn look(&self, shutdown: &CancellationToken) -> RedisResult<Option<f64>> {
+    /// A working connection, and the topics of the registry.
+    async fn registry(&self) -> RedisResult<(Connection, Vec<String>)> {
         let mut connection = self.connection().await?;
-        let topics: Vec<String> = connection.smembers(self.keys.topics()).await?;
-        let mut drains = futures_util::stream::iter(topics)
-            .map(|topic| self.drain(connection.clone(), topic, shutdown))
-            .buffer_unordered(TOPICS_AT_ONCE);
-        let mut next_due = None;
-        let mut failure = None;
-        // Every drain runs to its end, even after one failed: the others' moves must be logged.
-        while let Some(drained) = drains.next().await {
-            match drained {
-                Ok(due) => next_due = earliest(next_due, due),
-                Err(error) => failure = Some(error),
+        let topics = connection.smembers(self.keys.topics()).await?;
+        Ok((connection, topics))
+    }
+
+    /// Takes note of a drain's end: when to look at its topic again, and whether it failed.
+    fn finished(&self, schedule: &mut Schedule, topic: String, drained: RedisResult<Option<f64>>) {
+        schedule.draining.remove(&topic);
+        self.metrics.looked(drained.is_ok());
+        let now = unix_now();
+        match drained {
+            Ok(next_due) => {
+                if let Some((failure, _)) = schedule.failing.remove(&topic) {
+                    info!(
+                        "{}: topic {} moves again",
+                        failure.recovered(&self.redis.address()),
+                        escape::field(&topic)
+                    );
+                }
+                // At least every timer_interval, as with one Redis: a push the watches missed (or
+                // a Redis that cannot report them) waits no longer than that.
+                let latest = now + self.timer_interval.as_secs_f64();
+                let due = next_due.map_or(latest, |due| due.min(latest));
+                schedule.due.insert(topic, due);
             }
-        }
-        self.stuck
-            .lock()
-            .expect("not poisoned")
-            .report(STUCK_RECHECK, &self.keys);
-        match failure {
-            Some(error) => Err(error),
-            None => Ok(next_due),
+            Err(error) => {
+                let trouble = pool::describe_redis(&error, &self.redis);
+                if pool::reply_may_be_lost(&error) {
+                    // Every lost reply is said: each may hide moved jobs no other line lists.
+                    error!(
+                        "The reply to a move of topic {} never came ({trouble}): it may have moved \
+                         up to {} jobs that no \"Job is ready\" line lists; {}",
+                        escape::field(&topic),
+                        self.batch_size,
+                        trouble.kind.waiting_for()
+                    );
+                } else if schedule.failing.get(&topic).map(|(kind, _)| *kind) != Some(trouble.kind)
+                {
+                    error!(
+                        "Topic {} cannot move: {trouble}; {}",
+                        escape::field(&topic),
+                        trouble.kind.waiting_for()
+                    );
+                }
+                let wait = schedule
+                    .failing
+                    .get(&topic)
+                    .map_or(FIRST_RETRY_WAIT, |(_, wait)| {
+                        (*wait * 2).min(MAX_RETRY_WAIT)
+                    });
+                schedule.failing.insert(topic.clone(), (trouble.kind, wait));
+                schedule.due.insert(topic, now + wait.as_secs_f64());
+            }
         }
     }
 
-    /// Moves `topic`'s due jobs until a batch comes back short (or a stop is asked for), then
-    /// delivers again its jobs whose reservation lapsed; returns when its next job falls due.
+    /// Moves `topic`'s due jobs until a batch comes back short, [`BATCHES_PER_TURN`] full ones
+    /// were moved, or a stop is asked for; then delivers again its jobs whose reservation lapsed.
+    /// Returns when to look at the topic again.
     async fn drain(
         &self,
         mut connection: Connection,
         topic: String,
         shutdown: &CancellationToken,
-    ) -> RedisResult<Option<f64>> {
+    ) -> (String, RedisResult<Option<f64>>) {
         let keys = Layout::Cluster.keys(&topic);
-        loop {
-            let batch = loop {
-                let now = unix_now();
+        let drained = async {
+            let mut turns = 0;
+            loop {
+                let batch = loop {
+                    let now = unix_now();
+                    let started = std::time::Instant::now();
+                    let batch = self
+                        .script
+                        .run(&mut connection, &keys, now, self.batch_size)
+                        .await?;
+                    self.metrics.moved(&batch, now, started.elapsed());
+                    self.stuck.lock().expect("not poisoned").note(&batch, &keys);
+                    move_log::moves(&batch);
+                    turns += 1;
+                    if !batch.is_full(self.batch_size)
+                        || shutdown.is_cancelled()
+                        || turns >= BATCHES_PER_TURN
+                    {
+                        break batch;
+                    }
+                };
+                self.stuck
+                    .lock()
+                    .expect("not poisoned")
+                    .report(STUCK_RECHECK, &keys);
                 let started = std::time::Instant::now();
-                let batch = self
-                    .script
-                    .run(&mut connection, &keys, now, self.batch_size)
+                let released = self
+                    .release
+                    .lapsed(
+                        &mut connection,
+                        &keys,
+                        unix_now(),
+                        self.max_attempts,
+                        self.batch_size,
+                    )
                     .await?;
-                self.metrics.moved(&batch, now, started.elapsed());
-                self.stuck.lock().expect("not poisoned").note(&batch, &keys);
-                move_log::moves(&batch);
-                if !batch.is_full(self.batch_size) || shutdown.is_cancelled() {
-                    break batch;
+                self.metrics.released(&released, started.elapsed());
+                move_log::released(&released, self.max_attempts, &keys);
+                if batch.is_full(self.batch_size) {
+                    // Its turn is over, with more due: again after the others had theirs.
+                    return Ok(Some(unix_now()));
                 }
-            };
-            let started = std::time::Instant::now();
-            let released = self
-                .release
-                .lapsed(
-                    &mut connection,
-                    &keys,
-                    unix_now(),
-                    self.max_attempts,
-                    self.batch_size,
-                )
-                .await?;
-            self.metrics.released(&released, started.elapsed());
-            move_log::released(&released, self.max_attempts, &keys);
-            let put_back = !released.retried.is_empty() || !released.blocked.is_empty();
-            if !put_back || shutdown.is_cancelled() {
-                return Ok(earliest(batch.next_due, released.next_deadline));
+                let put_back = !released.retried.is_empty() || !released.blocked.is_empty();
+                if !put_back || shutdown.is_cancelled() {
+                    return Ok(earliest(batch.next_due, released.next_deadline));
+                }
+                // The jobs put back are due now: moved in this same turn.
             }
-            // The jobs put back are due now: moved in this same look.
-        }
+        };
+        let drained = drained.await;
+        (topic, drained)
     }
 
     async fn connection(&self) -> RedisResult<Connection> {
@@ -222,5 +318,41 @@ impl ClusterMover {
         let connection = self.target.connect().await?;
         *current = Some(connection.clone());
         Ok(connection)
+    }
+}
+
+impl Schedule {
+    /// The registry's topics the cluster layout can hold; each of the others is said once.
+    fn usable(&mut self, registry: Vec<String>) -> Vec<String> {
+        registry
+            .into_iter()
+            .filter(|topic| match Layout::Cluster.refusal(topic) {
+                None => true,
+                Some(why) => {
+                    if self.refused.insert(topic.clone()) {
+                        error!(
+                            "Topic {} of the registry is left alone: it {why}",
+                            escape::field(topic)
+                        );
+                    }
+                    false
+                }
+            })
+            .collect()
+    }
+
+    /// Whether `topic` is due for a drain at `now`; if so, it is marked as being drained.
+    fn starts(&mut self, topic: &str, now: f64) -> bool {
+        let due = self.due.get(topic).is_none_or(|due| *due <= now);
+        due && self.draining.insert(topic.to_string())
+    }
+
+    /// When the next of `topics` not being drained is due.
+    fn next(&self, topics: &[String]) -> Option<f64> {
+        topics
+            .iter()
+            .filter(|topic| !self.draining.contains(*topic))
+            .map(|topic| self.due.get(topic).copied().unwrap_or(0.0))
+            .min_by(f64::total_cmp)
     }
 }

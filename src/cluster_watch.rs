@@ -1,8 +1,13 @@
 //! Wakes the cluster mover when any master's job pools are written, so that a job pushed to fall
 //! due before the next look is moved in time (as `wakeup` does for one Redis). A cluster's writes
 //! happen on its masters, so each is watched on a connection of its own; which masters there are
-//! is asked again every [`TOPOLOGY_CHECK`] and whenever a watch is lost.
+//! is asked again every [`TOPOLOGY_CHECK`] and whenever a watch is lost. All of that happens in
+//! the background: a master that hangs must not hold up the loop, which moves the other masters'
+//! jobs meanwhile.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_redis::redis::{self, Value};
@@ -12,6 +17,7 @@ use delayer_client::keys::{CLUSTER_POOL_SUFFIX, CLUSTER_PREFIX};
 use delayer_client::watch::{Ensured, KeyWatch};
 use futures_util::future::select_all;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::info;
 
@@ -23,55 +29,146 @@ const TOPOLOGY_CHECK: Duration = Duration::from_secs(30);
 
 /// Watches the pools on every master.
 pub struct ClusterWatch {
+    shared: Arc<Shared>,
+    /// The receiver the loop waits on, for each master watched.
+    written: HashMap<String, watch::Receiver<u64>>,
+    /// The background refresh, while it runs.
+    refreshing: Option<JoinHandle<()>>,
+}
+
+/// What the background refresh and the loop share.
+struct Shared {
     redis: RedisConfig,
-    /// Each master's address, its watch, and the receiver the loop waits on.
-    masters: Vec<(String, KeyWatch, watch::Receiver<u64>)>,
-    listed_at: Option<Instant>,
+    masters: Mutex<Vec<(String, Arc<KeyWatch>)>>,
+    listed_at: Mutex<Option<Instant>>,
     /// Said once: this cluster cannot report writes.
-    said_unsupported: bool,
+    said_unsupported: AtomicBool,
 }
 
 impl ClusterWatch {
     pub fn new(redis: &RedisConfig) -> ClusterWatch {
         ClusterWatch {
-            redis: redis.clone(),
-            masters: Vec::new(),
-            listed_at: None,
-            said_unsupported: false,
+            shared: Arc::new(Shared {
+                redis: redis.clone(),
+                masters: Mutex::new(Vec::new()),
+                listed_at: Mutex::new(None),
+                said_unsupported: AtomicBool::new(false),
+            }),
+            written: HashMap::new(),
+            refreshing: None,
         }
     }
 
-    /// Watches every master, listing them again when due; quick when already watching. Failures
-    /// are left to the loop's outage handling: the next look tries again.
-    pub async fn ensure(&mut self, connection: &mut Connection) {
+    /// Starts, in the background, watching every master not watched yet (listing them again
+    /// when due), unless that is under way already. Returns at once.
+    pub fn ensure(&mut self, connection: &Connection) {
         if self
-            .listed_at
-            .is_none_or(|listed| listed.elapsed() >= TOPOLOGY_CHECK)
-            && let Ok(masters) = masters(connection).await
+            .refreshing
+            .as_ref()
+            .is_some_and(|refresh| !refresh.is_finished())
         {
-            self.listed_at = Some(Instant::now());
-            self.masters
-                .retain(|(address, _, _)| masters.contains(address));
-            for address in masters {
-                let watched = self.masters.iter().any(|(known, _, _)| *known == address);
+            return;
+        }
+        let (shared, connection) = (self.shared.clone(), connection.clone());
+        self.refreshing = Some(tokio::spawn(
+            async move { shared.refresh(connection).await },
+        ));
+    }
+
+    /// Forgets the writes so far: the look about to start sees them.
+    pub fn seen(&mut self) {
+        self.subscribe_new();
+        for written in self.written.values_mut() {
+            written.mark_unchanged();
+        }
+    }
+
+    /// Completes when a pool was written on any master since the last [`seen`](Self::seen), or
+    /// when watches were (re)connected: writes before they were are looked for that way.
+    pub async fn written(&mut self) {
+        if self.subscribe_new() {
+            return;
+        }
+        let refreshed = async {
+            match &mut self.refreshing {
+                Some(refresh) => {
+                    let _ = refresh.await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let changed = async {
+            if self.written.is_empty() {
+                return std::future::pending().await;
+            }
+            let changes = self
+                .written
+                .values_mut()
+                .map(|written| Box::pin(written.changed()));
+            if select_all(changes).await.0.is_err() {
+                // Cannot happen (each watch owns its sender); never wake for it.
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            // Watches just connected: writes made while they connected are looked for.
+            () = refreshed => self.refreshing = None,
+            () = changed => {}
+        }
+    }
+
+    /// Waits on the masters watched since the last call too, and forgets those no longer
+    /// listed; true when there are new ones.
+    fn subscribe_new(&mut self) -> bool {
+        let masters = self.shared.masters.lock().expect("not poisoned").clone();
+        self.written
+            .retain(|address, _| masters.iter().any(|(known, _)| known == address));
+        let mut new = false;
+        for (address, watch) in masters {
+            self.written.entry(address).or_insert_with(|| {
+                new = true;
+                watch.subscribe()
+            });
+        }
+        new
+    }
+}
+
+impl Shared {
+    async fn refresh(&self, mut connection: Connection) {
+        let due = self
+            .listed_at
+            .lock()
+            .expect("not poisoned")
+            .is_none_or(|listed| listed.elapsed() >= TOPOLOGY_CHECK);
+        if due && let Ok(listed) = masters(&mut connection).await {
+            *self.listed_at.lock().expect("not poisoned") = Some(Instant::now());
+            let mut masters = self.masters.lock().expect("not poisoned");
+            masters.retain(|(address, _)| listed.contains(address));
+            for address in listed {
+                let watched = masters.iter().any(|(known, _)| *known == address);
                 if !watched && let Some(watch) = self.watch(&address) {
-                    let written = watch.subscribe();
-                    self.masters.push((address, watch, written));
+                    masters.push((address, Arc::new(watch)));
                 }
             }
         }
-        for (address, watch, _) in &self.masters {
-            match watch.ensure().await {
-                Ensured::Unsupported(Some(refusal)) if !self.said_unsupported => {
-                    self.said_unsupported = true;
+        let masters = self.masters.lock().expect("not poisoned").clone();
+        // Side by side: one master that hangs must not keep the others unwatched.
+        let ensured = masters.iter().map(|(_, watch)| watch.ensure());
+        let ensured = futures_util::future::join_all(ensured).await;
+        for ((address, _), ensured) in masters.iter().zip(ensured) {
+            match ensured {
+                Ensured::Unsupported(Some(refusal))
+                    if !self.said_unsupported.swap(true, Ordering::Relaxed) =>
+                {
                     info!(
                         "Jobs pushed to fall due sooner than the loop's next look wait up to \
                          timer_interval: Redis at {address} cannot report writes to job pools \
                          ({refusal}; CLIENT TRACKING needs Redis 6)"
                     );
                 }
-                // Lost with its master: list the masters again at the next look.
-                Ensured::Failed(_) => self.listed_at = None,
+                // Lost with its master: list the masters again next time.
+                Ensured::Failed(_) => *self.listed_at.lock().expect("not poisoned") = None,
                 _ => {}
             }
         }
@@ -88,28 +185,6 @@ impl ClusterWatch {
         .ok()?;
         let watch = KeyWatch::new(Target::from(node), connection::config(), CLUSTER_PREFIX);
         Some(watch.only_ending_with(CLUSTER_POOL_SUFFIX))
-    }
-
-    /// Forgets the writes so far: the look about to start sees them.
-    pub fn seen(&mut self) {
-        for (_, _, written) in &mut self.masters {
-            written.mark_unchanged();
-        }
-    }
-
-    /// Completes when a pool was written on any master since the last [`seen`](Self::seen).
-    pub async fn written(&mut self) {
-        if self.masters.is_empty() {
-            return std::future::pending().await;
-        }
-        let changes = self
-            .masters
-            .iter_mut()
-            .map(|(_, _, written)| Box::pin(written.changed()));
-        if select_all(changes).await.0.is_err() {
-            // Cannot happen (each watch owns its sender); never wake for it.
-            std::future::pending::<()>().await;
-        }
     }
 }
 
@@ -129,10 +204,12 @@ async fn masters(connection: &mut Connection) -> redis::RedisResult<Vec<String>>
         else {
             continue;
         };
-        let address = delayer_client::connection::host_port(
-            &String::from_utf8_lossy(host),
-            u16::try_from(*port).unwrap_or(0),
-        );
+        let host = String::from_utf8_lossy(host);
+        // A node whose address its peers do not know yet ("?" or "") is listed next time.
+        if host.is_empty() || host == "?" {
+            continue;
+        }
+        let address = connection::host_port(&host, u16::try_from(*port).unwrap_or(0));
         if !masters.contains(&address) {
             masters.push(address);
         }

@@ -69,10 +69,13 @@ fn refused(error: Error) -> Response {
         | Error::EmptyId
         | Error::EmptyBody
         | Error::InThePast(_)
-        | Error::TooFar(_) => StatusCode::BAD_REQUEST,
+        | Error::TooFar(_)
+        | Error::TopicRefused(..) => StatusCode::BAD_REQUEST,
         Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         Error::UnknownJob(_) | Error::Incomplete(_) => StatusCode::NOT_FOUND,
-        Error::NotReserved(_) | Error::WrongType { .. } => StatusCode::CONFLICT,
+        Error::NotReserved(_) | Error::WrongType { .. } | Error::AmbiguousId { .. } => {
+            StatusCode::CONFLICT
+        }
         Error::Redis(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
     refuse(status, error)

@@ -149,6 +149,13 @@ impl Client {
     /// once if it is unreachable or refuses the credentials.
     pub async fn connect_to(redis: impl Into<Target>, settings: Settings) -> Result<Client> {
         let redis = redis.into();
+        if settings.layout == Layout::Cluster && !redis.is_cluster() {
+            // No daemon moves the cluster layout's jobs on a single Redis: they would wait for ever.
+            return Err(Error::Redis(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "the cluster layout wants a Redis Cluster (Target::cluster)",
+            ))));
+        }
         let commands = SharedConnection::connect(redis.clone()).await?;
         Ok(Client::with(redis, commands, settings))
     }
@@ -210,7 +217,11 @@ impl Client {
         let mut connection = self.connection().await?;
         let mut topics: Vec<String> = connection.smembers(self.inner.keys.topics()).await?;
         topics.sort();
+        let mut found = Vec::new();
         for topic in topics {
+            if Layout::Cluster.refusal(&topic).is_some() {
+                continue;
+            }
             let keys = Layout::Cluster.keys(&topic);
             // Its data, or (an orphan) its pool entry alone.
             let (data, pooled): (bool, Option<f64>) = redis::pipe()
@@ -219,10 +230,17 @@ impl Client {
                 .query_async(&mut connection)
                 .await?;
             if data || pooled.is_some() {
-                return Ok(Some(Cow::Owned(keys)));
+                found.push(topic);
             }
         }
-        Ok(None)
+        match &found[..] {
+            [] => Ok(None),
+            [topic] => Ok(Some(Cow::Owned(Layout::Cluster.keys(topic)))),
+            _ => Err(Error::AmbiguousId {
+                id: id.to_string(),
+                topics: found,
+            }),
+        }
     }
 
     /// The settings this client was made with.
@@ -324,7 +342,7 @@ impl Client {
     /// The legacy pop: takes the oldest ready job of `topic` and deletes its data, so a consumer
     /// that dies before finishing it loses it. `None` when there is none.
     pub async fn pop(&self, topic: &str) -> Result<Option<Job>> {
-        check_topic(topic)?;
+        check_topic_in(self.inner.settings.layout, topic)?;
         let keys = self.keys_for(topic);
         let ready = keys.ready(topic);
         let id: Option<String> = self
@@ -348,7 +366,7 @@ impl Client {
     /// job, waiting up to `timeout` for one (`Duration::ZERO`: for ever, as BRPOP's 0).
     pub async fn bpop(&self, topics: &[&str], timeout: Duration) -> Result<Option<Job>> {
         for topic in topics {
-            check_topic(topic)?;
+            check_topic_in(self.inner.settings.layout, topic)?;
         }
         if self.inner.settings.layout == Layout::Cluster && topics.len() > 1 {
             return self.bpop_polling(topics, timeout).await;
@@ -433,7 +451,7 @@ impl Client {
         give_up: impl Future<Output = ()>,
     ) -> Result<Option<Job>> {
         for topic in topics {
-            check_topic(topic)?;
+            check_topic_in(self.inner.settings.layout, topic)?;
         }
         tokio::pin!(give_up);
         let until = Instant::now() + timeout;
@@ -593,7 +611,7 @@ impl Client {
 
     /// The ids on `topic`'s dead list, oldest first, at most `limit`.
     pub async fn dead(&self, topic: &str, limit: usize) -> Result<Vec<String>> {
-        check_topic(topic)?;
+        check_topic_in(self.inner.settings.layout, topic)?;
         let dead = self.keys_for(topic).dead(topic);
         if limit == 0 {
             return Ok(Vec::new());
@@ -613,7 +631,7 @@ impl Client {
     /// Moves every dead job of `topic` back to the pool, due now, its attempts counted afresh.
     /// Returns how many went back (those whose data had expired are dropped).
     pub async fn requeue_dead(&self, topic: &str) -> Result<usize> {
-        check_topic(topic)?;
+        check_topic_in(self.inner.settings.layout, topic)?;
         let mut total = 0;
         loop {
             let (requeued, dropped) = self
@@ -684,11 +702,14 @@ async fn take(
     })
 }
 
-fn check_topic(topic: &str) -> Result<()> {
+/// A topic must not be empty, and must fit the layout (see [`Layout::refusal`]).
+pub(crate) fn check_topic_in(layout: Layout, topic: &str) -> Result<()> {
     if topic.is_empty() {
-        Err(Error::EmptyTopic)
-    } else {
-        Ok(())
+        return Err(Error::EmptyTopic);
+    }
+    match layout.refusal(topic) {
+        Some(why) => Err(Error::TopicRefused(topic.to_string(), why)),
+        None => Ok(()),
     }
 }
 

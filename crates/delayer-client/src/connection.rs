@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{
     AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, Pipeline, RedisError,
@@ -31,6 +31,8 @@ pub fn config() -> AsyncConnectionConfig {
 /// How long a blocking command may wait for its reply on a cluster connection, which cannot do
 /// without a limit: the command's own timeout bounds the wait.
 const BLOCKING_REPLY_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
+/// How many times a blocking command on a cluster is tried again (after a MOVED, or a lost node).
+const BLOCKING_RETRIES: u32 = 3;
 
 /// Where Redis is: one address, the master that Redis Sentinel names at the time, or a cluster
 /// (the cluster layout: each command goes to the master of its keys' slot).
@@ -38,7 +40,15 @@ const BLOCKING_REPLY_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
 pub enum Target {
     Address(Box<ConnectionInfo>),
     Sentinel(Arc<Sentinels>),
-    Cluster(Arc<ClusterClient>),
+    Cluster(Arc<ClusterClients>),
+}
+
+/// The clients of one cluster: for commands, each reply (retries included) bounded by
+/// [`RESPONSE_TIMEOUT`], so that a master that hangs fails its calls rather than holding them;
+/// and for commands that block, bounded by their own timeouts only.
+pub struct ClusterClients {
+    commands: ClusterClient,
+    blocking: ClusterClient,
 }
 
 /// A connection to one Redis, or to every master of a cluster.
@@ -123,7 +133,7 @@ impl Target {
     /// A Redis Cluster: some of its nodes' addresses (with the credentials to use); the others
     /// are found from them.
     pub fn cluster(nodes: Vec<ConnectionInfo>) -> RedisResult<Target> {
-        Target::cluster_with(ClusterClientBuilder::new(nodes))
+        Target::cluster_with(|| ClusterClientBuilder::new(nodes.clone()))
     }
 
     /// A Redis Cluster over TLS: `nodes` as for [`cluster`](Target::cluster), with TLS
@@ -142,22 +152,29 @@ impl Target {
         } else {
             redis::TlsMode::Secure
         };
-        Target::cluster_with(
-            ClusterClientBuilder::new(nodes)
+        Target::cluster_with(|| {
+            ClusterClientBuilder::new(nodes.clone())
                 .tls(mode)
-                .certs(certificates),
-        )
+                .certs(certificates.clone())
+        })
     }
 
-    fn cluster_with(builder: ClusterClientBuilder) -> RedisResult<Target> {
-        let client = builder
+    fn cluster_with(builder: impl Fn() -> ClusterClientBuilder) -> RedisResult<Target> {
+        let commands = builder()
             .connection_timeout(CONNECT_TIMEOUT)
             .response_timeout(RESPONSE_TIMEOUT)
-            // Each try is bounded by the reply timeout, and the tries are counted: an overall
-            // limit would also cut short a blocking connection's long wait.
-            .overall_response_timeout(None)
             .build()?;
-        Ok(Target::Cluster(Arc::new(client)))
+        let blocking = builder()
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(BLOCKING_REPLY_LIMIT)
+            .overall_response_timeout(None)
+            // Without an overall limit, the tries are what bounds a call to a master that is gone.
+            .retries(BLOCKING_RETRIES)
+            .build()?;
+        Ok(Target::Cluster(Arc::new(ClusterClients {
+            commands,
+            blocking,
+        })))
     }
 
     /// Where to connect now; an error for a cluster, which has no one address.
@@ -175,9 +192,9 @@ impl Target {
     /// A new connection (to the master as the sentinels name it now), with [`config`]'s timeouts.
     pub async fn connect(&self) -> RedisResult<Connection> {
         match self {
-            Target::Cluster(client) => {
-                Ok(Connection::Cluster(client.get_async_connection().await?))
-            }
+            Target::Cluster(clients) => Ok(Connection::Cluster(
+                clients.commands.get_async_connection().await?,
+            )),
             _ => self.connect_single(&config()).await,
         }
     }
@@ -186,14 +203,9 @@ impl Target {
     /// command's own timeout bounds it).
     pub async fn connect_blocking(&self) -> RedisResult<Connection> {
         match self {
-            Target::Cluster(client) => {
-                let config = ClusterConfig::new()
-                    .set_connection_timeout(CONNECT_TIMEOUT)
-                    .set_response_timeout(BLOCKING_REPLY_LIMIT);
-                Ok(Connection::Cluster(
-                    client.get_async_connection_with_config(config).await?,
-                ))
-            }
+            Target::Cluster(clients) => Ok(Connection::Cluster(
+                clients.blocking.get_async_connection().await?,
+            )),
             _ => {
                 self.connect_single(&config().set_response_timeout(None))
                     .await

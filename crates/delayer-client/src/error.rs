@@ -9,6 +9,14 @@ use redis::RedisError;
 pub enum Error {
     #[error("the topic is empty")]
     EmptyTopic,
+    #[error("the topic {0:?} {1}")]
+    TopicRefused(String, &'static str),
+    #[error(
+        "job {id:?} is in several topics ({}): in the cluster layout ids are per topic; name \
+         the topic",
+        topics.join(", ")
+    )]
+    AmbiguousId { id: String, topics: Vec<String> },
     #[error("the id is empty")]
     EmptyId,
     #[error(

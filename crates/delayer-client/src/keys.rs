@@ -80,6 +80,8 @@ pub struct Keys {
     topics: String,
     /// Whether the scripts may write the registry of topics: not where it lives in another slot.
     registry_in_scripts: bool,
+    /// The cluster layout's: the one topic whose keys these are.
+    topic: Option<String>,
 }
 
 /// A key made of a topic between a prefix and a suffix.
@@ -96,6 +98,14 @@ impl Affixes {
 }
 
 impl Layout {
+    /// Why this layout cannot hold `topic`, if it cannot: in the cluster layout a topic that
+    /// starts with `}` makes an empty hash tag, which would scatter its keys over the cluster.
+    pub fn refusal(self, topic: &str) -> Option<&'static str> {
+        (self == Layout::Cluster && topic.starts_with('}')).then_some(
+            "starts with '}', so its keys could not share a hash slot in the cluster layout",
+        )
+    }
+
     /// The names in this layout; `topic` matters only to the cluster layout.
     pub fn keys(self, topic: &str) -> Keys {
         let (pool, bucket_prefix) = match self {
@@ -115,6 +125,7 @@ impl Layout {
             reserved: RESERVED.to_string(),
             topics: TOPICS.to_string(),
             registry_in_scripts: true,
+            topic: None,
         }
     }
 }
@@ -141,6 +152,7 @@ impl Keys {
             // reads it to know which topics' pools to look at.
             topics: TOPICS.to_string(),
             registry_in_scripts: false,
+            topic: Some(topic.to_string()),
         }
     }
 
@@ -184,6 +196,13 @@ impl Keys {
     /// The set of every topic seen.
     pub fn topics(&self) -> &str {
         &self.topics
+    }
+
+    /// The topic every job under these keys belongs to, as the scripts are told it: in the
+    /// cluster layout the one whose keys these are (its lists are the only ones in the scripts'
+    /// slot), else "" (each job's own `topic` field says).
+    pub fn topic_for_scripts(&self) -> &str {
+        self.topic.as_deref().unwrap_or("")
     }
 
     /// The registry of topics as the scripts are told it: "" where it is in another slot than

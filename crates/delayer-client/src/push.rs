@@ -68,9 +68,7 @@ impl<'a> Push<'a> {
 
     /// Pushes the job and returns its id.
     pub async fn send(self) -> Result<String> {
-        if self.topic.is_empty() {
-            return Err(Error::EmptyTopic);
-        }
+        crate::client::check_topic_in(self.client.settings().layout, &self.topic)?;
         if self.body.is_empty() {
             return Err(Error::EmptyBody);
         }

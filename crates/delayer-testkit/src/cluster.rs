@@ -82,6 +82,10 @@ impl RedisCluster {
                     "nodes.conf",
                     "--cluster-node-timeout",
                     "5000",
+                    // The others go on serving their slots while one master is gone, as
+                    // deployments that prefer partial service set it.
+                    "--cluster-require-full-coverage",
+                    "no",
                 ]
                 .map(String::from)
                 .into();
@@ -208,6 +212,39 @@ impl RedisCluster {
     /// a key of another master's slot gets a MOVED error on it.
     pub async fn connect_node(&self, index: usize) -> MultiplexedConnection {
         self.nodes[index].server.connect().await
+    }
+
+    /// Which node holds `key`'s slot (`CLUSTER KEYSLOT`, then the slot map of `CLUSTER SLOTS`).
+    pub fn node_of(&self, key: &str) -> usize {
+        let node = &self.nodes[0];
+        let slot: u16 = node.command(&["CLUSTER", "KEYSLOT", key]).parse().unwrap();
+        // "start end host port id [replicas...]" per range, all words in a row: read by port.
+        let map = node.command(&["CLUSTER", "SLOTS"]);
+        let words: Vec<&str> = map.split_whitespace().collect();
+        for window in words.windows(4) {
+            let (Ok(start), Ok(end)) = (window[0].parse::<u16>(), window[1].parse::<u16>()) else {
+                continue;
+            };
+            if window[2] == "127.0.0.1" && (start..=end).contains(&slot) {
+                let port: u16 = window[3].parse().unwrap();
+                return self
+                    .nodes
+                    .iter()
+                    .position(|node| node.port == port)
+                    .unwrap();
+            }
+        }
+        panic!("no node holds slot {slot}: {map}")
+    }
+
+    /// Stops node `index` as a hung machine would (SIGSTOP), or lets it go on (SIGCONT).
+    pub fn pause(&self, index: usize, paused: bool) {
+        let signal = if paused { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill")
+            .args([signal, &self.nodes[index].server.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
     }
 
     /// How many keys node `index` holds (`DBSIZE`).

@@ -27,6 +27,30 @@ impl RedisServer {
         RedisServer::start_with(&[])
     }
 
+    /// Starts one that also listens on a free TCP port of 127.0.0.1, and returns that port. The
+    /// port is checked to be this server's (a port found free may be taken by another test's
+    /// server before this one binds it): if not, another is tried.
+    pub fn start_tcp(extra_args: &[&str]) -> (RedisServer, u16) {
+        for _ in 0..10 {
+            let port = free_port();
+            let port_text = port.to_string();
+            let mut args = vec!["--port", port_text.as_str(), "--bind", "127.0.0.1"];
+            args.extend(extra_args);
+            let server = RedisServer::start_with(&args);
+            let socket = format!("redis+unix://{}", server.socket().display());
+            let run_id = |url: &str| {
+                command_at(url, &["INFO", "server"])
+                    .lines()
+                    .find_map(|line| line.strip_prefix("run_id:").map(str::to_string))
+            };
+            let own = run_id(&socket);
+            if own.is_some() && own == run_id(&format!("redis://127.0.0.1:{port}")) {
+                return (server, port);
+            }
+        }
+        panic!("no free TCP port for redis-server after 10 tries")
+    }
+
     /// Starts one with extra `redis-server` arguments, e.g. `["--requirepass", "x"]`.
     pub fn start_with(extra_args: &[&str]) -> RedisServer {
         let mut server = RedisServer {
@@ -75,6 +99,11 @@ impl RedisServer {
     pub fn tls(&self) -> (u16, &Certificates) {
         let (port, certificates) = self.tls.as_ref().expect("started with start_tls");
         (*port, certificates)
+    }
+
+    /// The redis-server's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.as_ref().expect("server is running").id()
     }
 
     pub fn socket(&self) -> PathBuf {

@@ -14,6 +14,8 @@
 --          allowed only the legacy keys must still get its jobs moved. "" for none (the cluster
 --          layout, where it lives in another slot)
 -- ARGV[7]  the ready list key suffix ("" in the legacy layout)
+-- ARGV[8]  the topic of every job in this pool, whatever its bucket says: the cluster layout's
+--          (only that topic's lists are in the script's slot); "" in the other layouts
 --
 -- Returns {taken, next_due, orphans, stuck, first_due, last_due, topic_1, ids_1, topic_2, ids_2, ...}:
 --   taken     how many due ids this call dealt with (moved + orphans + parked); == ARGV[2]: more
@@ -29,7 +31,7 @@
 
 local pool, now, limit, registry = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[6]
 local bucket_prefix, ready_prefix, park_at = ARGV[3], ARGV[4], tonumber(ARGV[5])
-local ready_suffix = ARGV[7]
+local ready_suffix, own_topic = ARGV[7], ARGV[8]
 require_permission('ZREM', pool, 'id')
 require_permission('ZADD', pool, '0', 'id')
 
@@ -56,6 +58,9 @@ for _, id in ipairs(due) do
     orphans[#orphans + 1] = id
     removed[#removed + 1] = id
   else
+    if own_topic ~= '' then
+      topic = own_topic
+    end
     local ids = ids_by_topic[topic]
     if ids == nil then
       -- Checked before any write: a failing LPUSH after the ZREM would lose jobs.

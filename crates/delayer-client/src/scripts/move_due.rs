@@ -34,7 +34,8 @@ impl MoveScript {
             .arg(&keys.ready_affixes().prefix)
             .arg(format!("{park_at:.6}"))
             .arg(keys.registry_for_scripts())
-            .arg(&keys.ready_affixes().suffix);
+            .arg(&keys.ready_affixes().suffix)
+            .arg(keys.topic_for_scripts());
         call
     }
 

@@ -21,6 +21,7 @@
 --          a reservation that is not current (lapsed, or another since) is left alone ("" with
 --          "lapsed")
 -- ARGV[11] the dead list key suffix ("" in the legacy layout)
+-- ARGV[12] the topic of every job here, whatever its bucket says (the cluster layout's); "" else
 --
 -- Returns {ended, next_deadline, retried, dead, dropped, blocked}:
 --   ended          how many reservations this call ended; == ARGV[6]: more may have expired
@@ -63,6 +64,9 @@ for _, id in ipairs(ids) do
   -- as gone.
   local fields = read_or_false('HMGET', bucket, 'topic', 'attempts')
   local topic = fields and fields[1]
+  if topic and ARGV[12] ~= '' then
+    topic = ARGV[12]
+  end
   local attempts = topic and tonumber(fields[2]) or 0
   local pushed_again = redis.call('ZSCORE', pool, id)
   local out_of_attempts = mode ~= 'give_back' and attempts >= max_attempts and not pushed_again

@@ -90,7 +90,8 @@ impl ReleaseScript {
             .arg(mode)
             .arg(id)
             .arg(attempt)
-            .arg(&keys.dead_affixes().suffix);
+            .arg(&keys.dead_affixes().suffix)
+            .arg(keys.topic_for_scripts());
         call
     }
 }
