@@ -14,7 +14,7 @@ use delayer_client::keys::Layout;
 use delayer_client::{Acked, Client, Settings, State, Target};
 use delayer_testkit::cluster::{self, RedisCluster};
 use serde_json::json;
-use support::http_client::{http_address, post};
+use support::http_client::{http_address, post, request};
 use support::{DAEMON_ACL, Daemon, RedisServer, acl, delayer_fails, delayer_succeeds, read};
 
 const JOBS_API: &str = "/delay-queue/api/jobs";
@@ -205,6 +205,14 @@ async fn the_cli_the_http_api_and_the_client_speak_the_cluster_layout() {
         "{}",
         found.body
     );
+    // Metrics count the topics' pools across the masters.
+    let metrics = request(&http, "GET", "/metrics", &[], b"");
+    assert!(
+        metrics.body.contains("delayer_jobs_waiting 1\n"),
+        "{}",
+        metrics.body
+    );
+    assert_eq!(request(&http, "GET", "/healthz", &[], b"").status, 200);
     let removed = post(
         &http,
         &format!("{JOBS_API}/remove"),
