@@ -237,6 +237,11 @@ impl RedisCluster {
         panic!("no node holds slot {slot}: {map}")
     }
 
+    /// Kills node `index` (its port refuses connections from then on).
+    pub fn kill_node(&mut self, index: usize) {
+        self.nodes[index].server.stop(false);
+    }
+
     /// Stops node `index` as a hung machine would (SIGSTOP), or lets it go on (SIGCONT).
     pub fn pause(&self, index: usize, paused: bool) {
         let signal = if paused { "-STOP" } else { "-CONT" };
