@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
+use crate::cluster_nodes::ClusterNodes;
 use crate::cluster_watch::ClusterWatch;
 use crate::config::{Config, RedisConfig};
 use crate::escape;
@@ -24,7 +25,6 @@ use crate::move_log::{self, StuckTopics};
 use crate::mover::{MIN_LOOK_GAP, earliest, wait_until};
 use crate::pool::{self, Failure};
 use delayer_client::Target;
-use delayer_client::connection::Connection;
 use delayer_client::keys::{Keys, Layout};
 use delayer_client::scripts::move_due::{MoveScript, STUCK_RECHECK};
 use delayer_client::scripts::release::ReleaseScript;
@@ -41,9 +41,9 @@ const BATCHES_PER_TURN: usize = 10;
 /// Moves due jobs from each topic's pool to its ready list, across a cluster.
 pub struct ClusterMover {
     target: Target,
-    /// The working connection; dropped when the registry cannot be read, so that the next look
-    /// reconnects (the cluster connection finds moved and returning masters by itself).
-    connection: tokio::sync::Mutex<Option<Connection>>,
+    /// Our own connection to each master: the redis crate's cluster connection holds every
+    /// command up while one master hangs.
+    nodes: Arc<ClusterNodes>,
     redis: RedisConfig,
     script: MoveScript,
     release: ReleaseScript,
@@ -73,7 +73,7 @@ impl ClusterMover {
     pub fn new(config: &Config) -> Result<ClusterMover> {
         Ok(ClusterMover {
             target: pool::target(&config.redis)?,
-            connection: tokio::sync::Mutex::new(None),
+            nodes: Arc::new(ClusterNodes::new(&config.redis)),
             redis: config.redis.clone(),
             script: MoveScript::default(),
             release: ReleaseScript::default(),
@@ -89,7 +89,7 @@ impl ClusterMover {
     /// Fails if the nodes answer but are no cluster, or refuse the credentials; an unreachable
     /// cluster is not an error here, the loop waits for it.
     pub async fn check_redis(&self) -> Result<()> {
-        match self.connection().await {
+        match self.nodes.refresh().await {
             Err(error) if pool::is_config_error(&error) => {
                 bail!(pool::describe_refusal(&error, &self.redis).await)
             }
@@ -114,7 +114,8 @@ impl ClusterMover {
         let mut schedule = Schedule::default();
         let mut drains = FuturesUnordered::new();
         let mut topics: Vec<String> = Vec::new();
-        let mut connection = None;
+        // Whether the slot map is known (and the registry was read).
+        let mut ready = false;
         let mut outage: Option<Failure> = None;
         let mut retry_wait = FIRST_RETRY_WAIT;
         let mut look = true;
@@ -126,20 +127,19 @@ impl ClusterMover {
                 watch.seen();
                 looked_at = Instant::now();
                 match self.registry().await {
-                    Ok((working, registry)) => {
+                    Ok(registry) => {
                         self.metrics.looked(true);
                         if let Some(failure) = outage.take() {
                             info!("{}", failure.recovered(&self.redis.address()));
                         }
                         retry_wait = FIRST_RETRY_WAIT;
                         topics = schedule.usable(registry);
-                        watch.ensure(&working);
-                        connection = Some(working);
+                        watch.ensure(self.nodes.masters());
+                        ready = true;
                     }
                     Err(error) => {
                         self.metrics.looked(false);
-                        *self.connection.lock().await = None;
-                        connection = None;
+                        ready = false;
                         let trouble = pool::describe_redis(&error, &self.redis);
                         // Once per outage (or change of cause), not on every retry.
                         if outage != Some(trouble.kind) {
@@ -150,20 +150,20 @@ impl ClusterMover {
                 }
             }
             look = false;
-            if let (Some(connection), false) = (&connection, shutdown.is_cancelled()) {
+            if ready && !shutdown.is_cancelled() {
                 let now = unix_now();
                 for topic in &topics {
                     if schedule.starts(topic, now) {
-                        drains.push(self.drain(connection.clone(), topic.clone(), shutdown));
+                        drains.push(self.drain(topic.clone(), shutdown));
                     }
                 }
             }
             if shutdown.is_cancelled() && drains.is_empty() {
                 return;
             }
-            let mut wait = match connection {
-                Some(_) => wait_until(schedule.next(&topics), self.timer_interval),
-                None => {
+            let mut wait = match ready {
+                true => wait_until(schedule.next(&topics), self.timer_interval),
+                false => {
                     let wait = retry_wait;
                     retry_wait = (retry_wait * 2).min(MAX_RETRY_WAIT);
                     wait
@@ -189,11 +189,17 @@ impl ClusterMover {
         }
     }
 
-    /// A working connection, and the topics of the registry.
-    async fn registry(&self) -> RedisResult<(Connection, Vec<String>)> {
-        let mut connection = self.connection().await?;
-        let topics = connection.smembers(self.keys.topics()).await?;
-        Ok((connection, topics))
+    /// The topics of the registry (the slot map read first, if not known yet).
+    async fn registry(&self) -> RedisResult<Vec<String>> {
+        if self.nodes.masters().is_empty() {
+            self.nodes.refresh().await?;
+        }
+        let (master, mut connection) = self.nodes.for_key(self.keys.topics()).await?;
+        let topics = connection.smembers(self.keys.topics()).await;
+        if let Err(error) = &topics {
+            self.nodes.failed(&master, error).await;
+        }
+        topics
     }
 
     /// Takes note of a drain's end: when to look at its topic again, and whether it failed.
@@ -252,11 +258,14 @@ impl ClusterMover {
     /// Returns when to look at the topic again.
     async fn drain(
         &self,
-        mut connection: Connection,
         topic: String,
         shutdown: &CancellationToken,
     ) -> (String, RedisResult<Option<f64>>) {
         let keys = Layout::Cluster.keys(&topic);
+        let (master, mut connection) = match self.nodes.for_key(keys.pool()).await {
+            Ok(found) => found,
+            Err(error) => return (topic, Err(error)),
+        };
         let drained = async {
             let mut turns = 0;
             loop {
@@ -307,17 +316,10 @@ impl ClusterMover {
             }
         };
         let drained = drained.await;
-        (topic, drained)
-    }
-
-    async fn connection(&self) -> RedisResult<Connection> {
-        let mut current = self.connection.lock().await;
-        if let Some(connection) = current.as_ref() {
-            return Ok(connection.clone());
+        if let Err(error) = &drained {
+            self.nodes.failed(&master, error).await;
         }
-        let connection = self.target.connect().await?;
-        *current = Some(connection.clone());
-        Ok(connection)
+        (topic, drained)
     }
 }
 

@@ -1,31 +1,24 @@
 //! Wakes the cluster mover when any master's job pools are written, so that a job pushed to fall
 //! due before the next look is moved in time (as `wakeup` does for one Redis). A cluster's writes
-//! happen on its masters, so each is watched on a connection of its own; which masters there are
-//! is asked again every [`TOPOLOGY_CHECK`] and whenever a watch is lost. All of that happens in
-//! the background: a master that hangs must not hold up the loop, which moves the other masters'
-//! jobs meanwhile.
+//! happen on its masters, so each is watched on a connection of its own, connected in the
+//! background: a master that hangs must not hold up the loop, which moves the other masters' jobs
+//! meanwhile.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use deadpool_redis::redis::{self, Value};
 use delayer_client::Target;
-use delayer_client::connection::{self, Connection};
+use delayer_client::connection;
 use delayer_client::keys::{CLUSTER_POOL_SUFFIX, CLUSTER_PREFIX};
 use delayer_client::watch::{Ensured, KeyWatch};
 use futures_util::future::select_all;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 use tracing::info;
 
 use crate::config::RedisConfig;
 use crate::pool;
-
-/// How often the masters are listed again: a master added by resharding is watched from then.
-const TOPOLOGY_CHECK: Duration = Duration::from_secs(30);
 
 /// Watches the pools on every master.
 pub struct ClusterWatch {
@@ -40,7 +33,6 @@ pub struct ClusterWatch {
 struct Shared {
     redis: RedisConfig,
     masters: Mutex<Vec<(String, Arc<KeyWatch>)>>,
-    listed_at: Mutex<Option<Instant>>,
     /// Said once: this cluster cannot report writes.
     said_unsupported: AtomicBool,
 }
@@ -51,7 +43,6 @@ impl ClusterWatch {
             shared: Arc::new(Shared {
                 redis: redis.clone(),
                 masters: Mutex::new(Vec::new()),
-                listed_at: Mutex::new(None),
                 said_unsupported: AtomicBool::new(false),
             }),
             written: HashMap::new(),
@@ -59,9 +50,9 @@ impl ClusterWatch {
         }
     }
 
-    /// Starts, in the background, watching every master not watched yet (listing them again
-    /// when due), unless that is under way already. Returns at once.
-    pub fn ensure(&mut self, connection: &Connection) {
+    /// Starts, in the background, watching each of `masters` not watched yet (and no longer
+    /// the others), unless that is under way already. Returns at once.
+    pub fn ensure(&mut self, masters: Vec<String>) {
         if self
             .refreshing
             .as_ref()
@@ -69,10 +60,8 @@ impl ClusterWatch {
         {
             return;
         }
-        let (shared, connection) = (self.shared.clone(), connection.clone());
-        self.refreshing = Some(tokio::spawn(
-            async move { shared.refresh(connection).await },
-        ));
+        let shared = self.shared.clone();
+        self.refreshing = Some(tokio::spawn(async move { shared.refresh(masters).await }));
     }
 
     /// Forgets the writes so far: the look about to start sees them.
@@ -135,14 +124,8 @@ impl ClusterWatch {
 }
 
 impl Shared {
-    async fn refresh(&self, mut connection: Connection) {
-        let due = self
-            .listed_at
-            .lock()
-            .expect("not poisoned")
-            .is_none_or(|listed| listed.elapsed() >= TOPOLOGY_CHECK);
-        if due && let Ok(listed) = masters(&mut connection).await {
-            *self.listed_at.lock().expect("not poisoned") = Some(Instant::now());
+    async fn refresh(&self, listed: Vec<String>) {
+        {
             let mut masters = self.masters.lock().expect("not poisoned");
             masters.retain(|(address, _)| listed.contains(address));
             for address in listed {
@@ -167,8 +150,7 @@ impl Shared {
                          ({refusal}; CLIENT TRACKING needs Redis 6)"
                     );
                 }
-                // Lost with its master: list the masters again next time.
-                Ensured::Failed(_) => *self.listed_at.lock().expect("not poisoned") = None,
+                // Tried again at the next look.
                 _ => {}
             }
         }
@@ -186,33 +168,4 @@ impl Shared {
         let watch = KeyWatch::new(Target::from(node), connection::config(), CLUSTER_PREFIX);
         Some(watch.only_ending_with(CLUSTER_POOL_SUFFIX))
     }
-}
-
-/// The masters' addresses (`host:port`), from `CLUSTER SLOTS`: the first node of each range.
-async fn masters(connection: &mut Connection) -> redis::RedisResult<Vec<String>> {
-    let ranges: Vec<Value> = redis::cmd("CLUSTER")
-        .arg("SLOTS")
-        .query_async(connection)
-        .await?;
-    let mut masters = Vec::new();
-    for range in ranges {
-        let Value::Array(range) = range else { continue };
-        let Some(Value::Array(node)) = range.get(2) else {
-            continue;
-        };
-        let (Some(Value::BulkString(host)), Some(Value::Int(port))) = (node.first(), node.get(1))
-        else {
-            continue;
-        };
-        let host = String::from_utf8_lossy(host);
-        // A node whose address its peers do not know yet ("?" or "") is listed next time.
-        if host.is_empty() || host == "?" {
-            continue;
-        }
-        let address = connection::host_port(&host, u16::try_from(*port).unwrap_or(0));
-        if !masters.contains(&address) {
-            masters.push(address);
-        }
-    }
-    Ok(masters)
 }

@@ -1,0 +1,241 @@
+//! The daemon's own connections to a cluster's masters, one each, and which master holds which
+//! key. The redis crate's cluster connection holds every command up while one master hangs (a
+//! stopped process keeps its connections open): moves of every topic took 8 to 10 s each. With a
+//! connection per master, a hung master holds up only the topics whose slots it serves.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use deadpool_redis::redis::aio::MultiplexedConnection;
+use deadpool_redis::redis::{self, ErrorKind, RedisError, RedisResult, Value};
+
+use crate::config::RedisConfig;
+use crate::pool;
+use delayer_client::connection::{self, host_port};
+
+/// The slots of a cluster.
+const SLOTS: u16 = 16384;
+
+/// Where a cluster's slots are, and a connection to each master.
+pub struct ClusterNodes {
+    redis: RedisConfig,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Slot ranges (first, last) and the master serving them ("host:port").
+    slots: Vec<(u16, u16, String)>,
+    connections: HashMap<String, MultiplexedConnection>,
+}
+
+impl ClusterNodes {
+    pub fn new(redis: &RedisConfig) -> ClusterNodes {
+        ClusterNodes {
+            redis: redis.clone(),
+            state: Mutex::default(),
+        }
+    }
+
+    /// Asks the configured nodes in turn for the slot map (`CLUSTER SLOTS`), and keeps it.
+    pub async fn refresh(&self) -> RedisResult<()> {
+        let mut failure = None;
+        for (host, port) in self.redis.cluster.iter().flatten() {
+            let address = host_port(host, *port);
+            match self.slot_map(&address).await {
+                Ok(slots) if !slots.is_empty() => {
+                    let mut state = self.state.lock().expect("not poisoned");
+                    state
+                        .connections
+                        .retain(|address, _| slots.iter().any(|(_, _, master)| master == address));
+                    state.slots = slots;
+                    return Ok(());
+                }
+                Ok(_) => {
+                    failure.get_or_insert(RedisError::from((
+                        ErrorKind::Io,
+                        "the cluster has no slots assigned yet",
+                    )));
+                }
+                Err(error) => {
+                    // A node that is no cluster says more than one that cannot be reached.
+                    if failure.as_ref().is_none_or(|_| {
+                        error.kind() == ErrorKind::Server(redis::ServerErrorKind::ResponseError)
+                    }) {
+                        failure = Some(error);
+                    }
+                }
+            }
+        }
+        Err(failure.unwrap_or_else(|| {
+            RedisError::from((ErrorKind::InvalidClientConfig, "no cluster nodes given"))
+        }))
+    }
+
+    async fn slot_map(&self, address: &str) -> RedisResult<Vec<(u16, u16, String)>> {
+        let mut connection = self.connect(address).await?;
+        let ranges: Vec<Value> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut connection)
+            .await?;
+        let mut slots = Vec::new();
+        for range in ranges {
+            let Value::Array(range) = range else { continue };
+            let (Some(Value::Int(first)), Some(Value::Int(last)), Some(Value::Array(node))) =
+                (range.first(), range.get(1), range.get(2))
+            else {
+                continue;
+            };
+            let (Some(Value::BulkString(host)), Some(Value::Int(port))) =
+                (node.first(), node.get(1))
+            else {
+                continue;
+            };
+            let host = String::from_utf8_lossy(host);
+            // A master its peers know no address of yet: served once they do.
+            if host.is_empty() || host == "?" {
+                continue;
+            }
+            let (Ok(first), Ok(last), Ok(port)) = (
+                u16::try_from(*first),
+                u16::try_from(*last),
+                u16::try_from(*port),
+            ) else {
+                continue;
+            };
+            slots.push((first, last, host_port(&host, port)));
+        }
+        Ok(slots)
+    }
+
+    /// The masters, as the slot map last read names them.
+    pub fn masters(&self) -> Vec<String> {
+        let state = self.state.lock().expect("not poisoned");
+        let mut masters: Vec<String> = state
+            .slots
+            .iter()
+            .map(|(_, _, master)| master.clone())
+            .collect();
+        masters.sort();
+        masters.dedup();
+        masters
+    }
+
+    /// The master serving `key`'s slot, and a connection to it.
+    pub async fn for_key(&self, key: &str) -> RedisResult<(String, MultiplexedConnection)> {
+        let slot = slot(key.as_bytes());
+        let (master, connection) = {
+            let state = self.state.lock().expect("not poisoned");
+            let master = state
+                .slots
+                .iter()
+                .find(|(first, last, _)| (*first..=*last).contains(&slot))
+                .map(|(_, _, master)| master.clone())
+                .ok_or_else(|| {
+                    RedisError::from((
+                        ErrorKind::Io,
+                        "no master serves the slot of",
+                        key.to_string(),
+                    ))
+                })?;
+            let connection = state.connections.get(&master).cloned();
+            (master, connection)
+        };
+        if let Some(connection) = connection {
+            return Ok((master, connection));
+        }
+        let connection = self.connect(&master).await?;
+        self.state
+            .lock()
+            .expect("not poisoned")
+            .connections
+            .insert(master.clone(), connection.clone());
+        Ok((master, connection))
+    }
+
+    /// After a command to `master` failed this way: a broken connection is dropped (the next
+    /// command connects again), and a slot served elsewhere now (MOVED, ASK, a master gone) has
+    /// the slot map read again. Returns whether the map was read again.
+    pub async fn failed(&self, master: &str, error: &RedisError) -> bool {
+        if error.is_io_error() || error.is_connection_dropped() || error.is_timeout() {
+            self.state
+                .lock()
+                .expect("not poisoned")
+                .connections
+                .remove(master);
+        }
+        let moved = matches!(
+            error.code(),
+            Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN")
+        ) || error.is_connection_refusal()
+            || error.is_io_error();
+        moved && self.refresh().await.is_ok()
+    }
+
+    async fn connect(&self, address: &str) -> RedisResult<MultiplexedConnection> {
+        let (host, port) = address.rsplit_once(':').unwrap_or((address, "0"));
+        let node = pool::connection_info(&RedisConfig {
+            host: host.trim_matches(['[', ']']).to_string(),
+            port: port.parse().unwrap_or(0),
+            cluster: None,
+            ..self.redis.clone()
+        })
+        .map_err(|error| {
+            RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "bad node address",
+                error.to_string(),
+            ))
+        })?;
+        redis::Client::open(node)?
+            .get_multiplexed_async_connection_with_config(&connection::config())
+            .await
+    }
+}
+
+/// The hash slot of `key`: CRC16 (XMODEM) of its hash tag (the part between the first `{` and
+/// the next `}`, when not empty) or of the whole key, modulo 16384, as Redis Cluster computes it.
+pub fn slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|byte| *byte == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let close = rest.iter().position(|byte| *byte == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    crc16(tagged.unwrap_or(key)) % SLOTS
+}
+
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for byte in bytes {
+        crc ^= u16::from(*byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slot;
+
+    #[test]
+    fn slots_are_those_redis_gives() {
+        // `CLUSTER KEYSLOT` of each, from redis-server 7.0.
+        for (key, expected) in [
+            ("123456789", 12739),
+            ("foo", 12182),
+            ("{user1000}.following", 3443),
+            ("{user1000}.followers", 3443),
+            ("foo{}{bar}", 8363),
+            ("foo{{bar}}zap", 4015),
+            ("foo{bar}{zap}", 5061),
+        ] {
+            assert_eq!(slot(key.as_bytes()), expected, "{key}");
+        }
+    }
+}
