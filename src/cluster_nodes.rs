@@ -74,6 +74,9 @@ impl ClusterNodes {
 
     async fn slot_map(&self, address: &str) -> RedisResult<Vec<(u16, u16, String)>> {
         let mut connection = self.connect(address).await?;
+        let asked_host = address
+            .rsplit_once(':')
+            .map_or(address, |(host, _)| host.trim_matches(['[', ']']));
         let ranges: Vec<Value> = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query_async(&mut connection)
@@ -92,10 +95,13 @@ impl ClusterNodes {
                 continue;
             };
             let host = String::from_utf8_lossy(host);
-            // A master its peers know no address of yet: served once they do.
-            if host.is_empty() || host == "?" {
-                continue;
-            }
+            // "?": a master whose address is not known yet, served once it is. "": the host of
+            // the node asked (a cluster of one knows no address of its own).
+            let host = match &*host {
+                "?" => continue,
+                "" => asked_host.to_string(),
+                host => host.to_string(),
+            };
             let (Ok(first), Ok(last), Ok(port)) = (
                 u16::try_from(*first),
                 u16::try_from(*last),

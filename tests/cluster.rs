@@ -476,3 +476,18 @@ async fn moves_go_on_while_a_master_fails(fail: impl FnOnce(&mut RedisCluster, u
     daemon.signal("TERM");
     assert!(daemon.wait(Duration::from_secs(10)).success());
 }
+
+#[tokio::test]
+async fn a_cluster_of_one_master_moves_jobs() {
+    // A cluster of one answers CLUSTER SLOTS without its own address.
+    let cluster = RedisCluster::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, _logs) = cluster_config(&dir, "one", &cluster.addresses());
+    let mut daemon = Daemon::start(&config);
+    delayer_succeeds(&config, &["push", "solo", "alone"]);
+    let popped: serde_json::Value =
+        serde_json::from_str(&delayer_succeeds(&config, &["pop", "solo", "--wait", "5s"])).unwrap();
+    assert_eq!(popped["body"], json!("alone"));
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(10)).success());
+}
