@@ -143,11 +143,10 @@ async fn the_daemon_runs_as_the_readme_acl_user_on_a_cluster() {
     let (config, logs) = cluster_config(&dir, "acl", &cluster.addresses());
     let text = format!("{}username = delayer\npassword = secret\n", read(&config));
     std::fs::write(&config, text).unwrap();
-    let mut daemon = Daemon::start(&config);
+    let daemon = Daemon::start(&config);
     let topics: Vec<String> = (0..TOPICS).map(topic).collect();
     wait_until_moved(&connection, &topics, 3_000).await;
-    daemon.signal("TERM");
-    assert!(daemon.wait(Duration::from_secs(10)).success());
+    daemon.stop();
     let errors = read(&logs.error);
     assert!(!errors.contains("[error]"), "{errors}");
 }
@@ -175,7 +174,7 @@ async fn the_cli_the_http_api_and_the_client_speak_the_cluster_layout() {
     let (config, logs) = cluster_config(&dir, "api", &cluster.addresses());
     let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n", read(&config));
     std::fs::write(&config, text).unwrap();
-    let mut daemon = Daemon::start(&config);
+    let daemon = Daemon::start(&config);
     let http = http_address(&logs);
 
     // The CLI: push, then pop once the daemon moved it.
@@ -259,8 +258,7 @@ async fn the_cli_the_http_api_and_the_client_speak_the_cluster_layout() {
         .collect();
     assert_eq!(topics, ["b", "mail", "order.close"], "{stats}");
 
-    daemon.signal("TERM");
-    assert!(daemon.wait(Duration::from_secs(10)).success());
+    daemon.stop();
 }
 
 #[tokio::test]
@@ -270,7 +268,7 @@ async fn a_job_pushed_while_the_daemon_sleeps_moves_at_once_on_any_master() {
     let (config, _logs) = cluster_config(&dir, "sleeper", &cluster.addresses());
     let text = read(&config).replace("timer_interval = 100", "timer_interval = 30000");
     std::fs::write(&config, text).unwrap();
-    let mut daemon = Daemon::start(&config);
+    let daemon = Daemon::start(&config);
     // Asleep for the whole interval, watching each master for writes to its pools.
     for index in 0..3 {
         let node = cluster.connect_node(index).await;
@@ -294,8 +292,7 @@ async fn a_job_pushed_while_the_daemon_sleeps_moves_at_once_on_any_master() {
             pushed.elapsed()
         );
     }
-    daemon.signal("TERM");
-    assert!(daemon.wait(Duration::from_secs(10)).success());
+    daemon.stop();
 }
 
 /// A client of `cluster`'s nodes, with the default settings.
@@ -338,7 +335,7 @@ async fn a_cluster_over_tls_moves_jobs_and_an_untrusted_one_is_refused() {
         (config, logs)
     };
     let (config, logs) = tls_config("tls", "ca.crt");
-    let mut daemon = Daemon::start(&config);
+    let daemon = Daemon::start(&config);
     for topic in ["a", "b", "c", "d", "e", "f"] {
         delayer_succeeds(&config, &["push", topic, "over TLS"]);
         let popped: serde_json::Value =
@@ -346,8 +343,7 @@ async fn a_cluster_over_tls_moves_jobs_and_an_untrusted_one_is_refused() {
                 .unwrap();
         assert_eq!(popped["body"], json!("over TLS"), "{topic}");
     }
-    daemon.signal("TERM");
-    assert!(daemon.wait(Duration::from_secs(10)).success());
+    daemon.stop();
     let errors = read(&logs.error);
     assert!(!errors.contains("[error]"), "{errors}");
 
@@ -363,7 +359,7 @@ async fn odd_data_in_the_cluster_layout_moves_or_is_refused_clearly() {
     let cluster = RedisCluster::start(3);
     let dir = tempfile::tempdir().unwrap();
     let (config, logs) = cluster_config(&dir, "odd", &cluster.addresses());
-    let mut daemon = Daemon::start(&config);
+    let daemon = Daemon::start(&config);
     let client = cluster_client(&cluster).await;
 
     // A topic that would scatter its keys over the cluster: refused before anything is written.
@@ -415,8 +411,7 @@ async fn odd_data_in_the_cluster_layout_moves_or_is_refused_clearly() {
             "{error}"
         );
     }
-    daemon.signal("TERM");
-    assert!(daemon.wait(Duration::from_secs(10)).success());
+    daemon.stop();
     let errors = read(&logs.error);
     assert_eq!(errors.matches("[error]").count(), 1, "{errors}");
 }
@@ -449,7 +444,7 @@ async fn moves_go_on_while_a_master_fails(fail: impl FnOnce(&mut RedisCluster, u
     let (stuck, free) = (pool_on(failing), pool_on(registry));
     let dir = tempfile::tempdir().unwrap();
     let (config, _logs) = cluster_config(&dir, "failing", &cluster.addresses());
-    let mut daemon = Daemon::start(&config);
+    let daemon = Daemon::start(&config);
     let client = cluster_client(&cluster).await;
     // Jobs on the master about to fail, falling due after it failed: the daemon's calls to it fail.
     for index in 0..20 {
@@ -473,8 +468,7 @@ async fn moves_go_on_while_a_master_fails(fail: impl FnOnce(&mut RedisCluster, u
             pushed.elapsed()
         );
     }
-    daemon.signal("TERM");
-    assert!(daemon.wait(Duration::from_secs(10)).success());
+    daemon.stop();
 }
 
 #[tokio::test]
@@ -483,11 +477,10 @@ async fn a_cluster_of_one_master_moves_jobs() {
     let cluster = RedisCluster::start(1);
     let dir = tempfile::tempdir().unwrap();
     let (config, _logs) = cluster_config(&dir, "one", &cluster.addresses());
-    let mut daemon = Daemon::start(&config);
+    let daemon = Daemon::start(&config);
     delayer_succeeds(&config, &["push", "solo", "alone"]);
     let popped: serde_json::Value =
         serde_json::from_str(&delayer_succeeds(&config, &["pop", "solo", "--wait", "5s"])).unwrap();
     assert_eq!(popped["body"], json!("alone"));
-    daemon.signal("TERM");
-    assert!(daemon.wait(Duration::from_secs(10)).success());
+    daemon.stop();
 }

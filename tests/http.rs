@@ -14,14 +14,9 @@ use delayer_client::keys::JOB_POOL;
 use serde_json::json;
 use support::http_client::{post, request, serving};
 use support::legacy_client::{self, Message};
-use support::{Daemon, RedisServer, read, wait_for_ready};
+use support::{RedisServer, read, wait_for_ready};
 
 const JOBS: &str = "/delay-queue/api/jobs";
-
-fn stop(mut daemon: Daemon) {
-    daemon.signal("TERM");
-    assert!(daemon.wait(Duration::from_secs(5)).success());
-}
 
 #[tokio::test]
 async fn a_job_added_over_http_reaches_a_legacy_consumer_and_get_and_remove_answer_as_go_delay_queue()
@@ -114,7 +109,7 @@ async fn a_job_added_over_http_reaches_a_legacy_consumer_and_get_and_remove_answ
         (unknown.status, unknown.json()["code"].as_i64()),
         (404, Some(404))
     );
-    stop(daemon);
+    daemon.stop();
 }
 
 #[tokio::test]
@@ -178,7 +173,7 @@ async fn pop_reserve_ack_and_nack_over_http() {
         (nothing["code"].as_i64(), &nothing["data"]),
         (Some(0), &serde_json::Value::Null)
     );
-    stop(daemon);
+    daemon.stop();
 }
 
 #[tokio::test]
@@ -281,7 +276,7 @@ async fn bad_requests_are_refused_naming_the_problem_and_write_nothing() {
     assert_eq!(added.status, 200, "{}", added.body);
     // The pages are not the job API: no token needed.
     assert_eq!(request(&http, "GET", "/healthz", &[], b"").status, 200);
-    stop(daemon);
+    daemon.stop();
 }
 
 /// A request that must be refused, and what the refusal must say.
@@ -370,7 +365,7 @@ async fn metrics_parse_and_move_with_the_work() {
     assert!(metrics["delayer_script_duration_seconds_count{script=\"move\"}"] >= 1.0);
     let looked = metrics["delayer_last_look_timestamp_seconds"];
     assert!((delayer_client::time::unix_now() - looked).abs() < 5.0);
-    stop(daemon);
+    daemon.stop();
 }
 
 #[tokio::test]
@@ -394,7 +389,7 @@ async fn healthz_says_503_while_redis_is_stopped_and_200_after() {
     support::wait_until_sync(Duration::from_secs(5), "/healthz to turn 200 again", || {
         request(&http, "GET", "/healthz", &[], b"").status == 200
     });
-    stop(daemon);
+    daemon.stop();
 }
 
 #[tokio::test]
@@ -434,7 +429,7 @@ async fn the_status_page_renders_the_topics_escaped() {
     );
     assert!(!page.body.contains("<b>bold</b>"));
     assert!(page.body.contains("http-equiv=\"refresh\""));
-    stop(daemon);
+    daemon.stop();
 }
 
 #[tokio::test]
@@ -551,7 +546,7 @@ async fn healthz_stays_200_while_a_long_backlog_drains() {
         .filter(|(status, _)| *status != 200)
         .collect();
     assert!(unhealthy.is_empty(), "{unhealthy:?}");
-    stop(daemon);
+    daemon.stop();
 }
 
 #[tokio::test]
@@ -580,5 +575,5 @@ async fn a_due_time_beyond_the_calendar_is_answered() {
         "{}",
         page.body
     );
-    stop(daemon);
+    daemon.stop();
 }

@@ -38,6 +38,12 @@ impl Daemon {
         send_signal(self.pid(), name);
     }
 
+    /// Stops it as systemd would (SIGTERM); it must exit cleanly within 10 s.
+    pub fn stop(mut self) {
+        self.signal("TERM");
+        assert!(self.wait(Duration::from_secs(10)).success());
+    }
+
     /// Waits for the process to exit; panics if it takes longer than `timeout`.
     pub fn wait(&mut self, timeout: Duration) -> std::process::ExitStatus {
         let mut status = None;
