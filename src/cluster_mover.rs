@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use deadpool_redis::redis::{AsyncCommands, RedisResult};
+use deadpool_redis::redis::{AsyncCommands, ErrorKind, RedisError, RedisResult};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
@@ -37,6 +37,9 @@ const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
 /// Full batches one topic moves before the others' turn: a backlog of a million jobs in one topic
 /// must not keep another topic's due jobs waiting until it is gone.
 const BATCHES_PER_TURN: usize = 10;
+/// How long a look waits for the registry before it goes on with the topics it knew: a hung
+/// master holding the registry must not hold up the others' moves for long.
+const REGISTRY_WAIT: Duration = Duration::from_millis(500);
 
 /// Moves due jobs from each topic's pool to its ready list, across a cluster.
 pub struct ClusterMover {
@@ -137,9 +140,9 @@ impl ClusterMover {
                         watch.ensure(self.nodes.masters());
                         ready = true;
                     }
+                    // The drains go on with the topics known so far.
                     Err(error) => {
                         self.metrics.looked(false);
-                        ready = false;
                         let trouble = pool::describe_redis(&error, &self.redis);
                         // Once per outage (or change of cause), not on every retry.
                         if outage != Some(trouble.kind) {
@@ -175,7 +178,9 @@ impl ClusterMover {
                     wait.min((looked_at + MIN_LOOK_GAP).saturating_duration_since(Instant::now()));
             }
             tokio::select! {
-                Some((topic, drained)) = drains.next() => self.finished(&mut schedule, topic, drained),
+                Some((topic, drained, sent)) = drains.next() => {
+                    self.finished(&mut schedule, topic, drained, sent);
+                }
                 () = tokio::time::sleep(wait) => {
                     if std::mem::take(&mut pushed) {
                         schedule.due.clear();
@@ -189,21 +194,42 @@ impl ClusterMover {
         }
     }
 
-    /// The topics of the registry (the slot map read first, if not known yet).
+    /// The topics of the registry (the slot map read first, if not known yet). Bounded by
+    /// [`REGISTRY_WAIT`]: the drains under way are not polled meanwhile.
     async fn registry(&self) -> RedisResult<Vec<String>> {
         if self.nodes.masters().is_empty() {
             self.nodes.refresh().await?;
         }
-        let (master, mut connection) = self.nodes.for_key(self.keys.topics()).await?;
-        let topics = connection.smembers(self.keys.topics()).await;
+        let (master, mut connection) = match self.nodes.for_key(self.keys.topics()).await {
+            Ok(found) => found,
+            Err(error) => {
+                self.nodes.failed(None, &error);
+                return Err(error);
+            }
+        };
+        let read = tokio::time::timeout(REGISTRY_WAIT, connection.smembers(self.keys.topics()));
+        let topics = read.await.unwrap_or_else(|_| {
+            Err(RedisError::from((
+                ErrorKind::Io,
+                "the registry's master did not answer within",
+                format!("{} ms", REGISTRY_WAIT.as_millis()),
+            )))
+        });
         if let Err(error) = &topics {
-            self.nodes.failed(&master, error).await;
+            self.nodes.failed(Some(&master), error);
         }
         topics
     }
 
-    /// Takes note of a drain's end: when to look at its topic again, and whether it failed.
-    fn finished(&self, schedule: &mut Schedule, topic: String, drained: RedisResult<Option<f64>>) {
+    /// Takes note of a drain's end: when to look at its topic again, and whether it failed
+    /// (`sent`: with a script call sent, whose reply may be lost).
+    fn finished(
+        &self,
+        schedule: &mut Schedule,
+        topic: String,
+        drained: RedisResult<Option<f64>>,
+        sent: bool,
+    ) {
         schedule.draining.remove(&topic);
         self.metrics.looked(drained.is_ok());
         let now = unix_now();
@@ -224,7 +250,7 @@ impl ClusterMover {
             }
             Err(error) => {
                 let trouble = pool::describe_redis(&error, &self.redis);
-                if pool::reply_may_be_lost(&error) {
+                if sent && pool::reply_may_be_lost(&error) {
                     // Every lost reply is said: each may hide moved jobs no other line lists.
                     error!(
                         "The reply to a move of topic {} never came ({trouble}): it may have moved \
@@ -260,11 +286,14 @@ impl ClusterMover {
         &self,
         topic: String,
         shutdown: &CancellationToken,
-    ) -> (String, RedisResult<Option<f64>>) {
+    ) -> (String, RedisResult<Option<f64>>, bool) {
         let keys = Layout::Cluster.keys(&topic);
         let (master, mut connection) = match self.nodes.for_key(keys.pool()).await {
             Ok(found) => found,
-            Err(error) => return (topic, Err(error)),
+            Err(error) => {
+                self.nodes.failed(None, &error);
+                return (topic, Err(error), false);
+            }
         };
         let drained = async {
             let mut turns = 0;
@@ -317,9 +346,9 @@ impl ClusterMover {
         };
         let drained = drained.await;
         if let Err(error) = &drained {
-            self.nodes.failed(&master, error).await;
+            self.nodes.failed(Some(&master), error);
         }
-        (topic, drained)
+        (topic, drained, true)
     }
 }
 

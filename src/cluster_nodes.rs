@@ -4,7 +4,10 @@
 //! connection per master, a hung master holds up only the topics whose slots it serves.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::{self, ErrorKind, RedisError, RedisResult, Value};
@@ -15,11 +18,16 @@ use delayer_client::connection::{self, host_port};
 
 /// The slots of a cluster.
 const SLOTS: u16 = 16384;
+/// The least time between two readings of the slot map: many topics failing at once (their
+/// master gone) read it once.
+const REFRESH_GAP: Duration = Duration::from_millis(100);
 
 /// Where a cluster's slots are, and a connection to each master.
 pub struct ClusterNodes {
     redis: RedisConfig,
     state: Mutex<State>,
+    /// One reading of the slot map at a time, and when the last one began.
+    refreshing: tokio::sync::Mutex<Option<Instant>>,
 }
 
 #[derive(Default)]
@@ -34,14 +42,27 @@ impl ClusterNodes {
         ClusterNodes {
             redis: redis.clone(),
             state: Mutex::default(),
+            refreshing: tokio::sync::Mutex::new(None),
         }
     }
 
-    /// Asks the configured nodes in turn for the slot map (`CLUSTER SLOTS`), and keeps it.
+    /// Asks the masters it knows, then the configured nodes, in turn for the slot map (`CLUSTER
+    /// SLOTS`), and keeps the first one read; at most once per [`REFRESH_GAP`].
     pub async fn refresh(&self) -> RedisResult<()> {
-        let mut failure = None;
+        let mut last = self.refreshing.lock().await;
+        if last.is_some_and(|last| last.elapsed() < REFRESH_GAP) {
+            return Ok(());
+        }
+        *last = Some(Instant::now());
+        let mut candidates = self.masters();
         for (host, port) in self.redis.cluster.iter().flatten() {
             let address = host_port(host, *port);
+            if !candidates.contains(&address) {
+                candidates.push(address);
+            }
+        }
+        let mut failure: Option<RedisError> = None;
+        for address in candidates {
             match self.slot_map(&address).await {
                 Ok(slots) if !slots.is_empty() => {
                     let mut state = self.state.lock().expect("not poisoned");
@@ -53,15 +74,18 @@ impl ClusterNodes {
                 }
                 Ok(_) => {
                     failure.get_or_insert(RedisError::from((
-                        ErrorKind::Io,
+                        ErrorKind::ClusterConnectionNotFound,
                         "the cluster has no slots assigned yet",
                     )));
                 }
                 Err(error) => {
-                    // A node that is no cluster says more than one that cannot be reached.
-                    if failure.as_ref().is_none_or(|_| {
-                        error.kind() == ErrorKind::Server(redis::ServerErrorKind::ResponseError)
-                    }) {
+                    // A refusal (wrong password, no cluster, TLS) says more than a node that
+                    // cannot be reached.
+                    if failure
+                        .as_ref()
+                        .is_none_or(|failure| !pool::is_config_error(failure))
+                        && (failure.is_none() || pool::is_config_error(&error))
+                    {
                         failure = Some(error);
                     }
                 }
@@ -139,7 +163,7 @@ impl ClusterNodes {
                 .map(|(_, _, master)| master.clone())
                 .ok_or_else(|| {
                     RedisError::from((
-                        ErrorKind::Io,
+                        ErrorKind::ClusterConnectionNotFound,
                         "no master serves the slot of",
                         key.to_string(),
                     ))
@@ -159,23 +183,32 @@ impl ClusterNodes {
         Ok((master, connection))
     }
 
-    /// After a command to `master` failed this way: a broken connection is dropped (the next
-    /// command connects again), and a slot served elsewhere now (MOVED, ASK, a master gone) has
-    /// the slot map read again. Returns whether the map was read again.
-    pub async fn failed(&self, master: &str, error: &RedisError) -> bool {
-        if error.is_io_error() || error.is_connection_dropped() || error.is_timeout() {
+    /// After a command failed this way (to `master`, or before it found one): a broken
+    /// connection is dropped (the next command connects again), and when the slot may be
+    /// served elsewhere now (MOVED, ASK, a master gone or hung, no master known for it) the
+    /// slot map is read again, in the background: a stop must not wait for it.
+    pub fn failed(self: &Arc<Self>, master: Option<&str>, error: &RedisError) {
+        let broken = error.is_io_error()
+            || error.is_connection_dropped()
+            || error.is_timeout()
+            || error.is_connection_refusal();
+        if let (Some(master), true) = (master, broken) {
             self.state
                 .lock()
                 .expect("not poisoned")
                 .connections
                 .remove(master);
         }
-        let moved = matches!(
-            error.code(),
-            Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN")
-        ) || error.is_connection_refusal()
-            || error.is_io_error();
-        moved && self.refresh().await.is_ok()
+        let elsewhere = broken
+            || error.kind() == ErrorKind::ClusterConnectionNotFound
+            || matches!(
+                error.code(),
+                Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN")
+            );
+        if elsewhere {
+            let nodes = self.clone();
+            tokio::spawn(async move { nodes.refresh().await });
+        }
     }
 
     async fn connect(&self, address: &str) -> RedisResult<MultiplexedConnection> {

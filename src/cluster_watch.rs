@@ -4,7 +4,7 @@
 //! background: a master that hangs must not hold up the loop, which moves the other masters' jobs
 //! meanwhile.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -26,13 +26,16 @@ pub struct ClusterWatch {
     /// The receiver the loop waits on, for each master watched.
     written: HashMap<String, watch::Receiver<u64>>,
     /// The background refresh, while it runs.
-    refreshing: Option<JoinHandle<()>>,
+    /// The background refresh, while it runs; it tells whether a watch began.
+    refreshing: Option<JoinHandle<bool>>,
 }
 
 /// What the background refresh and the loop share.
 struct Shared {
     redis: RedisConfig,
     masters: Mutex<Vec<(String, Arc<KeyWatch>)>>,
+    /// The masters whose watch was working at the last refresh.
+    watching: Mutex<HashSet<String>>,
     /// Said once: this cluster cannot report writes.
     said_unsupported: AtomicBool,
 }
@@ -43,6 +46,7 @@ impl ClusterWatch {
             shared: Arc::new(Shared {
                 redis: redis.clone(),
                 masters: Mutex::new(Vec::new()),
+                watching: Mutex::new(HashSet::new()),
                 said_unsupported: AtomicBool::new(false),
             }),
             written: HashMap::new(),
@@ -73,17 +77,20 @@ impl ClusterWatch {
     }
 
     /// Completes when a pool was written on any master since the last [`seen`](Self::seen), or
-    /// when watches were (re)connected: writes before they were are looked for that way.
+    /// when a watch began (writes made before it did are looked for that way).
     pub async fn written(&mut self) {
         if self.subscribe_new() {
             return;
         }
         let refreshed = async {
-            match &mut self.refreshing {
-                Some(refresh) => {
-                    let _ = refresh.await;
-                }
-                None => std::future::pending().await,
+            let began = match &mut self.refreshing {
+                Some(refresh) => refresh.await.unwrap_or(false),
+                None => false,
+            };
+            self.refreshing = None;
+            if !began {
+                // Nothing to look for: wait for writes alone.
+                std::future::pending::<()>().await;
             }
         };
         let changed = async {
@@ -100,8 +107,7 @@ impl ClusterWatch {
             }
         };
         tokio::select! {
-            // Watches just connected: writes made while they connected are looked for.
-            () = refreshed => self.refreshing = None,
+            () = refreshed => {}
             () = changed => {}
         }
     }
@@ -124,7 +130,9 @@ impl ClusterWatch {
 }
 
 impl Shared {
-    async fn refresh(&self, listed: Vec<String>) {
+    /// Watches the `listed` masters; true when a watch began (on a master not watched before,
+    /// or again after it was lost).
+    async fn refresh(&self, listed: Vec<String>) -> bool {
         {
             let mut masters = self.masters.lock().expect("not poisoned");
             masters.retain(|(address, _)| listed.contains(address));
@@ -139,7 +147,14 @@ impl Shared {
         // Side by side: one master that hangs must not keep the others unwatched.
         let ensured = masters.iter().map(|(_, watch)| watch.ensure());
         let ensured = futures_util::future::join_all(ensured).await;
+        let mut watching = self.watching.lock().expect("not poisoned");
+        let mut began = false;
         for ((address, _), ensured) in masters.iter().zip(ensured) {
+            if matches!(ensured, Ensured::Watching) {
+                began |= watching.insert(address.clone());
+            } else {
+                watching.remove(address);
+            }
             match ensured {
                 Ensured::Unsupported(Some(refusal))
                     if !self.said_unsupported.swap(true, Ordering::Relaxed) =>
@@ -154,6 +169,7 @@ impl Shared {
                 _ => {}
             }
         }
+        began
     }
 
     fn watch(&self, address: &str) -> Option<KeyWatch> {

@@ -484,3 +484,33 @@ async fn a_cluster_of_one_master_moves_jobs() {
     assert_eq!(popped["body"], json!("alone"));
     daemon.stop();
 }
+
+#[tokio::test]
+async fn an_idle_cluster_is_looked_at_once_per_timer_interval() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, _logs) = cluster_config(&dir, "idle", &cluster.addresses());
+    let daemon = Daemon::start(&config);
+    let client = cluster_client(&cluster).await;
+    for topic in ["a", "b", "c"] {
+        client.push(topic, "now").await.unwrap();
+        client.bpop(&[topic], Duration::from_secs(5)).await.unwrap();
+    }
+    let calls = || async {
+        let mut calls = 0;
+        for index in 0..3 {
+            let stats = support::command_stats(&mut cluster.connect_node(index).await).await;
+            calls += stats.get("evalsha").map_or(0, |(calls, _)| *calls);
+        }
+        calls
+    };
+    let before = calls().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let looked = calls().await - before;
+    // Three topics, a move and a release each per look, a look per 100 ms: 120 in 2 s.
+    assert!(
+        looked <= 150,
+        "{looked} script calls in 2 s with nothing to do"
+    );
+    daemon.stop();
+}
