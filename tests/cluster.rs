@@ -297,15 +297,16 @@ async fn a_job_pushed_while_the_daemon_sleeps_moves_at_once_on_any_master() {
 
 /// A client of `cluster`'s nodes, with the default settings.
 async fn cluster_client(cluster: &RedisCluster) -> Client {
+    try_cluster_client(cluster).await.unwrap()
+}
+
+async fn try_cluster_client(cluster: &RedisCluster) -> delayer_client::Result<Client> {
     let nodes = cluster
         .ports()
         .into_iter()
         .map(|port| format!("redis://127.0.0.1:{port}").into_connection_info())
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    Client::connect_to(Target::cluster(nodes).unwrap(), Settings::default())
-        .await
-        .unwrap()
+        .collect::<Result<Vec<_>, _>>()?;
+    Client::connect_to(Target::cluster(nodes)?, Settings::default()).await
 }
 
 #[tokio::test]
@@ -512,5 +513,50 @@ async fn an_idle_cluster_is_looked_at_once_per_timer_interval() {
         looked <= 150,
         "{looked} script calls in 2 s with nothing to do"
     );
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn after_a_failover_the_promoted_replica_serves_the_lost_masters_topics() {
+    let mut cluster = RedisCluster::start_with_replicas(3);
+    let registry = cluster.node_of("delayer:topics");
+    let (topic, lost) = (0..)
+        .map(|index| format!("topic-{index}"))
+        .map(|topic| {
+            let node = cluster.node_of(Layout::Cluster.keys(&topic).pool());
+            (topic, node)
+        })
+        .find(|(_, node)| *node != registry)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, _logs) = cluster_config(&dir, "failover", &cluster.addresses());
+    let daemon = Daemon::start(&config);
+    let client = cluster_client(&cluster).await;
+    client.push(&topic, "before").await.unwrap();
+    client
+        .bpop(&[&topic], Duration::from_secs(5))
+        .await
+        .unwrap();
+
+    cluster.kill_node(lost);
+    // Pushed once the replica took over (after the 5 s node timeout and an election). Through a
+    // connection of its own: the client's first cluster connection may wait on the lost master.
+    support::wait_for(Duration::from_secs(30), "a push after the failover", || {
+        let (cluster, topic) = (&cluster, topic.clone());
+        async move {
+            let client = try_cluster_client(cluster).await.ok()?;
+            client.push(&topic, "after").id("after").await.ok()
+        }
+    })
+    .await;
+    let moved = support::wait_for(Duration::from_secs(30), "the job moved", || {
+        let (cluster, topic) = (&cluster, topic.clone());
+        async move {
+            let client = try_cluster_client(cluster).await.ok()?;
+            client.pop(&topic).await.ok().flatten()
+        }
+    })
+    .await;
+    assert_eq!(moved.id, "after");
     daemon.stop();
 }

@@ -27,6 +27,8 @@ const SLOTS: &str = "16384";
 /// directory (each node is a [`RedisServer`]).
 pub struct RedisCluster {
     nodes: Vec<Node>,
+    /// Replicas per master.
+    replicas: usize,
     /// With TLS: the certificates every node shows (and trusts), in their own directory.
     tls: Option<(tempfile::TempDir, Certificates)>,
 }
@@ -44,7 +46,13 @@ impl RedisCluster {
     /// One, or at least 3 (`redis-cli --cluster create` refuses 2): a single master takes every
     /// slot itself (`CLUSTER ADDSLOTSRANGE`), as a cluster's first node does before others join.
     pub fn start(masters: usize) -> RedisCluster {
-        RedisCluster::launch(masters, None)
+        RedisCluster::launch(masters, 0, None)
+    }
+
+    /// Like [`start`](RedisCluster::start), with a replica for each master, which takes over its
+    /// slots when it fails (after the 5 s node timeout).
+    pub fn start_with_replicas(masters: usize) -> RedisCluster {
+        RedisCluster::launch(masters, 1, None)
     }
 
     /// Like [`start`](RedisCluster::start), every node speaking TLS only (to clients and on the
@@ -53,7 +61,7 @@ impl RedisCluster {
     pub fn start_tls(masters: usize) -> RedisCluster {
         let dir = tempfile::tempdir().expect("temporary directory");
         let certificates = Certificates::make(dir.path());
-        RedisCluster::launch(masters, Some((dir, certificates)))
+        RedisCluster::launch(masters, 0, Some((dir, certificates)))
     }
 
     /// The certificates of a cluster from [`start_tls`](RedisCluster::start_tls).
@@ -61,13 +69,17 @@ impl RedisCluster {
         &self.tls.as_ref().expect("started with start_tls").1
     }
 
-    fn launch(masters: usize, tls: Option<(tempfile::TempDir, Certificates)>) -> RedisCluster {
+    fn launch(
+        masters: usize,
+        replicas: usize,
+        tls: Option<(tempfile::TempDir, Certificates)>,
+    ) -> RedisCluster {
         assert!(
             masters == 1 || masters >= 3,
             "redis-cli --cluster create wants at least 3 masters, not {masters}"
         );
         // One after the other: a started node listens on its ports, so the next free ones differ.
-        let nodes: Vec<Node> = (0..masters)
+        let nodes: Vec<Node> = (0..masters * (1 + replicas))
             .map(|_| {
                 let port = free_cluster_port();
                 // RedisServer runs it with `--dir` its temporary directory, so nodes.conf lands
@@ -86,6 +98,9 @@ impl RedisCluster {
                     // deployments that prefer partial service set it.
                     "--cluster-require-full-coverage",
                     "no",
+                    // A replica takes over however long it was cut off from its master.
+                    "--cluster-replica-validity-factor",
+                    "0",
                 ]
                 .map(String::from)
                 .into();
@@ -114,7 +129,11 @@ impl RedisCluster {
                 Node { server, port }
             })
             .collect();
-        let cluster = RedisCluster { nodes, tls };
+        let cluster = RedisCluster {
+            nodes,
+            replicas,
+            tls,
+        };
         cluster.create();
         cluster
     }
@@ -137,7 +156,11 @@ impl RedisCluster {
                     .iter()
                     .map(|node| format!("127.0.0.1:{}", node.port)),
             )
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args([
+                "--cluster-replicas",
+                &self.replicas.to_string(),
+                "--cluster-yes",
+            ])
             .args(self.tls.iter().flat_map(|(_, certificates)| {
                 [
                     "--tls".into(),
@@ -175,6 +198,16 @@ impl RedisCluster {
                     field("cluster_state") == Some("ok")
                         && field("cluster_slots_assigned") == Some(SLOTS)
                         && field("cluster_known_nodes") == Some(known.as_str())
+                },
+            );
+            // A replica that never synced with its master cannot stand in for it.
+            wait_until_sync(
+                Duration::from_secs(20),
+                &format!("127.0.0.1:{} in sync, if a replica", node.port),
+                || {
+                    let replication = node.command(&["INFO", "replication"]);
+                    replication.contains("role:master")
+                        || replication.contains("master_link_status:up")
                 },
             );
         }
