@@ -117,7 +117,8 @@ impl ClusterMover {
         let mut schedule = Schedule::default();
         let mut drains = FuturesUnordered::new();
         let mut topics: Vec<String> = Vec::new();
-        // Whether the slot map is known (and the registry was read).
+        // Whether the registry was read once: from then on the drains go on with the topics
+        // known, whatever becomes of the registry's master.
         let mut ready = false;
         let mut outage: Option<Failure> = None;
         let mut retry_wait = FIRST_RETRY_WAIT;
@@ -164,13 +165,12 @@ impl ClusterMover {
             if shutdown.is_cancelled() && drains.is_empty() {
                 return;
             }
-            let mut wait = match ready {
-                true => wait_until(schedule.next(&topics), self.timer_interval),
-                false => {
-                    let wait = retry_wait;
-                    retry_wait = (retry_wait * 2).min(MAX_RETRY_WAIT);
-                    wait
-                }
+            let mut wait = if ready {
+                wait_until(schedule.next(&topics), self.timer_interval)
+            } else {
+                let wait = retry_wait;
+                retry_wait = (retry_wait * 2).min(MAX_RETRY_WAIT);
+                wait
             };
             if pushed {
                 // Every topic is looked at again, but not more often than MIN_LOOK_GAP.
