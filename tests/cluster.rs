@@ -560,3 +560,48 @@ async fn after_a_failover_the_promoted_replica_serves_the_lost_masters_topics() 
     assert_eq!(moved.id, "after");
     daemon.stop();
 }
+
+#[tokio::test]
+async fn a_resharding_in_the_middle_of_a_drain_loses_and_repeats_nothing() {
+    // (`redis-cli --cluster reshard` moves the slots key by key, with MIGRATE, while the daemon
+    // moves jobs in them.)
+    let cluster = RedisCluster::start(3);
+    let connection = cluster.connect().await;
+    // Due over the next three seconds, so that the drain is under way while slots move.
+    let start = delayer_client::time::unix_now();
+    let jobs = 30_000;
+    let all = (0..jobs).map(|index| {
+        let due = start + 3.0 * index as f64 / jobs as f64;
+        (format!("job-{index:05}"), topic(index), due)
+    });
+    cluster::add_jobs(&connection, all).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "reshard", &cluster.addresses());
+    let daemon = Daemon::start(&config);
+    // Half the first master's slots, with the keys of the topics there, to the second.
+    let cluster = std::sync::Arc::new(cluster);
+    let resharding = {
+        let cluster = cluster.clone();
+        std::thread::spawn(move || cluster.reshard(0, 1, 2730))
+    };
+    let topics: Vec<String> = (0..TOPICS).map(topic).collect();
+    resharding.join().unwrap();
+    wait_until_moved(&connection, &topics, jobs).await;
+
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    let mut connection = connection.clone();
+    for topic in &topics {
+        let keys = Layout::Cluster.keys(topic);
+        let ids: Vec<String> = connection.lrange(keys.ready(topic), 0, -1).await.unwrap();
+        for id in ids {
+            *counts.entry(id).or_default() += 1;
+        }
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, count)| **count > 1).collect();
+    assert_eq!(counts.len(), jobs, "every job delivered");
+    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+    daemon.stop();
+    // Scripts refused while their slot moved (TRYAGAIN, a key gone to the other master) failed
+    // before their first write, and were tried again once the slot map was read anew.
+    assert!(read(&logs.access).contains("Job is ready"));
+}

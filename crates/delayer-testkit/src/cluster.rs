@@ -270,6 +270,26 @@ impl RedisCluster {
         panic!("no node holds slot {slot}: {map}")
     }
 
+    /// Moves `slots` slots, with their keys, from node `from` to node `to`, as an operator would
+    /// (`redis-cli --cluster reshard`); returns when it is done.
+    pub fn reshard(&self, from: usize, to: usize, slots: usize) {
+        let id = |index: usize| self.nodes[index].command(&["CLUSTER", "MYID"]);
+        let output = Command::new("redis-cli")
+            .args(["--cluster", "reshard"])
+            .arg(format!("127.0.0.1:{}", self.nodes[from].port))
+            .args(["--cluster-from", &id(from), "--cluster-to", &id(to)])
+            .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli");
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster reshard failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
     /// Kills node `index` (its port refuses connections from then on).
     pub fn kill_node(&mut self, index: usize) {
         self.nodes[index].server.stop(false);
