@@ -261,11 +261,20 @@ impl ClusterMover {
                     );
                 } else if schedule.failing.get(&topic).map(|(kind, _)| *kind) != Some(trouble.kind)
                 {
-                    error!(
-                        "Topic {} cannot move: {trouble}; {}",
-                        escape::field(&topic),
-                        trouble.kind.waiting_for()
-                    );
+                    if slot_moving(&error) {
+                        // A resharding: the script was refused before any write; nothing is amiss.
+                        info!(
+                            "Topic {} waits while its slot moves to another master ({error}); \
+                             tried again",
+                            escape::field(&topic)
+                        );
+                    } else {
+                        error!(
+                            "Topic {} cannot move: {trouble}; {}",
+                            escape::field(&topic),
+                            trouble.kind.waiting_for()
+                        );
+                    }
                 }
                 let wait = schedule
                     .failing
@@ -350,6 +359,13 @@ impl ClusterMover {
         }
         (topic, drained, true)
     }
+}
+
+/// Whether `error` says the key's slot is moving between masters (a resharding): MOVED, ASK,
+/// TRYAGAIN, or a script that met a key already moved.
+fn slot_moving(error: &RedisError) -> bool {
+    matches!(error.code(), Some("MOVED" | "ASK" | "TRYAGAIN"))
+        || error.to_string().contains("non local key")
 }
 
 impl Schedule {

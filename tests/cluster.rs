@@ -604,4 +604,6 @@ async fn a_resharding_in_the_middle_of_a_drain_loses_and_repeats_nothing() {
     // Scripts refused while their slot moved (TRYAGAIN, a key gone to the other master) failed
     // before their first write, and were tried again once the slot map was read anew.
     assert!(read(&logs.access).contains("Job is ready"));
+    let errors = read(&logs.error);
+    assert!(!errors.contains("[error]"), "{errors}");
 }
