@@ -70,19 +70,7 @@ async fn two_daemons_drain_100k_jobs_over_30_topics_on_three_masters_each_once()
 
     let topics: Vec<String> = (0..TOPICS).map(topic).collect();
     wait_until_moved(&connection, &topics, JOBS).await;
-
-    let mut connection = connection.clone();
-    let mut counts: HashMap<String, usize> = HashMap::new();
-    for topic in &topics {
-        let keys = Layout::Cluster.keys(topic);
-        let ids: Vec<String> = connection.lrange(keys.ready(topic), 0, -1).await.unwrap();
-        for id in ids {
-            *counts.entry(id).or_default() += 1;
-        }
-    }
-    let twice: Vec<_> = counts.iter().filter(|(_, count)| **count > 1).collect();
-    assert_eq!(counts.len(), JOBS, "every job delivered");
-    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+    assert_each_delivered_once(&connection, &topics, JOBS).await;
 
     // Each master holds some topics' ready lists: the moves ran on all three.
     for index in 0..3 {
@@ -97,6 +85,26 @@ async fn two_daemons_drain_100k_jobs_over_30_topics_on_three_masters_each_once()
         assert!(!errors.contains("[error]"), "{errors}");
         assert!(read(&logs.access).contains("Job is ready, Topic: topic-"));
     }
+}
+
+/// Asserts that `topics`' ready lists hold `count` different ids, each once.
+async fn assert_each_delivered_once(
+    connection: &ClusterConnection,
+    topics: &[String],
+    count: usize,
+) {
+    let mut connection = connection.clone();
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for topic in topics {
+        let keys = Layout::Cluster.keys(topic);
+        let ids: Vec<String> = connection.lrange(keys.ready(topic), 0, -1).await.unwrap();
+        for id in ids {
+            *counts.entry(id).or_default() += 1;
+        }
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, count)| **count > 1).collect();
+    assert_eq!(counts.len(), count, "every job delivered");
+    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
 }
 
 /// Waits until `count` jobs are on `topics`' ready lists and none is left in their pools.
@@ -587,19 +595,7 @@ async fn a_resharding_in_the_middle_of_a_drain_loses_and_repeats_nothing() {
     let topics: Vec<String> = (0..TOPICS).map(topic).collect();
     resharding.join().unwrap();
     wait_until_moved(&connection, &topics, jobs).await;
-
-    let mut counts: HashMap<String, usize> = HashMap::new();
-    let mut connection = connection.clone();
-    for topic in &topics {
-        let keys = Layout::Cluster.keys(topic);
-        let ids: Vec<String> = connection.lrange(keys.ready(topic), 0, -1).await.unwrap();
-        for id in ids {
-            *counts.entry(id).or_default() += 1;
-        }
-    }
-    let twice: Vec<_> = counts.iter().filter(|(_, count)| **count > 1).collect();
-    assert_eq!(counts.len(), jobs, "every job delivered");
-    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+    assert_each_delivered_once(&connection, &topics, jobs).await;
     daemon.stop();
     // Scripts refused while their slot moved (TRYAGAIN, a key gone to the other master) failed
     // before their first write, and were tried again once the slot map was read anew.
