@@ -1153,6 +1153,34 @@ mod tests {
     }
 
     #[test]
+    fn cluster_and_key_layouts() {
+        let config = parse("[redis]\ncluster = 10.0.0.5:6379,[::1]:7000\n").unwrap();
+        assert_eq!(
+            (
+                config.redis.layout,
+                address_list(config.redis.cluster.as_ref().unwrap())
+            ),
+            (Layout::Cluster, "10.0.0.5:6379,[::1]:7000".to_string())
+        );
+        assert_eq!(parse("").unwrap().redis.layout, Layout::Legacy);
+        assert_eq!(
+            parse("[redis]\nkey_layout = jop\n").unwrap().redis.layout,
+            Layout::Jop
+        );
+        assert!(error_of("[redis]\nkey_layout = jsp\n").contains("expected one of legacy, jop"));
+        let mixed =
+            error_of("[redis]\ncluster = h:6379\nhost = x\ndatabase = 2\nkey_layout = jop\n");
+        for said in [
+            "host = \"x\": set with cluster",
+            "database = \"2\": set with cluster",
+            "key_layout = \"jop\": set with cluster",
+        ] {
+            assert!(mixed.contains(said), "{said}: {mixed}");
+        }
+        assert!(error_of("[redis]\ncluster = h\n").contains("is not host:port"));
+    }
+
+    #[test]
     fn log_level_and_format() {
         let config = parse("[delayer]\nlog_level = warn\nlog_format = JSON\n").unwrap();
         assert_eq!(
