@@ -212,14 +212,7 @@ impl ClusterNodes {
     }
 
     async fn connect(&self, address: &str) -> RedisResult<MultiplexedConnection> {
-        let (host, port) = address.rsplit_once(':').unwrap_or((address, "0"));
-        let node = pool::connection_info(&RedisConfig {
-            host: host.trim_matches(['[', ']']).to_string(),
-            port: port.parse().unwrap_or(0),
-            cluster: None,
-            ..self.redis.clone()
-        })
-        .map_err(|error| {
+        let node = pool::node_info(&self.redis, address).map_err(|error| {
             RedisError::from((
                 ErrorKind::InvalidClientConfig,
                 "bad node address",

@@ -173,14 +173,7 @@ impl Shared {
     }
 
     fn watch(&self, address: &str) -> Option<KeyWatch> {
-        let (host, port) = address.rsplit_once(':')?;
-        let node = pool::connection_info(&RedisConfig {
-            host: host.trim_matches(['[', ']']).to_string(),
-            port: port.parse().ok()?,
-            cluster: None,
-            ..self.redis.clone()
-        })
-        .ok()?;
+        let node = pool::node_info(&self.redis, address).ok()?;
         let watch = KeyWatch::new(Target::from(node), connection::config(), CLUSTER_PREFIX);
         Some(watch.only_ending_with(CLUSTER_POOL_SUFFIX))
     }

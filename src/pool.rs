@@ -228,6 +228,21 @@ pub fn connection_info(config: &RedisConfig) -> Result<ConnectionInfo> {
     }
 }
 
+/// How to reach the cluster node at `address` (`host:port`, an IPv6 host in brackets), with
+/// `[redis]`'s credentials and TLS.
+pub fn node_info(config: &RedisConfig, address: &str) -> Result<ConnectionInfo> {
+    let (host, port) = address
+        .rsplit_once(':')
+        .and_then(|(host, port)| Some((host.trim_matches(['[', ']']), port.parse().ok()?)))
+        .with_context(|| format!("{address:?} is not host:port"))?;
+    connection_info(&RedisConfig {
+        host: host.to_string(),
+        port,
+        cluster: None,
+        ..config.clone()
+    })
+}
+
 /// `info` with the CA and client certificate of `tls` attached, each file named when it cannot
 /// be read or holds no usable PEM.
 fn with_certificates(info: ConnectionInfo, tls: &TlsConfig) -> Result<ConnectionInfo> {

@@ -78,9 +78,8 @@ pub struct Keys {
     dead: Affixes,
     reserved: String,
     topics: String,
-    /// Whether the scripts may write the registry of topics: not where it lives in another slot.
-    registry_in_scripts: bool,
-    /// The cluster layout's: the one topic whose keys these are.
+    /// The cluster layout's: the one topic whose keys these are. The registry of topics is in
+    /// another slot than they are then, out of the scripts' reach.
     topic: Option<String>,
 }
 
@@ -124,7 +123,6 @@ impl Layout {
             dead: prefixed(DEAD_QUEUE_PREFIX),
             reserved: RESERVED.to_string(),
             topics: TOPICS.to_string(),
-            registry_in_scripts: true,
             topic: None,
         }
     }
@@ -151,7 +149,6 @@ impl Keys {
             // One key for the whole cluster, in a slot of its own: pushers add to it, the daemon
             // reads it to know which topics' pools to look at.
             topics: TOPICS.to_string(),
-            registry_in_scripts: false,
             topic: Some(topic.to_string()),
         }
     }
@@ -208,7 +205,7 @@ impl Keys {
     /// The registry of topics as the scripts are told it: "" where it is in another slot than
     /// the script's keys (the cluster layout: there the clients add a topic before pushing).
     pub fn registry_for_scripts(&self) -> &str {
-        if self.registry_in_scripts {
+        if self.topic.is_none() {
             &self.topics
         } else {
             ""
