@@ -453,6 +453,13 @@ impl Client {
         for topic in topics {
             check_topic_in(self.inner.settings.layout, topic)?;
         }
+        if timeout.is_zero() {
+            // Only one look, never a wait: no watch on the ready lists, whose invalidations
+            // would cost Redis and this client a message for each job taken meanwhile.
+            return self
+                .reserve_once(topics, unix_now() + ttr.as_secs_f64())
+                .await;
+        }
         tokio::pin!(give_up);
         let until = Instant::now() + timeout;
         loop {

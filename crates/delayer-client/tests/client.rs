@@ -293,6 +293,36 @@ async fn a_waiting_reserve_wakes_as_soon_as_a_job_is_ready() {
 }
 
 #[tokio::test]
+async fn a_reserve_that_only_looks_once_does_not_watch_the_ready_lists() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    client.push("t", "b").await.unwrap();
+    move_until_empty(&mut redis).await;
+
+    let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    let none = client
+        .reserve(&["t"], Duration::from_secs(30), Duration::ZERO)
+        .await
+        .unwrap();
+
+    assert!(none.is_none());
+    client.ack(&job).await.unwrap();
+    // A watch would get a message from Redis for every job taken off a ready list, for nothing.
+    assert_eq!(delayer_testkit::jobs::tracking_clients(&mut redis).await, 0);
+    let waited = client
+        .reserve(&["t"], Duration::from_secs(30), Duration::from_millis(50))
+        .await
+        .unwrap();
+    assert!(waited.is_none());
+    assert_eq!(
+        delayer_testkit::jobs::tracking_clients(&mut redis).await,
+        1,
+        "a reserve that waits watches"
+    );
+}
+
+#[tokio::test]
 async fn reserve_drops_ids_whose_data_expired_and_gives_up_after_its_timeout() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
