@@ -62,6 +62,7 @@ const KNOWN_KEYS: [(&str, &[&str]); 3] = [
             "tls_insecure",
             "sentinels",
             "sentinel_master",
+            "sentinel_password",
             "cluster",
             "key_layout",
             "max_idle",
@@ -182,6 +183,8 @@ pub struct SentinelConfig {
     pub addresses: Vec<(String, u16)>,
     /// The name they monitor the master by.
     pub master: String,
+    /// The sentinels' own password (their `requirepass`), if they want one.
+    pub password: Option<String>,
 }
 
 /// Addresses as `[redis] sentinels` and `cluster` list them.
@@ -270,6 +273,9 @@ impl Display for Config {
             Some(sentinel) => {
                 writeln!(f, "sentinels = {}", address_list(&sentinel.addresses))?;
                 writeln!(f, "sentinel_master = {}", sentinel.master)?;
+                if sentinel.password.is_some() {
+                    writeln!(f, "sentinel_password = ********")?;
+                }
             }
             None => match &redis.cluster {
                 Some(nodes) => writeln!(f, "cluster = {}", address_list(nodes))?,
@@ -589,12 +595,23 @@ impl Values<'_> {
     /// (the sentinels say where the master is).
     fn sentinel(&self) -> Option<SentinelConfig> {
         let master = self.get("redis", "sentinel_master");
+        let password = self
+            .get("redis", "sentinel_password")
+            .filter(|password| !password.is_empty());
         let Some(raw) = self.get("redis", "sentinels") else {
             if let Some(master) = master {
                 self.wrong(
                     "redis",
                     "sentinel_master",
                     &master,
+                    "given without sentinels",
+                );
+            }
+            if password.is_some() {
+                self.wrong(
+                    "redis",
+                    "sentinel_password",
+                    "********",
                     "given without sentinels",
                 );
             }
@@ -620,7 +637,11 @@ impl Values<'_> {
             );
             return None;
         };
-        Some(SentinelConfig { addresses, master })
+        Some(SentinelConfig {
+            addresses,
+            master,
+            password,
+        })
     }
 
     /// `[redis] cluster`: no `host`, `port` or sentinels with it (the nodes say where the rest
@@ -1149,6 +1170,21 @@ mod tests {
         assert!(
             error_of("[redis]\nsentinels = h:26379\nsentinel_master = m\nhost = x\n")
                 .contains("set with sentinels")
+        );
+        assert_eq!(sentinel.password, None);
+        let text =
+            "[redis]\nsentinels = h:26379\nsentinel_master = m\nsentinel_password = s;3 ; hers\n";
+        let config = parse(text).unwrap();
+        let sentinel = config.redis.sentinel.as_ref().unwrap();
+        assert_eq!(sentinel.password.as_deref(), Some("s;3"));
+        let printed = config.to_string();
+        assert!(
+            printed.contains("sentinel_password = ********") && !printed.contains("s;3"),
+            "{printed}"
+        );
+        assert!(
+            error_of("[redis]\nsentinel_password = x\n")
+                .contains("sentinel_password = \"********\": given without sentinels")
         );
     }
 

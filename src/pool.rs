@@ -12,7 +12,7 @@ use deadpool_redis::redis::{
 };
 use deadpool_redis::{Connection, Manager, Pool, PoolError};
 use delayer_client::Target;
-use delayer_client::connection::{MASTER_CHECK, NO_SUCH_MASTER};
+use delayer_client::connection::{MASTER_CHECK, NO_SUCH_MASTER, SENTINEL_REFUSED};
 use tokio_util::sync::CancellationToken;
 
 use rustls::pki_types::pem::PemObject;
@@ -156,7 +156,7 @@ fn build(info: ConnectionInfo, config: &RedisConfig) -> Result<Pool> {
 }
 
 /// Where `[redis]` says Redis is: its address, or the master its sentinels name (asked over the
-/// same TLS, without credentials).
+/// same TLS, with `sentinel_password` alone: a master's user and password are not theirs).
 pub fn target(config: &RedisConfig) -> Result<Target> {
     if let Some(nodes) = &config.cluster {
         let nodes = nodes.iter().map(|(host, port)| {
@@ -194,9 +194,11 @@ pub fn target(config: &RedisConfig) -> Result<Target> {
                 },
                 _ => ConnectionAddr::Tcp(host.clone(), *port),
             };
-            node.clone()
-                .set_addr(addr)
-                .set_redis_settings(RedisConnectionInfo::default())
+            let mut settings = RedisConnectionInfo::default();
+            if let Some(password) = &sentinel.password {
+                settings = settings.set_password(password);
+            }
+            node.clone().set_addr(addr).set_redis_settings(settings)
         })
         .collect();
     Ok(Target::sentinel(sentinels, &sentinel.master, node))
@@ -551,6 +553,15 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> Troubl
     let address = config.address();
     let kind = failure_kind(error);
     let message = match kind {
+        Failure::Password if error.to_string().contains(SENTINEL_REFUSED) => format!(
+            "Redis {address}: the sentinels refused the password ([redis] sentinel_password is \
+             {}): {}",
+            match &config.sentinel {
+                Some(sentinel) if sentinel.password.is_some() => "set",
+                _ => "empty",
+            },
+            error.detail().unwrap_or_default()
+        ),
         Failure::Password => format!(
             "Redis at {address} refused the password ([redis] password is {}): {error}",
             if config.password.is_some() {

@@ -111,3 +111,42 @@ async fn a_master_name_no_sentinel_knows_is_told_at_start() {
         );
     }
 }
+
+#[tokio::test]
+async fn sentinels_that_want_a_password_are_asked_with_sentinel_password() {
+    let setup = SentinelSetup::start_with_password(Some("s3cret-sentinel"));
+    let mut master = setup.master.connect().await;
+    let (config, _) = sentinel_config(&setup.master, "password", &setup.addresses(), MASTER_NAME);
+
+    let without = read(&config);
+    let stderr = delayer_fails(&config, &["--check-config"]);
+    assert!(
+        stderr.contains("the sentinels refused the password ([redis] sentinel_password is empty)")
+            && stderr.contains("NOAUTH"),
+        "{stderr}"
+    );
+    std::fs::write(&config, without.clone() + "sentinel_password = wrong\n").unwrap();
+    let stderr = delayer_fails(&config, &[]);
+    assert!(
+        stderr.contains("the sentinels refused the password ([redis] sentinel_password is set)"),
+        "{stderr}"
+    );
+
+    let text = without + "sentinel_password = s3cret-sentinel\n";
+    std::fs::write(&config, text).unwrap();
+    delayer_succeeds(&config, &["--check-config"]);
+    let mut daemon = Daemon::start(&config);
+    delayer_succeeds(&config, &["push", "a", "body", "--id", "through"]);
+    support::wait_for(Duration::from_secs(10), "the job moved", || {
+        let mut master = master.clone();
+        async move {
+            let ready: Vec<String> = master.lrange(ready_queue("a"), 0, -1).await.unwrap();
+            (ready == ["through"]).then_some(())
+        }
+    })
+    .await;
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+    let waiting: usize = master.zcard(JOB_POOL).await.unwrap();
+    assert_eq!(waiting, 0);
+}

@@ -116,6 +116,9 @@ pub fn host_port(host: &str, port: u16) -> String {
 
 /// What a [`Target`] resolution fails with when no sentinel knows the master's name.
 pub const NO_SUCH_MASTER: &str = "no sentinel knows a master of this name";
+/// What a [`Target`] resolution fails with when a sentinel refuses to answer without its password
+/// (or with the one given).
+pub const SENTINEL_REFUSED: &str = "a sentinel refused the password";
 
 impl Target {
     /// The master named `master` by the sentinels at `sentinels`; `node` says how to talk to it
@@ -263,14 +266,27 @@ impl Sentinels {
 
     /// What `sentinel` says of the master: its host and port, or `None` for no such master.
     async fn ask(&self, sentinel: &ConnectionInfo) -> RedisResult<Option<(String, u16)>> {
-        let mut connection = redis::Client::open(sentinel.clone())?
-            .get_multiplexed_async_connection_with_config(&config())
-            .await?;
-        redis::cmd("SENTINEL")
-            .arg("get-master-addr-by-name")
-            .arg(&self.master)
-            .query_async(&mut connection)
-            .await
+        let asked = async {
+            let mut connection = redis::Client::open(sentinel.clone())?
+                .get_multiplexed_async_connection_with_config(&config())
+                .await?;
+            redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg(&self.master)
+                .query_async(&mut connection)
+                .await
+        };
+        // Told apart from the master refusing its password, which is another setting.
+        asked.await.map_err(|error| {
+            if error.kind() == ErrorKind::AuthenticationFailed
+                || matches!(error.code(), Some("NOAUTH" | "WRONGPASS"))
+            {
+                let said = format!("{} said {error}", sentinel.addr());
+                RedisError::from((ErrorKind::AuthenticationFailed, SENTINEL_REFUSED, said))
+            } else {
+                error
+            }
+        })
     }
 
     /// The master's connection info at `host:port`; a change from the last one is logged once.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use tempfile::TempDir;
 
-use crate::redis_server::{RedisServer, command, free_port};
+use crate::redis_server::{RedisServer, command, command_at, free_port};
 use crate::wait_until_sync;
 
 /// The name the sentinels know the master by.
@@ -25,12 +25,19 @@ pub struct SentinelSetup {
 struct Sentinel {
     _dir: TempDir,
     port: u16,
+    /// Its URL, with its password if it wants one.
+    url: String,
     process: Child,
 }
 
 impl SentinelSetup {
     /// Starts them all and waits until the replica is in sync and every sentinel knows it.
     pub fn start() -> SentinelSetup {
+        SentinelSetup::start_with_password(None)
+    }
+
+    /// [`start`](SentinelSetup::start), with sentinels that want `password` (`requirepass`).
+    pub fn start_with_password(password: Option<&str>) -> SentinelSetup {
         let master_port = free_port();
         let master =
             RedisServer::start_with(&["--port", &master_port.to_string(), "--bind", "127.0.0.1"]);
@@ -47,13 +54,15 @@ impl SentinelSetup {
         wait_until_sync(Duration::from_secs(10), "the replica in sync", || {
             command(replica_port, &["INFO", "replication"]).contains("master_link_status:up")
         });
-        let sentinels: Vec<Sentinel> = (0..3).map(|_| Sentinel::start(master_port)).collect();
+        let sentinels: Vec<Sentinel> = (0..3)
+            .map(|_| Sentinel::start(master_port, password))
+            .collect();
         for sentinel in &sentinels {
             wait_until_sync(
                 Duration::from_secs(20),
                 "a sentinel that knows the replica",
                 || {
-                    command(sentinel.port, &["SENTINEL", "REPLICAS", MASTER_NAME])
+                    command_at(&sentinel.url, &["SENTINEL", "REPLICAS", MASTER_NAME])
                         .contains(&replica_port.to_string())
                 },
             );
@@ -79,8 +88,8 @@ impl SentinelSetup {
 
     /// `SENTINEL FAILOVER`: the replica becomes the master (the first sentinel decides alone).
     pub fn fail_over(&self) {
-        let reply = command(
-            self.sentinels[0].port,
+        let reply = command_at(
+            &self.sentinels[0].url,
             &["SENTINEL", "FAILOVER", MASTER_NAME],
         );
         assert_eq!(reply, "OK", "SENTINEL FAILOVER");
@@ -100,7 +109,7 @@ impl SentinelSetup {
 }
 
 impl Sentinel {
-    fn start(master_port: u16) -> Sentinel {
+    fn start(master_port: u16, password: Option<&str>) -> Sentinel {
         let dir = tempfile::tempdir().expect("temporary directory");
         let port = free_port();
         let config = dir.path().join("sentinel.conf");
@@ -110,8 +119,11 @@ impl Sentinel {
                 "port {port}\nbind 127.0.0.1\ndir {}\n\
                  sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
                  sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
-                 sentinel failover-timeout {MASTER_NAME} 5000\n",
-                dir.path().display()
+                 sentinel failover-timeout {MASTER_NAME} 5000\n{}",
+                dir.path().display(),
+                password.map_or(String::new(), |password| format!(
+                    "requirepass {password}\n"
+                )),
             ),
         )
         .unwrap();
@@ -121,12 +133,17 @@ impl Sentinel {
             .stdout(Stdio::null())
             .spawn()
             .expect("start redis-server --sentinel");
+        let url = match password {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{port}"),
+            None => format!("redis://127.0.0.1:{port}"),
+        };
         wait_until_sync(Duration::from_secs(10), "a sentinel answers PING", || {
-            command(port, &["PING"]) == "PONG"
+            command_at(&url, &["PING"]) == "PONG"
         });
         Sentinel {
             _dir: dir,
             port,
+            url,
             process,
         }
     }
