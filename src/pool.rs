@@ -12,7 +12,7 @@ use deadpool_redis::redis::{
 };
 use deadpool_redis::{Connection, Manager, Pool, PoolError};
 use delayer_client::Target;
-use delayer_client::connection::{MASTER_CHECK, NO_SUCH_MASTER, SENTINEL_REFUSED};
+use delayer_client::connection::{MASTER_CHECK, NO_SUCH_MASTER, NOT_A_SENTINEL, SENTINEL_REFUSED};
 use tokio_util::sync::CancellationToken;
 
 use rustls::pki_types::pem::PemObject;
@@ -448,7 +448,7 @@ pub enum Failure {
     NoPermission,
     /// TLS failed: Redis's certificate is not trusted, it wants ours, or it speaks no TLS there.
     Tls,
-    /// No sentinel knows a master of the configured name.
+    /// No sentinel knows a master of the configured name, or one is not a sentinel at all.
     NoMaster,
     /// `[redis] cluster` names a Redis whose cluster support is off.
     NotCluster,
@@ -591,6 +591,14 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> Troubl
             "Redis at {address} does not let this user do what delayer needs (ACL): {error}"
         ),
         Failure::Tls => tls_trouble(error, config),
+        Failure::NoMaster if error.to_string().contains(NOT_A_SENTINEL) => format!(
+            "Redis {address}: {} is a plain Redis, not a sentinel: [redis] sentinels wants the \
+             addresses of `redis-server --sentinel` (port 26379 by default)",
+            error
+                .detail()
+                .and_then(|detail| detail.split(" said ").next())
+                .unwrap_or("one of the sentinels")
+        ),
         Failure::NoMaster => match &config.sentinel {
             Some(sentinel) => format!(
                 "none of the sentinels {} knows a master named {:?}: [redis] sentinel_master must \
@@ -713,7 +721,9 @@ fn failure_kind(error: &redis::RedisError) -> Failure {
             .any(|marker| text.contains(marker))
     {
         Failure::Password
-    } else if error.kind() == ErrorKind::InvalidClientConfig && text.contains(NO_SUCH_MASTER) {
+    } else if error.kind() == ErrorKind::InvalidClientConfig
+        && (text.contains(NO_SUCH_MASTER) || text.contains(NOT_A_SENTINEL))
+    {
         Failure::NoMaster
     } else if text.contains("cluster support disabled") {
         Failure::NotCluster

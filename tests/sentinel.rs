@@ -113,6 +113,20 @@ async fn a_master_name_no_sentinel_knows_is_told_at_start() {
 }
 
 #[tokio::test]
+async fn a_plain_redis_given_as_a_sentinel_is_told_at_start() {
+    let (plain, port) = RedisServer::start_tcp(&[]);
+    let sentinels = format!("127.0.0.1:{port}");
+    let (config, _) = sentinel_config(&plain, "plain", &sentinels, MASTER_NAME);
+    for args in [&["--check-config"][..], &[]] {
+        let stderr = delayer_fails(&config, args);
+        assert!(
+            stderr.contains(&format!("{sentinels} is a plain Redis, not a sentinel")),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn sentinels_that_want_a_password_are_asked_with_sentinel_password() {
     let setup = SentinelSetup::start_with_password(Some("s3cret-sentinel"));
     let mut master = setup.master.connect().await;

@@ -116,6 +116,8 @@ pub fn host_port(host: &str, port: u16) -> String {
 
 /// What a [`Target`] resolution fails with when no sentinel knows the master's name.
 pub const NO_SUCH_MASTER: &str = "no sentinel knows a master of this name";
+/// What a [`Target`] resolution fails with when a sentinel's address is a plain Redis.
+pub const NOT_A_SENTINEL: &str = "not a sentinel";
 /// What a [`Target`] resolution fails with when a sentinel refuses to answer without its password
 /// (or with the one given).
 pub const SENTINEL_REFUSED: &str = "a sentinel refused the password";
@@ -276,13 +278,17 @@ impl Sentinels {
                 .query_async(&mut connection)
                 .await
         };
-        // Told apart from the master refusing its password, which is another setting.
+        // Told apart from the master refusing its password, which is another setting, and from
+        // Redis failing: an address that is no sentinel is a mistake in the configuration.
         asked.await.map_err(|error| {
             if error.kind() == ErrorKind::AuthenticationFailed
                 || matches!(error.code(), Some("NOAUTH" | "WRONGPASS"))
             {
                 let said = format!("{} said {error}", sentinel.addr());
                 RedisError::from((ErrorKind::AuthenticationFailed, SENTINEL_REFUSED, said))
+            } else if error.to_string().contains("unknown command 'SENTINEL'") {
+                let said = format!("{} said {error}", sentinel.addr());
+                RedisError::from((ErrorKind::InvalidClientConfig, NOT_A_SENTINEL, said))
             } else {
                 error
             }
