@@ -164,3 +164,30 @@ async fn sentinels_that_want_a_password_are_asked_with_sentinel_password() {
     let waiting: usize = master.zcard(JOB_POOL).await.unwrap();
     assert_eq!(waiting, 0);
 }
+
+#[tokio::test]
+async fn the_daemon_keeps_its_connection_to_the_sentinel_it_asks_every_second() {
+    let setup = SentinelSetup::start();
+    let (config, logs) = sentinel_config(&setup.master, "kept", &setup.addresses(), MASTER_NAME);
+    let mut daemon = Daemon::start(&config);
+    logs.wait_for_line("Service started successfully");
+
+    // A connection to the first sentinel that has asked for the master and lived through a few
+    // checks (one a second); a new connection for each would never get that old.
+    support::wait_for(Duration::from_secs(15), "a kept connection", || {
+        let clients = setup.sentinel_command(0, &["CLIENT", "LIST"]);
+        let kept = clients.lines().any(|client| {
+            let field = |name: &str| {
+                client
+                    .split(' ')
+                    .find_map(|field| field.strip_prefix(name)?.strip_prefix('='))
+            };
+            field("cmd") == Some("sentinel|get-master-addr-by-name")
+                && field("age").and_then(|age| age.parse::<u64>().ok()) >= Some(3)
+        });
+        async move { kept.then_some(()) }
+    })
+    .await;
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+}

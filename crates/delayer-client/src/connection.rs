@@ -98,6 +98,10 @@ pub struct Sentinels {
     /// The sentinel that answered last: asked first next time, so that one that hangs costs a
     /// wait once, not at every connection.
     answered: AtomicUsize,
+    /// The connection to the sentinel (by index) that answered last, kept for the next question:
+    /// asked every [`MASTER_CHECK`], a sentinel would otherwise see a new connection (a TLS
+    /// handshake, and the system's CA store loaded again) every second.
+    open: Mutex<Option<(usize, MultiplexedConnection)>>,
 }
 
 /// How often a long-lived connection asks the sentinels where the master is: after a failover the
@@ -132,6 +136,7 @@ impl Target {
             node,
             last: Mutex::new(None),
             answered: AtomicUsize::new(0),
+            open: Mutex::new(None),
         }))
     }
 
@@ -243,7 +248,7 @@ impl Sentinels {
         let count = self.sentinels.len();
         let mut failure = None;
         for index in (first..first + count).map(|index| index % count) {
-            match self.ask(&self.sentinels[index]).await {
+            match self.ask(index).await {
                 Ok(Some((host, port))) => {
                     self.answered.store(index, Ordering::Relaxed);
                     return Ok(self.found(host, port));
@@ -266,21 +271,34 @@ impl Sentinels {
         }))
     }
 
-    /// What `sentinel` says of the master: its host and port, or `None` for no such master.
-    async fn ask(&self, sentinel: &ConnectionInfo) -> RedisResult<Option<(String, u16)>> {
+    /// What sentinel `index` says of the master: its host and port, or `None` for no such master.
+    /// Over the connection kept from the last question when it still works, else a new one.
+    async fn ask(&self, index: usize) -> RedisResult<Option<(String, u16)>> {
+        let kept = self.open.lock().expect("not poisoned").take();
+        if let Some((_, mut connection)) = kept.filter(|(asked, _)| *asked == index) {
+            match self.question(&mut connection).await {
+                Ok(answer) => {
+                    *self.open.lock().expect("not poisoned") = Some((index, connection));
+                    return Ok(answer);
+                }
+                // A sentinel that does not answer is not waited for twice.
+                Err(error) if error.is_timeout() => return Err(error),
+                // Closed meanwhile (a restart, an idle timeout): asked on a new connection.
+                Err(_) => {}
+            }
+        }
+        let sentinel = &self.sentinels[index];
         let asked = async {
             let mut connection = redis::Client::open(sentinel.clone())?
                 .get_multiplexed_async_connection_with_config(&config())
                 .await?;
-            redis::cmd("SENTINEL")
-                .arg("get-master-addr-by-name")
-                .arg(&self.master)
-                .query_async(&mut connection)
-                .await
+            let answer = self.question(&mut connection).await?;
+            *self.open.lock().expect("not poisoned") = Some((index, connection));
+            Ok(answer)
         };
         // Told apart from the master refusing its password, which is another setting, and from
         // Redis failing: an address that is no sentinel is a mistake in the configuration.
-        asked.await.map_err(|error| {
+        asked.await.map_err(|error: RedisError| {
             if error.kind() == ErrorKind::AuthenticationFailed
                 || matches!(error.code(), Some("NOAUTH" | "WRONGPASS"))
             {
@@ -293,6 +311,17 @@ impl Sentinels {
                 error
             }
         })
+    }
+
+    async fn question(
+        &self,
+        connection: &mut MultiplexedConnection,
+    ) -> RedisResult<Option<(String, u16)>> {
+        redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(&self.master)
+            .query_async(connection)
+            .await
     }
 
     /// The master's connection info at `host:port`; a change from the last one is logged once.

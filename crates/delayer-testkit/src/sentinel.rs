@@ -86,6 +86,13 @@ impl SentinelSetup {
         addresses.join(",")
     }
 
+    /// A command's reply from sentinel `index` (in the order [`addresses`] lists them), as text.
+    ///
+    /// [`addresses`]: SentinelSetup::addresses
+    pub fn sentinel_command(&self, index: usize, args: &[&str]) -> String {
+        command_at(&self.sentinels[index].url, args)
+    }
+
     /// `SENTINEL FAILOVER`: the replica becomes the master (the first sentinel decides alone).
     pub fn fail_over(&self) {
         let reply = command_at(
