@@ -104,10 +104,24 @@ pub struct Sentinels {
     open: Mutex<Option<(usize, MultiplexedConnection)>>,
 }
 
+/// How long a sentinel has to answer on the connection kept from its last answer, before a new
+/// connection is tried: a healthy one answers within a millisecond.
+const KEPT_ANSWER: Duration = Duration::from_millis(500);
+
 /// How often a long-lived connection asks the sentinels where the master is: after a failover the
 /// old master may take writes for many seconds more (until the sentinels demote it), writes the
 /// new master never sees.
 pub const MASTER_CHECK: Duration = Duration::from_secs(1);
+
+/// A connection's address as `host:port` (IPv6 in brackets), or its socket path.
+fn address_of(info: &ConnectionInfo) -> String {
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            host_port(host, *port)
+        }
+        other => other.to_string(),
+    }
+}
 
 /// `host:port`, with an IPv6 host in brackets.
 pub fn host_port(host: &str, port: u16) -> String {
@@ -253,7 +267,8 @@ impl Sentinels {
                     self.answered.store(index, Ordering::Relaxed);
                     return Ok(self.found(host, port));
                 }
-                // A sentinel that knows no such master says more than one that cannot be reached.
+                // What a sentinel answered (no such master, not a sentinel at all, a refused
+                // password) says more than one that cannot be reached.
                 Ok(None) => {
                     failure = Some(RedisError::from((
                         ErrorKind::InvalidClientConfig,
@@ -261,9 +276,13 @@ impl Sentinels {
                         self.master.clone(),
                     )));
                 }
-                Err(error) => {
+                Err(error)
+                    if error.kind() != ErrorKind::InvalidClientConfig
+                        && error.kind() != ErrorKind::AuthenticationFailed =>
+                {
                     failure.get_or_insert(error);
                 }
+                Err(answered) => failure = Some(answered),
             }
         }
         Err(failure.unwrap_or_else(|| {
@@ -272,19 +291,16 @@ impl Sentinels {
     }
 
     /// What sentinel `index` says of the master: its host and port, or `None` for no such master.
-    /// Over the connection kept from the last question when it still works, else a new one.
+    /// Over the connection kept from the last answer when it still works, else a new one.
     async fn ask(&self, index: usize) -> RedisResult<Option<(String, u16)>> {
         let kept = self.open.lock().expect("not poisoned").take();
         if let Some((_, mut connection)) = kept.filter(|(asked, _)| *asked == index) {
-            match self.question(&mut connection).await {
-                Ok(answer) => {
-                    *self.open.lock().expect("not poisoned") = Some((index, connection));
-                    return Ok(answer);
-                }
-                // A sentinel that does not answer is not waited for twice.
-                Err(error) if error.is_timeout() => return Err(error),
-                // Closed meanwhile (a restart, an idle timeout): asked on a new connection.
-                Err(_) => {}
+            // Short: a kept connection may have died unnoticed (a restart, a firewall or NAT
+            // forgetting it), and then a new one is tried with the usual timeouts.
+            let answer = tokio::time::timeout(KEPT_ANSWER, self.question(&mut connection)).await;
+            if let Ok(Ok(answer)) = answer {
+                self.keep(index, connection, &answer);
+                return Ok(answer);
             }
         }
         let sentinel = &self.sentinels[index];
@@ -293,24 +309,37 @@ impl Sentinels {
                 .get_multiplexed_async_connection_with_config(&config())
                 .await?;
             let answer = self.question(&mut connection).await?;
-            *self.open.lock().expect("not poisoned") = Some((index, connection));
+            self.keep(index, connection, &answer);
             Ok(answer)
         };
         // Told apart from the master refusing its password, which is another setting, and from
         // Redis failing: an address that is no sentinel is a mistake in the configuration.
         asked.await.map_err(|error: RedisError| {
+            let said = || format!("{} said {error}", address_of(sentinel));
+            let text = error.to_string().to_lowercase();
             if error.kind() == ErrorKind::AuthenticationFailed
                 || matches!(error.code(), Some("NOAUTH" | "WRONGPASS"))
             {
-                let said = format!("{} said {error}", sentinel.addr());
-                RedisError::from((ErrorKind::AuthenticationFailed, SENTINEL_REFUSED, said))
-            } else if error.to_string().contains("unknown command 'SENTINEL'") {
-                let said = format!("{} said {error}", sentinel.addr());
-                RedisError::from((ErrorKind::InvalidClientConfig, NOT_A_SENTINEL, said))
+                RedisError::from((ErrorKind::AuthenticationFailed, SENTINEL_REFUSED, said()))
+            } else if text.contains("unknown command") && text.contains("sentinel") {
+                // Redis 7 quotes the command 'SENTINEL', Redis 5 and 6 `SENTINEL`.
+                RedisError::from((ErrorKind::InvalidClientConfig, NOT_A_SENTINEL, said()))
             } else {
                 error
             }
         })
+    }
+
+    /// Keeps the connection to a sentinel that named the master, which is asked first next time.
+    fn keep(
+        &self,
+        index: usize,
+        connection: MultiplexedConnection,
+        answer: &Option<(String, u16)>,
+    ) {
+        if answer.is_some() {
+            *self.open.lock().expect("not poisoned") = Some((index, connection));
+        }
     }
 
     async fn question(

@@ -36,7 +36,8 @@ impl SentinelSetup {
         SentinelSetup::start_with_password(None)
     }
 
-    /// [`start`](SentinelSetup::start), with sentinels that want `password` (`requirepass`).
+    /// [`start`](SentinelSetup::start), with sentinels that want `password` (`requirepass`; one
+    /// that needs no escaping in a URL).
     pub fn start_with_password(password: Option<&str>) -> SentinelSetup {
         let master_port = free_port();
         let master =
