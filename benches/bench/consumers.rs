@@ -118,14 +118,15 @@ pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> f64 {
 pub async fn reserve_and_ack(server: &RedisServer) {
     println!("\n## Consume (ready jobs, taken until none is left; best of {RUNS})\n");
     println!(
-        "| consumers | jobs | reserve, then ack jobs/s | ack overlapping the next reserve jobs/s | RPOP + DEL jobs/s | legacy pop jobs/s | reserve + ack / RPOP + DEL | overlapped / RPOP + DEL |"
+        "| consumers | jobs | reserve, then ack jobs/s | ack overlapping the next reserve jobs/s | worker jobs/s | RPOP + DEL jobs/s | legacy pop jobs/s | reserve + ack / RPOP + DEL | overlapped / RPOP + DEL | worker / RPOP + DEL |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (consumers, jobs) in [(1, 5_000), (IN_FLIGHT, RESERVES)] {
-        let mut best = [f64::MAX; 4];
+        let mut best = [f64::MAX; 5];
         let ways = [
             Consume::Reserve,
             Consume::ReserveOverlapped,
+            Consume::Worker,
             Consume::RpopDel,
             Consume::LegacyPop,
         ];
@@ -134,11 +135,12 @@ pub async fn reserve_and_ack(server: &RedisServer) {
                 *best = best.min(consume_run(server, consume, consumers, jobs).await);
             }
         }
-        let [reserve, overlapped, pop, legacy] = best.map(|seconds| jobs as f64 / seconds);
+        let [reserve, overlapped, worker, pop, legacy] = best.map(|seconds| jobs as f64 / seconds);
         println!(
-            "| {consumers} | {jobs} | {reserve:.0} | {overlapped:.0} | {pop:.0} | {legacy:.0} | {:.2} | {:.2} |",
+            "| {consumers} | {jobs} | {reserve:.0} | {overlapped:.0} | {worker:.0} | {pop:.0} | {legacy:.0} | {:.2} | {:.2} | {:.2} |",
             reserve / pop,
-            overlapped / pop
+            overlapped / pop,
+            worker / pop
         );
     }
 }
@@ -149,6 +151,8 @@ enum Consume {
     Reserve,
     /// Ack a job and reserve the next at once: one round trip a job (as the Worker does).
     ReserveOverlapped,
+    /// A [`Worker`] of as many handlers as consumers, each handler returning at once.
+    Worker,
     RpopDel,
     LegacyPop,
 }
@@ -167,6 +171,25 @@ async fn consume_run(server: &RedisServer, consume: Consume, consumers: usize, j
     let taken = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = JoinSet::new();
+    if let Consume::Worker = consume {
+        let (all_taken, done) = (Arc::new(tokio::sync::Notify::new()), taken.clone());
+        let finished = all_taken.clone();
+        let worker = Worker::new(client)
+            .concurrency(consumers)
+            .handle("t", move |_job| {
+                if taken.fetch_add(1, Ordering::Relaxed) + 1 == jobs {
+                    all_taken.notify_one();
+                }
+                async { Ok::<(), String>(()) }
+            })
+            .run(async move { finished.notified().await });
+        worker.await.unwrap();
+        let seconds = started.elapsed().as_secs_f64();
+        assert_eq!(done.load(Ordering::Relaxed), jobs, "every job taken once");
+        let left: usize = redis.zcard(delayer_client::keys::RESERVED).await.unwrap();
+        assert_eq!(left, 0, "every job acked");
+        return seconds;
+    }
     for _ in 0..consumers {
         let (client, mut redis, taken) = (client.clone(), redis.clone(), taken.clone());
         if let Consume::ReserveOverlapped = consume {
@@ -177,7 +200,7 @@ async fn consume_run(server: &RedisServer, consume: Consume, consumers: usize, j
             loop {
                 let more = match consume {
                     Consume::Reserve => reserve_one(&client).await,
-                    Consume::ReserveOverlapped => unreachable!("its own loop"),
+                    Consume::ReserveOverlapped | Consume::Worker => unreachable!("its own loop"),
                     Consume::RpopDel => pop_one(&mut redis).await,
                     Consume::LegacyPop => {
                         legacy_client::pop(&mut redis, "t").await.unwrap().is_some()

@@ -144,28 +144,33 @@ impl Worker {
     async fn serve(self, mut stopped: watch::Receiver<bool>) -> Result<()> {
         let topics: Vec<String> = self.handlers.keys().cloned().collect();
         let slots = Arc::new(Semaphore::new(self.concurrency));
-        let unfinished: Arc<Mutex<HashSet<Receipt>>> = Arc::default();
         let mut running = JoinSet::new();
         let mut turn = 0;
         info!(topics = ?topics, concurrency = self.concurrency, "worker started");
+        let shared = Arc::new(Shared {
+            client: self.client.clone(),
+            handlers: self.handlers,
+            topics,
+            ttr: self.ttr,
+            first_backoff: self.first_backoff,
+            max_backoff: self.max_backoff,
+            unfinished: Mutex::default(),
+            stopped: stopped.clone(),
+        });
         loop {
             let slot = tokio::select! {
                 slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
                 _ = stopped.wait_for(|stop| *stop) => break,
             };
             while running.try_join_next().is_some() {}
-            // Each reserve starts with another topic, so that a busy one cannot starve the rest.
             turn += 1;
-            let order: Vec<&str> = (0..topics.len())
-                .map(|index| topics[(turn + index) % topics.len()].as_str())
-                .collect();
             let mut stop = stopped.clone();
             let give_up = async move {
                 let _ = stop.wait_for(|stop| *stop).await;
             };
             let job = match self
                 .client
-                .reserve_or(&order, self.ttr, RESERVE_WAIT, give_up)
+                .reserve_or(&shared.order(turn), self.ttr, RESERVE_WAIT, give_up)
                 .await
             {
                 Ok(Some(job)) => job,
@@ -176,12 +181,8 @@ impl Worker {
                     continue;
                 }
             };
-            let handler = self.handlers[&job.topic].clone();
-            unfinished
-                .lock()
-                .expect("not poisoned")
-                .insert(Receipt::from(&job));
-            running.spawn(self.attempt(job, handler, slot, unfinished.clone()));
+            shared.hold(&job);
+            running.spawn(shared.clone().run_slot(job, slot));
         }
 
         // Stopping: no more reservations; running handlers get `stop_timeout` to finish.
@@ -193,7 +194,12 @@ impl Worker {
             running.abort_all();
             while running.join_next().await.is_some() {}
         }
-        let abandoned: Vec<Receipt> = unfinished.lock().expect("not poisoned").drain().collect();
+        let abandoned: Vec<Receipt> = shared
+            .unfinished
+            .lock()
+            .expect("not poisoned")
+            .drain()
+            .collect();
         for reservation in &abandoned {
             let id = &reservation.id;
             // Back at once for another consumer, the attempt not counted: nothing is lost, and a
@@ -208,63 +214,121 @@ impl Worker {
         info!(abandoned = abandoned.len(), "worker stopped");
         Ok(())
     }
+}
 
-    /// Runs one job's handler, touching its reservation meanwhile, then acks or nacks it.
-    fn attempt(
-        &self,
-        job: Job,
-        handler: Handler,
-        slot: OwnedSemaphorePermit,
-        unfinished: Arc<Mutex<HashSet<Receipt>>>,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        let (client, ttr) = (self.client.clone(), self.ttr);
-        let backoff = backoff(self.first_backoff, self.max_backoff, job.attempts);
-        async move {
+/// What the worker's slots share.
+struct Shared {
+    client: Client,
+    handlers: HashMap<String, Handler>,
+    topics: Vec<String>,
+    ttr: Duration,
+    first_backoff: Duration,
+    max_backoff: Duration,
+    /// The reservations held: given back on stop unless their handlers finished.
+    unfinished: Mutex<HashSet<Receipt>>,
+    stopped: watch::Receiver<bool>,
+}
+
+impl Shared {
+    /// The topics to reserve from, starting with another one each turn, so that a busy topic
+    /// cannot starve the rest.
+    fn order(&self, turn: usize) -> Vec<&str> {
+        let count = self.topics.len();
+        (0..count)
+            .map(|index| self.topics[(turn + index) % count].as_str())
+            .collect()
+    }
+
+    fn hold(&self, job: &Job) {
+        let mut unfinished = self.unfinished.lock().expect("not poisoned");
+        unfinished.insert(Receipt::from(job));
+    }
+
+    /// Runs handlers in one slot: this job's, then, while jobs are ready and the worker is not
+    /// stopping, the next one's, reserved in the same round trip as this one's ack or nack (a
+    /// busy worker takes jobs in all its slots at once, not one at a time in its loop).
+    async fn run_slot(self: Arc<Self>, mut job: Job, slot: OwnedSemaphorePermit) {
+        let mut turn = 0;
+        loop {
             let reservation = Receipt::from(&job);
-            let id = job.id.clone();
-            // Its own task, so that a panic is a failed attempt rather than a dead worker.
-            let mut handling = AbortOnDrop(tokio::spawn(handler(job)));
-            let mut touching =
-                tokio::time::interval_at(tokio::time::Instant::now() + ttr / 2, ttr / 2);
-            let outcome = loop {
-                tokio::select! {
-                    outcome = &mut handling.0 => break outcome,
-                    _ = touching.tick() => {
-                        if let Err(error) = client.touch(reservation.clone(), ttr).await {
-                            warn!(id = %id, "cannot extend the job's time to run: {error}");
-                        }
+            let backoff = backoff(self.first_backoff, self.max_backoff, job.attempts);
+            let failure = self.attempt(job, &reservation).await;
+            let next = async {
+                if *self.stopped.borrow() {
+                    return None;
+                }
+                turn += 1;
+                let reserved = self
+                    .client
+                    .reserve(&self.order(turn), self.ttr, Duration::ZERO)
+                    .await;
+                reserved.unwrap_or_else(|error| {
+                    warn!("worker cannot reserve: {error}");
+                    None
+                })
+            };
+            let ((), next) = tokio::join!(self.finish(&reservation, failure, backoff), next);
+            let mut unfinished = self.unfinished.lock().expect("not poisoned");
+            unfinished.remove(&reservation);
+            if let Some(next) = &next {
+                unfinished.insert(Receipt::from(next));
+            }
+            drop(unfinished);
+            match next {
+                Some(next) => job = next,
+                None => break,
+            }
+        }
+        drop(slot);
+    }
+
+    /// Runs one job's handler, touching its reservation meanwhile: `None` when it succeeded, else
+    /// what went wrong.
+    async fn attempt(&self, job: Job, reservation: &Receipt) -> Option<String> {
+        let (client, ttr) = (&self.client, self.ttr);
+        let handler = self.handlers[&job.topic].clone();
+        let id = &reservation.id;
+        // Its own task, so that a panic is a failed attempt rather than a dead worker.
+        let mut handling = AbortOnDrop(tokio::spawn(handler(job)));
+        let mut touching = tokio::time::interval_at(tokio::time::Instant::now() + ttr / 2, ttr / 2);
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut handling.0 => break outcome,
+                _ = touching.tick() => {
+                    if let Err(error) = client.touch(reservation.clone(), ttr).await {
+                        warn!(id = %id, "cannot extend the job's time to run: {error}");
                     }
                 }
-            };
-            let failure = match outcome {
-                Ok(Ok(())) => None,
-                Ok(Err(message)) => Some(message),
-                Err(error) => Some(format!("the handler panicked: {error}")),
-            };
-            match failure {
-                None => match client.ack(reservation.clone()).await {
-                    Ok(Acked::Done) => {}
-                    Ok(Acked::Late) => warn!(id = %id, "job finished after its time to run"),
-                    Ok(Acked::Stale) => {
-                        warn!(id = %id, "job finished after its time to run, and was delivered again meanwhile: it may run twice")
-                    }
-                    Err(error) => warn!(id = %id, "cannot ack the job: {error}"),
-                },
-                Some(message) => match client.nack(reservation.clone(), backoff).await {
-                    Ok(Nacked::Dead) => {
-                        warn!(id = %id, "job failed its last attempt, now dead: {message}")
-                    }
-                    Ok(_) => warn!(id = %id, retry_in = ?backoff, "job failed: {message}"),
-                    Err(error) => {
-                        warn!(id = %id, "job failed ({message}) and cannot be given back: {error}")
-                    }
-                },
             }
-            unfinished
-                .lock()
-                .expect("not poisoned")
-                .remove(&reservation);
-            drop(slot);
+        };
+        match outcome {
+            Ok(Ok(())) => None,
+            Ok(Err(message)) => Some(message),
+            Err(error) => Some(format!("the handler panicked: {error}")),
+        }
+    }
+
+    /// Acks a job whose handler succeeded, nacks one whose handler failed.
+    async fn finish(&self, reservation: &Receipt, failure: Option<String>, backoff: Duration) {
+        let (client, id) = (&self.client, &reservation.id);
+        match failure {
+            None => match client.ack(reservation.clone()).await {
+                Ok(Acked::Done) => {}
+                Ok(Acked::Late) => warn!(id = %id, "job finished after its time to run"),
+                Ok(Acked::Stale) => {
+                    warn!(id = %id, "job finished after its time to run, and was delivered again meanwhile: it may run twice")
+                }
+                Err(error) => warn!(id = %id, "cannot ack the job: {error}"),
+            },
+            Some(message) => match client.nack(reservation.clone(), backoff).await {
+                Ok(Nacked::Dead) => {
+                    warn!(id = %id, "job failed its last attempt, now dead: {message}")
+                }
+                Ok(_) => warn!(id = %id, retry_in = ?backoff, "job failed: {message}"),
+                Err(error) => {
+                    warn!(id = %id, "job failed ({message}) and cannot be given back: {error}")
+                }
+            },
         }
     }
 }

@@ -350,3 +350,54 @@ async fn a_stop_gives_back_a_job_on_its_last_attempt_rather_than_killing_it() {
         "given back, not dead"
     );
 }
+
+#[tokio::test]
+async fn a_stop_in_the_middle_of_a_backlog_loses_and_repeats_nothing() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let ids = ready_jobs(&client, &mut redis, "t", 2_000).await;
+    let handled = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = handled.clone();
+    let (stop, stopped) = stop_signal();
+    // Slots take job after job (each acked with the next reserve) until the stop.
+    let worker = Worker::new(client.clone())
+        .concurrency(8)
+        .handle("t", move |job| {
+            recorded.lock().unwrap().push(job.id);
+            async { Ok::<(), String>(()) }
+        });
+    let running = tokio::spawn(worker.run(stopped));
+    wait_for(Duration::from_secs(20), "200 jobs handled", || {
+        let handled = handled.lock().unwrap().len();
+        async move { (handled >= 200).then_some(()) }
+    })
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+
+    let mut handled = handled.lock().unwrap().clone();
+    let count = handled.len();
+    handled.sort();
+    handled.dedup();
+    assert_eq!(handled.len(), count, "none handled twice");
+    assert!(count < ids.len(), "stopped before the end of the backlog");
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(
+        reserved, 0,
+        "every handled job acked, nothing left reserved"
+    );
+    let ready: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
+    assert_eq!(
+        ready.len() + count,
+        ids.len(),
+        "every other job still ready"
+    );
+    for id in &handled {
+        assert_eq!(
+            client.get(id).await.unwrap().state,
+            State::Unknown,
+            "{id} acked"
+        );
+    }
+}
