@@ -37,6 +37,9 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
 /// `CLIENT` denied by ACL), and, when it does, how long it trusts the reports alone.
 const POLL_WITHOUT_WATCH: Duration = Duration::from_millis(20);
 const POLL_WITH_WATCH: Duration = Duration::from_secs(1);
+/// How long the watch of the ready lists runs on after its last waiter (longer than any wait
+/// between two calls of `ensure`).
+const WATCH_UNUSED: Duration = Duration::from_secs(3);
 /// Blocking connections kept for the next `bpop`.
 const IDLE_BLOCKING_CONNECTIONS: usize = 4;
 /// Dead jobs requeued per script call.
@@ -453,12 +456,17 @@ impl Client {
         for topic in topics {
             check_topic_in(self.inner.settings.layout, topic)?;
         }
-        if timeout.is_zero() {
-            // Only one look, never a wait: no watch on the ready lists, whose invalidations
-            // would cost Redis and this client a message for each job taken meanwhile.
-            return self
-                .reserve_once(topics, unix_now() + ttr.as_secs_f64())
-                .await;
+        // A first look without the watch of the ready lists, whose reports cost Redis and this
+        // client a message for each job taken while it runs: a busy consumer (or one that only
+        // looks) never needs it, and one that stays busy stops it.
+        let job = self
+            .reserve_once(topics, unix_now() + ttr.as_secs_f64())
+            .await?;
+        if job.is_some() {
+            self.inner.ready_lists.release_unused(WATCH_UNUSED);
+        }
+        if job.is_some() || timeout.is_zero() {
+            return Ok(job);
         }
         tokio::pin!(give_up);
         let until = Instant::now() + timeout;

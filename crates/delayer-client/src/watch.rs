@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{
@@ -29,6 +30,8 @@ pub struct KeyWatch {
     written: watch::Sender<u64>,
     lost: Arc<AtomicBool>,
     state: Mutex<State>,
+    /// When [`ensure`](KeyWatch::ensure) last found or started the watch.
+    wanted: std::sync::Mutex<Option<Instant>>,
 }
 
 enum State {
@@ -61,6 +64,7 @@ impl KeyWatch {
             written: watch::Sender::new(0),
             lost: Arc::new(AtomicBool::new(false)),
             state: Mutex::new(State::NotWatching),
+            wanted: std::sync::Mutex::new(None),
         }
     }
 
@@ -81,13 +85,17 @@ impl KeyWatch {
             *state = State::NotWatching;
         }
         match *state {
-            State::Watching(_) => return Ensured::Watching,
+            State::Watching(_) => {
+                *self.wanted.lock().expect("not poisoned") = Some(Instant::now());
+                return Ensured::Watching;
+            }
             State::Unsupported => return Ensured::Unsupported(None),
             State::NotWatching => {}
         }
         match self.connect().await {
             Ok(connection) => {
                 *state = State::Watching(connection);
+                *self.wanted.lock().expect("not poisoned") = Some(Instant::now());
                 Ensured::Watching
             }
             Err(error) if is_refusal(&error) => {
@@ -95,6 +103,25 @@ impl KeyWatch {
                 Ensured::Unsupported(Some(error))
             }
             Err(error) => Ensured::Failed(error),
+        }
+    }
+
+    /// Stops watching when nobody has wanted the watch for `unused_for` and nobody waits on it:
+    /// while it runs, every write costs Redis and this process a message. A waiter wants it again
+    /// (through [`ensure`](KeyWatch::ensure)) before each wait, so `unused_for` longer than any
+    /// wait never stops a watch someone relies on.
+    pub fn release_unused(&self, unused_for: Duration) {
+        if self.written.receiver_count() > 0 {
+            return;
+        }
+        let Ok(mut state) = self.state.try_lock() else {
+            return;
+        };
+        let wanted = *self.wanted.lock().expect("not poisoned");
+        if matches!(*state, State::Watching(_))
+            && wanted.is_some_and(|wanted| wanted.elapsed() >= unused_for)
+        {
+            *state = State::NotWatching;
         }
     }
 

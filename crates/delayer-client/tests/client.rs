@@ -293,7 +293,7 @@ async fn a_waiting_reserve_wakes_as_soon_as_a_job_is_ready() {
 }
 
 #[tokio::test]
-async fn a_reserve_that_only_looks_once_does_not_watch_the_ready_lists() {
+async fn a_reserve_that_finds_a_job_at_once_does_not_watch_the_ready_lists() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = client(&server).await;
@@ -320,6 +320,24 @@ async fn a_reserve_that_only_looks_once_does_not_watch_the_ready_lists() {
         1,
         "a reserve that waits watches"
     );
+
+    // A consumer that keeps finding jobs stops the watch a few seconds after its last wait.
+    wait_for(Duration::from_secs(15), "the watch stopped", || {
+        let (client, mut redis) = (client.clone(), redis.clone());
+        async move {
+            client.push("t", "b").await.unwrap();
+            move_until_empty(&mut redis).await;
+            let job = client
+                .reserve(&["t"], Duration::from_secs(30), Duration::from_secs(1))
+                .await
+                .unwrap()
+                .expect("a ready job");
+            client.ack(&job).await.unwrap();
+            let tracking = delayer_testkit::jobs::tracking_clients(&mut redis).await;
+            (tracking == 0).then_some(())
+        }
+    })
+    .await;
 }
 
 #[tokio::test]
