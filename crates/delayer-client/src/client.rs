@@ -494,9 +494,11 @@ impl Client {
                 return Ok(job);
             }
             tokio::select! {
+                // A consumer that gives up (stops) reserves nothing more, even with a push seen.
+                biased;
+                () = &mut give_up => return Ok(None),
                 _ = written.changed() => {}
                 () = tokio::time::sleep((until - now).min(poll)) => {}
-                () = &mut give_up => return Ok(None),
             }
         }
     }

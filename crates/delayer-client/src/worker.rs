@@ -17,13 +17,17 @@
 //! exponential backoff until the job has been reserved `max_attempts` times, when it goes to its
 //! topic's dead list. While a handler runs, its reservation is touched every half `ttr`, so a long
 //! job is not delivered twice; if the worker dies, the daemon delivers the job again once `ttr`
-//! passes. On stop the worker reserves nothing more, lets running handlers finish (up to
-//! `stop_timeout`), and nacks those it had to abandon: no job is lost.
+//! passes. While jobs are ready, a slot whose handler finished acks its job and reserves the next
+//! in one round trip. On stop the worker reserves nothing more and starts no handler, lets
+//! running handlers finish (up to `stop_timeout`), then stops the rest and gives their jobs back
+//! untried (the attempt not counted): no job is lost. A round trip to Redis under way is never
+//! cut short, so that no job is left reserved by nobody.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -145,32 +149,34 @@ impl Worker {
         let topics: Vec<String> = self.handlers.keys().cloned().collect();
         let slots = Arc::new(Semaphore::new(self.concurrency));
         let mut running = JoinSet::new();
-        let mut turn = 0;
         info!(topics = ?topics, concurrency = self.concurrency, "worker started");
+        let (abandon, abandoned) = watch::channel(false);
         let shared = Arc::new(Shared {
             client: self.client.clone(),
             handlers: self.handlers,
             topics,
+            turn: AtomicUsize::new(0),
             ttr: self.ttr,
             first_backoff: self.first_backoff,
             max_backoff: self.max_backoff,
             unfinished: Mutex::default(),
             stopped: stopped.clone(),
+            abandoned,
         });
         loop {
             let slot = tokio::select! {
-                slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+                biased;
                 _ = stopped.wait_for(|stop| *stop) => break,
+                slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
             };
             while running.try_join_next().is_some() {}
-            turn += 1;
             let mut stop = stopped.clone();
             let give_up = async move {
                 let _ = stop.wait_for(|stop| *stop).await;
             };
             let job = match self
                 .client
-                .reserve_or(&shared.order(turn), self.ttr, RESERVE_WAIT, give_up)
+                .reserve_or(&shared.order(), self.ttr, RESERVE_WAIT, give_up)
                 .await
             {
                 Ok(Some(job)) => job,
@@ -182,16 +188,22 @@ impl Worker {
                 }
             };
             shared.hold(&job);
+            if *stopped.borrow() {
+                // Reserved as the stop came: given back untried, below.
+                break;
+            }
             running.spawn(shared.clone().run_slot(job, slot));
         }
 
-        // Stopping: no more reservations; running handlers get `stop_timeout` to finish.
+        // Stopping: no more reservations; running handlers get `stop_timeout` to finish, then
+        // are stopped. Slots are never aborted: one may be waiting for Redis to ack its job and
+        // reserve the next, and a reply dropped would leave a job reserved by nobody.
         let waited = tokio::time::timeout(self.stop_timeout, async {
             while running.join_next().await.is_some() {}
         })
         .await;
         if waited.is_err() {
-            running.abort_all();
+            abandon.send_replace(true);
             while running.join_next().await.is_some() {}
         }
         let abandoned: Vec<Receipt> = shared
@@ -205,9 +217,9 @@ impl Worker {
             // Back at once for another consumer, the attempt not counted: nothing is lost, and a
             // job on its last attempt is not sent to the dead list for a stop.
             match self.client.give_back(reservation.clone()).await {
-                Ok(_) => warn!(id = %id, "handler did not finish in time: job given back"),
+                Ok(_) => warn!(id = %id, "stopping before the job was done: given back"),
                 Err(error) => {
-                    warn!(id = %id, "handler did not finish in time, and giving its job back failed ({error}): it is delivered again once its time to run passes")
+                    warn!(id = %id, "stopping before the job was done, and giving it back failed ({error}): it is delivered again once its time to run passes")
                 }
             }
         }
@@ -221,18 +233,31 @@ struct Shared {
     client: Client,
     handlers: HashMap<String, Handler>,
     topics: Vec<String>,
+    /// Counts reserves, each starting with another topic.
+    turn: AtomicUsize,
     ttr: Duration,
     first_backoff: Duration,
     max_backoff: Duration,
     /// The reservations held: given back on stop unless their handlers finished.
     unfinished: Mutex<HashSet<Receipt>>,
     stopped: watch::Receiver<bool>,
+    /// Set when the stop has waited `stop_timeout`: running handlers are stopped.
+    abandoned: watch::Receiver<bool>,
+}
+
+/// How a handler's run ended.
+enum Outcome {
+    Succeeded,
+    Failed(String),
+    /// Stopped by the worker's stop.
+    Abandoned,
 }
 
 impl Shared {
-    /// The topics to reserve from, starting with another one each turn, so that a busy topic
+    /// The topics to reserve from, starting with another one each time, so that a busy topic
     /// cannot starve the rest.
-    fn order(&self, turn: usize) -> Vec<&str> {
+    fn order(&self) -> Vec<&str> {
+        let turn = self.turn.fetch_add(1, Ordering::Relaxed);
         let count = self.topics.len();
         (0..count)
             .map(|index| self.topics[(turn + index) % count].as_str())
@@ -248,19 +273,22 @@ impl Shared {
     /// stopping, the next one's, reserved in the same round trip as this one's ack or nack (a
     /// busy worker takes jobs in all its slots at once, not one at a time in its loop).
     async fn run_slot(self: Arc<Self>, mut job: Job, slot: OwnedSemaphorePermit) {
-        let mut turn = 0;
         loop {
             let reservation = Receipt::from(&job);
             let backoff = backoff(self.first_backoff, self.max_backoff, job.attempts);
-            let failure = self.attempt(job, &reservation).await;
+            let failure = match self.attempt(job, &reservation).await {
+                Outcome::Succeeded => None,
+                Outcome::Failed(message) => Some(message),
+                // Left unfinished, to be given back.
+                Outcome::Abandoned => break,
+            };
             let next = async {
                 if *self.stopped.borrow() {
                     return None;
                 }
-                turn += 1;
                 let reserved = self
                     .client
-                    .reserve(&self.order(turn), self.ttr, Duration::ZERO)
+                    .reserve(&self.order(), self.ttr, Duration::ZERO)
                     .await;
                 reserved.unwrap_or_else(|error| {
                     warn!("worker cannot reserve: {error}");
@@ -275,6 +303,8 @@ impl Shared {
             }
             drop(unfinished);
             match next {
+                // Reserved as the stop came: left unfinished, to be given back untried.
+                Some(_) if *self.stopped.borrow() => break,
                 Some(next) => job = next,
                 None => break,
             }
@@ -282,18 +312,25 @@ impl Shared {
         drop(slot);
     }
 
-    /// Runs one job's handler, touching its reservation meanwhile: `None` when it succeeded, else
-    /// what went wrong.
-    async fn attempt(&self, job: Job, reservation: &Receipt) -> Option<String> {
+    /// Runs one job's handler, touching its reservation meanwhile, until it ends or the stop
+    /// abandons it.
+    async fn attempt(&self, job: Job, reservation: &Receipt) -> Outcome {
         let (client, ttr) = (&self.client, self.ttr);
         let handler = self.handlers[&job.topic].clone();
         let id = &reservation.id;
-        // Its own task, so that a panic is a failed attempt rather than a dead worker.
-        let mut handling = AbortOnDrop(tokio::spawn(handler(job)));
+        let mut abandoned = self.abandoned.clone();
+        if *abandoned.borrow_and_update() {
+            return Outcome::Abandoned;
+        }
+        // Its own task (the handler called in it too), so that a panic is a failed attempt
+        // rather than a dead slot; aborted when dropped.
+        let mut handling = AbortOnDrop(tokio::spawn(async move { handler(job).await }));
         let mut touching = tokio::time::interval_at(tokio::time::Instant::now() + ttr / 2, ttr / 2);
         let outcome = loop {
             tokio::select! {
                 outcome = &mut handling.0 => break outcome,
+                // It is only ever set, once.
+                Ok(()) = abandoned.changed() => return Outcome::Abandoned,
                 _ = touching.tick() => {
                     if let Err(error) = client.touch(reservation.clone(), ttr).await {
                         warn!(id = %id, "cannot extend the job's time to run: {error}");
@@ -302,9 +339,9 @@ impl Shared {
             }
         };
         match outcome {
-            Ok(Ok(())) => None,
-            Ok(Err(message)) => Some(message),
-            Err(error) => Some(format!("the handler panicked: {error}")),
+            Ok(Ok(())) => Outcome::Succeeded,
+            Ok(Err(message)) => Outcome::Failed(message),
+            Err(error) => Outcome::Failed(format!("the handler panicked: {error}")),
         }
     }
 

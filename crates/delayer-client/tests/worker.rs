@@ -387,11 +387,14 @@ async fn a_stop_in_the_middle_of_a_backlog_loses_and_repeats_nothing() {
         reserved, 0,
         "every handled job acked, nothing left reserved"
     );
-    let ready: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
+    let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
+    // (A job a slot reserved as the stop came is given back untried, to the pool.)
+    let given_back: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert!(given_back <= 8, "at most one a slot: {given_back}");
     assert_eq!(
-        ready.len() + count,
+        ready + given_back + count,
         ids.len(),
-        "every other job still ready"
+        "every other job ready or given back"
     );
     for id in &handled {
         assert_eq!(
@@ -400,4 +403,115 @@ async fn a_stop_in_the_middle_of_a_backlog_loses_and_repeats_nothing() {
             "{id} acked"
         );
     }
+}
+
+#[tokio::test]
+async fn a_stop_timing_out_while_redis_holds_an_ack_and_the_next_reserve_strands_nothing() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let settings = Settings {
+        max_attempts: 1,
+        ..Settings::default()
+    };
+    let client = Client::connect_to(server.info(), settings).await.unwrap();
+    let ids = ready_jobs(&client, &mut redis, "t", 3).await;
+    let started = Arc::new(AtomicUsize::new(0));
+    let go = Arc::new(tokio::sync::Notify::new());
+    let (counted, release) = (started.clone(), go.clone());
+    let (stop, stopped) = stop_signal();
+    let worker = Worker::new(client.clone())
+        .concurrency(1)
+        .stop_timeout(Duration::from_millis(300))
+        .handle("t", move |_job| {
+            let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
+            let release = release.clone();
+            async move {
+                if first {
+                    release.notified().await;
+                }
+                Ok::<(), String>(())
+            }
+        });
+    let running = tokio::spawn(worker.run(stopped));
+    wait_for(Duration::from_secs(10), "the first handler", || {
+        let started = started.clone();
+        async move { (started.load(Ordering::SeqCst) == 1).then_some(()) }
+    })
+    .await;
+    // Writes held for longer than the stop timeout: the first job's ack and the next reserve
+    // wait in Redis while the stop gives up on the slot.
+    let _: () = delayer_client::redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1500)
+        .arg("WRITE")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    go.notify_one();
+    wait_for(Duration::from_secs(5), "the ack held by the pause", || {
+        let mut redis = redis.clone();
+        async move {
+            let info: String = delayer_client::redis::cmd("INFO")
+                .arg("clients")
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            info.contains("blocked_clients:1").then_some(())
+        }
+    })
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+
+    let reserved: Vec<String> = redis.zrange(RESERVED, 0, -1).await.unwrap();
+    assert!(reserved.is_empty(), "reserved by nobody: {reserved:?}");
+    assert_eq!(
+        states(&client, &ids).await,
+        [State::Unknown, State::Waiting, State::Ready],
+        "the first acked, the one reserved meanwhile given back untried, the last untouched"
+    );
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        1,
+        "no handler after the stop"
+    );
+}
+
+#[tokio::test]
+async fn a_job_a_slot_took_after_another_is_given_back_when_the_stop_abandons_it() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let ids = ready_jobs(&client, &mut redis, "t", 2).await;
+    let started = Arc::new(AtomicUsize::new(0));
+    let counted = started.clone();
+    let (stop, stopped) = stop_signal();
+    // One slot: the second job is the one it reserved with the first one's ack.
+    let worker = Worker::new(client.clone())
+        .concurrency(1)
+        .stop_timeout(Duration::from_millis(200))
+        .handle("t", move |_job| {
+            let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if !first {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<(), String>(())
+            }
+        });
+    let running = tokio::spawn(worker.run(stopped));
+    wait_for(Duration::from_secs(10), "the second handler", || {
+        let started = started.clone();
+        async move { (started.load(Ordering::SeqCst) == 2).then_some(()) }
+    })
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+
+    assert_eq!(
+        states(&client, &ids).await,
+        [State::Unknown, State::Waiting]
+    );
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(reserved, 0);
 }
