@@ -20,8 +20,10 @@
 //! passes. While jobs are ready, a slot whose handler finished acks its job and reserves the next
 //! in one round trip. On stop the worker reserves nothing more and starts no handler, lets
 //! running handlers finish (up to `stop_timeout`), then stops the rest and gives their jobs back
-//! untried (the attempt not counted): no job is lost. A round trip to Redis under way is never
-//! cut short, so that no job is left reserved by nobody.
+//! (the attempt not counted): no job is lost. A round trip to Redis under way is never cut short,
+//! so that no job is left reserved by nobody; stop a worker through `run`'s stop future, not by
+//! dropping `run` (or a timeout around it), which would cut them short. A handler that ignores
+//! being stopped (blocking work) may still run while its job is given back.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
@@ -115,7 +117,7 @@ impl Worker {
         self
     }
 
-    /// How long a stop waits for running handlers before it abandons (and nacks) them.
+    /// How long a stop waits for running handlers before it stops them and gives their jobs back.
     pub fn stop_timeout(mut self, timeout: Duration) -> Worker {
         self.stop_timeout = timeout;
         self
@@ -183,15 +185,13 @@ impl Worker {
                 Ok(None) => continue,
                 Err(error) => {
                     warn!("worker cannot reserve: {error}");
-                    tokio::time::sleep(TROUBLE_WAIT).await;
-                    continue;
+                    tokio::select! {
+                        () = tokio::time::sleep(TROUBLE_WAIT) => continue,
+                        _ = stopped.wait_for(|stop| *stop) => break,
+                    }
                 }
             };
             shared.hold(&job);
-            if *stopped.borrow() {
-                // Reserved as the stop came: given back untried, below.
-                break;
-            }
             running.spawn(shared.clone().run_slot(job, slot));
         }
 
@@ -212,11 +212,20 @@ impl Worker {
             .expect("not poisoned")
             .drain()
             .collect();
-        for reservation in &abandoned {
-            let id = &reservation.id;
+        // All at once: with Redis not answering, each waits out the reply timeout, together.
+        let mut giving_back = JoinSet::new();
+        for reservation in abandoned.iter().cloned() {
+            let client = self.client.clone();
+            giving_back.spawn(async move {
+                let given = client.give_back(reservation.clone()).await;
+                (reservation.id, given)
+            });
+        }
+        while let Some(given) = giving_back.join_next().await {
+            let (id, given) = given.expect("giving back does not panic");
             // Back at once for another consumer, the attempt not counted: nothing is lost, and a
             // job on its last attempt is not sent to the dead list for a stop.
-            match self.client.give_back(reservation.clone()).await {
+            match given {
                 Ok(_) => warn!(id = %id, "stopping before the job was done: given back"),
                 Err(error) => {
                     warn!(id = %id, "stopping before the job was done, and giving it back failed ({error}): it is delivered again once its time to run passes")
@@ -303,8 +312,6 @@ impl Shared {
             }
             drop(unfinished);
             match next {
-                // Reserved as the stop came: left unfinished, to be given back untried.
-                Some(_) if *self.stopped.borrow() => break,
                 Some(next) => job = next,
                 None => break,
             }
@@ -319,7 +326,8 @@ impl Shared {
         let handler = self.handlers[&job.topic].clone();
         let id = &reservation.id;
         let mut abandoned = self.abandoned.clone();
-        if *abandoned.borrow_and_update() {
+        // A job reserved as the stop came is not started: given back untried.
+        if *self.stopped.borrow() || *abandoned.borrow_and_update() {
             return Outcome::Abandoned;
         }
         // Its own task (the handler called in it too), so that a panic is a failed attempt
@@ -328,6 +336,8 @@ impl Shared {
         let mut touching = tokio::time::interval_at(tokio::time::Instant::now() + ttr / 2, ttr / 2);
         let outcome = loop {
             tokio::select! {
+                // A handler that ended is never taken for abandoned.
+                biased;
                 outcome = &mut handling.0 => break outcome,
                 // It is only ever set, once.
                 Ok(()) = abandoned.changed() => return Outcome::Abandoned,

@@ -515,3 +515,99 @@ async fn a_job_a_slot_took_after_another_is_given_back_when_the_stop_abandons_it
     let reserved: usize = redis.zcard(RESERVED).await.unwrap();
     assert_eq!(reserved, 0);
 }
+
+#[tokio::test]
+async fn a_job_reserved_with_an_ack_held_up_by_redis_is_not_started_after_the_stop() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let ids = ready_jobs(&client, &mut redis, "t", 3).await;
+    let started = Arc::new(AtomicUsize::new(0));
+    let go = Arc::new(tokio::sync::Notify::new());
+    let (counted, release) = (started.clone(), go.clone());
+    let (stop, stopped) = stop_signal();
+    // A stop timeout longer than the pause: nothing is abandoned, the stop only waits.
+    let worker = Worker::new(client.clone())
+        .concurrency(1)
+        .stop_timeout(Duration::from_secs(10))
+        .handle("t", move |_job| {
+            let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
+            let release = release.clone();
+            async move {
+                if first {
+                    release.notified().await;
+                }
+                Ok::<(), String>(())
+            }
+        });
+    let running = tokio::spawn(worker.run(stopped));
+    wait_for(Duration::from_secs(10), "the first handler", || {
+        let started = started.clone();
+        async move { (started.load(Ordering::SeqCst) == 1).then_some(()) }
+    })
+    .await;
+    let _: () = delayer_client::redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(500)
+        .arg("WRITE")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    go.notify_one();
+    wait_for(Duration::from_secs(5), "the ack held by the pause", || {
+        let mut redis = redis.clone();
+        async move {
+            let info: String = delayer_client::redis::cmd("INFO")
+                .arg("clients")
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            info.contains("blocked_clients:1").then_some(())
+        }
+    })
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        1,
+        "no handler after the stop"
+    );
+    assert_eq!(
+        states(&client, &ids).await,
+        [State::Unknown, State::Waiting, State::Ready],
+        "the first acked, the one reserved with its ack given back untried, the last untouched"
+    );
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(reserved, 0);
+}
+
+#[tokio::test]
+async fn a_handler_that_panics_before_its_first_await_is_a_failed_attempt() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let ids = ready_jobs(&client, &mut redis, "t", 1).await;
+    let (stop, stopped) = stop_signal();
+    let worker = Worker::new(client.clone())
+        .retry_backoff(Duration::from_secs(60), Duration::from_secs(60))
+        .handle("t", |_job| -> std::future::Ready<Result<(), String>> {
+            panic!("before any await")
+        });
+    let running = tokio::spawn(worker.run(stopped));
+    wait_for(Duration::from_secs(10), "the job nacked", || {
+        let client = client.clone();
+        let id = ids[0].clone();
+        async move { (client.get(&id).await.unwrap().state == State::Waiting).then_some(()) }
+    })
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+    let info = client.get(&ids[0]).await.unwrap();
+    assert_eq!(
+        (info.state, info.attempts),
+        (State::Waiting, 1),
+        "one failed attempt"
+    );
+}
