@@ -405,10 +405,15 @@ async fn a_stop_in_the_middle_of_a_backlog_loses_and_repeats_nothing() {
     }
 }
 
-#[tokio::test]
-async fn a_stop_timing_out_while_redis_holds_an_ack_and_the_next_reserve_strands_nothing() {
+/// One slot, three ready jobs: the first job's handler finishes while Redis holds writes for
+/// `pause_ms` (its ack and the next reserve wait in Redis), and the stop comes meanwhile, with
+/// `stop_timeout`. Whether the stop waits out the pause or gives up on the slot first, the first
+/// job is acked, the one reserved with its ack is given back untried (no handler starts after the
+/// stop), the last is untouched, and nothing is left reserved.
+async fn stop_while_redis_holds_an_ack_and_the_next_reserve(stop_timeout: Duration, pause_ms: u64) {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
+    // On its last attempt, the job reserved with the ack would die if it were left reserved.
     let settings = Settings {
         max_attempts: 1,
         ..Settings::default()
@@ -421,7 +426,7 @@ async fn a_stop_timing_out_while_redis_holds_an_ack_and_the_next_reserve_strands
     let (stop, stopped) = stop_signal();
     let worker = Worker::new(client.clone())
         .concurrency(1)
-        .stop_timeout(Duration::from_millis(300))
+        .stop_timeout(stop_timeout)
         .handle("t", move |_job| {
             let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
             let release = release.clone();
@@ -438,11 +443,9 @@ async fn a_stop_timing_out_while_redis_holds_an_ack_and_the_next_reserve_strands
         async move { (started.load(Ordering::SeqCst) == 1).then_some(()) }
     })
     .await;
-    // Writes held for longer than the stop timeout: the first job's ack and the next reserve
-    // wait in Redis while the stop gives up on the slot.
     let _: () = delayer_client::redis::cmd("CLIENT")
         .arg("PAUSE")
-        .arg(1500)
+        .arg(pause_ms)
         .arg("WRITE")
         .query_async(&mut redis)
         .await
@@ -463,18 +466,29 @@ async fn a_stop_timing_out_while_redis_holds_an_ack_and_the_next_reserve_strands
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
 
-    let reserved: Vec<String> = redis.zrange(RESERVED, 0, -1).await.unwrap();
-    assert!(reserved.is_empty(), "reserved by nobody: {reserved:?}");
-    assert_eq!(
-        states(&client, &ids).await,
-        [State::Unknown, State::Waiting, State::Ready],
-        "the first acked, the one reserved meanwhile given back untried, the last untouched"
-    );
     assert_eq!(
         started.load(Ordering::SeqCst),
         1,
         "no handler after the stop"
     );
+    assert_eq!(
+        states(&client, &ids).await,
+        [State::Unknown, State::Waiting, State::Ready],
+        "the first acked, the one reserved with its ack given back untried, the last untouched"
+    );
+    let reserved: Vec<String> = redis.zrange(RESERVED, 0, -1).await.unwrap();
+    assert!(reserved.is_empty(), "reserved by nobody: {reserved:?}");
+}
+
+#[tokio::test]
+async fn a_stop_timing_out_while_redis_holds_an_ack_and_the_next_reserve_strands_nothing() {
+    stop_while_redis_holds_an_ack_and_the_next_reserve(Duration::from_millis(300), 1500).await;
+}
+
+#[tokio::test]
+async fn a_job_reserved_with_an_ack_held_up_by_redis_is_not_started_after_the_stop() {
+    // A stop timeout longer than the pause: nothing is abandoned, the stop only waits.
+    stop_while_redis_holds_an_ack_and_the_next_reserve(Duration::from_secs(10), 500).await;
 }
 
 #[tokio::test]
@@ -511,73 +525,6 @@ async fn a_job_a_slot_took_after_another_is_given_back_when_the_stop_abandons_it
     assert_eq!(
         states(&client, &ids).await,
         [State::Unknown, State::Waiting]
-    );
-    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
-    assert_eq!(reserved, 0);
-}
-
-#[tokio::test]
-async fn a_job_reserved_with_an_ack_held_up_by_redis_is_not_started_after_the_stop() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
-    let ids = ready_jobs(&client, &mut redis, "t", 3).await;
-    let started = Arc::new(AtomicUsize::new(0));
-    let go = Arc::new(tokio::sync::Notify::new());
-    let (counted, release) = (started.clone(), go.clone());
-    let (stop, stopped) = stop_signal();
-    // A stop timeout longer than the pause: nothing is abandoned, the stop only waits.
-    let worker = Worker::new(client.clone())
-        .concurrency(1)
-        .stop_timeout(Duration::from_secs(10))
-        .handle("t", move |_job| {
-            let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
-            let release = release.clone();
-            async move {
-                if first {
-                    release.notified().await;
-                }
-                Ok::<(), String>(())
-            }
-        });
-    let running = tokio::spawn(worker.run(stopped));
-    wait_for(Duration::from_secs(10), "the first handler", || {
-        let started = started.clone();
-        async move { (started.load(Ordering::SeqCst) == 1).then_some(()) }
-    })
-    .await;
-    let _: () = delayer_client::redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(500)
-        .arg("WRITE")
-        .query_async(&mut redis)
-        .await
-        .unwrap();
-    go.notify_one();
-    wait_for(Duration::from_secs(5), "the ack held by the pause", || {
-        let mut redis = redis.clone();
-        async move {
-            let info: String = delayer_client::redis::cmd("INFO")
-                .arg("clients")
-                .query_async(&mut redis)
-                .await
-                .unwrap();
-            info.contains("blocked_clients:1").then_some(())
-        }
-    })
-    .await;
-    stop.send(()).unwrap();
-    running.await.unwrap().unwrap();
-
-    assert_eq!(
-        started.load(Ordering::SeqCst),
-        1,
-        "no handler after the stop"
-    );
-    assert_eq!(
-        states(&client, &ids).await,
-        [State::Unknown, State::Waiting, State::Ready],
-        "the first acked, the one reserved with its ack given back untried, the last untouched"
     );
     let reserved: usize = redis.zcard(RESERVED).await.unwrap();
     assert_eq!(reserved, 0);
