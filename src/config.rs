@@ -62,6 +62,7 @@ const KNOWN_KEYS: [(&str, &[&str]); 3] = [
             "tls_insecure",
             "sentinels",
             "sentinel_master",
+            "sentinel_username",
             "sentinel_password",
             "cluster",
             "key_layout",
@@ -183,7 +184,9 @@ pub struct SentinelConfig {
     pub addresses: Vec<(String, u16)>,
     /// The name they monitor the master by.
     pub master: String,
-    /// The sentinels' own password (their `requirepass`), if they want one.
+    /// The sentinels' own ACL user (Redis 6.2+); `None`: `default`.
+    pub username: Option<String>,
+    /// The sentinels' own password (their `requirepass`, or their user's), if they want one.
     pub password: Option<String>,
 }
 
@@ -273,6 +276,9 @@ impl Display for Config {
             Some(sentinel) => {
                 writeln!(f, "sentinels = {}", address_list(&sentinel.addresses))?;
                 writeln!(f, "sentinel_master = {}", sentinel.master)?;
+                if let Some(username) = &sentinel.username {
+                    writeln!(f, "sentinel_username = {username}")?;
+                }
                 if sentinel.password.is_some() {
                     writeln!(f, "sentinel_password = ********")?;
                 }
@@ -598,6 +604,17 @@ impl Values<'_> {
         let password = self
             .get("redis", "sentinel_password")
             .filter(|password| !password.is_empty());
+        let username = self.get("redis", "sentinel_username");
+        if let Some(username) = &username
+            && password.is_none()
+        {
+            self.wrong(
+                "redis",
+                "sentinel_username",
+                username,
+                "given without sentinel_password, which the sentinels need to log in as that user",
+            );
+        }
         let Some(raw) = self.get("redis", "sentinels") else {
             if let Some(master) = master {
                 self.wrong(
@@ -612,6 +629,14 @@ impl Values<'_> {
                     "redis",
                     "sentinel_password",
                     "********",
+                    "given without sentinels",
+                );
+            }
+            if let Some(username) = &username {
+                self.wrong(
+                    "redis",
+                    "sentinel_username",
+                    username,
                     "given without sentinels",
                 );
             }
@@ -640,6 +665,7 @@ impl Values<'_> {
         Some(SentinelConfig {
             addresses,
             master,
+            username,
             password,
         })
     }
@@ -1185,6 +1211,16 @@ mod tests {
         assert!(
             error_of("[redis]\nsentinel_password = x\n")
                 .contains("sentinel_password = \"********\": given without sentinels")
+        );
+        let text = "[redis]\nsentinels = h:26379\nsentinel_master = m\nsentinel_username = watcher\n\
+                    sentinel_password = pw\n";
+        let config = parse(text).unwrap();
+        let sentinel = config.redis.sentinel.as_ref().unwrap();
+        assert_eq!(sentinel.username.as_deref(), Some("watcher"));
+        assert!(config.to_string().contains("sentinel_username = watcher\n"));
+        assert!(
+            error_of("[redis]\nsentinels = h:26379\nsentinel_master = m\nsentinel_username = w\n")
+                .contains("given without sentinel_password")
         );
     }
 

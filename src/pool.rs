@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::config::{RedisConfig, TlsConfig};
+use crate::config::{RedisConfig, SentinelConfig, TlsConfig};
 use delayer_client::connection::{self, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 
 /// Connections to the configured Redis, nothing connected until first used. With Sentinel, the
@@ -156,7 +156,7 @@ fn build(info: ConnectionInfo, config: &RedisConfig) -> Result<Pool> {
 }
 
 /// Where `[redis]` says Redis is: its address, or the master its sentinels name (asked over the
-/// same TLS, with `sentinel_password` alone: a master's user and password are not theirs).
+/// same TLS, with `sentinel_username` and `sentinel_password`: a master's are not theirs).
 pub fn target(config: &RedisConfig) -> Result<Target> {
     if let Some(nodes) = &config.cluster {
         let nodes = nodes.iter().map(|(host, port)| {
@@ -197,6 +197,9 @@ pub fn target(config: &RedisConfig) -> Result<Target> {
             let mut settings = RedisConnectionInfo::default();
             if let Some(password) = &sentinel.password {
                 settings = settings.set_password(password);
+            }
+            if let Some(username) = &sentinel.username {
+                settings = settings.set_username(username);
             }
             node.clone().set_addr(addr).set_redis_settings(settings)
         })
@@ -554,11 +557,14 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> Troubl
     let kind = failure_kind(error);
     let message = match kind {
         Failure::Password if error.to_string().contains(SENTINEL_REFUSED) => format!(
-            "Redis {address}: the sentinels refused the password ([redis] sentinel_password is \
-             {}): {}",
+            "Redis {address}: the sentinels refused the password ([redis] {}): {}",
             match &config.sentinel {
-                Some(sentinel) if sentinel.password.is_some() => "set",
-                _ => "empty",
+                Some(SentinelConfig {
+                    username: Some(username),
+                    ..
+                }) => format!("sentinel_username {username:?} and its sentinel_password"),
+                Some(sentinel) if sentinel.password.is_some() => "sentinel_password is set".into(),
+                _ => "sentinel_password is empty".into(),
             },
             error.detail().unwrap_or_default()
         ),

@@ -150,6 +150,27 @@ async fn sentinels_that_want_a_password_are_asked_with_sentinel_password() {
         "{stderr}"
     );
 
+    // An ACL user of the sentinels' own (Redis 6.2+).
+    for index in 0..3 {
+        let reply = setup.sentinel_command(
+            index,
+            &["ACL", "SETUSER", "watcher", "on", ">w-pw", "+@all"],
+        );
+        assert_eq!(reply, "OK");
+    }
+    let as_user = |password: &str| {
+        format!("{without}sentinel_username = watcher\nsentinel_password = {password}\n")
+    };
+    std::fs::write(&config, as_user("wrong")).unwrap();
+    let stderr = delayer_fails(&config, &["--check-config"]);
+    assert!(
+        stderr
+            .contains("the sentinels refused the password ([redis] sentinel_username \"watcher\""),
+        "{stderr}"
+    );
+    std::fs::write(&config, as_user("w-pw")).unwrap();
+    delayer_succeeds(&config, &["--check-config"]);
+
     let text = without + "sentinel_password = s3cret-sentinel\n";
     std::fs::write(&config, text).unwrap();
     delayer_succeeds(&config, &["--check-config"]);
