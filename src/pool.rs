@@ -347,7 +347,10 @@ pub async fn server_version(config: &RedisConfig) -> Result<String> {
     let pool = RedisPool::new(config, target(config)?)?;
     let mut connection = match pool.get().await {
         Ok(connection) => connection,
-        Err(PoolError::Backend(error)) => bail!(describe_refusal(&error, config).await),
+        Err(PoolError::Backend(error)) if failure_kind(&error) == Failure::Password => {
+            bail!(describe_refusal(&error, config).await)
+        }
+        // With what connecting says (a TLS port spoken to in plain text, and the reverse).
         Err(error) => bail!(describe(&error, config)),
     };
     let info: String = redis::cmd("INFO")

@@ -181,6 +181,23 @@ async fn tls_and_acl_mistakes_are_told_at_start_and_by_check_config() {
             assert!(stderr.contains(says), "{args:?} {redis}: {stderr}");
         }
     }
+    // The wrong kind of port, told by --check-config (a start waits for it as for any Redis it
+    // cannot reach).
+    let (tls_port, _) = server.tls();
+    let (_plain, plain_port) = RedisServer::start_tcp(&[]);
+    for (port, redis, says) in [
+        (tls_port, "", "(a TLS port? then set [redis] tls = true)"),
+        (
+            plain_port,
+            &trusted(&server)[..],
+            "(with tls = true: is this its tls-port?)",
+        ),
+    ] {
+        let text = format!("[redis]\nhost = 127.0.0.1\nport = {port}\n{redis}\n");
+        let config = server.write_file(&format!("port{port}.conf"), &text);
+        let stderr = delayer_fails(&config, &["--check-config"]);
+        assert!(stderr.contains(says), "{redis}: {stderr}");
+    }
     let keys: Vec<String> = admin.keys("delayer:*").await.unwrap();
     assert!(keys.is_empty(), "{keys:?}");
 }
