@@ -5,6 +5,7 @@
 //! fails, holds up only its own topics, and a long backlog in one topic takes turns with the rest.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,9 +15,10 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::cluster_nodes::ClusterNodes;
+use crate::cluster_registry;
 use crate::cluster_watch::ClusterWatch;
 use crate::config::{Config, RedisConfig};
 use crate::escape;
@@ -57,6 +59,10 @@ pub struct ClusterMover {
     batch_size: usize,
     max_attempts: u32,
     timer_interval: Duration,
+    /// The master the registry was last read from: when it changes (at start, after a failover),
+    /// the registry is repaired from the pools (see `cluster_registry`).
+    registry_master: Arc<Mutex<Option<String>>>,
+    repairing: Arc<AtomicBool>,
 }
 
 /// When each topic is to be drained next, and which are failing.
@@ -86,6 +92,8 @@ impl ClusterMover {
             batch_size: config.batch_size,
             max_attempts: config.max_attempts,
             timer_interval: config.timer_interval,
+            registry_master: Arc::default(),
+            repairing: Arc::default(),
         })
     }
 
@@ -215,10 +223,48 @@ impl ClusterMover {
                 format!("{} ms", REGISTRY_WAIT.as_millis()),
             )))
         });
-        if let Err(error) = &topics {
-            self.nodes.failed(Some(&master), error);
+        match &topics {
+            Ok(_) => self.repair_registry_if_moved(master),
+            Err(error) => self.nodes.failed(Some(&master), error),
         }
         topics
+    }
+
+    /// Repairs the registry, in the background, when it was read from another master than last
+    /// time; the next look reads the topics added.
+    fn repair_registry_if_moved(&self, master: String) {
+        let moved = {
+            let mut last = self.registry_master.lock().expect("not poisoned");
+            let moved = last.as_deref() != Some(master.as_str());
+            *last = Some(master);
+            moved
+        };
+        if !moved || self.repairing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (nodes, repairing) = (self.nodes.clone(), self.repairing.clone());
+        let last = self.registry_master.clone();
+        let registry = self.keys.topics().to_string();
+        tokio::spawn(async move {
+            match cluster_registry::repair(&nodes, &registry).await {
+                Ok(0) => {}
+                Ok(added) => info!(
+                    "the registry {registry} lacked {added} topics that have jobs (lost in a \
+                     failover?): added back"
+                ),
+                Err(error) => {
+                    warn!(
+                        "cannot check the registry {registry} against the pools (SCAN and SADD; \
+                         see the ACL in the README): {error}"
+                    );
+                    // Tried again at the next look, unless retrying cannot help.
+                    if error.code() != Some("NOPERM") {
+                        *last.lock().expect("not poisoned") = None;
+                    }
+                }
+            }
+            repairing.store(false, Ordering::SeqCst);
+        });
     }
 
     /// Takes note of a drain's end: when to look at its topic again, and whether it failed

@@ -171,16 +171,31 @@ impl ClusterNodes {
             let connection = state.connections.get(&master).cloned();
             (master, connection)
         };
-        if let Some(connection) = connection {
-            return Ok((master, connection));
+        match connection {
+            Some(connection) => Ok((master, connection)),
+            None => Ok((master.clone(), self.connection(&master).await?)),
         }
-        let connection = self.connect(&master).await?;
+    }
+
+    /// A connection to `master` (kept for the next command).
+    pub async fn connection(&self, master: &str) -> RedisResult<MultiplexedConnection> {
+        let kept = self
+            .state
+            .lock()
+            .expect("not poisoned")
+            .connections
+            .get(master)
+            .cloned();
+        if let Some(connection) = kept {
+            return Ok(connection);
+        }
+        let connection = self.connect(master).await?;
         self.state
             .lock()
             .expect("not poisoned")
             .connections
-            .insert(master.clone(), connection.clone());
-        Ok((master, connection))
+            .insert(master.to_string(), connection.clone());
+        Ok(connection)
     }
 
     /// After a command failed this way (to `master`, or before it found one): a broken

@@ -11,6 +11,7 @@ pub mod check;
 pub mod cli;
 pub mod cluster_mover;
 pub mod cluster_nodes;
+pub mod cluster_registry;
 pub mod cluster_watch;
 pub mod commands;
 pub mod config;

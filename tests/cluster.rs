@@ -19,7 +19,7 @@ use support::{DAEMON_ACL, Daemon, RedisServer, acl, delayer_fails, delayer_succe
 
 const JOBS_API: &str = "/delay-queue/api/jobs";
 /// What the README adds to the daemon's ACL for a cluster.
-const CLUSTER_ACL: &str = "+cluster|slots +smembers";
+const CLUSTER_ACL: &str = "+cluster|slots +smembers +scan +sadd";
 
 const JOBS: usize = 100_000;
 const TOPICS: usize = 30;
@@ -157,6 +157,33 @@ async fn the_daemon_runs_as_the_readme_acl_user_on_a_cluster() {
     daemon.stop();
     let errors = read(&logs.error);
     assert!(!errors.contains("[error]"), "{errors}");
+    assert!(!errors.contains("cannot check the registry"), "{errors}");
+}
+
+#[tokio::test]
+async fn topics_missing_from_the_registry_are_added_back_from_their_pools() {
+    let cluster = RedisCluster::start(3);
+    let connection = cluster.connect().await;
+    let now = delayer_client::time::unix_now();
+    cluster::add_jobs(
+        &connection,
+        (0..600).map(|index| (format!("job-{index}"), topic(index), now)),
+    )
+    .await;
+    // As if a failover had lost the registry's latest additions.
+    let registry = Layout::Cluster.keys("").topics().to_string();
+    let _: () = connection.clone().del(&registry).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "repair", &cluster.addresses());
+    let daemon = Daemon::start(&config);
+    let topics: Vec<String> = (0..TOPICS).map(topic).collect();
+    wait_until_moved(&connection, &topics, 600).await;
+    daemon.stop();
+    let access = read(&logs.access);
+    assert!(
+        access.contains(&format!("the registry {registry} lacked {TOPICS} topics")),
+        "{access}"
+    );
 }
 
 #[tokio::test]
