@@ -239,7 +239,12 @@ impl ClusterMover {
             *last = Some(master);
             moved
         };
-        if !moved || self.repairing.swap(true, Ordering::SeqCst) {
+        if !moved {
+            return;
+        }
+        if self.repairing.swap(true, Ordering::SeqCst) {
+            // One is under way, perhaps begun before this move: another at a later look.
+            *self.registry_master.lock().expect("not poisoned") = None;
             return;
         }
         let (nodes, repairing) = (self.nodes.clone(), self.repairing.clone());
