@@ -5,7 +5,6 @@
 //! fails, holds up only its own topics, and a long backlog in one topic takes turns with the rest.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,10 +14,10 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use crate::cluster_nodes::ClusterNodes;
-use crate::cluster_registry;
+use crate::cluster_registry::RegistryRepair;
 use crate::cluster_watch::ClusterWatch;
 use crate::config::{Config, RedisConfig};
 use crate::escape;
@@ -59,10 +58,7 @@ pub struct ClusterMover {
     batch_size: usize,
     max_attempts: u32,
     timer_interval: Duration,
-    /// The master the registry was last read from: when it changes (at start, after a failover),
-    /// the registry is repaired from the pools (see `cluster_registry`).
-    registry_master: Arc<Mutex<Option<String>>>,
-    repairing: Arc<AtomicBool>,
+    registry_repair: RegistryRepair,
 }
 
 /// When each topic is to be drained next, and which are failing.
@@ -92,8 +88,7 @@ impl ClusterMover {
             batch_size: config.batch_size,
             max_attempts: config.max_attempts,
             timer_interval: config.timer_interval,
-            registry_master: Arc::default(),
-            repairing: Arc::default(),
+            registry_repair: RegistryRepair::default(),
         })
     }
 
@@ -224,52 +219,12 @@ impl ClusterMover {
             )))
         });
         match &topics {
-            Ok(_) => self.repair_registry_if_moved(master),
+            Ok(_) => self
+                .registry_repair
+                .read_from(&master, &self.nodes, self.keys.topics()),
             Err(error) => self.nodes.failed(Some(&master), error),
         }
         topics
-    }
-
-    /// Repairs the registry, in the background, when it was read from another master than last
-    /// time; the next look reads the topics added.
-    fn repair_registry_if_moved(&self, master: String) {
-        let moved = {
-            let mut last = self.registry_master.lock().expect("not poisoned");
-            let moved = last.as_deref() != Some(master.as_str());
-            *last = Some(master);
-            moved
-        };
-        if !moved {
-            return;
-        }
-        if self.repairing.swap(true, Ordering::SeqCst) {
-            // One is under way, perhaps begun before this move: another at a later look.
-            *self.registry_master.lock().expect("not poisoned") = None;
-            return;
-        }
-        let (nodes, repairing) = (self.nodes.clone(), self.repairing.clone());
-        let last = self.registry_master.clone();
-        let registry = self.keys.topics().to_string();
-        tokio::spawn(async move {
-            match cluster_registry::repair(&nodes, &registry).await {
-                Ok(0) => {}
-                Ok(added) => info!(
-                    "the registry {registry} lacked {added} topics that have jobs (lost in a \
-                     failover?): added back"
-                ),
-                Err(error) => {
-                    warn!(
-                        "cannot check the registry {registry} against the pools (SCAN and SADD; \
-                         see the ACL in the README): {error}"
-                    );
-                    // Tried again at the next look, unless retrying cannot help.
-                    if error.code() != Some("NOPERM") {
-                        *last.lock().expect("not poisoned") = None;
-                    }
-                }
-            }
-            repairing.store(false, Ordering::SeqCst);
-        });
     }
 
     /// Takes note of a drain's end: when to look at its topic again, and whether it failed

@@ -19,7 +19,7 @@ use support::{DAEMON_ACL, Daemon, RedisServer, acl, delayer_fails, delayer_succe
 
 const JOBS_API: &str = "/delay-queue/api/jobs";
 /// What the README adds to the daemon's ACL for a cluster.
-const CLUSTER_ACL: &str = "+cluster|slots +smembers +scan +sadd";
+const CLUSTER_ACL: &str = "+cluster|slots +smembers +scan";
 
 const JOBS: usize = 100_000;
 const TOPICS: usize = 30;
@@ -147,6 +147,9 @@ async fn the_daemon_runs_as_the_readme_acl_user_on_a_cluster() {
         (0..3_000).map(|index| (format!("job-{index}"), topic(index), now)),
     )
     .await;
+    // One topic missing from the registry: its repair is what needs +scan +sadd.
+    let registry = Layout::Cluster.keys("").topics().to_string();
+    let _: () = connection.clone().srem(&registry, topic(0)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (config, logs) = cluster_config(&dir, "acl", &cluster.addresses());
     let text = format!("{}username = delayer\npassword = secret\n", read(&config));
@@ -158,6 +161,8 @@ async fn the_daemon_runs_as_the_readme_acl_user_on_a_cluster() {
     let errors = read(&logs.error);
     assert!(!errors.contains("[error]"), "{errors}");
     assert!(!errors.contains("cannot check the registry"), "{errors}");
+    let access = read(&logs.access);
+    assert!(access.contains("lacked 1 topics"), "{access}");
 }
 
 #[tokio::test]
@@ -165,9 +170,13 @@ async fn topics_missing_from_the_registry_are_added_back_from_their_pools() {
     let cluster = RedisCluster::start(3);
     let connection = cluster.connect().await;
     let now = delayer_client::time::unix_now();
+    // (One job's bucket, `delayer:{topic-0}:job_bucket:odd}:job_pool`, looks like a pool by name.)
+    let odd = std::iter::once(("odd}:job_pool".to_string(), topic(0), now));
     cluster::add_jobs(
         &connection,
-        (0..600).map(|index| (format!("job-{index}"), topic(index), now)),
+        (0..600)
+            .map(|index| (format!("job-{index}"), topic(index), now))
+            .chain(odd),
     )
     .await;
     // As if a failover had lost the registry's latest additions.
@@ -177,13 +186,18 @@ async fn topics_missing_from_the_registry_are_added_back_from_their_pools() {
     let (config, logs) = cluster_config(&dir, "repair", &cluster.addresses());
     let daemon = Daemon::start(&config);
     let topics: Vec<String> = (0..TOPICS).map(topic).collect();
-    wait_until_moved(&connection, &topics, 600).await;
+    wait_until_moved(&connection, &topics, 601).await;
     daemon.stop();
     let access = read(&logs.access);
     assert!(
         access.contains(&format!("the registry {registry} lacked {TOPICS} topics")),
         "{access}"
     );
+    let mut registered: Vec<String> = connection.clone().smembers(&registry).await.unwrap();
+    registered.sort();
+    let mut expected = topics.clone();
+    expected.sort();
+    assert_eq!(registered, expected, "the pools' topics, and only those");
 }
 
 #[tokio::test]
