@@ -12,7 +12,9 @@ use deadpool_redis::redis::{
 };
 use deadpool_redis::{Connection, Manager, Pool, PoolError};
 use delayer_client::Target;
-use delayer_client::connection::{MASTER_CHECK, NO_SUCH_MASTER, NOT_A_SENTINEL, SENTINEL_REFUSED};
+use delayer_client::connection::{
+    MASTER_CHECK, NO_SUCH_MASTER, NOT_A_SENTINEL, SENTINEL_DENIED, SENTINEL_REFUSED,
+};
 use tokio_util::sync::CancellationToken;
 
 use rustls::pki_types::pem::PemObject;
@@ -596,6 +598,19 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisConfig) -> Troubl
             format!("Redis at {address} refuses writes because it cannot save to disk: {error}")
         }
         Failure::Busy => format!("Redis at {address} is busy running a script: {error}"),
+        Failure::NoPermission if error.to_string().contains(SENTINEL_DENIED) => format!(
+            "Redis {address}: the sentinels do not let {} ask where the master is (ACL: it needs \
+             +sentinel|get-master-addr-by-name): {}",
+            match config
+                .sentinel
+                .as_ref()
+                .and_then(|sentinel| sentinel.username.as_ref())
+            {
+                Some(username) => format!("[redis] sentinel_username {username:?}"),
+                None => "their default user".to_string(),
+            },
+            error.detail().unwrap_or_default()
+        ),
         Failure::NoPermission => format!(
             "Redis at {address} does not let this user do what delayer needs (ACL): {error}"
         ),

@@ -170,6 +170,18 @@ async fn sentinels_that_want_a_password_are_asked_with_sentinel_password() {
     );
     std::fs::write(&config, as_user("w-pw")).unwrap();
     delayer_succeeds(&config, &["--check-config"]);
+    // A user the sentinels' ACL does not let ask for the master.
+    for index in 0..3 {
+        let reply = setup.sentinel_command(index, &["ACL", "SETUSER", "watcher", "-@all", "+ping"]);
+        assert_eq!(reply, "OK");
+    }
+    let stderr = delayer_fails(&config, &["--check-config"]);
+    assert!(
+        stderr.contains(
+            "the sentinels do not let [redis] sentinel_username \"watcher\" ask where the master is"
+        ),
+        "{stderr}"
+    );
 
     let text = without + "sentinel_password = s3cret-sentinel\n";
     std::fs::write(&config, text).unwrap();

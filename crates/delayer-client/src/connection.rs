@@ -136,6 +136,9 @@ pub fn host_port(host: &str, port: u16) -> String {
 pub const NO_SUCH_MASTER: &str = "no sentinel knows a master of this name";
 /// What a [`Target`] resolution fails with when a sentinel's address is a plain Redis.
 pub const NOT_A_SENTINEL: &str = "not a sentinel";
+/// What a [`Target`] resolution fails with when a sentinel's ACL does not let the user ask where
+/// the master is.
+pub const SENTINEL_DENIED: &str = "a sentinel denied the question";
 /// What a [`Target`] resolution fails with when a sentinel refuses to answer without its password
 /// (or with the one given).
 pub const SENTINEL_REFUSED: &str = "a sentinel refused the password";
@@ -321,6 +324,8 @@ impl Sentinels {
                 || matches!(error.code(), Some("NOAUTH" | "WRONGPASS"))
             {
                 RedisError::from((ErrorKind::AuthenticationFailed, SENTINEL_REFUSED, said()))
+            } else if error.code() == Some("NOPERM") {
+                RedisError::from((error.kind(), SENTINEL_DENIED, said()))
             } else if text.contains("unknown command") && text.contains("sentinel") {
                 // Redis 7 quotes the command 'SENTINEL', Redis 5 and 6 `SENTINEL`.
                 RedisError::from((ErrorKind::InvalidClientConfig, NOT_A_SENTINEL, said()))
