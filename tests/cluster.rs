@@ -6,7 +6,7 @@ mod support;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use delayer::redis::cluster_async::ClusterConnection;
 use delayer::redis::{self, AsyncCommands, IntoConnectionInfo};
@@ -608,6 +608,71 @@ async fn after_a_failover_the_promoted_replica_serves_the_lost_masters_topics() 
     .await;
     assert_eq!(moved.id, "after");
     daemon.stop();
+}
+
+#[tokio::test]
+async fn a_topic_the_registry_lost_moves_once_its_master_has_failed_over() {
+    let mut cluster = RedisCluster::start_with_replicas(3);
+    let registry = Layout::Cluster.keys("").topics().to_string();
+    let registry_node = cluster.node_of(&registry);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "lost", &cluster.addresses());
+    let daemon = Daemon::start(&config);
+    logs.wait_for_line("Service started successfully");
+    // Jobs of a topic the registry then loses, as a failover can make it: the daemon knows the
+    // topic no more (they fall due later, so none moved meanwhile).
+    let client = cluster_client(&cluster).await;
+    let later = SystemTime::now() + Duration::from_secs(5);
+    for index in 0..3 {
+        client
+            .push("lost", "b")
+            .id(format!("lost-{index}"))
+            .at(later)
+            .await
+            .unwrap();
+    }
+    let connection = cluster.connect().await;
+    let _: () = connection.clone().srem(&registry, "lost").await.unwrap();
+    // Two looks at the registry since: the daemon has forgotten the topic.
+    let mut node = cluster.connect_node(registry_node).await;
+    let reads =
+        |stats: HashMap<String, (u64, u64)>| stats.get("smembers").map_or(0, |(calls, _)| *calls);
+    let before = reads(delayer_testkit::jobs::command_stats(&mut node).await);
+    support::wait_for(Duration::from_secs(10), "two looks at the registry", || {
+        let mut node = node.clone();
+        async move {
+            let now = reads(delayer_testkit::jobs::command_stats(&mut node).await);
+            (now >= before + 2).then_some(())
+        }
+    })
+    .await;
+
+    cluster.kill_node(registry_node);
+
+    support::wait_for(
+        Duration::from_secs(60),
+        "the lost topic's jobs moved",
+        || {
+            let cluster = &cluster;
+            async move {
+                let client = try_cluster_client(cluster).await.ok()?;
+                for index in 0..3 {
+                    let state = client.get(&format!("lost-{index}")).await.ok()?.state;
+                    if state != State::Ready {
+                        return None;
+                    }
+                }
+                Some(())
+            }
+        },
+    )
+    .await;
+    daemon.stop();
+    let access = read(&logs.access);
+    assert!(
+        access.contains(&format!("the registry {registry} lacked 1 topics")),
+        "{access}"
+    );
 }
 
 #[tokio::test]
