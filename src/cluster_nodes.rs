@@ -154,27 +154,23 @@ impl ClusterNodes {
     /// The master serving `key`'s slot, and a connection to it.
     pub async fn for_key(&self, key: &str) -> RedisResult<(String, MultiplexedConnection)> {
         let slot = slot(key.as_bytes());
-        let (master, connection) = {
-            let state = self.state.lock().expect("not poisoned");
-            let master = state
-                .slots
-                .iter()
-                .find(|(first, last, _)| (*first..=*last).contains(&slot))
-                .map(|(_, _, master)| master.clone())
-                .ok_or_else(|| {
-                    RedisError::from((
-                        ErrorKind::ClusterConnectionNotFound,
-                        "no master serves the slot of",
-                        key.to_string(),
-                    ))
-                })?;
-            let connection = state.connections.get(&master).cloned();
-            (master, connection)
-        };
-        match connection {
-            Some(connection) => Ok((master, connection)),
-            None => Ok((master.clone(), self.connection(&master).await?)),
-        }
+        let master = self
+            .state
+            .lock()
+            .expect("not poisoned")
+            .slots
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot))
+            .map(|(_, _, master)| master.clone())
+            .ok_or_else(|| {
+                RedisError::from((
+                    ErrorKind::ClusterConnectionNotFound,
+                    "no master serves the slot of",
+                    key.to_string(),
+                ))
+            })?;
+        let connection = self.connection(&master).await?;
+        Ok((master, connection))
     }
 
     /// A connection to `master` (kept for the next command).

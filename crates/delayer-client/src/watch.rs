@@ -30,13 +30,17 @@ pub struct KeyWatch {
     written: watch::Sender<u64>,
     lost: Arc<AtomicBool>,
     state: Mutex<State>,
-    /// When [`ensure`](KeyWatch::ensure) last found or started the watch.
-    wanted: std::sync::Mutex<Option<Instant>>,
 }
 
 enum State {
     NotWatching,
-    Watching(#[allow(dead_code)] MultiplexedConnection),
+    Watching {
+        /// Kept open: the reports come on it.
+        #[allow(dead_code)]
+        connection: MultiplexedConnection,
+        /// When [`ensure`](KeyWatch::ensure) last found or started it.
+        wanted: Instant,
+    },
     Unsupported,
 }
 
@@ -64,7 +68,6 @@ impl KeyWatch {
             written: watch::Sender::new(0),
             lost: Arc::new(AtomicBool::new(false)),
             state: Mutex::new(State::NotWatching),
-            wanted: std::sync::Mutex::new(None),
         }
     }
 
@@ -84,9 +87,9 @@ impl KeyWatch {
         if self.lost.swap(false, Ordering::Relaxed) {
             *state = State::NotWatching;
         }
-        match *state {
-            State::Watching(_) => {
-                *self.wanted.lock().expect("not poisoned") = Some(Instant::now());
+        match &mut *state {
+            State::Watching { wanted, .. } => {
+                *wanted = Instant::now();
                 return Ensured::Watching;
             }
             State::Unsupported => return Ensured::Unsupported(None),
@@ -94,8 +97,10 @@ impl KeyWatch {
         }
         match self.connect().await {
             Ok(connection) => {
-                *state = State::Watching(connection);
-                *self.wanted.lock().expect("not poisoned") = Some(Instant::now());
+                *state = State::Watching {
+                    connection,
+                    wanted: Instant::now(),
+                };
                 Ensured::Watching
             }
             Err(error) if is_refusal(&error) => {
@@ -117,10 +122,7 @@ impl KeyWatch {
         let Ok(mut state) = self.state.try_lock() else {
             return;
         };
-        let wanted = *self.wanted.lock().expect("not poisoned");
-        if matches!(*state, State::Watching(_))
-            && wanted.is_some_and(|wanted| wanted.elapsed() >= unused_for)
-        {
+        if matches!(*state, State::Watching { wanted, .. } if wanted.elapsed() >= unused_for) {
             *state = State::NotWatching;
         }
     }
