@@ -10,7 +10,7 @@ use std::time::Duration;
 use delayer_client::keys::{JOB_POOL, RESERVED, dead_queue, field, job_bucket, ready_queue};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::time::unix_now;
+use delayer_client::time::{deadline_score, unix_now};
 use delayer_client::{Client, State, Worker};
 use support::legacy_client::{self, Message};
 use support::{Daemon, DaemonSetup, RedisServer, delayer_command, read, wait_for};
@@ -162,7 +162,7 @@ async fn reservations(
                 ],
             )
             .ignore()
-            .zadd(RESERVED, id, deadline)
+            .zadd(RESERVED, id, deadline_score(deadline))
             .ignore();
         }
         pipe.query_async::<()>(redis).await.unwrap();

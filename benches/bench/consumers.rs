@@ -20,6 +20,8 @@ use super::{RUNS, fresh, percentiles, stop};
 
 pub(super) const PUSHES: usize = 50_000;
 const RESERVES: usize = 20_000;
+/// Jobs a consumer reserves (and acks) in one call, in the batched way.
+const BATCH: usize = 64;
 /// Concurrent tasks sharing one connection: the multiplexed connection pipelines their commands.
 pub(super) const IN_FLIGHT: usize = 64;
 
@@ -118,14 +120,15 @@ pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> f64 {
 pub async fn reserve_and_ack(server: &RedisServer) {
     println!("\n## Consume (ready jobs, taken until none is left; best of {RUNS})\n");
     println!(
-        "| consumers | jobs | reserve, then ack jobs/s | ack overlapping the next reserve jobs/s | worker jobs/s | RPOP + DEL jobs/s | legacy pop jobs/s | reserve + ack / RPOP + DEL | overlapped / RPOP + DEL | worker / RPOP + DEL |"
+        "| consumers | jobs | reserve, then ack jobs/s | ack overlapping the next reserve jobs/s | {BATCH} a call jobs/s | worker jobs/s | RPOP + DEL jobs/s | legacy pop jobs/s | reserve + ack / RPOP + DEL | overlapped / RPOP + DEL | {BATCH} a call / RPOP + DEL | worker / RPOP + DEL |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (consumers, jobs) in [(1, 5_000), (IN_FLIGHT, RESERVES)] {
-        let mut best = [f64::MAX; 5];
+        let mut best = [f64::MAX; 6];
         let ways = [
             Consume::Reserve,
             Consume::ReserveOverlapped,
+            Consume::Batched,
             Consume::Worker,
             Consume::RpopDel,
             Consume::LegacyPop,
@@ -135,11 +138,13 @@ pub async fn reserve_and_ack(server: &RedisServer) {
                 *best = best.min(consume_run(server, consume, consumers, jobs).await);
             }
         }
-        let [reserve, overlapped, worker, pop, legacy] = best.map(|seconds| jobs as f64 / seconds);
+        let [reserve, overlapped, batched, worker, pop, legacy] =
+            best.map(|seconds| jobs as f64 / seconds);
         println!(
-            "| {consumers} | {jobs} | {reserve:.0} | {overlapped:.0} | {worker:.0} | {pop:.0} | {legacy:.0} | {:.2} | {:.2} | {:.2} |",
+            "| {consumers} | {jobs} | {reserve:.0} | {overlapped:.0} | {batched:.0} | {worker:.0} | {pop:.0} | {legacy:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
             reserve / pop,
             overlapped / pop,
+            batched / pop,
             worker / pop
         );
     }
@@ -149,8 +154,10 @@ pub async fn reserve_and_ack(server: &RedisServer) {
 enum Consume {
     /// Reserve a job, ack it, reserve the next.
     Reserve,
-    /// Ack a job and reserve the next at once: one round trip a job (as the Worker does).
+    /// Ack a job and reserve the next at once: one round trip a job.
     ReserveOverlapped,
+    /// Reserve [`BATCH`] jobs in one call, then ack them in one.
+    Batched,
     /// A [`Worker`] of as many handlers as consumers, each handler returning at once.
     Worker,
     RpopDel,
@@ -200,6 +207,11 @@ async fn consume_run(server: &RedisServer, consume: Consume, consumers: usize, j
             loop {
                 let more = match consume {
                     Consume::Reserve => reserve_one(&client).await,
+                    Consume::Batched => {
+                        let more = reserve_batch(&client).await;
+                        taken.fetch_add(more.saturating_sub(1), Ordering::Relaxed);
+                        more > 0
+                    }
                     Consume::ReserveOverlapped | Consume::Worker => unreachable!("its own loop"),
                     Consume::RpopDel => pop_one(&mut redis).await,
                     Consume::LegacyPop => {
@@ -229,6 +241,21 @@ async fn overlapped(client: &Client, taken: &AtomicUsize) {
         assert_eq!(acked.unwrap(), delayer_client::Acked::Done);
         held = next.unwrap();
     }
+}
+
+/// Reserves up to [`BATCH`] jobs and acks them; how many it took.
+async fn reserve_batch(client: &Client) -> usize {
+    let jobs = client
+        .reserve_many(&["t"], Duration::from_secs(60), BATCH, Duration::ZERO)
+        .await
+        .unwrap();
+    let acked = client.ack_many(&jobs).await.unwrap();
+    assert!(
+        acked
+            .iter()
+            .all(|acked| *acked == Some(delayer_client::Acked::Done))
+    );
+    jobs.len()
 }
 
 async fn reserve_one(client: &Client) -> bool {

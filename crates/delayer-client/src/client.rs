@@ -23,7 +23,7 @@ use crate::scripts::requeue_dead::RequeueDeadScript;
 use crate::scripts::reserve::ReserveScript;
 use crate::scripts::touch::TouchScript;
 use crate::shared_connection::{Commands, SharedConnection};
-use crate::time::{from_unix, unix_now};
+use crate::time::{from_deadline_score, from_unix, unix_now};
 use crate::watch::{Ensured, KeyWatch};
 
 /// The largest body a push takes unless told otherwise.
@@ -44,6 +44,8 @@ const WATCH_UNUSED: Duration = Duration::from_secs(3);
 const IDLE_BLOCKING_CONNECTIONS: usize = 4;
 /// Dead jobs requeued per script call.
 const REQUEUE_BATCH: usize = 1000;
+/// The most jobs one script call reserves or acks: it holds Redis up for about a millisecond.
+pub const MAX_BATCH: usize = 100;
 
 /// A handle on the delayer Redis; cheap to clone, one connection shared by all clones.
 #[derive(Clone)]
@@ -338,7 +340,7 @@ impl Client {
             due: due.or_else(|| number(field::DUE)).and_then(from_unix),
             delay: number(field::DELAY).and_then(|delay| Duration::try_from_secs_f64(delay).ok()),
             attempts: number(field::ATTEMPTS).map_or(0, |attempts| attempts as u32),
-            deadline: deadline.and_then(from_unix),
+            deadline: deadline.map(from_deadline_score).and_then(from_unix),
         })
     }
 
@@ -453,20 +455,50 @@ impl Client {
         timeout: Duration,
         give_up: impl Future<Output = ()>,
     ) -> Result<Option<Job>> {
+        let jobs = self.reserve_up_to(topics, ttr, 1, timeout, give_up).await?;
+        Ok(jobs.into_iter().next())
+    }
+
+    /// Like [`reserve`](Client::reserve), but takes up to `most` jobs (at most
+    /// [`MAX_BATCH`] a call) in one round trip, oldest first, those of the first topic first:
+    /// for a consumer that runs several at once. Each has its own reservation, to ack (see
+    /// [`ack_many`](Client::ack_many)), touch or nack on its own. Waits up to `timeout` for the
+    /// first; empty when none came.
+    pub async fn reserve_many(
+        &self,
+        topics: &[&str],
+        ttr: Duration,
+        most: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Job>> {
+        self.reserve_up_to(topics, ttr, most, timeout, std::future::pending())
+            .await
+    }
+
+    /// Reserves up to `most` jobs, waiting up to `timeout` for the first, or until `give_up`.
+    pub(crate) async fn reserve_up_to(
+        &self,
+        topics: &[&str],
+        ttr: Duration,
+        most: usize,
+        timeout: Duration,
+        give_up: impl Future<Output = ()>,
+    ) -> Result<Vec<Job>> {
         for topic in topics {
             check_topic_in(self.inner.settings.layout, topic)?;
         }
+        let most = most.clamp(1, MAX_BATCH);
         // A first look without the watch of the ready lists, whose reports cost Redis and this
         // client a message for each job taken while it runs: a busy consumer (or one that only
         // looks) never needs it, and one that stays busy stops it.
-        let job = self
-            .reserve_once(topics, unix_now() + ttr.as_secs_f64())
+        let jobs = self
+            .reserve_once(topics, unix_now() + ttr.as_secs_f64(), most)
             .await?;
-        if job.is_some() {
+        if !jobs.is_empty() {
             self.inner.ready_lists.release_unused(WATCH_UNUSED);
         }
-        if job.is_some() || timeout.is_zero() {
-            return Ok(job);
+        if !jobs.is_empty() || timeout.is_zero() {
+            return Ok(jobs);
         }
         tokio::pin!(give_up);
         let until = Instant::now() + timeout;
@@ -488,62 +520,104 @@ impl Client {
             // Subscribed before looking: a job pushed meanwhile wakes us.
             let mut written = self.inner.ready_lists.subscribe();
             let deadline = unix_now() + ttr.as_secs_f64();
-            let job = self.reserve_once(topics, deadline).await?;
+            let jobs = self.reserve_once(topics, deadline, most).await?;
             let now = Instant::now();
-            if job.is_some() || now >= until {
-                return Ok(job);
+            if !jobs.is_empty() || now >= until {
+                return Ok(jobs);
             }
             tokio::select! {
                 // A consumer that gives up (stops) reserves nothing more, even with a push seen.
                 biased;
-                () = &mut give_up => return Ok(None),
+                () = &mut give_up => return Ok(Vec::new()),
                 _ = written.changed() => {}
                 () = tokio::time::sleep((until - now).min(poll)) => {}
             }
         }
     }
 
-    /// One look for a job to reserve until `deadline`: one script call for all `topics`, or in
-    /// the cluster layout (where they are in different slots) one per topic, in order.
-    async fn reserve_once(&self, topics: &[&str], deadline: f64) -> Result<Option<Job>> {
+    /// One look for up to `most` jobs to reserve until `deadline`: one script call for all
+    /// `topics`, or in the cluster layout (where they are in different slots) one per topic, in
+    /// order, until it has `most`.
+    async fn reserve_once(&self, topics: &[&str], deadline: f64, most: usize) -> Result<Vec<Job>> {
         let mut connection = self.connection().await?;
         let groups: Vec<&[&str]> = match self.inner.settings.layout {
             Layout::Cluster => topics.chunks(1).collect(),
             _ => vec![topics],
         };
+        let mut jobs = Vec::new();
         for group in groups {
             let keys = self.keys_for(group.first().copied().unwrap_or_default());
-            let job = self
+            let more = self
                 .inner
                 .scripts
                 .reserve
-                .run(&mut connection, &keys, deadline, group)
+                .run(&mut connection, &keys, deadline, most - jobs.len(), group)
                 .await
                 .map_err(|error| Error::about_key(error, keys.reserved()))?;
-            if job.is_some() {
-                return Ok(job);
+            jobs.extend(more);
+            if jobs.len() == most {
+                break;
             }
         }
-        Ok(None)
+        Ok(jobs)
     }
 
     /// Finishes a reserved job: it is deleted and never delivered again. Names the reservation
     /// (`client.ack(&job)`): a stale one changes nothing (see [`Acked`]). An error when there is
     /// no such job.
     pub async fn ack(&self, reservation: impl Into<Receipt>) -> Result<Acked> {
-        let Receipt { id, attempt, topic } = reservation.into();
-        check_id(&id)?;
-        let Some(keys) = self.keys_of(&id, topic.as_deref()).await? else {
-            return Err(Error::UnknownJob(id));
-        };
-        let acked = self
-            .inner
-            .scripts
-            .ack
-            .run(&mut self.connection().await?, &keys, &id, attempt)
-            .await
-            .map_err(|error| Error::about_key(error, keys.pool()))?;
-        acked.ok_or(Error::UnknownJob(id))
+        let reservation = reservation.into();
+        let id = reservation.id.clone();
+        let acked = self.ack_many([reservation]).await?;
+        acked
+            .into_iter()
+            .flatten()
+            .next()
+            .ok_or(Error::UnknownJob(id))
+    }
+
+    /// Acks several reservations in one round trip (in the cluster layout, one a topic), as
+    /// [`ack`](Client::ack) acks one: what each ack did, in order, `None` for a job there is no
+    /// trace of.
+    pub async fn ack_many<R: Into<Receipt>>(
+        &self,
+        reservations: impl IntoIterator<Item = R>,
+    ) -> Result<Vec<Option<Acked>>> {
+        let reservations: Vec<Receipt> = reservations.into_iter().map(Into::into).collect();
+        // The reservations of each topic's keys (all of them but in the cluster layout).
+        let mut groups: Vec<(Cow<'_, Keys>, Vec<usize>)> = Vec::new();
+        for (index, reservation) in reservations.iter().enumerate() {
+            check_id(&reservation.id)?;
+            let keys = self
+                .keys_of(&reservation.id, reservation.topic.as_deref())
+                .await?;
+            let Some(keys) = keys else { continue };
+            match groups.iter_mut().find(|(known, _)| *known == keys) {
+                Some((_, members)) => members.push(index),
+                None => groups.push((keys, vec![index])),
+            }
+        }
+        let mut acked = vec![None; reservations.len()];
+        let mut connection = self.connection().await?;
+        for (keys, members) in &groups {
+            for members in members.chunks(MAX_BATCH) {
+                let pairs: Vec<(&str, u32)> = members
+                    .iter()
+                    .map(|&index| (reservations[index].id.as_str(), reservations[index].attempt))
+                    .collect();
+                let codes = self
+                    .inner
+                    .scripts
+                    .ack
+                    .run(&mut connection, keys, &pairs)
+                    .await
+                    .map_err(|error| Error::about_key(error, keys.pool()))?;
+                for (&index, code) in members.iter().zip(codes) {
+                    acked[index] = code;
+                }
+            }
+        }
+        Ok(acked)
     }
 
     /// Gives a reserved job back after a failed attempt, to be delivered again after

@@ -49,12 +49,15 @@ pub enum Error {
 
 impl Error {
     /// A WRONGTYPE reply from Redis about `key` becomes [`Error::WrongType`]; anything else is a
-    /// Redis error.
+    /// Redis error. A script's own check names the key it found (`KEY holds a string, not a
+    /// list`): that key is the one at fault.
     pub(crate) fn about_key(error: RedisError, key: &str) -> Error {
         if error.code() == Some("WRONGTYPE") {
+            let detail = error.detail().unwrap_or("WRONGTYPE");
+            let key = detail.split_once(" holds a ").map_or(key, |(key, _)| key);
             Error::WrongType {
                 key: key.to_string(),
-                detail: error.detail().unwrap_or("WRONGTYPE").to_string(),
+                detail: detail.to_string(),
             }
         } else {
             Error::Redis(error)

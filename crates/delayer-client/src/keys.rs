@@ -9,8 +9,8 @@ pub const JOB_BUCKET_PREFIX: &str = "delayer:job_bucket:";
 /// Prefix of the list a topic's due job ids wait in for consumers (LPUSHed here, RPOPed by clients).
 pub const READY_QUEUE_PREFIX: &str = "delayer:ready_queue:";
 
-/// Ours. Sorted set: reserved job id → the deadline (unix seconds) by which it must be acked,
-/// touched or nacked, or be delivered again.
+/// Ours. Sorted set: reserved job id → the deadline (whole unix milliseconds) by which it must be
+/// acked, touched or nacked, or be delivered again.
 pub const RESERVED: &str = "delayer:reserved";
 /// Ours. Prefix of the list of a topic's jobs that failed `max_attempts` times.
 pub const DEAD_QUEUE_PREFIX: &str = "delayer:dead_queue:";

@@ -37,8 +37,8 @@ pub mod watch;
 mod worker;
 
 pub use client::{
-    Client, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_READY_MAX_LIFETIME, Nacked,
-    Removed, Settings,
+    Client, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_READY_MAX_LIFETIME, MAX_BATCH,
+    Nacked, Removed, Settings,
 };
 pub use connection::Target;
 pub use error::{Error, Result};

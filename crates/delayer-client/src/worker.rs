@@ -18,7 +18,9 @@
 //! topic's dead list. While a handler runs, its reservation is touched every half `ttr`, so a long
 //! job is not delivered twice; if the worker dies, the daemon delivers the job again once `ttr`
 //! passes. While jobs are ready, a slot whose handler finished acks its job and reserves the next
-//! in one round trip. On stop the worker reserves nothing more and starts no handler, lets
+//! in one round trip, together with every other slot that finished meanwhile: one call acks them
+//! all and one reserves their next jobs, so a busy worker costs Redis a fraction of a call a job.
+//! On stop the worker reserves nothing more and starts no handler, lets
 //! running handlers finish (up to `stop_timeout`), then stops the rest and gives their jobs back
 //! (the attempt not counted): no job is lost. A round trip to Redis under way is never cut short,
 //! so that no job is left reserved by nobody; stop a worker through `run`'s stop future, not by
@@ -33,11 +35,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{info, warn};
 
-use crate::client::{Client, Nacked};
+use crate::client::{Client, MAX_BATCH, Nacked};
 use crate::error::Result;
 use crate::job::{Job, Receipt};
 use crate::scripts::ack::Acked;
@@ -165,24 +167,33 @@ impl Worker {
             stopped: stopped.clone(),
             abandoned,
         });
+        let (finish, finished) = mpsc::unbounded_channel();
+        let finishing = tokio::spawn(shared.clone().finish_in_batches(finished));
         loop {
             let slot = tokio::select! {
                 biased;
                 _ = stopped.wait_for(|stop| *stop) => break,
                 slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
             };
+            // Every free slot is filled in one call.
+            let mut free = vec![slot];
+            while free.len() < MAX_BATCH {
+                match slots.clone().try_acquire_owned() {
+                    Ok(slot) => free.push(slot),
+                    Err(_) => break,
+                }
+            }
             while running.try_join_next().is_some() {}
             let mut stop = stopped.clone();
             let give_up = async move {
                 let _ = stop.wait_for(|stop| *stop).await;
             };
-            let job = match self
+            let jobs = match self
                 .client
-                .reserve_or(&shared.order(), self.ttr, RESERVE_WAIT, give_up)
+                .reserve_up_to(&shared.order(), self.ttr, free.len(), RESERVE_WAIT, give_up)
                 .await
             {
-                Ok(Some(job)) => job,
-                Ok(None) => continue,
+                Ok(jobs) => jobs,
                 Err(error) => {
                     warn!("worker cannot reserve: {error}");
                     tokio::select! {
@@ -191,8 +202,10 @@ impl Worker {
                     }
                 }
             };
-            shared.hold(&job);
-            running.spawn(shared.clone().run_slot(job, slot));
+            for (job, slot) in jobs.into_iter().zip(free) {
+                shared.hold(&job);
+                running.spawn(shared.clone().run_slot(job, slot, finish.clone()));
+            }
         }
 
         // Stopping: no more reservations; running handlers get `stop_timeout` to finish, then
@@ -206,6 +219,9 @@ impl Worker {
             abandon.send_replace(true);
             while running.join_next().await.is_some() {}
         }
+        // The slots are gone: so is every sender, and the batches end once done.
+        drop(finish);
+        finishing.await.expect("finishing does not panic");
         let abandoned: Vec<Receipt> = shared
             .unfinished
             .lock()
@@ -254,6 +270,17 @@ struct Shared {
     abandoned: watch::Receiver<bool>,
 }
 
+/// A slot's job whose handler ended, for the batches to ack or nack.
+struct Finished {
+    reservation: Receipt,
+    /// Why the handler failed; `None` when it succeeded.
+    failure: Option<String>,
+    /// When a failed job is tried again.
+    backoff: Duration,
+    /// Where the slot waits for its next job; `None` when it wants none (the worker stops).
+    next: Option<oneshot::Sender<Option<Job>>>,
+}
+
 /// How a handler's run ended.
 enum Outcome {
     Succeeded,
@@ -281,7 +308,12 @@ impl Shared {
     /// Runs handlers in one slot: this job's, then, while jobs are ready and the worker is not
     /// stopping, the next one's, reserved in the same round trip as this one's ack or nack (a
     /// busy worker takes jobs in all its slots at once, not one at a time in its loop).
-    async fn run_slot(self: Arc<Self>, mut job: Job, slot: OwnedSemaphorePermit) {
+    async fn run_slot(
+        self: Arc<Self>,
+        mut job: Job,
+        slot: OwnedSemaphorePermit,
+        finish: mpsc::UnboundedSender<Finished>,
+    ) {
         loop {
             let reservation = Receipt::from(&job);
             let backoff = backoff(self.first_backoff, self.max_backoff, job.attempts);
@@ -291,32 +323,124 @@ impl Shared {
                 // Left unfinished, to be given back.
                 Outcome::Abandoned => break,
             };
-            let next = async {
-                if *self.stopped.borrow() {
-                    return None;
-                }
-                let reserved = self
-                    .client
-                    .reserve(&self.order(), self.ttr, Duration::ZERO)
-                    .await;
-                reserved.unwrap_or_else(|error| {
-                    warn!("worker cannot reserve: {error}");
-                    None
-                })
+            let (next, reply) = oneshot::channel();
+            let finished = Finished {
+                reservation,
+                failure,
+                backoff,
+                next: (!*self.stopped.borrow()).then_some(next),
             };
-            let ((), next) = tokio::join!(self.finish(&reservation, failure, backoff), next);
-            let mut unfinished = self.unfinished.lock().expect("not poisoned");
-            unfinished.remove(&reservation);
-            if let Some(next) = &next {
-                unfinished.insert(Receipt::from(next));
+            if finish.send(finished).is_err() {
+                unreachable!("the batches end only once every slot has");
             }
-            drop(unfinished);
-            match next {
-                Some(next) => job = next,
-                None => break,
+            match reply.await {
+                Ok(Some(next)) => job = next,
+                _ => break,
             }
         }
         drop(slot);
+    }
+
+    /// Finishes the jobs slots send, in batches: those that finished while the last batch was at
+    /// Redis are acked in one call, their next jobs reserved in another, at the same time. Runs
+    /// until every slot has ended; a batch under way is never cut short (a reply dropped would
+    /// leave jobs reserved by nobody).
+    async fn finish_in_batches(self: Arc<Self>, mut finished: mpsc::UnboundedReceiver<Finished>) {
+        let mut batch = Vec::new();
+        while finished.recv_many(&mut batch, MAX_BATCH).await > 0 {
+            let wanted = if *self.stopped.borrow() {
+                0
+            } else {
+                batch.iter().filter(|done| done.next.is_some()).count()
+            };
+            let reserving = async {
+                if wanted == 0 {
+                    return Vec::new();
+                }
+                let reserved = self
+                    .client
+                    .reserve_many(&self.order(), self.ttr, wanted, Duration::ZERO)
+                    .await;
+                reserved.unwrap_or_else(|error| {
+                    warn!("worker cannot reserve: {error}");
+                    Vec::new()
+                })
+            };
+            let ((), reserved) = tokio::join!(self.finish(&batch), reserving);
+            let mut unfinished = self.unfinished.lock().expect("not poisoned");
+            for done in &batch {
+                unfinished.remove(&done.reservation);
+            }
+            for job in &reserved {
+                unfinished.insert(Receipt::from(job));
+            }
+            drop(unfinished);
+            let mut reserved = reserved.into_iter();
+            for done in batch.drain(..) {
+                if let Some(next) = done.next {
+                    // Its slot waits for the reply: it cannot be gone.
+                    let _ = next.send(reserved.next());
+                }
+            }
+        }
+    }
+
+    /// Acks the jobs whose handlers succeeded (in one call), nacks those whose handlers failed.
+    async fn finish(&self, batch: &[Finished]) {
+        let succeeded: Vec<&Receipt> = batch
+            .iter()
+            .filter(|done| done.failure.is_none())
+            .map(|done| &done.reservation)
+            .collect();
+        let acking = async {
+            if succeeded.is_empty() {
+                return;
+            }
+            let acked = self
+                .client
+                .ack_many(succeeded.iter().copied().cloned())
+                .await;
+            let acked = match acked {
+                Ok(acked) => acked,
+                Err(error) => {
+                    for reservation in &succeeded {
+                        warn!(id = %reservation.id, "cannot ack the job: {error}");
+                    }
+                    return;
+                }
+            };
+            for (reservation, acked) in succeeded.iter().zip(acked) {
+                let id = &reservation.id;
+                match acked {
+                    Some(Acked::Done) => {}
+                    Some(Acked::Late) => warn!(id = %id, "job finished after its time to run"),
+                    Some(Acked::Stale) => {
+                        warn!(id = %id, "job finished after its time to run, and was delivered again meanwhile: it may run twice")
+                    }
+                    None => warn!(id = %id, "cannot ack the job: it is gone (removed?)"),
+                }
+            }
+        };
+        let mut nacking = JoinSet::new();
+        for done in batch {
+            if let Some(message) = &done.failure {
+                let (client, reservation) = (self.client.clone(), done.reservation.clone());
+                let (message, backoff) = (message.clone(), done.backoff);
+                nacking.spawn(async move {
+                    let id = &reservation.id;
+                    match client.nack(reservation.clone(), backoff).await {
+                        Ok(Nacked::Dead) => {
+                            warn!(id = %id, "job failed its last attempt, now dead: {message}")
+                        }
+                        Ok(_) => warn!(id = %id, retry_in = ?backoff, "job failed: {message}"),
+                        Err(error) => {
+                            warn!(id = %id, "job failed ({message}) and cannot be given back: {error}")
+                        }
+                    }
+                });
+            }
+        }
+        tokio::join!(acking, nacking.join_all());
     }
 
     /// Runs one job's handler, touching its reservation meanwhile, until it ends or the stop
@@ -352,30 +476,6 @@ impl Shared {
             Ok(Ok(())) => Outcome::Succeeded,
             Ok(Err(message)) => Outcome::Failed(message),
             Err(error) => Outcome::Failed(format!("the handler panicked: {error}")),
-        }
-    }
-
-    /// Acks a job whose handler succeeded, nacks one whose handler failed.
-    async fn finish(&self, reservation: &Receipt, failure: Option<String>, backoff: Duration) {
-        let (client, id) = (&self.client, &reservation.id);
-        match failure {
-            None => match client.ack(reservation.clone()).await {
-                Ok(Acked::Done) => {}
-                Ok(Acked::Late) => warn!(id = %id, "job finished after its time to run"),
-                Ok(Acked::Stale) => {
-                    warn!(id = %id, "job finished after its time to run, and was delivered again meanwhile: it may run twice")
-                }
-                Err(error) => warn!(id = %id, "cannot ack the job: {error}"),
-            },
-            Some(message) => match client.nack(reservation.clone(), backoff).await {
-                Ok(Nacked::Dead) => {
-                    warn!(id = %id, "job failed its last attempt, now dead: {message}")
-                }
-                Ok(_) => warn!(id = %id, retry_in = ?backoff, "job failed: {message}"),
-                Err(error) => {
-                    warn!(id = %id, "job failed ({message}) and cannot be given back: {error}")
-                }
-            },
         }
     }
 }

@@ -7,6 +7,7 @@ use delayer_client::keys::{self, JOB_POOL, RESERVED, job_bucket, ready_queue};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{AsyncCommands, ErrorKind};
 use delayer_client::scripts::release::ReleaseScript;
+use delayer_client::time::deadline_score;
 use delayer_client::{Acked, Client, Error, Nacked, Receipt, Removed, Settings, State};
 use delayer_testkit::jobs::{move_due_jobs, move_until_empty};
 use delayer_testkit::legacy_client::{self, Message};
@@ -233,8 +234,9 @@ async fn touch_extends_a_reservation_and_ack_after_it_lapsed_says_so() {
     let job = reserve_now(&client, "t", Duration::from_secs(1)).await;
 
     client.touch(&job, Duration::from_secs(600)).await.unwrap();
-    let deadline: f64 = redis.zscore(RESERVED, &id).await.unwrap();
-    assert!(deadline > delayer_client::time::unix_now() + 590.0);
+    let deadline: i64 = redis.zscore(RESERVED, &id).await.unwrap();
+    let now = delayer_client::time::unix_now();
+    assert!(deadline > deadline_score(now + 590.0), "whole milliseconds");
 
     // As if its time had run out and the daemon had delivered it again.
     let _: () = redis.zrem(RESERVED, &id).await.unwrap();
@@ -681,4 +683,116 @@ async fn ack_fails_before_changing_anything_when_the_pool_key_is_broken() {
         client.dead("t", 0).await.unwrap().is_empty(),
         "limit 0 lists none"
     );
+}
+
+#[tokio::test]
+async fn reserve_many_takes_the_oldest_jobs_topic_by_topic_and_ack_many_finishes_each() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    for id in ["a0", "a1", "a2", "a3"] {
+        client.push("a", "body").id(id).await.unwrap();
+    }
+    for id in ["b0", "b1", "b2"] {
+        client.push("b", "body").id(id).await.unwrap();
+    }
+    move_until_empty(&mut redis).await;
+    // Between them, an id whose data expired (dropped) and one moved twice (taken once).
+    let _: () = redis.lpush(ready_queue("a"), "gone").await.unwrap();
+    let _: () = redis.lpush(ready_queue("a"), "a1").await.unwrap();
+    let _: () = redis.lpush(ready_queue("a"), "a4").await.unwrap();
+    client.push("a", "body").id("a4").await.unwrap();
+    move_until_empty(&mut redis).await;
+
+    let jobs = client
+        .reserve_many(&["a", "b"], Duration::from_secs(30), 6, Duration::ZERO)
+        .await
+        .unwrap();
+
+    let taken: Vec<(&str, &str, u32)> = jobs
+        .iter()
+        .map(|job| (job.id.as_str(), job.topic.as_str(), job.attempts))
+        .collect();
+    assert_eq!(
+        taken,
+        [
+            ("a0", "a", 1),
+            ("a1", "a", 1),
+            ("a2", "a", 1),
+            ("a3", "a", 1),
+            ("a4", "a", 1),
+            ("b0", "b", 1)
+        ]
+    );
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(reserved, 6);
+    let left_a: Vec<String> = redis.lrange(ready_queue("a"), 0, -1).await.unwrap();
+    let left_b: Vec<String> = redis.lrange(ready_queue("b"), 0, -1).await.unwrap();
+    assert_eq!(
+        (left_a, left_b),
+        (vec![], vec!["b2".to_string(), "b1".into()])
+    );
+
+    let stale = Receipt {
+        attempt: 7,
+        ..Receipt::from(&jobs[2])
+    };
+    let unknown = Receipt {
+        id: "never".into(),
+        attempt: 1,
+        topic: None,
+    };
+    let acked = client
+        .ack_many([
+            Receipt::from(&jobs[0]),
+            stale,
+            unknown,
+            Receipt::from(&jobs[5]),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        acked,
+        [
+            Some(Acked::Done),
+            Some(Acked::Stale),
+            None,
+            Some(Acked::Done)
+        ]
+    );
+    for (id, state) in [
+        ("a0", State::Unknown),
+        ("a2", State::Reserved),
+        ("b0", State::Unknown),
+        ("b1", State::Ready),
+    ] {
+        assert_eq!(client.get(id).await.unwrap().state, state, "{id}");
+    }
+    let reserved: Vec<String> = redis.zrange(RESERVED, 0, -1).await.unwrap();
+    assert_eq!(reserved, ["a1", "a2", "a3", "a4"]);
+}
+
+#[tokio::test]
+async fn a_ready_list_of_the_wrong_type_fails_reserve_many_before_anything_changed() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let id = client.push("a", "body").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let _: () = redis.set(ready_queue("b"), "oops").await.unwrap();
+
+    let error = client
+        .reserve_many(&["a", "b"], Duration::from_secs(30), 10, Duration::ZERO)
+        .await
+        .unwrap_err();
+
+    let bad = ready_queue("b");
+    assert!(
+        matches!(&error, Error::WrongType { key, .. } if *key == bad),
+        "{error}"
+    );
+    let ready: Vec<String> = redis.lrange(ready_queue("a"), 0, -1).await.unwrap();
+    assert_eq!(ready, [id], "still ready");
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(reserved, 0);
 }

@@ -558,3 +558,74 @@ async fn a_handler_that_panics_before_its_first_await_is_a_failed_attempt() {
         "one failed attempt"
     );
 }
+
+/// How many script calls Redis ran since its stats were reset.
+async fn script_calls(redis: &mut MultiplexedConnection) -> usize {
+    let info: String = delayer_client::redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(redis)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn slots_that_finish_together_are_acked_in_one_call_and_fed_in_another() {
+    const SLOTS: usize = 8;
+    const ROUNDS: usize = 10;
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let ids = ready_jobs(&client, &mut redis, "t", SLOTS * ROUNDS).await;
+    let _: () = delayer_client::redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    // Every handler ends only once all slots hold a job: they all finish at once.
+    let together = Arc::new(tokio::sync::Barrier::new(SLOTS));
+    let handled = Arc::new(AtomicUsize::new(0));
+    let (stop, stopped) = stop_signal();
+    let (t, h) = (together.clone(), handled.clone());
+    let worker = Worker::new(client.clone())
+        .concurrency(SLOTS)
+        .handle("t", move |_| {
+            let (together, handled) = (t.clone(), h.clone());
+            async move {
+                together.wait().await;
+                handled.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), String>(())
+            }
+        });
+    let running = tokio::spawn(worker.run(stopped));
+    wait_for(Duration::from_secs(10), "every job to be acked", || {
+        let (client, ids) = (client.clone(), ids.clone());
+        async move {
+            states(&client, &ids)
+                .await
+                .iter()
+                .all(|state| *state == State::Unknown)
+                .then_some(())
+        }
+    })
+    .await;
+    let calls = script_calls(&mut redis).await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+
+    assert_eq!(handled.load(Ordering::SeqCst), SLOTS * ROUNDS, "each once");
+    // One ack and one reserve a job would be 160 calls; batches take at most 4 a round.
+    assert!(calls <= 4 * ROUNDS + 4, "{calls} script calls");
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(reserved, 0);
+}

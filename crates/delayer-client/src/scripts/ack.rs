@@ -27,29 +27,32 @@ pub enum Acked {
 }
 
 impl AckScript {
-    /// Acks reservation `attempt` of job `id`; `None` when there is no such job.
+    /// Acks each reservation (job id, attempt), all in one call; `None` for a job there is no
+    /// such job of.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
-        id: &str,
-        attempt: u32,
-    ) -> RedisResult<Option<Acked>> {
-        let code: i64 = self
-            .0
-            .key(keys.reserved())
-            .key(keys.pool())
-            .key(keys.bucket(id))
-            .arg(id)
-            .arg(attempt)
-            .invoke_async(connection)
-            .await?;
-        match code {
-            1 => Ok(Some(Acked::Done)),
-            2 => Ok(Some(Acked::Late)),
-            0 => Ok(Some(Acked::Stale)),
-            -1 => Ok(None),
-            _ => Err(malformed("ack")),
+        reservations: &[(&str, u32)],
+    ) -> RedisResult<Vec<Option<Acked>>> {
+        let mut call = self.0.key(keys.reserved());
+        call.key(keys.pool());
+        for (id, attempt) in reservations {
+            call.key(keys.bucket(id)).arg(*id).arg(*attempt);
         }
+        let codes: Vec<i64> = call.invoke_async(connection).await?;
+        if codes.len() != reservations.len() {
+            return Err(malformed("ack"));
+        }
+        codes
+            .into_iter()
+            .map(|code| match code {
+                1 => Ok(Some(Acked::Done)),
+                2 => Ok(Some(Acked::Late)),
+                0 => Ok(Some(Acked::Stale)),
+                -1 => Ok(None),
+                _ => Err(malformed("ack")),
+            })
+            .collect()
     }
 }

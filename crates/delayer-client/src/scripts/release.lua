@@ -25,7 +25,7 @@
 --
 -- Returns {ended, next_deadline, retried, dead, dropped, blocked}:
 --   ended          how many reservations this call ended; == ARGV[6]: more may have expired
---   next_deadline  the earliest deadline still ahead, or "" when there is none
+--   next_deadline  the earliest deadline still ahead (unix milliseconds), or "" when there is none
 --   retried        {topic, id, ...} pairs: back in the pool, due at ARGV[2]
 --   dead           {topic, id, ...} pairs: on their topic's dead list
 --   dropped        ids whose bucket is gone: only their reservation ended
@@ -49,7 +49,8 @@ require_permission('HINCRBY', bucket_prefix .. 'id', 'attempts', '-1')
 
 local ids
 if mode == 'lapsed' then
-  ids = redis.call('ZRANGEBYSCORE', reserved, '-inf', now, 'LIMIT', 0, limit)
+  -- Deadlines are whole milliseconds.
+  ids = redis.call('ZRANGEBYSCORE', reserved, '-inf', math.floor(tonumber(now) * 1000), 'LIMIT', 0, limit)
 else
   local id, attempt = ARGV[9], tonumber(ARGV[10])
   local current = redis.call('ZSCORE', reserved, id)

@@ -7,6 +7,7 @@ use redis::{RedisResult, Script, ScriptInvocation, Value};
 
 use super::{leading, malformed, pairs, seconds, texts};
 use crate::keys::Keys;
+use crate::time::from_deadline_score;
 
 pub struct ReleaseScript(Script);
 
@@ -113,7 +114,7 @@ fn read(reply: Value) -> Option<Released> {
     };
     Some(Released {
         ended: usize::try_from(ended).ok()?,
-        next_deadline: seconds(next_deadline),
+        next_deadline: seconds(next_deadline).map(from_deadline_score),
         retried: pairs(retried)?,
         dead: pairs(dead)?,
         dropped: texts(dropped)?,

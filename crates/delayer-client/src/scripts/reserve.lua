@@ -1,23 +1,27 @@
--- Reserves the oldest ready job of the first topic that has one: takes its id off the topic's
--- ready list and records it as reserved until a deadline, in one step, so that a consumer that
--- dies holding it loses nothing (the daemon delivers it again once the deadline passes).
+-- Reserves the oldest ready jobs of the topics, up to a number, first from the first topic that
+-- has any: takes each id off its topic's ready list and records it as reserved until a deadline,
+-- in one step, so that a consumer that dies holding it loses nothing (the daemon delivers it again
+-- once the deadline passes).
 --
 -- KEYS[1]  the reservations: sorted set of job id -> deadline ("delayer:reserved")
 -- KEYS[2]  the job pool ("delayer:job_pool")
--- ARGV[1]  the deadline, in unix seconds
+-- ARGV[1]  the deadline, in whole unix milliseconds
 -- ARGV[2]  the job bucket key prefix ("delayer:job_bucket:")
 -- ARGV[3]  the ready list key prefix ("delayer:ready_queue:")
 -- ARGV[4]  the ready list key suffix ("" in the legacy layout)
--- ARGV[5..]  the topics, in the order to look at them; a ready list key of the wrong type fails the
---            call before anything changed on that list
+-- ARGV[5]  the most jobs to reserve (at least 1)
+-- ARGV[6..]  the topics, in the order to look at them; a ready list key of the wrong type fails the
+--            call before anything changed
 --
 -- Returns nil when every list is empty; {} when it dropped many ids whose bucket is gone and
--- stopped (call again at once); else {id, topic, body, attempts, due}: `topic` the one whose list
--- it came from, `due` "" for a job pushed by a legacy client. An id whose bucket is gone (expired, or removed) is dropped, as a
--- legacy pop would drop it.
+-- stopped before it found a job (call again at once); else the jobs, oldest first, each {id, topic,
+-- body, attempts, due}: `topic` the one whose list it came from, `due` "" for a job pushed by a
+-- legacy client. An id whose bucket is gone (expired, or removed) is dropped, as a legacy pop would
+-- drop it.
 
 local reserved, pool, deadline = KEYS[1], KEYS[2], ARGV[1]
 local bucket_prefix, ready_prefix, ready_suffix = ARGV[2], ARGV[3], ARGV[4]
+local most = tonumber(ARGV[5])
 -- Bounds one call's work however many dropped ids a list holds.
 local MAX_DROPPED = 100
 
@@ -27,12 +31,21 @@ local MAX_DROPPED = 100
 require_permission('ZADD', reserved, '0', 'id')
 require_permission('HMGET', bucket_prefix .. 'id', 'topic')
 require_permission('HINCRBY', bucket_prefix .. 'id', 'attempts', '1')
-
-local dropped = 0
-for index = 5, #ARGV do
+for index = 6, #ARGV do
   local ready = ready_prefix .. ARGV[index] .. ready_suffix
   require_permission('RPOP', ready)
-  while true do
+  -- With more than one job to take, every list up front: jobs reserved from one list when
+  -- another failed would be held by nobody (the reply lost) until their deadline. (One job is
+  -- returned as soon as it is reserved: nothing can fail after it.)
+  if most > 1 then
+    require_type(ready, 'list')
+  end
+end
+
+local jobs, dropped = {}, 0
+for index = 6, #ARGV do
+  local ready = ready_prefix .. ARGV[index] .. ready_suffix
+  while #jobs < most do
     -- The element RPOP would take, read first: a read that fails must fail before any write.
     local id = redis.call('LINDEX', ready, -1)
     if not id then
@@ -42,19 +55,24 @@ for index = 5, #ARGV do
     -- A bucket of the wrong type is dropped like a missing one.
     local fields = read_or_false('HMGET', bucket, 'topic', 'body', 'due')
     -- An entry for a job that waits in the pool again (pushed again after it was moved) or is
-    -- reserved already (moved twice) is stale: taking it would deliver early, or twice.
+    -- reserved already (moved twice, or taken earlier in this call) is stale: taking it would
+    -- deliver early, or twice.
     local stale = redis.call('ZSCORE', pool, id) or redis.call('ZSCORE', reserved, id)
     if fields and fields[1] and fields[2] and not stale then
       redis.call('ZADD', reserved, deadline, id)
       redis.call('RPOP', ready)
       local attempts = redis.call('HINCRBY', bucket, 'attempts', 1)
-      return {id, ARGV[index], fields[2], attempts, fields[3] or ''}
-    end
-    redis.call('RPOP', ready)
-    dropped = dropped + 1
-    if dropped == MAX_DROPPED then
-      return {}
+      jobs[#jobs + 1] = {id, ARGV[index], fields[2], attempts, fields[3] or ''}
+    else
+      redis.call('RPOP', ready)
+      dropped = dropped + 1
+      if dropped == MAX_DROPPED then
+        return #jobs > 0 and jobs or {}
+      end
     end
   end
 end
-return nil
+if #jobs == 0 then
+  return nil
+end
+return jobs

@@ -6,7 +6,7 @@ use redis::{RedisResult, Script, Value};
 use super::{leading, malformed, seconds, text};
 use crate::job::Job;
 use crate::keys::Keys;
-use crate::time::from_unix;
+use crate::time::{deadline_score, from_unix};
 
 pub struct ReserveScript(Script);
 
@@ -17,30 +17,39 @@ impl Default for ReserveScript {
 }
 
 impl ReserveScript {
-    /// Reserves the oldest ready job of the first of `topics` that has one, until `deadline`
-    /// (unix seconds); `None` when every list is empty.
+    /// Reserves the oldest ready jobs of `topics`, at most `most` (at least 1), those of the first
+    /// topic first, until `deadline` (unix seconds); none when every list is empty.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         deadline: f64,
+        most: usize,
         topics: &[impl AsRef<str>],
-    ) -> RedisResult<Option<Job>> {
+    ) -> RedisResult<Vec<Job>> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool())
-            .arg(format!("{deadline:.6}"))
+            .arg(deadline_score(deadline))
             .arg(keys.bucket_prefix())
             .arg(&keys.ready_affixes().prefix)
-            .arg(&keys.ready_affixes().suffix);
+            .arg(&keys.ready_affixes().suffix)
+            .arg(most.max(1));
         for topic in topics {
             call.arg(topic.as_ref());
         }
         loop {
             match call.invoke_async(connection).await? {
-                Value::Nil => return Ok(None),
+                Value::Nil => return Ok(Vec::new()),
                 // It dropped many ids whose bucket had expired, and stopped: there may be more.
                 Value::Array(items) if items.is_empty() => continue,
-                reply => return read(reply).map(Some).ok_or_else(|| malformed("reserve")),
+                Value::Array(items) => {
+                    return items
+                        .into_iter()
+                        .map(read)
+                        .collect::<Option<Vec<Job>>>()
+                        .ok_or_else(|| malformed("reserve"));
+                }
+                _ => return Err(malformed("reserve")),
             }
         }
     }

@@ -4,7 +4,7 @@
 --
 -- KEYS[1]  the reservations ("delayer:reserved")
 -- KEYS[2]  the job's bucket
--- ARGV[1]  the new deadline, in unix seconds
+-- ARGV[1]  the new deadline, in whole unix milliseconds
 -- ARGV[2]  the id
 -- ARGV[3]  the attempt the reservation was
 --

@@ -4,6 +4,7 @@ use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script};
 
 use crate::keys::Keys;
+use crate::time::deadline_score;
 
 pub struct TouchScript(Script);
 
@@ -27,7 +28,7 @@ impl TouchScript {
         self.0
             .key(keys.reserved())
             .key(keys.bucket(id))
-            .arg(format!("{deadline:.6}"))
+            .arg(deadline_score(deadline))
             .arg(id)
             .arg(attempt)
             .invoke_async(connection)
