@@ -709,3 +709,55 @@ async fn a_resharding_in_the_middle_of_a_drain_loses_and_repeats_nothing() {
     let errors = read(&logs.error);
     assert!(!errors.contains("[error]"), "{errors}");
 }
+
+#[tokio::test]
+async fn batches_on_a_cluster_keep_the_jobs_of_sound_topics_when_another_topics_keys_are_broken() {
+    let cluster = RedisCluster::start(3);
+    let mut redis = cluster.connect().await;
+    let client = cluster_client(&cluster).await;
+    for (id, topic) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+        client.push(topic, "body").id(id).await.unwrap();
+        // Moved by hand, as the daemon would.
+        let keys = Layout::Cluster.keys(topic);
+        let _: () = redis.zrem(keys.pool(), id).await.unwrap();
+        let _: () = redis.lpush(keys.ready(topic), id).await.unwrap();
+    }
+    let broken = Layout::Cluster.keys("b").reserved().to_string();
+    let _: () = redis.set(&broken, "oops").await.unwrap();
+
+    // Topic a's jobs are reserved, then b's call fails: a's come back rather than being held
+    // by nobody; b's error comes with the next look, which has nothing to lose.
+    let jobs = client
+        .reserve_many(&["a", "b"], Duration::from_secs(30), 10, Duration::ZERO)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = jobs.iter().map(|job| job.id.as_str()).collect();
+    assert_eq!(ids, ["a1", "a2"]);
+    let error = client
+        .reserve_many(&["a", "b"], Duration::from_secs(30), 10, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, delayer_client::Error::WrongType { key, .. } if *key == broken),
+        "{error}"
+    );
+
+    // One topic's broken keys fail its own acks only.
+    let b1 = delayer_client::Receipt {
+        id: "b1".into(),
+        attempt: 1,
+        topic: Some("b".into()),
+    };
+    let acked = client
+        .ack_many([(&jobs[0]).into(), b1, (&jobs[1]).into()])
+        .await;
+    assert!(matches!(acked[0], Ok(Acked::Done)), "{acked:?}");
+    assert!(
+        matches!(&acked[1], Err(delayer_client::Error::WrongType { key, .. }) if *key == broken),
+        "{acked:?}"
+    );
+    assert!(matches!(acked[2], Ok(Acked::Done)), "{acked:?}");
+    for id in ["a1", "a2"] {
+        assert_eq!(client.get(id).await.unwrap().state, State::Unknown, "{id}");
+    }
+}

@@ -487,7 +487,10 @@ impl Client {
         for topic in topics {
             check_topic_in(self.inner.settings.layout, topic)?;
         }
-        let most = most.clamp(1, MAX_BATCH);
+        if most == 0 {
+            return Ok(Vec::new());
+        }
+        let most = most.min(MAX_BATCH);
         // A first look without the watch of the ready lists, whose reports cost Redis and this
         // client a message for each job taken while it runs: a busy consumer (or one that only
         // looks) never needs it, and one that stays busy stops it.
@@ -553,7 +556,17 @@ impl Client {
                 .reserve
                 .run(&mut connection, &keys, deadline, most - jobs.len(), group)
                 .await
-                .map_err(|error| Error::about_key(error, keys.reserved()))?;
+                .map_err(|error| Error::about_key(error, keys.reserved()));
+            let more = match more {
+                Ok(more) => more,
+                // The jobs reserved from the topics before are returned rather than left held
+                // by nobody; the error comes when a look has nothing to lose.
+                Err(error) if !jobs.is_empty() => {
+                    warn!(topics = ?group, "cannot reserve: {error}");
+                    break;
+                }
+                Err(error) => return Err(error),
+            };
             jobs.extend(more);
             if jobs.len() == most {
                 break;
@@ -566,39 +579,54 @@ impl Client {
     /// (`client.ack(&job)`): a stale one changes nothing (see [`Acked`]). An error when there is
     /// no such job.
     pub async fn ack(&self, reservation: impl Into<Receipt>) -> Result<Acked> {
-        let reservation = reservation.into();
-        let id = reservation.id.clone();
-        let acked = self.ack_many([reservation]).await?;
-        acked
-            .into_iter()
-            .flatten()
-            .next()
-            .ok_or(Error::UnknownJob(id))
+        let mut acked = self.ack_many([reservation]).await;
+        acked.pop().expect("one result a reservation")
     }
 
     /// Acks several reservations in one round trip (in the cluster layout, one a topic), as
-    /// [`ack`](Client::ack) acks one: what each ack did, in order, `None` for a job there is no
-    /// trace of.
+    /// [`ack`](Client::ack) acks one: what each ack did, in order. Each has its own result: one
+    /// that fails (a bad id, a topic whose keys are broken) does not keep the others from being
+    /// acked.
     pub async fn ack_many<R: Into<Receipt>>(
         &self,
         reservations: impl IntoIterator<Item = R>,
-    ) -> Result<Vec<Option<Acked>>> {
+    ) -> Vec<Result<Acked>> {
         let reservations: Vec<Receipt> = reservations.into_iter().map(Into::into).collect();
+        let mut acked: Vec<Result<Acked>> = reservations
+            .iter()
+            .map(|reservation| Err(Error::UnknownJob(reservation.id.clone())))
+            .collect();
         // The reservations of each topic's keys (all of them but in the cluster layout).
         let mut groups: Vec<(Cow<'_, Keys>, Vec<usize>)> = Vec::new();
         for (index, reservation) in reservations.iter().enumerate() {
-            check_id(&reservation.id)?;
-            let keys = self
-                .keys_of(&reservation.id, reservation.topic.as_deref())
-                .await?;
-            let Some(keys) = keys else { continue };
-            match groups.iter_mut().find(|(known, _)| *known == keys) {
-                Some((_, members)) => members.push(index),
-                None => groups.push((keys, vec![index])),
+            let keys = match check_id(&reservation.id) {
+                Ok(()) => {
+                    self.keys_of(&reservation.id, reservation.topic.as_deref())
+                        .await
+                }
+                Err(error) => Err(error),
+            };
+            match keys {
+                Ok(Some(keys)) => match groups.iter_mut().find(|(known, _)| *known == keys) {
+                    Some((_, members)) => members.push(index),
+                    None => groups.push((keys, vec![index])),
+                },
+                Ok(None) => {}
+                Err(error) => acked[index] = Err(error),
             }
         }
-        let mut acked = vec![None; reservations.len()];
-        let mut connection = self.connection().await?;
+        if groups.is_empty() {
+            return acked;
+        }
+        let mut connection = match self.connection().await {
+            Ok(connection) => connection,
+            Err(error) => {
+                for &index in groups.iter().flat_map(|(_, members)| members) {
+                    acked[index] = Err(error.clone().into());
+                }
+                return acked;
+            }
+        };
         for (keys, members) in &groups {
             for members in members.chunks(MAX_BATCH) {
                 let pairs: Vec<(&str, u32)> = members
@@ -611,13 +639,24 @@ impl Client {
                     .ack
                     .run(&mut connection, keys, &pairs)
                     .await
-                    .map_err(|error| Error::about_key(error, keys.pool()))?;
-                for (&index, code) in members.iter().zip(codes) {
-                    acked[index] = code;
+                    .map_err(|error| Error::about_key(error, keys.pool()));
+                match codes {
+                    Ok(codes) => {
+                        for (&index, code) in members.iter().zip(codes) {
+                            if let Some(code) = code {
+                                acked[index] = Ok(code);
+                            }
+                        }
+                    }
+                    Err(error) => {
+                        for &index in members {
+                            acked[index] = Err(error.clone());
+                        }
+                    }
                 }
             }
         }
-        Ok(acked)
+        acked
     }
 
     /// Gives a reserved job back after a failed attempt, to be delivered again after

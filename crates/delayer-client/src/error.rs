@@ -5,7 +5,7 @@ use std::time::SystemTime;
 use redis::RedisError;
 
 /// The errors of [`Client`](crate::Client) and [`Worker`](crate::Worker).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     #[error("the topic is empty")]
     EmptyTopic,
@@ -54,7 +54,7 @@ impl Error {
     pub(crate) fn about_key(error: RedisError, key: &str) -> Error {
         if error.code() == Some("WRONGTYPE") {
             let detail = error.detail().unwrap_or("WRONGTYPE");
-            let key = detail.split_once(" holds a ").map_or(key, |(key, _)| key);
+            let key = detail.rsplit_once(" holds a ").map_or(key, |(key, _)| key);
             Error::WrongType {
                 key: key.to_string(),
                 detail: detail.to_string(),

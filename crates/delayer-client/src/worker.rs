@@ -202,8 +202,12 @@ impl Worker {
                     }
                 }
             };
+            // A call returns at most as many as asked; were it more, the rest would be given back at
+            // the stop, not lost.
+            for job in &jobs {
+                shared.hold(job);
+            }
             for (job, slot) in jobs.into_iter().zip(free) {
-                shared.hold(&job);
                 running.spawn(shared.clone().run_slot(job, slot, finish.clone()));
             }
         }
@@ -400,24 +404,15 @@ impl Shared {
                 .client
                 .ack_many(succeeded.iter().copied().cloned())
                 .await;
-            let acked = match acked {
-                Ok(acked) => acked,
-                Err(error) => {
-                    for reservation in &succeeded {
-                        warn!(id = %reservation.id, "cannot ack the job: {error}");
-                    }
-                    return;
-                }
-            };
             for (reservation, acked) in succeeded.iter().zip(acked) {
                 let id = &reservation.id;
                 match acked {
-                    Some(Acked::Done) => {}
-                    Some(Acked::Late) => warn!(id = %id, "job finished after its time to run"),
-                    Some(Acked::Stale) => {
+                    Ok(Acked::Done) => {}
+                    Ok(Acked::Late) => warn!(id = %id, "job finished after its time to run"),
+                    Ok(Acked::Stale) => {
                         warn!(id = %id, "job finished after its time to run, and was delivered again meanwhile: it may run twice")
                     }
-                    None => warn!(id = %id, "cannot ack the job: it is gone (removed?)"),
+                    Err(error) => warn!(id = %id, "cannot ack the job: {error}"),
                 }
             }
         };

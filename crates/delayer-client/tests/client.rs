@@ -742,22 +742,35 @@ async fn reserve_many_takes_the_oldest_jobs_topic_by_topic_and_ack_many_finishes
         attempt: 1,
         topic: None,
     };
+    let empty = Receipt {
+        id: String::new(),
+        attempt: 1,
+        topic: None,
+    };
     let acked = client
         .ack_many([
             Receipt::from(&jobs[0]),
             stale,
             unknown,
+            empty,
             Receipt::from(&jobs[5]),
         ])
-        .await
-        .unwrap();
+        .await;
+    let acked: Vec<String> = acked
+        .into_iter()
+        .map(|acked| match acked {
+            Ok(acked) => format!("{acked:?}"),
+            Err(error) => error.to_string(),
+        })
+        .collect();
     assert_eq!(
         acked,
         [
-            Some(Acked::Done),
-            Some(Acked::Stale),
-            None,
-            Some(Acked::Done)
+            "Done",
+            "Stale",
+            "no job \"never\"",
+            "the id is empty",
+            "Done"
         ]
     );
     for (id, state) in [
@@ -773,26 +786,64 @@ async fn reserve_many_takes_the_oldest_jobs_topic_by_topic_and_ack_many_finishes
 }
 
 #[tokio::test]
-async fn a_ready_list_of_the_wrong_type_fails_reserve_many_before_anything_changed() {
+async fn a_ready_list_of_the_wrong_type_is_passed_over_and_fails_only_a_look_that_found_nothing() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = client(&server).await;
     let id = client.push("a", "body").await.unwrap();
     move_until_empty(&mut redis).await;
-    let _: () = redis.set(ready_queue("b"), "oops").await.unwrap();
-
-    let error = client
-        .reserve_many(&["a", "b"], Duration::from_secs(30), 10, Duration::ZERO)
-        .await
-        .unwrap_err();
-
     let bad = ready_queue("b");
-    assert!(
-        matches!(&error, Error::WrongType { key, .. } if *key == bad),
-        "{error}"
-    );
-    let ready: Vec<String> = redis.lrange(ready_queue("a"), 0, -1).await.unwrap();
-    assert_eq!(ready, [id], "still ready");
-    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
-    assert_eq!(reserved, 0);
+    let _: () = redis.set(&bad, "oops").await.unwrap();
+
+    let jobs = client
+        .reserve_many(&["b", "a"], Duration::from_secs(30), 10, Duration::ZERO)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = jobs.iter().map(|job| job.id.as_str()).collect();
+    assert_eq!(ids, [id.as_str()], "topic a served past the broken b");
+
+    for most in [1, 10] {
+        let error = client
+            .reserve_many(&["a", "b"], Duration::from_secs(30), most, Duration::ZERO)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, Error::WrongType { key, .. } if *key == bad),
+            "{error}"
+        );
+    }
+    let value: String = redis.get(&bad).await.unwrap();
+    assert_eq!(value, "oops", "left alone");
+}
+
+#[tokio::test]
+async fn an_attempt_count_that_is_not_a_whole_number_starts_again_and_fails_nothing() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    for id in ["sound", "odd", "huge"] {
+        client.push("t", "body").id(id).await.unwrap();
+    }
+    move_until_empty(&mut redis).await;
+    let _: () = redis.hset(job_bucket("sound"), "attempts", 2).await.unwrap();
+    let _: () = redis.hset(job_bucket("odd"), "attempts", "many").await.unwrap();
+    let _: () = redis
+        .hset(job_bucket("huge"), "attempts", "9223372036854775807")
+        .await
+        .unwrap();
+
+    let jobs = client
+        .reserve_many(&["t"], Duration::from_secs(30), 10, Duration::ZERO)
+        .await
+        .unwrap();
+
+    let mut attempts: Vec<(&str, u32)> = jobs
+        .iter()
+        .map(|job| (job.id.as_str(), job.attempts))
+        .collect();
+    attempts.sort();
+    assert_eq!(attempts, [("huge", 1), ("odd", 1), ("sound", 3)]);
+    for job in &jobs {
+        assert_eq!(client.ack(job).await.unwrap(), Acked::Done, "{}", job.id);
+    }
 }

@@ -19,7 +19,9 @@ require_type(reserved, 'zset')
 require_type(pool, 'zset')
 require_permission('ZREM', reserved, 'id')
 require_permission('ZREM', pool, 'id')
+-- Each job's read too: it comes after the writes of the jobs before it.
 for index = 3, #KEYS do
+  require_permission('HMGET', KEYS[index], 'topic')
   require_permission('DEL', KEYS[index])
 end
 

@@ -10,8 +10,9 @@
 -- ARGV[3]  the ready list key prefix ("delayer:ready_queue:")
 -- ARGV[4]  the ready list key suffix ("" in the legacy layout)
 -- ARGV[5]  the most jobs to reserve (at least 1)
--- ARGV[6..]  the topics, in the order to look at them; a ready list key of the wrong type fails the
---            call before anything changed
+-- ARGV[6..]  the topics, in the order to look at them; a ready list key of the wrong type is passed
+--            over, and fails the call (before anything changed but dropped ids) when no other
+--            list had a job
 --
 -- Returns nil when every list is empty; {} when it dropped many ids whose bucket is gone and
 -- stopped before it found a job (call again at once); else the jobs, oldest first, each {id, topic,
@@ -25,26 +26,30 @@ local most = tonumber(ARGV[5])
 -- Bounds one call's work however many dropped ids a list holds.
 local MAX_DROPPED = 100
 
--- Checked before any write: a failing HINCRBY or RPOP after the reservation would leave a job
--- both reserved and ready (delivered twice). The reservation itself comes first of the writes, so
--- a reservations key of the wrong type fails the call before anything changed.
+-- Checked before any write: a failing write after the first reservation would leave jobs
+-- reserved and ready both (delivered twice), or reserved with the reply lost (held by nobody
+-- until their deadline). The reservation comes first of a job's writes, so a reservations key of
+-- the wrong type fails the call before anything changed.
 require_permission('ZADD', reserved, '0', 'id')
 require_permission('HMGET', bucket_prefix .. 'id', 'topic')
-require_permission('HINCRBY', bucket_prefix .. 'id', 'attempts', '1')
+require_permission('HSET', bucket_prefix .. 'id', 'attempts', '1')
+-- Every list's type up front, for the same reason; one of the wrong type is passed over, so that
+-- it does not keep the other topics from being served either. Empty ones need no more look.
+local lists, broken = {}, nil
 for index = 6, #ARGV do
   local ready = ready_prefix .. ARGV[index] .. ready_suffix
-  require_permission('RPOP', ready)
-  -- With more than one job to take, every list up front: jobs reserved from one list when
-  -- another failed would be held by nobody (the reply lost) until their deadline. (One job is
-  -- returned as soon as it is reserved: nothing can fail after it.)
-  if most > 1 then
-    require_type(ready, 'list')
+  local kind = redis.call('TYPE', ready).ok
+  if kind == 'list' then
+    require_permission('RPOP', ready)
+    lists[#lists + 1] = {ARGV[index], ready}
+  elseif kind ~= 'none' and not broken then
+    broken = 'WRONGTYPE ' .. ready .. ' holds a ' .. kind .. ', not a list'
   end
 end
 
 local jobs, dropped = {}, 0
-for index = 6, #ARGV do
-  local ready = ready_prefix .. ARGV[index] .. ready_suffix
+for _, list in ipairs(lists) do
+  local topic, ready = list[1], list[2]
   while #jobs < most do
     -- The element RPOP would take, read first: a read that fails must fail before any write.
     local id = redis.call('LINDEX', ready, -1)
@@ -53,16 +58,23 @@ for index = 6, #ARGV do
     end
     local bucket = bucket_prefix .. id
     -- A bucket of the wrong type is dropped like a missing one.
-    local fields = read_or_false('HMGET', bucket, 'topic', 'body', 'due')
+    local fields = read_or_false('HMGET', bucket, 'topic', 'body', 'due', 'attempts')
     -- An entry for a job that waits in the pool again (pushed again after it was moved) or is
     -- reserved already (moved twice, or taken earlier in this call) is stale: taking it would
     -- deliver early, or twice.
     local stale = redis.call('ZSCORE', pool, id) or redis.call('ZSCORE', reserved, id)
     if fields and fields[1] and fields[2] and not stale then
+      -- Counted from what was read rather than by HINCRBY, which fails (after the writes) on a
+      -- count that is not a whole number: such a count starts again.
+      local attempts = tonumber(fields[4]) or 0
+      if attempts < 0 or attempts >= 2147483647 or attempts ~= math.floor(attempts) then
+        attempts = 0
+      end
+      attempts = attempts + 1
       redis.call('ZADD', reserved, deadline, id)
       redis.call('RPOP', ready)
-      local attempts = redis.call('HINCRBY', bucket, 'attempts', 1)
-      jobs[#jobs + 1] = {id, ARGV[index], fields[2], attempts, fields[3] or ''}
+      redis.call('HSET', bucket, 'attempts', attempts)
+      jobs[#jobs + 1] = {id, topic, fields[2], attempts, fields[3] or ''}
     else
       redis.call('RPOP', ready)
       dropped = dropped + 1
@@ -72,7 +84,10 @@ for index = 6, #ARGV do
     end
   end
 end
-if #jobs == 0 then
-  return nil
+if #jobs > 0 then
+  return jobs
 end
-return jobs
+if broken then
+  error({err = broken})
+end
+return nil
