@@ -825,8 +825,14 @@ async fn an_attempt_count_that_is_not_a_whole_number_starts_again_and_fails_noth
         client.push("t", "body").id(id).await.unwrap();
     }
     move_until_empty(&mut redis).await;
-    let _: () = redis.hset(job_bucket("sound"), "attempts", 2).await.unwrap();
-    let _: () = redis.hset(job_bucket("odd"), "attempts", "many").await.unwrap();
+    let _: () = redis
+        .hset(job_bucket("sound"), "attempts", 2)
+        .await
+        .unwrap();
+    let _: () = redis
+        .hset(job_bucket("odd"), "attempts", "many")
+        .await
+        .unwrap();
     let _: () = redis
         .hset(job_bucket("huge"), "attempts", "9223372036854775807")
         .await

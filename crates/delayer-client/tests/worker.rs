@@ -55,6 +55,18 @@ async fn states(client: &Client, ids: &[String]) -> Vec<State> {
     states
 }
 
+/// Waits until none of `ids` is known any more: each was acked.
+async fn wait_until_finished(client: &Client, ids: &[String]) {
+    wait_for(Duration::from_secs(10), "every job to be acked", || async {
+        states(client, ids)
+            .await
+            .iter()
+            .all(|state| *state == State::Unknown)
+            .then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn handlers_run_per_topic_and_ok_acks_the_job() {
     let server = RedisServer::start();
@@ -84,17 +96,7 @@ async fn handlers_run_per_topic_and_ok_acks_the_job() {
     let running = tokio::spawn(worker.run(stopped));
 
     let all: Vec<String> = orders.iter().chain(&mails).cloned().collect();
-    wait_for(Duration::from_secs(10), "every job to be acked", || {
-        let (client, all) = (client.clone(), all.clone());
-        async move {
-            states(&client, &all)
-                .await
-                .iter()
-                .all(|state| *state == State::Unknown)
-                .then_some(())
-        }
-    })
-    .await;
+    wait_until_finished(&client, &all).await;
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
 
@@ -608,17 +610,7 @@ async fn slots_that_finish_together_are_acked_in_one_call_and_fed_in_another() {
             }
         });
     let running = tokio::spawn(worker.run(stopped));
-    wait_for(Duration::from_secs(10), "every job to be acked", || {
-        let (client, ids) = (client.clone(), ids.clone());
-        async move {
-            states(&client, &ids)
-                .await
-                .iter()
-                .all(|state| *state == State::Unknown)
-                .then_some(())
-        }
-    })
-    .await;
+    wait_until_finished(&client, &ids).await;
     let calls = script_calls(&mut redis).await;
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
