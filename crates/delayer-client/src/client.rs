@@ -547,7 +547,7 @@ impl Client {
             Layout::Cluster => topics.chunks(1).collect(),
             _ => vec![topics],
         };
-        let mut jobs = Vec::new();
+        let (mut jobs, mut failed) = (Vec::new(), None);
         for group in groups {
             let keys = self.keys_for(group.first().copied().unwrap_or_default());
             let more = self
@@ -557,22 +557,27 @@ impl Client {
                 .run(&mut connection, &keys, deadline, most - jobs.len(), group)
                 .await
                 .map_err(|error| Error::about_key(error, keys.reserved()));
-            let more = match more {
-                Ok(more) => more,
-                // The jobs reserved from the topics before are returned rather than left held
-                // by nobody; the error comes when a look has nothing to lose.
-                Err(error) if !jobs.is_empty() => {
-                    warn!(topics = ?group, "cannot reserve: {error}");
-                    break;
+            // A topic that fails keeps neither the jobs reserved from the topics before it (they
+            // are returned, not left held by nobody) nor the topics after it from being served:
+            // its error comes when the look found nothing, as one call for all topics does.
+            match more {
+                Ok(more) => jobs.extend(more),
+                Err(error) => {
+                    failed.get_or_insert(error);
                 }
-                Err(error) => return Err(error),
-            };
-            jobs.extend(more);
+            }
             if jobs.len() == most {
                 break;
             }
         }
-        Ok(jobs)
+        match failed {
+            Some(error) if jobs.is_empty() => Err(error),
+            Some(error) => {
+                warn!("cannot reserve from every topic: {error}");
+                Ok(jobs)
+            }
+            None => Ok(jobs),
+        }
     }
 
     /// Finishes a reserved job: it is deleted and never delivered again. Names the reservation

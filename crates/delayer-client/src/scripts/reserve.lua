@@ -40,6 +40,7 @@ for index = 6, #ARGV do
   local ready = ready_prefix .. ARGV[index] .. ready_suffix
   local kind = redis.call('TYPE', ready).ok
   if kind == 'list' then
+    require_permission('LINDEX', ready, '-1')
     require_permission('RPOP', ready)
     lists[#lists + 1] = {ARGV[index], ready}
   elseif kind ~= 'none' and not broken then
