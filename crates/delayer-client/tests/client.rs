@@ -750,6 +750,7 @@ async fn reserve_many_takes_the_oldest_jobs_topic_by_topic_and_ack_many_finishes
     let acked = client
         .ack_many([
             Receipt::from(&jobs[0]),
+            Receipt::from(&jobs[0]),
             stale,
             unknown,
             empty,
@@ -767,6 +768,7 @@ async fn reserve_many_takes_the_oldest_jobs_topic_by_topic_and_ack_many_finishes
         acked,
         [
             "Done",
+            "no job \"a0\"",
             "Stale",
             "no job \"never\"",
             "the id is empty",
