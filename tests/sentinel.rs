@@ -4,16 +4,14 @@
 
 mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use delayer::redis::{AsyncCommands, IntoConnectionInfo};
 use delayer_client::connection::Target;
 use delayer_client::keys::{JOB_POOL, ready_queue};
+use delayer_testkit::proxy::ForgetfulProxy;
 use delayer_testkit::sentinel::{MASTER_NAME, SentinelSetup};
 use support::{Daemon, DaemonSetup, RedisServer, add_jobs, delayer_fails, delayer_succeeds, read};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const JOBS: usize = 20_000;
 const TOPICS: [&str; 2] = ["a", "b"];
@@ -230,65 +228,13 @@ async fn the_daemon_keeps_its_connection_to_the_sentinel_it_asks_every_second() 
     assert!(daemon.wait(Duration::from_secs(5)).success());
 }
 
-/// A TCP proxy whose connections open so far can be made to go silent, as when a firewall or NAT
-/// forgets them: their bytes are held back and nothing is closed. New connections pass.
-struct ForgetfulProxy {
-    port: u16,
-    /// Connections accepted before this generation are silent.
-    generation: Arc<AtomicU64>,
-}
-
-impl ForgetfulProxy {
-    async fn start(upstream: u16) -> ForgetfulProxy {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let generation = Arc::new(AtomicU64::new(0));
-        let current = generation.clone();
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let born = current.load(Ordering::SeqCst);
-                let current = current.clone();
-                let server = tokio::net::TcpStream::connect(("127.0.0.1", upstream))
-                    .await
-                    .unwrap();
-                let (client_read, client_write) = client.into_split();
-                let (server_read, server_write) = server.into_split();
-                for (mut from, mut to) in [(client_read, server_write), (server_read, client_write)]
-                {
-                    let current = current.clone();
-                    tokio::spawn(async move {
-                        let mut buffer = [0; 4096];
-                        while let Ok(read) = from.read(&mut buffer).await {
-                            if read == 0 {
-                                return;
-                            }
-                            if current.load(Ordering::SeqCst) > born {
-                                // Silent from now on, and kept open.
-                                std::future::pending::<()>().await;
-                            }
-                            if to.write_all(&buffer[..read]).await.is_err() {
-                                return;
-                            }
-                        }
-                    });
-                }
-            }
-        });
-        ForgetfulProxy { port, generation }
-    }
-
-    fn forget_open_connections(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 #[tokio::test]
 async fn a_kept_sentinel_connection_that_went_silent_is_replaced() {
     let setup = SentinelSetup::start();
     let first = setup.addresses().split(',').next().unwrap().to_string();
     let port: u16 = first.rsplit(':').next().unwrap().parse().unwrap();
     let proxy = ForgetfulProxy::start(port).await;
-    let sentinel = format!("redis://127.0.0.1:{}", proxy.port)
+    let sentinel = format!("redis://127.0.0.1:{}", proxy.port())
         .into_connection_info()
         .unwrap();
     let node = "redis://127.0.0.1:1".into_connection_info().unwrap();

@@ -15,12 +15,12 @@ use crate::connection::{self, Connection, Target};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobInfo, Receipt, State};
 use crate::keys::{Keys, Layout, field};
-use crate::push::Push;
+use crate::push::{Push, unique_id};
 use crate::scripts::ack::{AckScript, Acked};
 use crate::scripts::push::PushScript;
 use crate::scripts::release::ReleaseScript;
 use crate::scripts::requeue_dead::RequeueDeadScript;
-use crate::scripts::reserve::ReserveScript;
+use crate::scripts::reserve::{FindReservedScript, ReserveScript};
 use crate::scripts::touch::TouchScript;
 use crate::shared_connection::{Commands, SharedConnection};
 use crate::time::{from_deadline_score, from_unix, unix_now};
@@ -72,6 +72,7 @@ struct Inner {
 struct Scripts {
     push: PushScript,
     reserve: ReserveScript,
+    find_reserved: FindReservedScript,
     ack: AckScript,
     release: ReleaseScript,
     requeue_dead: RequeueDeadScript,
@@ -550,13 +551,18 @@ impl Client {
         let (mut jobs, mut failed) = (Vec::new(), None);
         for group in groups {
             let keys = self.keys_for(group.first().copied().unwrap_or_default());
+            let token = unique_id();
+            let call = (deadline, token.as_str());
             let more = self
                 .inner
                 .scripts
                 .reserve
-                .run(&mut connection, &keys, deadline, most - jobs.len(), group)
-                .await
-                .map_err(|error| Error::about_key(error, keys.reserved()));
+                .run(&mut connection, &keys, call, most - jobs.len(), group)
+                .await;
+            let more = match more {
+                Err(error) if error.is_io_error() => self.find_reserved(&keys, call, error).await,
+                more => more.map_err(|error| Error::about_key(error, keys.reserved())),
+            };
             // A topic that fails keeps neither the jobs reserved from the topics before it (they
             // are returned, not left held by nobody) nor the topics after it from being served:
             // its error comes when the look found nothing, as one call for all topics does.
@@ -577,6 +583,36 @@ impl Client {
                 Ok(jobs)
             }
             None => Ok(jobs),
+        }
+    }
+
+    /// What a reserve `call` (deadline, token) whose reply was lost (`error`: it timed out, or the
+    /// connection broke) had reserved, rather than leaving it held by nobody until its deadline;
+    /// `error` when it reserved nothing, or that cannot be known. Best effort: a call still
+    /// waiting in Redis (behind a slow command) may run after this look, and its jobs are then
+    /// delivered again once their deadline passes, as before.
+    async fn find_reserved(
+        &self,
+        keys: &Keys,
+        call: (f64, &str),
+        error: redis::RedisError,
+    ) -> Result<Vec<Job>> {
+        let found = match self.connection().await {
+            Ok(mut connection) => {
+                let scripts = &self.inner.scripts;
+                scripts.find_reserved.run(&mut connection, keys, call).await
+            }
+            Err(error) => Err(error),
+        };
+        match found {
+            Ok(jobs) if !jobs.is_empty() => {
+                warn!(
+                    jobs = jobs.len(),
+                    "a reserve's reply was lost ({error}): found what it reserved"
+                );
+                Ok(jobs)
+            }
+            _ => Err(error.into()),
         }
     }
 

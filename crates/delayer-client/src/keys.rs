@@ -32,6 +32,9 @@ pub mod field {
     pub const DELAY: &str = "delay";
     /// Ours: when the job went to its topic's dead list, in unix seconds.
     pub const DIED_AT: &str = "died_at";
+    /// Ours: the token of the reserve call that reserved the job last, to find what a call whose
+    /// reply was lost reserved.
+    pub const RESERVED_BY: &str = "reserved_by";
 }
 
 /// The bucket key of job `id`.

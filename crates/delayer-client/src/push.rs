@@ -126,7 +126,7 @@ impl<'a> IntoFuture for Push<'a> {
 /// 32 hex digits, like the md5 ids the legacy clients' users make: the time in nanoseconds, then a
 /// hash of a per-process random key, the process id and a counter, so that ids made at the same
 /// nanosecond by other processes or hosts differ too.
-fn unique_id() -> String {
+pub(crate) fn unique_id() -> String {
     static KEY: OnceLock<RandomState> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()

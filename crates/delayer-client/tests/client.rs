@@ -11,6 +11,7 @@ use delayer_client::time::deadline_score;
 use delayer_client::{Acked, Client, Error, Nacked, Receipt, Removed, Settings, State};
 use delayer_testkit::jobs::{move_due_jobs, move_until_empty};
 use delayer_testkit::legacy_client::{self, Message};
+use delayer_testkit::proxy::ForgetfulProxy;
 use delayer_testkit::{RedisServer, wait_for};
 
 async fn client(server: &RedisServer) -> Client {
@@ -854,4 +855,41 @@ async fn an_attempt_count_that_is_not_a_whole_number_starts_again_and_fails_noth
     for job in &jobs {
         assert_eq!(client.ack(job).await.unwrap(), Acked::Done, "{}", job.id);
     }
+}
+
+#[tokio::test]
+async fn a_reserve_whose_reply_was_lost_finds_the_jobs_it_reserved() {
+    let (server, port) = RedisServer::start_tcp(&[]);
+    let mut redis = server.connect().await;
+    let proxy = ForgetfulProxy::start(port).await;
+    let client = Client::connect(format!("redis://127.0.0.1:{}", proxy.port()))
+        .await
+        .unwrap();
+    for id in ["j1", "j2", "j3"] {
+        client.push("t", "body").id(id).await.unwrap();
+    }
+    move_until_empty(&mut redis).await;
+    // Redis knows the script (a first call sends only its hash): an empty look loads it.
+    let none = client.reserve(&["t2"], Duration::from_secs(60), Duration::ZERO);
+    assert!(none.await.unwrap().is_none());
+    // The reserve reaches Redis and runs; its reply never comes back (the client times out).
+    proxy.lose_replies_of_open_connections();
+
+    let jobs = client
+        .reserve_many(&["t"], Duration::from_secs(60), 10, Duration::ZERO)
+        .await
+        .unwrap();
+
+    let ids: Vec<(&str, u32)> = jobs
+        .iter()
+        .map(|job| (job.id.as_str(), job.attempts))
+        .collect();
+    assert_eq!(ids, [("j1", 1), ("j2", 1), ("j3", 1)]);
+    let acked = client.ack_many(&jobs).await;
+    assert!(
+        acked.iter().all(|acked| matches!(acked, Ok(Acked::Done))),
+        "{acked:?}"
+    );
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(reserved, 0, "none held by nobody");
 }

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod jobs;
 pub mod legacy_client;
 mod polling;
+pub mod proxy;
 mod redis_server;
 pub mod sentinel;
 pub mod tls;

@@ -10,7 +10,9 @@
 -- ARGV[3]  the ready list key prefix ("delayer:ready_queue:")
 -- ARGV[4]  the ready list key suffix ("" in the legacy layout)
 -- ARGV[5]  the most jobs to reserve (at least 1)
--- ARGV[6..]  the topics, in the order to look at them; a ready list key of the wrong type is passed
+-- ARGV[6]  this call's token, recorded in each job's bucket (`reserved_by`): a caller whose reply
+--          was lost finds the jobs by it and the deadline (find_reserved.lua)
+-- ARGV[7..]  the topics, in the order to look at them; a ready list key of the wrong type is passed
 --            over, and fails the call (before anything changed but dropped ids) when no other
 --            list had a job
 --
@@ -22,7 +24,7 @@
 
 local reserved, pool, deadline = KEYS[1], KEYS[2], ARGV[1]
 local bucket_prefix, ready_prefix, ready_suffix = ARGV[2], ARGV[3], ARGV[4]
-local most = tonumber(ARGV[5])
+local most, token = tonumber(ARGV[5]), ARGV[6]
 -- Bounds one call's work however many dropped ids a list holds.
 local MAX_DROPPED = 100
 
@@ -36,7 +38,7 @@ require_permission('HSET', bucket_prefix .. 'id', 'attempts', '1')
 -- Every list's type up front, for the same reason; one of the wrong type is passed over, so that
 -- it does not keep the other topics from being served either. Empty ones need no more look.
 local lists, broken = {}, nil
-for index = 6, #ARGV do
+for index = 7, #ARGV do
   local ready = ready_prefix .. ARGV[index] .. ready_suffix
   local kind = redis.call('TYPE', ready).ok
   if kind == 'list' then
@@ -74,7 +76,7 @@ for _, list in ipairs(lists) do
       attempts = attempts + 1
       redis.call('ZADD', reserved, deadline, id)
       redis.call('RPOP', ready)
-      redis.call('HSET', bucket, 'attempts', attempts)
+      redis.call('HSET', bucket, 'attempts', attempts, 'reserved_by', token)
       jobs[#jobs + 1] = {id, topic, fields[2], attempts, fields[3] or ''}
     else
       redis.call('RPOP', ready)

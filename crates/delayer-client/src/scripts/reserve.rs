@@ -18,12 +18,13 @@ impl Default for ReserveScript {
 
 impl ReserveScript {
     /// Reserves the oldest ready jobs of `topics`, at most `most` (at least 1), those of the first
-    /// topic first, until `deadline` (unix seconds); none when every list is empty.
+    /// topic first, until `deadline` (unix seconds), marked as reserved by `token`; none when
+    /// every list is empty.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
-        deadline: f64,
+        (deadline, token): (f64, &str),
         most: usize,
         topics: &[impl AsRef<str>],
     ) -> RedisResult<Vec<Job>> {
@@ -33,7 +34,8 @@ impl ReserveScript {
             .arg(keys.bucket_prefix())
             .arg(&keys.ready_affixes().prefix)
             .arg(&keys.ready_affixes().suffix)
-            .arg(most.max(1));
+            .arg(most.max(1))
+            .arg(token);
         for topic in topics {
             call.arg(topic.as_ref());
         }
@@ -42,16 +44,46 @@ impl ReserveScript {
                 Value::Nil => return Ok(Vec::new()),
                 // It dropped many ids whose bucket had expired, and stopped: there may be more.
                 Value::Array(items) if items.is_empty() => continue,
-                Value::Array(items) => {
-                    return items
-                        .into_iter()
-                        .map(read)
-                        .collect::<Option<Vec<Job>>>()
-                        .ok_or_else(|| malformed("reserve"));
-                }
-                _ => return Err(malformed("reserve")),
+                reply => return read_jobs(reply).ok_or_else(|| malformed("reserve")),
             }
         }
+    }
+}
+
+/// The find_reserved script (`find_reserved.lua`): what a reserve call whose reply was lost
+/// reserved.
+pub struct FindReservedScript(Script);
+
+impl Default for FindReservedScript {
+    fn default() -> FindReservedScript {
+        FindReservedScript(script!("find_reserved.lua"))
+    }
+}
+
+impl FindReservedScript {
+    /// The jobs still reserved until `deadline` (unix seconds) by the call of `token`.
+    pub async fn run(
+        &self,
+        connection: &mut impl ConnectionLike,
+        keys: &Keys,
+        (deadline, token): (f64, &str),
+    ) -> RedisResult<Vec<Job>> {
+        let reply = self
+            .0
+            .key(keys.reserved())
+            .arg(deadline_score(deadline))
+            .arg(token)
+            .arg(keys.bucket_prefix())
+            .invoke_async(connection)
+            .await?;
+        read_jobs(reply).ok_or_else(|| malformed("find_reserved"))
+    }
+}
+
+fn read_jobs(reply: Value) -> Option<Vec<Job>> {
+    match reply {
+        Value::Array(items) => items.into_iter().map(read).collect(),
+        _ => None,
     }
 }
 
