@@ -17,10 +17,11 @@ use crate::job::{Job, JobInfo, Receipt, State};
 use crate::keys::{Keys, Layout, field};
 use crate::push::{Push, unique_id};
 use crate::scripts::ack::{AckScript, Acked};
+use crate::scripts::find_reserved::FindReservedScript;
 use crate::scripts::push::PushScript;
 use crate::scripts::release::ReleaseScript;
 use crate::scripts::requeue_dead::RequeueDeadScript;
-use crate::scripts::reserve::{FindReservedScript, ReserveScript};
+use crate::scripts::reserve::ReserveScript;
 use crate::scripts::touch::TouchScript;
 use crate::shared_connection::{Commands, SharedConnection};
 use crate::time::{from_deadline_score, from_unix, unix_now};
@@ -495,9 +496,7 @@ impl Client {
         // A first look without the watch of the ready lists, whose reports cost Redis and this
         // client a message for each job taken while it runs: a busy consumer (or one that only
         // looks) never needs it, and one that stays busy stops it.
-        let jobs = self
-            .reserve_once(topics, unix_now() + ttr.as_secs_f64(), most)
-            .await?;
+        let jobs = self.reserve_once(topics, ttr, most).await?;
         if !jobs.is_empty() {
             self.inner.ready_lists.release_unused(WATCH_UNUSED);
         }
@@ -523,8 +522,7 @@ impl Client {
             };
             // Subscribed before looking: a job pushed meanwhile wakes us.
             let mut written = self.inner.ready_lists.subscribe();
-            let deadline = unix_now() + ttr.as_secs_f64();
-            let jobs = self.reserve_once(topics, deadline, most).await?;
+            let jobs = self.reserve_once(topics, ttr, most).await?;
             let now = Instant::now();
             if !jobs.is_empty() || now >= until {
                 return Ok(jobs);
@@ -539,10 +537,10 @@ impl Client {
         }
     }
 
-    /// One look for up to `most` jobs to reserve until `deadline`: one script call for all
-    /// `topics`, or in the cluster layout (where they are in different slots) one per topic, in
-    /// order, until it has `most`.
-    async fn reserve_once(&self, topics: &[&str], deadline: f64, most: usize) -> Result<Vec<Job>> {
+    /// One look for up to `most` jobs to reserve for `ttr`: one script call for all `topics`, or
+    /// in the cluster layout (where they are in different slots) one per topic, in order, until
+    /// it has `most`.
+    async fn reserve_once(&self, topics: &[&str], ttr: Duration, most: usize) -> Result<Vec<Job>> {
         let mut connection = self.connection().await?;
         let groups: Vec<&[&str]> = match self.inner.settings.layout {
             Layout::Cluster => topics.chunks(1).collect(),
@@ -551,17 +549,29 @@ impl Client {
         let (mut jobs, mut failed) = (Vec::new(), None);
         for group in groups {
             let keys = self.keys_for(group.first().copied().unwrap_or_default());
-            let token = unique_id();
-            let call = (deadline, token.as_str());
+            let (token, started) = (unique_id(), Instant::now());
+            let call = (unix_now() + ttr.as_secs_f64(), token.as_str());
+            let wanted = most.saturating_sub(jobs.len());
             let more = self
                 .inner
                 .scripts
                 .reserve
-                .run(&mut connection, &keys, call, most - jobs.len(), group)
+                .run(&mut connection, &keys, call, wanted, group)
                 .await;
             let more = match more {
-                Err(error) if error.is_io_error() => self.find_reserved(&keys, call, error).await,
-                more => more.map_err(|error| Error::about_key(error, keys.reserved())),
+                Ok(more) => Ok(more),
+                // Its reply may be lost while the call ran (it timed out, the connection broke, or
+                // a cluster connection sent it again and that failed): what it reserved is looked
+                // for while at least half its time to run is left. With less, a consumer that
+                // touches every half ttr (as the Worker does) could lose it to another meanwhile.
+                Err(error) if started.elapsed() < ttr / 2 => {
+                    let found = self.find_reserved(&keys, call, wanted).await;
+                    match found {
+                        Some(found) => Ok(found),
+                        None => Err(Error::about_key(error, keys.reserved())),
+                    }
+                }
+                Err(error) => Err(Error::about_key(error, keys.reserved())),
             };
             // A topic that fails keeps neither the jobs reserved from the topics before it (they
             // are returned, not left held by nobody) nor the topics after it from being served:
@@ -572,7 +582,7 @@ impl Client {
                     failed.get_or_insert(error);
                 }
             }
-            if jobs.len() == most {
+            if jobs.len() >= most {
                 break;
             }
         }
@@ -586,17 +596,11 @@ impl Client {
         }
     }
 
-    /// What a reserve `call` (deadline, token) whose reply was lost (`error`: it timed out, or the
-    /// connection broke) had reserved, rather than leaving it held by nobody until its deadline;
-    /// `error` when it reserved nothing, or that cannot be known. Best effort: a call still
-    /// waiting in Redis (behind a slow command) may run after this look, and its jobs are then
-    /// delivered again once their deadline passes, as before.
-    async fn find_reserved(
-        &self,
-        keys: &Keys,
-        call: (f64, &str),
-        error: redis::RedisError,
-    ) -> Result<Vec<Job>> {
+    /// What a reserve `call` (deadline, token) that failed had reserved all the same, at most
+    /// `most` jobs; `None` when it reserved nothing, or that cannot be known. Best effort: a call
+    /// still waiting in Redis (behind a slow command) may run after this look, and its jobs are
+    /// then delivered again once their deadline passes, as they were before this look existed.
+    async fn find_reserved(&self, keys: &Keys, call: (f64, &str), most: usize) -> Option<Vec<Job>> {
         let found = match self.connection().await {
             Ok(mut connection) => {
                 let scripts = &self.inner.scripts;
@@ -604,16 +608,25 @@ impl Client {
             }
             Err(error) => Err(error),
         };
-        match found {
-            Ok(jobs) if !jobs.is_empty() => {
+        let mut jobs = match found {
+            Ok(jobs) if !jobs.is_empty() => jobs,
+            Ok(_) => return None,
+            Err(error) => {
                 warn!(
-                    jobs = jobs.len(),
-                    "a reserve's reply was lost ({error}): found what it reserved"
+                    "a reserve failed, and what it reserved cannot be looked for ({error}): jobs \
+                     it may have reserved are delivered again once their time to run ends"
                 );
-                Ok(jobs)
+                return None;
             }
-            _ => Err(error.into()),
-        }
+        };
+        // More than asked for: a cluster connection ran the call twice. The rest are delivered
+        // again once their time to run ends.
+        jobs.truncate(most);
+        warn!(
+            jobs = jobs.len(),
+            "a reserve's reply was lost, but what it reserved was found"
+        );
+        Some(jobs)
     }
 
     /// Finishes a reserved job: it is deleted and never delivered again. Names the reservation

@@ -892,4 +892,19 @@ async fn a_reserve_whose_reply_was_lost_finds_the_jobs_it_reserved() {
     );
     let reserved: usize = redis.zcard(RESERVED).await.unwrap();
     assert_eq!(reserved, 0, "none held by nobody");
+
+    // With less than half its time to run left, a job found could be lost to another consumer
+    // before its first touch: it is left to lapse and be delivered again.
+    client.push("short", "body").id("s1").await.unwrap();
+    move_until_empty(&mut redis).await;
+    proxy.lose_replies_of_open_connections();
+    let lost = client
+        .reserve_many(&["short"], Duration::from_secs(2), 10, Duration::ZERO)
+        .await;
+    assert!(
+        matches!(&lost, Err(Error::Redis(error)) if error.is_timeout()),
+        "{lost:?}"
+    );
+    let held: Vec<String> = redis.zrange(RESERVED, 0, -1).await.unwrap();
+    assert_eq!(held, ["s1"], "reserved, to be delivered again");
 }

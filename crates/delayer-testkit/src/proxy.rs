@@ -28,9 +28,11 @@ impl ForgetfulProxy {
                     now_silent.load(Ordering::SeqCst),
                     now_deaf.load(Ordering::SeqCst),
                 );
-                let server = tokio::net::TcpStream::connect(("127.0.0.1", upstream))
-                    .await
-                    .unwrap();
+                // An upstream that is down closes this connection, not the proxy.
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    continue;
+                };
                 let (client_read, client_write) = client.into_split();
                 let (server_read, server_write) = server.into_split();
                 let pipes = [

@@ -7,7 +7,8 @@
 -- ARGV[2]  the reserve call's token
 -- ARGV[3]  the job bucket key prefix ("delayer:job_bucket:")
 --
--- Returns the jobs as reserve.lua returns them, oldest reservation first; {} when there is none.
+-- Returns the jobs as reserve.lua returns them, in the order of their ids (one call's jobs share
+-- their deadline); {} when there is none.
 
 local reserved, deadline, token, bucket_prefix = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local jobs = {}
@@ -15,7 +16,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', reserved, deadline, deadline)) d
   local fields = read_or_false('HMGET', bucket_prefix .. id, 'topic', 'body', 'attempts', 'due',
     'reserved_by')
   if fields and fields[1] and fields[2] and fields[5] == token then
-    jobs[#jobs + 1] = {id, fields[1], fields[2], tonumber(fields[3]), fields[4] or ''}
+    jobs[#jobs + 1] = {id, fields[1], fields[2], tonumber(fields[3]) or 0, fields[4] or ''}
   end
 end
 return jobs

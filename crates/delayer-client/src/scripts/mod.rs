@@ -11,6 +11,7 @@ macro_rules! script {
 }
 
 pub mod ack;
+pub mod find_reserved;
 pub mod move_due;
 pub mod push;
 pub mod release;

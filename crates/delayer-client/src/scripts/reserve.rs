@@ -50,37 +50,8 @@ impl ReserveScript {
     }
 }
 
-/// The find_reserved script (`find_reserved.lua`): what a reserve call whose reply was lost
-/// reserved.
-pub struct FindReservedScript(Script);
-
-impl Default for FindReservedScript {
-    fn default() -> FindReservedScript {
-        FindReservedScript(script!("find_reserved.lua"))
-    }
-}
-
-impl FindReservedScript {
-    /// The jobs still reserved until `deadline` (unix seconds) by the call of `token`.
-    pub async fn run(
-        &self,
-        connection: &mut impl ConnectionLike,
-        keys: &Keys,
-        (deadline, token): (f64, &str),
-    ) -> RedisResult<Vec<Job>> {
-        let reply = self
-            .0
-            .key(keys.reserved())
-            .arg(deadline_score(deadline))
-            .arg(token)
-            .arg(keys.bucket_prefix())
-            .invoke_async(connection)
-            .await?;
-        read_jobs(reply).ok_or_else(|| malformed("find_reserved"))
-    }
-}
-
-fn read_jobs(reply: Value) -> Option<Vec<Job>> {
+/// A reply of jobs, as reserve.lua and find_reserved.lua give them.
+pub(super) fn read_jobs(reply: Value) -> Option<Vec<Job>> {
     match reply {
         Value::Array(items) => items.into_iter().map(read).collect(),
         _ => None,
