@@ -2,7 +2,7 @@
 //! (at most once, exactly as the legacy clients do) or `reserve` then `ack` (at least once).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -564,11 +564,16 @@ impl Client {
                 // a cluster connection sent it again and that failed): what it reserved is looked
                 // for while at least half its time to run is left. With less, a consumer that
                 // touches every half ttr (as the Worker does) could lose it to another meanwhile.
-                Err(error) if started.elapsed() < ttr / 2 => {
-                    let found = self.find_reserved(&keys, call, wanted).await;
+                // (An error Redis answered about the keys or permissions is the script's own.)
+                Err(error)
+                    if (error.code().is_none() || error.is_cluster_error())
+                        && started.elapsed() < ttr / 2 =>
+                {
+                    let found = self.find_reserved(&keys, call, group, wanted).await;
                     match found {
-                        Some(found) => Ok(found),
-                        None => Err(Error::about_key(error, keys.reserved())),
+                        Some(found) if started.elapsed() < ttr / 2 => Ok(found),
+                        // Found too late: left to lapse and be delivered again.
+                        _ => Err(Error::about_key(error, keys.reserved())),
                     }
                 }
                 Err(error) => Err(Error::about_key(error, keys.reserved())),
@@ -598,9 +603,16 @@ impl Client {
 
     /// What a reserve `call` (deadline, token) that failed had reserved all the same, at most
     /// `most` jobs; `None` when it reserved nothing, or that cannot be known. Best effort: a call
-    /// still waiting in Redis (behind a slow command) may run after this look, and its jobs are
-    /// then delivered again once their deadline passes, as they were before this look existed.
-    async fn find_reserved(&self, keys: &Keys, call: (f64, &str), most: usize) -> Option<Vec<Job>> {
+    /// still waiting in Redis (behind a slow command) may run after this look, and a call a
+    /// cluster connection sent again with success had run once before; the jobs of those are
+    /// delivered again once their deadline passes, as they were before this look existed.
+    async fn find_reserved(
+        &self,
+        keys: &Keys,
+        call: (f64, &str),
+        topics: &[&str],
+        most: usize,
+    ) -> Option<Vec<Job>> {
         let found = match self.connection().await {
             Ok(mut connection) => {
                 let scripts = &self.inner.scripts;
@@ -619,9 +631,15 @@ impl Client {
                 return None;
             }
         };
-        // More than asked for: a cluster connection ran the call twice. The rest are delivered
-        // again once their time to run ends.
+        // The topic is the bucket's: a job whose list was another's (an id pushed again to
+        // another topic) is left to lapse rather than given to a consumer of other topics. More
+        // than asked for: a cluster connection ran the call twice. The rest are delivered again
+        // once their time to run ends.
+        jobs.retain(|job| topics.contains(&job.topic.as_str()));
         jobs.truncate(most);
+        if jobs.is_empty() {
+            return None;
+        }
         warn!(
             jobs = jobs.len(),
             "a reserve's reply was lost, but what it reserved was found"
@@ -652,7 +670,14 @@ impl Client {
             .collect();
         // The reservations of each topic's keys (all of them but in the cluster layout).
         let mut groups: Vec<(Cow<'_, Keys>, Vec<usize>)> = Vec::new();
+        let mut named = HashSet::new();
         for (index, reservation) in reservations.iter().enumerate() {
+            // A job named again is acked once: its second ack would find the job lapsed, and
+            // finish it even if it was pushed again after the first ended the reservation.
+            let cluster = self.inner.settings.layout == Layout::Cluster;
+            if !named.insert((&reservation.id, cluster.then_some(&reservation.topic))) {
+                continue;
+            }
             let keys = match check_id(&reservation.id) {
                 Ok(()) => {
                     self.keys_of(&reservation.id, reservation.topic.as_deref())

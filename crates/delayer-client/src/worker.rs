@@ -19,10 +19,10 @@
 //! job is not delivered twice; if the worker dies, the daemon delivers the job again once `ttr`
 //! passes. While jobs are ready, a slot whose handler finished acks its job and reserves the next
 //! in one round trip, together with every other slot that finished meanwhile: one call acks them
-//! all and one reserves their next jobs, so a busy worker costs Redis a fraction of a call a job.
-//! On stop the worker reserves nothing more and starts no handler, lets
-//! running handlers finish (up to `stop_timeout`), then stops the rest and gives their jobs back
-//! (the attempt not counted): no job is lost. A round trip to Redis under way is never cut short,
+//! all and one reserves their next jobs (one a topic in the cluster layout; nacks one a job), so a
+//! busy worker costs Redis a fraction of a call a job. On stop the worker reserves nothing more
+//! and starts no handler, lets running handlers finish (up to `stop_timeout`), then stops the rest
+//! and gives their jobs back (the attempt not counted): no job is lost. A round trip to Redis under way is never cut short,
 //! so that no job is left reserved by nobody; stop a worker through `run`'s stop future, not by
 //! dropping `run` (or a timeout around it), which would cut them short. A handler that ignores
 //! being stopped (blocking work) may still run while its job is given back.
@@ -167,8 +167,8 @@ impl Worker {
             stopped: stopped.clone(),
             abandoned,
         });
-        let (finish, finished) = mpsc::unbounded_channel();
-        let finishing = tokio::spawn(shared.clone().finish_in_batches(finished));
+        let (to_batches, batches) = mpsc::unbounded_channel();
+        let finishing = tokio::spawn(shared.clone().finish_in_batches(batches));
         loop {
             let slot = tokio::select! {
                 biased;
@@ -208,7 +208,7 @@ impl Worker {
                 shared.hold(job);
             }
             for (job, slot) in jobs.into_iter().zip(free) {
-                running.spawn(shared.clone().run_slot(job, slot, finish.clone()));
+                running.spawn(shared.clone().run_slot(job, slot, to_batches.clone()));
             }
         }
 
@@ -224,7 +224,7 @@ impl Worker {
             while running.join_next().await.is_some() {}
         }
         // The slots are gone: so is every sender, and the batches end once done.
-        drop(finish);
+        drop(to_batches);
         finishing.await.expect("finishing does not panic");
         let abandoned: Vec<Receipt> = shared
             .unfinished
@@ -316,7 +316,7 @@ impl Shared {
         self: Arc<Self>,
         mut job: Job,
         slot: OwnedSemaphorePermit,
-        finish: mpsc::UnboundedSender<Finished>,
+        to_batches: mpsc::UnboundedSender<Finished>,
     ) {
         loop {
             let reservation = Receipt::from(&job);
@@ -334,7 +334,7 @@ impl Shared {
                 backoff,
                 next: (!*self.stopped.borrow()).then_some(next),
             };
-            if finish.send(finished).is_err() {
+            if to_batches.send(finished).is_err() {
                 unreachable!("the batches end only once every slot has");
             }
             match reply.await {
@@ -349,9 +349,9 @@ impl Shared {
     /// Redis are acked in one call, their next jobs reserved in another, at the same time. Runs
     /// until every slot has ended; a batch under way is never cut short (a reply dropped would
     /// leave jobs reserved by nobody).
-    async fn finish_in_batches(self: Arc<Self>, mut finished: mpsc::UnboundedReceiver<Finished>) {
+    async fn finish_in_batches(self: Arc<Self>, mut batches: mpsc::UnboundedReceiver<Finished>) {
         let mut batch = Vec::new();
-        while finished.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        while batches.recv_many(&mut batch, MAX_BATCH).await > 0 {
             let wanted = if *self.stopped.borrow() {
                 0
             } else {

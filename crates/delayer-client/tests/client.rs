@@ -908,3 +908,30 @@ async fn a_reserve_whose_reply_was_lost_finds_the_jobs_it_reserved() {
     let held: Vec<String> = redis.zrange(RESERVED, 0, -1).await.unwrap();
     assert_eq!(held, ["s1"], "reserved, to be delivered again");
 }
+
+#[tokio::test]
+async fn a_reservation_named_twice_in_ack_many_leaves_a_job_pushed_again_alone() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    client.push("t", "first").id("j").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    let again = Message {
+        id: "j".into(),
+        topic: "t".into(),
+        body: "second".into(),
+    };
+    legacy_client::push(&mut redis, &again, 60).await.unwrap();
+
+    let acked = client.ack_many([&job, &job]).await;
+
+    assert!(matches!(acked[0], Ok(Acked::Done)), "{acked:?}");
+    assert!(matches!(acked[1], Err(Error::UnknownJob(_))), "{acked:?}");
+    let info = client.get("j").await.unwrap();
+    assert_eq!(
+        (info.state, info.body.as_deref()),
+        (State::Waiting, Some(&b"second"[..])),
+        "the new push stands"
+    );
+}

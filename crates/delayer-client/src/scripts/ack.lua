@@ -12,7 +12,8 @@
 -- (unless it had been pushed again meanwhile, when only the reservation ends and the new push
 -- stands); 2 when it had lapsed and nobody reserved the job since: finished all the same; 0 when
 -- it is stale (another reservation since, or pushed again): nothing changed; -1 when there is no
--- such job. A job named twice is acked as if by two calls, one after the other.
+-- such job. Each job is named once: a second ack in the same call could finish a job pushed again
+-- after the first (the first ends the reservation, the second finds the job lapsed).
 
 local reserved, pool = KEYS[1], KEYS[2]
 require_type(reserved, 'zset')

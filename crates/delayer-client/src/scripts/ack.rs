@@ -27,8 +27,8 @@ pub enum Acked {
 }
 
 impl AckScript {
-    /// Acks each reservation (job id, attempt), all in one call; `None` for a job there is no
-    /// such job of.
+    /// Acks each reservation (job id, attempt; each job named once), all in one call; `None` for
+    /// a reservation whose job is gone.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
