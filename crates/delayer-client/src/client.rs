@@ -549,35 +549,10 @@ impl Client {
         let (mut jobs, mut failed) = (Vec::new(), None);
         for group in groups {
             let keys = self.keys_for(group.first().copied().unwrap_or_default());
-            let (token, started) = (unique_id(), Instant::now());
-            let call = (unix_now() + ttr.as_secs_f64(), token.as_str());
             let wanted = most.saturating_sub(jobs.len());
             let more = self
-                .inner
-                .scripts
-                .reserve
-                .run(&mut connection, &keys, call, wanted, group)
+                .reserve_call(&mut connection, &keys, group, ttr, wanted)
                 .await;
-            let more = match more {
-                Ok(more) => Ok(more),
-                // Its reply may be lost while the call ran (it timed out, the connection broke, or
-                // a cluster connection sent it again and that failed): what it reserved is looked
-                // for while at least half its time to run is left. With less, a consumer that
-                // touches every half ttr (as the Worker does) could lose it to another meanwhile.
-                // (An error Redis answered about the keys or permissions is the script's own.)
-                Err(error)
-                    if (error.code().is_none() || error.is_cluster_error())
-                        && started.elapsed() < ttr / 2 =>
-                {
-                    let found = self.find_reserved(&keys, call, group, wanted).await;
-                    match found {
-                        Some(found) if started.elapsed() < ttr / 2 => Ok(found),
-                        // Found too late: left to lapse and be delivered again.
-                        _ => Err(Error::about_key(error, keys.reserved())),
-                    }
-                }
-                Err(error) => Err(Error::about_key(error, keys.reserved())),
-            };
             // A topic that fails keeps neither the jobs reserved from the topics before it (they
             // are returned, not left held by nobody) nor the topics after it from being served:
             // its error comes when the look found nothing, as one call for all topics does.
@@ -599,6 +574,39 @@ impl Client {
             }
             None => Ok(jobs),
         }
+    }
+
+    /// One reserve call for `topics` (all in one slot): up to `most` jobs for `ttr`. When it
+    /// fails, its reply may be lost while the call ran (it timed out, the connection broke, or a
+    /// cluster connection sent it again and that failed): what it reserved is looked for, and
+    /// returned while at least half its time to run is left. With less, a consumer that touches
+    /// every half ttr (as the Worker does) could lose a job to another meanwhile: such jobs are
+    /// left to lapse and be delivered again. (An error Redis answered about the keys or
+    /// permissions is the script's own: nothing to look for.)
+    async fn reserve_call(
+        &self,
+        connection: &mut Commands,
+        keys: &Keys,
+        topics: &[&str],
+        ttr: Duration,
+        most: usize,
+    ) -> Result<Vec<Job>> {
+        let (token, started) = (unique_id(), Instant::now());
+        let call = (unix_now() + ttr.as_secs_f64(), token.as_str());
+        let reserve = &self.inner.scripts.reserve;
+        let error = match reserve.run(connection, keys, call, most, topics).await {
+            Ok(jobs) => return Ok(jobs),
+            Err(error) => error,
+        };
+        let maybe_ran = error.code().is_none() || error.is_cluster_error();
+        if maybe_ran
+            && started.elapsed() < ttr / 2
+            && let Some(found) = self.find_reserved(keys, call, topics, most).await
+            && started.elapsed() < ttr / 2
+        {
+            return Ok(found);
+        }
+        Err(Error::about_key(error, keys.reserved()))
     }
 
     /// What a reserve `call` (deadline, token) that failed had reserved all the same, at most
