@@ -11,7 +11,7 @@ use delayer::redis::aio::MultiplexedConnection;
 use delayer_client::keys::{Layout, job_bucket, ready_queue};
 use delayer_client::scripts::push::{NewJob, PushScript};
 use delayer_client::time::unix_now;
-use delayer_client::{Client, Worker};
+use delayer_client::{Client, DEFAULT_CONCURRENCY, Worker};
 use tokio::task::JoinSet;
 
 use super::support::legacy_client::{self, Message};
@@ -123,7 +123,11 @@ pub async fn reserve_and_ack(server: &RedisServer) {
         "| consumers | jobs | reserve, then ack jobs/s | ack overlapping the next reserve jobs/s | {BATCH} a call jobs/s | worker jobs/s | RPOP + DEL jobs/s | legacy pop jobs/s | reserve + ack / RPOP + DEL | overlapped / RPOP + DEL | {BATCH} a call / RPOP + DEL | worker / RPOP + DEL |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (consumers, jobs) in [(1, 5_000), (IN_FLIGHT, RESERVES)] {
+    for (consumers, jobs) in [
+        (1, 5_000),
+        (DEFAULT_CONCURRENCY, 10_000),
+        (IN_FLIGHT, RESERVES),
+    ] {
         let mut best = [f64::MAX; 6];
         let ways = [
             Consume::Reserve,
