@@ -22,10 +22,10 @@
 //! all and one reserves their next jobs (one a topic in the cluster layout; nacks one a job), so a
 //! busy worker costs Redis a fraction of a call a job. On stop the worker reserves nothing more
 //! and starts no handler, lets running handlers finish (up to `stop_timeout`), then stops the rest
-//! and gives their jobs back (the attempt not counted): no job is lost. A round trip to Redis under way is never cut short,
-//! so that no job is left reserved by nobody; stop a worker through `run`'s stop future, not by
-//! dropping `run` (or a timeout around it), which would cut them short. A handler that ignores
-//! being stopped (blocking work) may still run while its job is given back.
+//! and gives their jobs back (the attempt not counted): no job is lost. A round trip to Redis
+//! under way is never cut short, so that no job is left reserved by nobody; stop a worker through
+//! `run`'s stop future, not by dropping `run` (or a timeout around it), which would cut them short.
+//! A handler that ignores being stopped (blocking work) may still run while its job is given back.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
@@ -202,8 +202,8 @@ impl Worker {
                     }
                 }
             };
-            // A call returns at most as many as asked; were it more, the rest would be given back at
-            // the stop, not lost.
+            // A call returns at most as many as asked; were it more, the rest would be given back
+            // at the stop, not lost.
             for job in &jobs {
                 shared.hold(job);
             }
@@ -334,9 +334,9 @@ impl Shared {
                 backoff,
                 next: (!*self.stopped.borrow()).then_some(next),
             };
-            if to_batches.send(finished).is_err() {
-                unreachable!("the batches end only once every slot has");
-            }
+            to_batches
+                .send(finished)
+                .expect("the batches end only once every slot has");
             match reply.await {
                 Ok(Some(next)) => job = next,
                 _ => break,
