@@ -15,7 +15,9 @@ use delayer_client::{Client, DEFAULT_CONCURRENCY, Worker};
 use tokio::task::JoinSet;
 
 use super::support::legacy_client::{self, Message};
-use super::support::{Daemon, DaemonSetup, RedisServer, add_jobs, move_until_empty};
+use super::support::{
+    Daemon, DaemonSetup, RedisServer, add_jobs, move_until_empty, redis_cpu_seconds,
+};
 use super::{RUNS, fresh, percentiles, stop};
 
 pub(super) const PUSHES: usize = 50_000;
@@ -268,22 +270,6 @@ async fn consume_run(server: &RedisServer, consume: Consume, consumers: usize, j
         seconds,
         redis_cpu_seconds,
     }
-}
-
-/// Redis's CPU time so far (user + system, all its threads), from INFO: microsecond precision,
-/// where /proc counts clock ticks.
-async fn redis_cpu_seconds(redis: &mut MultiplexedConnection) -> f64 {
-    let info: String = delayer::redis::cmd("INFO")
-        .arg("cpu")
-        .query_async(redis)
-        .await
-        .unwrap();
-    info.lines()
-        .filter_map(|line| {
-            let (name, value) = line.trim().split_once(':')?;
-            matches!(name, "used_cpu_user" | "used_cpu_sys").then(|| value.parse::<f64>().unwrap())
-        })
-        .sum()
 }
 
 /// Takes jobs, acking each one in the same round trip as the next reserve.

@@ -11,7 +11,7 @@ use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::scripts::release::ReleaseScript;
 use delayer_client::time::unix_now;
 use delayer_client::{Client, Settings, State, Worker};
-use delayer_testkit::jobs::{move_due_jobs, move_until_empty};
+use delayer_testkit::jobs::{command_stats, move_due_jobs, move_until_empty};
 use delayer_testkit::{RedisServer, wait_for};
 use tokio::sync::oneshot;
 
@@ -563,21 +563,11 @@ async fn a_handler_that_panics_before_its_first_await_is_a_failed_attempt() {
 
 /// How many script calls Redis ran since its stats were reset.
 async fn script_calls(redis: &mut MultiplexedConnection) -> usize {
-    let info: String = delayer_client::redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(redis)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
-        .filter_map(|line| {
-            line.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<usize>()
-                .ok()
-        })
+    let stats = command_stats(redis).await;
+    ["evalsha", "eval"]
+        .iter()
+        .filter_map(|command| stats.get(*command))
+        .map(|&(calls, _)| calls as usize)
         .sum()
 }
 

@@ -82,6 +82,22 @@ pub async fn command_stats(redis: &mut MultiplexedConnection) -> HashMap<String,
         .collect()
 }
 
+/// Redis's CPU time so far (user + system, all its threads), from INFO: microsecond precision,
+/// where /proc counts clock ticks.
+pub async fn redis_cpu_seconds(redis: &mut MultiplexedConnection) -> f64 {
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(redis)
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, value) = line.trim().split_once(':')?;
+            matches!(name, "used_cpu_user" | "used_cpu_sys").then(|| value.parse::<f64>().unwrap())
+        })
+        .sum()
+}
+
 /// How many move scripts Redis has run to the end (a first EVALSHA refused with NOSCRIPT is not one).
 pub async fn script_runs(redis: &mut MultiplexedConnection) -> u64 {
     let stats = command_stats(redis).await;
