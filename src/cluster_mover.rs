@@ -211,7 +211,7 @@ impl ClusterMover {
             }
         };
         let read = tokio::time::timeout(REGISTRY_WAIT, connection.smembers(self.keys.topics()));
-        let topics = read.await.unwrap_or_else(|_| {
+        let topics: RedisResult<Vec<String>> = read.await.unwrap_or_else(|_| {
             Err(RedisError::from((
                 ErrorKind::Io,
                 "the registry's master did not answer within",
@@ -219,9 +219,12 @@ impl ClusterMover {
             )))
         });
         match &topics {
-            Ok(_) => self
-                .registry_repair
-                .read_from(&master, &self.nodes, self.keys.topics()),
+            Ok(found) => self.registry_repair.read_from(
+                &master,
+                found.len(),
+                &self.nodes,
+                self.keys.topics(),
+            ),
             Err(error) => self.nodes.failed(Some(&master), error),
         }
         topics

@@ -1,9 +1,11 @@
 //! Repairs the cluster layout's registry of topics (`delayer:topics`). Pushers add a topic there
 //! before its first job, and the daemon drains only the topics it names; but the registry lives on
-//! one master, and a failover can lose its latest additions (replication is asynchronous). A
-//! topic lost so would wait for its next push. So whenever the registry is found on another
-//! master than before (at start, after a failover or a resharding), every master is scanned for
-//! pools, and the topics they belong to are added back.
+//! one master, and a failover can lose its latest additions (replication is asynchronous), or a
+//! master without persistence can restart empty at the same address. A topic lost so would wait
+//! for its next push. So whenever the registry is found on another master than before (at start,
+//! after a failover or a resharding), or holds fewer topics than at the last look (nothing of
+//! delayer's removes one), every master is scanned for pools, and the topics they belong to are
+//! added back.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,21 +35,31 @@ pub struct RegistryRepair {
 struct State {
     /// The master the registry was last read from.
     master: Option<String>,
+    /// How many topics it held then.
+    topics: usize,
     /// When to try again after a repair that failed, or that a move came during.
     again_at: Option<Instant>,
 }
 
 impl RegistryRepair {
-    /// The registry `registry` was just read from `master`: repairs it, in the background, when
-    /// that is another master than last time, or a retry is due. The next look reads the topics
-    /// added.
-    pub fn read_from(&self, master: &str, nodes: &Arc<ClusterNodes>, registry: &str) {
+    /// The registry `registry` was just read from `master`, holding `topics` topics: repairs
+    /// it, in the background, when that is another master than last time, or fewer topics, or a
+    /// retry is due. The next look reads the topics added.
+    pub fn read_from(
+        &self,
+        master: &str,
+        topics: usize,
+        nodes: &Arc<ClusterNodes>,
+        registry: &str,
+    ) {
         {
             let mut state = self.state.lock().expect("not poisoned");
             let moved = state.master.as_deref() != Some(master);
+            let shrunk = topics < state.topics;
             let again = state.again_at.is_some_and(|at| Instant::now() >= at);
             state.master = Some(master.to_string());
-            if !moved && !again {
+            state.topics = topics;
+            if !moved && !shrunk && !again {
                 return;
             }
             state.again_at = None;
@@ -65,7 +77,7 @@ impl RegistryRepair {
             if added > 0 {
                 info!(
                     "the registry {registry} lacked {added} topics that have jobs (lost in a \
-                     failover?): added back"
+                     failover or a restart?): added back"
                 );
             }
             if let Some(error) = failure {

@@ -201,6 +201,56 @@ async fn topics_missing_from_the_registry_are_added_back_from_their_pools() {
 }
 
 #[tokio::test]
+async fn a_registry_that_loses_topics_while_the_daemon_runs_is_repaired() {
+    let cluster = RedisCluster::start(3);
+    let connection = cluster.connect().await;
+    // Never due here: only what the registry holds is looked at.
+    let due = delayer_client::time::unix_now() + 3600.0;
+    cluster::add_jobs(
+        &connection,
+        (0..2 * TOPICS).map(|index| (format!("job-{index}"), topic(index), due)),
+    )
+    .await;
+    let registry = Layout::Cluster.keys("").topics().to_string();
+    let mut master = cluster.connect_node(cluster.node_of(&registry)).await;
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async::<()>(&mut master)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "shrunk", &cluster.addresses());
+    let daemon = Daemon::start(&config);
+    // The repair at start (the registry found on a master for the first time) ends with an SADD
+    // of the topics it found: from then on the daemon has read the registry whole.
+    support::wait_for(Duration::from_secs(30), "the repair at start", || {
+        let mut master = master.clone();
+        async move {
+            let stats = support::command_stats(&mut master).await;
+            stats.contains_key("sadd").then_some(())
+        }
+    })
+    .await;
+    // As if its master had restarted empty at the same address.
+    let _: () = master.del(&registry).await.unwrap();
+    support::wait_for(Duration::from_secs(30), "the registry repaired", || {
+        let mut master = master.clone();
+        let registry = registry.clone();
+        async move {
+            let registered: usize = master.scard(&registry).await.unwrap();
+            (registered == TOPICS).then_some(())
+        }
+    })
+    .await;
+    daemon.stop();
+    let access = read(&logs.access);
+    assert!(
+        access.contains(&format!("the registry {registry} lacked {TOPICS} topics")),
+        "{access}"
+    );
+}
+
+#[tokio::test]
 async fn a_cluster_address_that_is_not_a_cluster_is_refused_at_start() {
     let (_server, port) = RedisServer::start_tcp(&[]);
     let dir = tempfile::tempdir().unwrap();
