@@ -1,6 +1,7 @@
 //! The job subcommands (push, get, pop, remove, stats, dead): each connects to the configured
 //! Redis through the client library, does one thing, and prints the result.
 
+use std::fmt::Write;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -123,6 +124,7 @@ fn stats_json(stats: &Stats) -> Value {
                 "reserved": topic.reserved,
                 "dead": topic.dead,
                 "oldest_ready_age_seconds": topic.oldest_ready_age.map(|age| age.as_secs_f64()),
+                "problem": topic.problem,
             })
         })
         .collect();
@@ -164,6 +166,12 @@ fn stats_table(stats: &Stats) -> String {
             topic.dead,
             age
         );
+        if let Some(problem) = &topic.problem {
+            // It names keys, which anyone who writes to Redis chooses: kept to one line.
+            let mut line = String::new();
+            write!(crate::escape::OneLine(&mut line), "{problem}").expect("a String takes it");
+            text += &format!("  ! {line}\n");
+        }
     }
     text
 }

@@ -398,3 +398,48 @@ async fn the_cli_pushes_gets_pops_removes_counts_and_requeues() {
     daemon.signal("TERM");
     assert!(daemon.wait(Duration::from_secs(5)).success());
 }
+
+#[tokio::test]
+async fn stats_name_a_list_of_the_wrong_type_and_count_the_other_topics() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, _logs) = server.daemon_config("daemon", "timer_interval = 100");
+    for topic in ["good", "bad.ready", "bad.dead"] {
+        let (ok, _, error) = cli(&config, &["push", topic, "body"]);
+        assert!(ok, "{error}");
+    }
+    let _: () = redis.lpush(ready_queue("good"), "some-id").await.unwrap();
+    let _: () = redis.set(ready_queue("bad.ready"), "x").await.unwrap();
+    let _: () = redis.hset(dead_queue("bad.dead"), "f", "v").await.unwrap();
+
+    let (ok, stats, error) = cli(&config, &["stats", "--json"]);
+    assert!(ok, "{error}");
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(stats["waiting"], 3, "{stats}");
+    let row = |name: &str| {
+        stats["topics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|topic| topic["topic"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        (row("good")["ready"].as_u64(), &row("good")["problem"]),
+        (Some(1), &serde_json::Value::Null)
+    );
+    assert_eq!(
+        row("bad.ready")["problem"],
+        "delayer:ready_queue:bad.ready holds a string, not a list"
+    );
+    assert_eq!(
+        row("bad.dead")["problem"],
+        "delayer:dead_queue:bad.dead holds a hash, not a list"
+    );
+    let (ok, table, _) = cli(&config, &["stats"]);
+    assert!(
+        ok && table.contains("  ! delayer:ready_queue:bad.ready holds a string, not a list\n"),
+        "{table}"
+    );
+}

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime};
 
-use redis::{AsyncCommands, FromRedisValue, Pipeline};
+use redis::{AsyncCommands, FromRedisValue, Pipeline, RedisError, RedisResult, Value};
 
 use crate::client::Client;
 use crate::error::Result;
@@ -37,6 +37,9 @@ pub struct TopicStats {
     /// How long the job next in line has been ready; for jobs of legacy clients, which do not
     /// record their due time, estimated from their data's time to live.
     pub oldest_ready_age: Option<Duration>,
+    /// What keeps the topic's lists from being read (`KEY holds a string, not a list`); the
+    /// counts that could not be read are 0. One broken key does not hide the other topics.
+    pub problem: Option<String>,
 }
 
 /// The pool's counts and some ready lists' lengths: what the daemon's `/metrics` reports.
@@ -69,48 +72,81 @@ impl Client {
         topics.sort();
         topics.dedup();
         let lengths = self.lengths(&topics).await?;
-        let lists: Vec<(u64, Option<String>)> = self
-            .per_topic(&topics, |pipe, keys, topic| {
+        let ready: HashMap<&String, u64> = lengths.ready.iter().map(|(t, n)| (t, *n)).collect();
+        let lists: Vec<Option<(u64, Option<String>)>> = self
+            .per_topic_tolerant(&topics, |pipe, keys, topic| {
                 pipe.llen(keys.dead(topic)).lindex(keys.ready(topic), -1);
             })
             .await?;
         let oldest: BTreeMap<String, String> = topics
             .iter()
             .zip(&lists)
-            .filter_map(|(topic, (_, oldest))| Some((topic.clone(), oldest.clone()?)))
+            .filter_map(|(topic, lists)| Some((topic.clone(), lists.as_ref()?.1.clone()?)))
             .collect();
         let ages = self.ready_ages(&oldest, now).await?;
 
-        let topics = lengths
-            .ready
-            .iter()
-            .zip(lists)
-            .map(|((topic, ready), (dead, _))| TopicStats {
+        let mut rows = Vec::with_capacity(topics.len());
+        for (topic, lists) in topics.iter().zip(lists) {
+            let problem = match (&lists, ready.get(topic)) {
+                (Some(_), Some(_)) => None,
+                // Empty when the key was mended meanwhile.
+                _ => Some(self.wrong_lists(topic).await?).filter(|problem| !problem.is_empty()),
+            };
+            rows.push(TopicStats {
                 topic: topic.clone(),
-                ready: *ready,
+                ready: ready.get(topic).copied().unwrap_or(0),
                 reserved: reserved_by_topic.get(topic).copied().unwrap_or(0),
-                dead,
+                dead: lists.map_or(0, |(dead, _)| dead),
                 oldest_ready_age: ages.get(topic).copied(),
-            })
-            .collect();
+                problem,
+            });
+        }
         Ok(Stats {
             waiting: lengths.waiting,
             due_now: lengths.due_now,
             next_due: lengths.next_due,
-            topics,
+            topics: rows,
         })
+    }
+
+    /// Which of `topic`'s lists holds the wrong type of value, in words.
+    async fn wrong_lists(&self, topic: &str) -> Result<String> {
+        let topic = [topic.to_string()];
+        let types: Vec<(String, String)> = self
+            .per_topic(&topic, |pipe, keys, topic| {
+                pipe.cmd("TYPE")
+                    .arg(keys.ready(topic))
+                    .cmd("TYPE")
+                    .arg(keys.dead(topic));
+            })
+            .await?;
+        let keys = self.keys_for(&topic[0]);
+        let (ready, dead) = &types[0];
+        Ok(
+            [(keys.ready(&topic[0]), ready), (keys.dead(&topic[0]), dead)]
+                .into_iter()
+                .filter(|(_, kind)| !matches!(kind.as_str(), "list" | "none"))
+                .map(|(key, kind)| format!("{key} holds a {kind}, not a list"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
     }
 
     /// How many jobs of each topic are reserved. Reservations are few (what consumers hold right
     /// now): with one set of them for all topics, their topics are read one by one.
     async fn reserved_by_topic(&self, topics: &[String]) -> Result<HashMap<String, u64>> {
         if self.settings().layout == Layout::Cluster {
-            let counts: Vec<u64> = self
-                .per_topic(topics, |pipe, keys, _| {
+            // A reservations key of the wrong type fails that topic's reserves, with its name.
+            let counts: Vec<Option<u64>> = self
+                .per_topic_tolerant(topics, |pipe, keys, _| {
                     pipe.zcard(keys.reserved());
                 })
                 .await?;
-            return Ok(topics.iter().cloned().zip(counts).collect());
+            return Ok(topics
+                .iter()
+                .zip(counts)
+                .filter_map(|(topic, count)| Some((topic.clone(), count?)))
+                .collect());
         }
         let mut redis = self.connection().await?;
         let reserved: Vec<String> = redis.zrange(self.keys().reserved(), 0, -1).await?;
@@ -120,8 +156,13 @@ impl Client {
             for id in &reserved {
                 pipe.hget(self.keys().bucket(id), field::TOPIC);
             }
-            let topics: Vec<Option<String>> = pipe.query_async(&mut redis).await?;
-            for topic in topics.into_iter().flatten() {
+            // A bucket of the wrong type is one job's trouble, not the stats'.
+            let topics: Vec<RedisResult<Option<String>>> =
+                pipe.ignore_errors().query_async(&mut redis).await?;
+            for topic in topics {
+                let Some(topic) = tolerate(topic)?.flatten() else {
+                    continue;
+                };
                 *by_topic.entry(topic).or_default() += 1;
             }
         }
@@ -149,8 +190,8 @@ impl Client {
                     .zrangebyscore_limit_withscores(keys.pool(), format!("({now}"), "+inf", 0, 1);
             })
             .await?;
-        let ready: Vec<u64> = self
-            .per_topic(topics, |pipe, keys, topic| {
+        let ready: Vec<Option<u64>> = self
+            .per_topic_tolerant(topics, |pipe, keys, topic| {
                 pipe.llen(keys.ready(topic));
             })
             .await?;
@@ -162,7 +203,11 @@ impl Client {
             waiting: counts.iter().map(|(waiting, _, _)| waiting).sum(),
             due_now: counts.iter().map(|(_, due_now, _)| due_now).sum(),
             next_due: next_due.and_then(from_unix),
-            ready: topics.iter().cloned().zip(ready).collect(),
+            ready: topics
+                .iter()
+                .zip(ready)
+                .filter_map(|(topic, ready)| Some((topic.clone(), ready?)))
+                .collect(),
         })
     }
 
@@ -175,8 +220,8 @@ impl Client {
         now: f64,
     ) -> Result<HashMap<String, Duration>> {
         let topics: Vec<String> = oldest.keys().cloned().collect();
-        let found: Vec<(Option<f64>, i64)> = self
-            .per_topic(&topics, |pipe, keys, topic| {
+        let found: Vec<Option<(Option<f64>, i64)>> = self
+            .per_topic_tolerant(&topics, |pipe, keys, topic| {
                 let bucket = keys.bucket(&oldest[topic]);
                 pipe.hget(&bucket, field::DUE).pttl(&bucket);
             })
@@ -185,7 +230,8 @@ impl Client {
         Ok(topics
             .into_iter()
             .zip(found)
-            .filter_map(|(topic, (due, ttl_ms))| {
+            .filter_map(|(topic, found)| {
+                let (due, ttl_ms) = found?;
                 let age = match due {
                     Some(due) => now - due,
                     None if ttl_ms >= 0 => lifetime - ttl_ms as f64 / 1000.0,
@@ -204,25 +250,77 @@ impl Client {
         topics: &[String],
         commands: impl Fn(&mut Pipeline, &Keys, &str),
     ) -> Result<Vec<T>> {
+        let replies = self.per_topic_replies(topics, commands).await?;
+        Ok(replies.into_iter().collect::<RedisResult<_>>()?)
+    }
+
+    /// As [`per_topic`](Self::per_topic), with `None` for a topic whose commands found a key of
+    /// the wrong type.
+    async fn per_topic_tolerant<T: FromRedisValue>(
+        &self,
+        topics: &[String],
+        commands: impl Fn(&mut Pipeline, &Keys, &str),
+    ) -> Result<Vec<Option<T>>> {
+        let replies = self.per_topic_replies(topics, commands).await?;
+        replies.into_iter().map(tolerate).collect()
+    }
+
+    /// Each topic's replies as one `T`, or the first error among them.
+    async fn per_topic_replies<T: FromRedisValue>(
+        &self,
+        topics: &[String],
+        commands: impl Fn(&mut Pipeline, &Keys, &str),
+    ) -> Result<Vec<RedisResult<T>>> {
         // Redis refuses an empty pipeline.
         if topics.is_empty() {
             return Ok(Vec::new());
         }
         let mut redis = self.connection().await?;
-        if self.settings().layout != Layout::Cluster {
+        let pipes: Vec<(Pipeline, usize)> = if self.settings().layout == Layout::Cluster {
+            topics
+                .iter()
+                .map(|topic| {
+                    let mut pipe = redis::pipe();
+                    commands(&mut pipe, &self.keys_for(topic), topic);
+                    (pipe, 1)
+                })
+                .collect()
+        } else {
             let mut pipe = redis::pipe();
             for topic in topics {
                 commands(&mut pipe, self.keys(), topic);
             }
-            return Ok(pipe.query_async(&mut redis).await?);
-        }
+            vec![(pipe, topics.len())]
+        };
         let mut replies = Vec::with_capacity(topics.len());
-        for topic in topics {
-            let mut pipe = redis::pipe();
-            commands(&mut pipe, &self.keys_for(topic), topic);
-            let reply: Vec<T> = pipe.query_async(&mut redis).await?;
-            replies.extend(reply);
+        for (mut pipe, topics) in pipes {
+            // `commands` sends as many commands for each topic.
+            let each = pipe.cmd_iter().count() / topics;
+            let values: Vec<RedisResult<Value>> =
+                pipe.ignore_errors().query_async(&mut redis).await?;
+            let mut values = values.into_iter();
+            for _ in 0..topics {
+                // Taken whole first: collecting into a Result would stop at an error, leaving
+                // the rest of this topic's replies to the next topic.
+                let topic: Vec<RedisResult<Value>> = values.by_ref().take(each).collect();
+                let topic: RedisResult<Vec<Value>> = topic.into_iter().collect();
+                replies.push(topic.and_then(|values| {
+                    let mut one = T::from_redis_values(values)?;
+                    one.pop().ok_or_else(|| {
+                        RedisError::from((redis::ErrorKind::UnexpectedReturnType, "no reply"))
+                    })
+                }));
+            }
         }
         Ok(replies)
+    }
+}
+
+/// A reply, `None` when it is Redis's WRONGTYPE: the key is not one of ours to count.
+fn tolerate<T>(reply: RedisResult<T>) -> Result<Option<T>> {
+    match reply {
+        Ok(value) => Ok(Some(value)),
+        Err(error) if error.code() == Some("WRONGTYPE") => Ok(None),
+        Err(error) => Err(error.into()),
     }
 }
