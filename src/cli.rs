@@ -44,11 +44,19 @@ pub enum Command {
     /// Push a job; prints its id
     #[command(
         after_help = "Examples:\n  delayer push order.close '{\"order\":42}' --delay 30m\n  \
-                            delayer push mail.remind 'user 7' --at 2026-12-24T18:00:00+01:00 --id remind-7"
+                            delayer push mail.remind 'user 7' --at 2026-12-24T18:00:00+01:00 --id remind-7\n  \
+                            delayer push report.build --body-file request.bin --delay 1h"
     )]
     Push {
+        /// The topic whose ready list the job goes to when due
         topic: String,
-        body: String,
+        /// The job's body (or --body-file)
+        #[arg(required_unless_present = "body_file", conflicts_with = "body_file")]
+        body: Option<String>,
+        /// Read the body from this file, `-` for standard input: for bodies that are not text,
+        /// or too long for a command line
+        #[arg(long, value_name = "FILE")]
+        body_file: Option<PathBuf>,
         /// Due after this long: 90s, 5m, 2h, 1d, 250ms, 1.5s [default: now]
         #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
         delay: Option<Duration>,
@@ -61,11 +69,15 @@ pub enum Command {
     },
     /// Print a job as JSON: id, topic, body, state, due, attempts
     #[command(after_help = "Example: delayer get 5d41402abc4b2a76b9719d911017c592")]
-    Get { id: String },
+    Get {
+        /// The job's id, as push printed it
+        id: String,
+    },
     /// Take the oldest ready job of a topic (as the legacy clients' pop: it is gone once
     /// printed); prints it as JSON, or null when there is none
     #[command(after_help = "Example: delayer pop order.close --wait 5s")]
     Pop {
+        /// The topic whose ready list to take from
         topic: String,
         /// Wait up to this long for a job
         #[arg(long, value_parser = parse_duration)]
@@ -73,7 +85,10 @@ pub enum Command {
     },
     /// Remove a job that has not fallen due yet
     #[command(after_help = "Example: delayer remove 5d41402abc4b2a76b9719d911017c592")]
-    Remove { id: String },
+    Remove {
+        /// The job's id, as push printed it
+        id: String,
+    },
     /// Jobs waiting and due, and per topic the ready, reserved and dead jobs
     #[command(after_help = "Example: delayer stats --json")]
     Stats {
@@ -86,6 +101,7 @@ pub enum Command {
         after_help = "Examples:\n  delayer dead order.close\n  delayer dead order.close --requeue"
     )]
     Dead {
+        /// The topic whose dead list to look at
         topic: String,
         /// Put them all back in the pool, due now, with their attempts counted afresh
         #[arg(long)]

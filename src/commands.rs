@@ -2,12 +2,16 @@
 //! Redis through the client library, does one thing, and prints the result.
 
 use std::fmt::Write;
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use delayer_client::{Client, Error, Job, JobInfo, Removed, Stats};
 use serde_json::{Value, json};
 
+use crate::body_json;
 use crate::cli::Command;
 use crate::config::Config;
 use crate::pool;
@@ -23,10 +27,17 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
         Command::Push {
             topic,
             body,
+            body_file,
             delay,
             at,
             id,
         } => {
+            let limit = config.max_body_bytes;
+            let body = match (body, body_file) {
+                (Some(body), _) => body.into_bytes(),
+                (None, Some(path)) => read_body(&path, limit)?,
+                (None, None) => unreachable!("clap requires a body or --body-file"),
+            };
             let mut push = client.push(topic, body);
             if let Some(delay) = delay {
                 push = push.delay(delay);
@@ -39,6 +50,9 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             }
             let id = push.await.map_err(|error| match error {
                 Error::InThePast(at) => anyhow::anyhow!("--at {} is in the past", rfc3339(at)),
+                too_large @ Error::BodyTooLarge { .. } => {
+                    anyhow::anyhow!("{too_large} ([delayer] max_body_bytes)")
+                }
                 other => other.into(),
             })?;
             println!("{id}");
@@ -87,30 +101,62 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
     Ok(())
 }
 
-fn body_text(body: &[u8]) -> String {
-    String::from_utf8_lossy(body).into_owned()
+/// The body in the file at `path` (`-`: standard input), read no further than `limit` bytes and
+/// one more, so that a huge file is refused without being read whole.
+fn read_body(path: &Path, limit: usize) -> Result<Vec<u8>> {
+    let source: Box<dyn Read> = if path == Path::new("-") {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(
+            File::open(path)
+                .with_context(|| format!("cannot read the body file {}", path.display()))?,
+        )
+    };
+    let mut body = Vec::new();
+    source
+        .take(limit as u64 + 1)
+        .read_to_end(&mut body)
+        .with_context(|| format!("cannot read the body file {}", path.display()))?;
+    if body.len() > limit {
+        bail!(
+            "the body in {} is over the limit of {limit} bytes ([delayer] max_body_bytes)",
+            path.display()
+        );
+    }
+    Ok(body)
 }
 
 fn info_json(info: &JobInfo) -> Value {
-    json!({
+    let mut json = json!({
         "id": info.id,
         "topic": info.topic,
-        "body": info.body.as_deref().map(body_text),
+        "body": info.body.as_deref().map(body_json::text),
         "state": info.state.name(),
         "due": info.due.map(rfc3339),
         "attempts": info.attempts,
         "deadline": info.deadline.map(rfc3339),
-    })
+    });
+    with_body_base64(&mut json, info.body.as_deref());
+    json
 }
 
 fn popped_json(job: &Job) -> Value {
-    json!({
+    let mut json = json!({
         "id": job.id,
         "topic": job.topic,
-        "body": body_text(&job.body),
+        "body": body_json::text(&job.body),
         "state": "popped",
         "due": job.due.map(rfc3339),
-    })
+    });
+    with_body_base64(&mut json, Some(&job.body));
+    json
+}
+
+/// Adds `body_base64` to a job's `json` when its body is not UTF-8.
+fn with_body_base64(json: &mut Value, body: Option<&[u8]>) {
+    if let Some(encoded) = body.and_then(body_json::base64) {
+        json["body_base64"] = Value::String(encoded);
+    }
 }
 
 fn stats_json(stats: &Stats) -> Value {

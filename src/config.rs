@@ -19,6 +19,8 @@ pub const SEARCH_PATHS: [&str; 2] = ["./delayer.conf", "/etc/delayer/delayer.con
 const DEFAULT_TIMER_INTERVAL_MS: u64 = 1000;
 /// Chosen with the benchmark (`cargo bench --bench bench -- batch`).
 pub const DEFAULT_BATCH_SIZE: usize = 1000;
+/// The largest `max_body_bytes`: Redis's own limit for one value (its proto-max-bulk-len).
+pub const MAX_BODY_BYTES: usize = 512 << 20;
 const DEFAULT_HOST: &str = "127.0.0.1";
 const DEFAULT_PORT: u16 = 6379;
 const DEFAULT_DATABASE: i64 = 0;
@@ -43,6 +45,7 @@ const KNOWN_KEYS: [(&str, &[&str]); 3] = [
             "log_max_files",
             "batch_size",
             "max_attempts",
+            "max_body_bytes",
             "log_level",
             "log_format",
         ],
@@ -97,6 +100,8 @@ pub struct Config {
     /// `[delayer] max_attempts`: a reserved job whose time to run lapses after this many
     /// reservations goes to its topic's dead list instead of back to the pool.
     pub max_attempts: u32,
+    /// `[delayer] max_body_bytes`: the largest job body the shell commands and the HTTP API push.
+    pub max_body_bytes: usize,
     /// `[delayer] log_level`: the least severe lines logged.
     pub log_level: LogLevel,
     /// `[delayer] log_format`: the original's lines, or one JSON object per line.
@@ -260,6 +265,7 @@ impl Display for Config {
         writeln!(f, "log_max_files = {}", self.log_max_files.unwrap_or(0))?;
         writeln!(f, "batch_size = {}", self.batch_size)?;
         writeln!(f, "max_attempts = {}", self.max_attempts)?;
+        writeln!(f, "max_body_bytes = {}", self.max_body_bytes)?;
         let level = match self.log_level {
             LogLevel::Info => "info",
             LogLevel::Warn => "warn",
@@ -367,6 +373,7 @@ impl Config {
     pub fn client_settings(&self) -> delayer_client::Settings {
         delayer_client::Settings {
             max_attempts: self.max_attempts,
+            max_body_bytes: self.max_body_bytes,
             layout: self.redis.layout,
             ..delayer_client::Settings::default()
         }
@@ -464,6 +471,12 @@ impl Config {
                 "max_attempts",
                 delayer_client::DEFAULT_MAX_ATTEMPTS,
                 1..=1_000_000,
+            ),
+            max_body_bytes: values.number(
+                "delayer",
+                "max_body_bytes",
+                delayer_client::DEFAULT_MAX_BODY_BYTES,
+                1..=MAX_BODY_BYTES,
             ),
             log_level: values.choice(
                 "delayer",
@@ -1082,6 +1095,11 @@ mod tests {
                 "[delayer]\nbatch_size = 1000000\n",
                 "[delayer] batch_size = \"1000000\"",
             ),
+            (
+                "[delayer]\nmax_body_bytes = 1g\n",
+                "[delayer] max_body_bytes = \"1g\"",
+            ),
+            ("[delayer]\nmax_body_bytes = 0\n", "from 1 to 536870912"),
         ];
         for (text, expected) in cases {
             let message = error_of(text);

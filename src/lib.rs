@@ -7,6 +7,7 @@
 //! can share one Redis without ever pushing a job twice. Consumers RPOP/BRPOP the list.
 #![forbid(unsafe_code)]
 
+pub mod body_json;
 pub mod check;
 pub mod cli;
 pub mod cluster_mover;

@@ -4,9 +4,11 @@
 
 mod support;
 
+use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use base64::Engine;
 use delayer_client::keys::{JOB_POOL, RESERVED, dead_queue, field, job_bucket, ready_queue};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
@@ -442,4 +444,55 @@ async fn stats_name_a_list_of_the_wrong_type_and_count_the_other_topics() {
         ok && table.contains("  ! delayer:ready_queue:bad.ready holds a string, not a list\n"),
         "{table}"
     );
+}
+
+#[tokio::test]
+async fn the_cli_pushes_a_body_from_a_file_or_stdin_within_the_configured_limit() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, _logs) = server.daemon_config("daemon", "max_body_bytes = 10");
+    let bytes = b"\xff\xfe\x00ok".to_vec();
+    let file = server.write_file("body.bin", "");
+    std::fs::write(&file, &bytes).unwrap();
+    let file = file.to_str().unwrap();
+
+    let (ok, _, error) = cli(&config, &["push", "t", "--body-file", file, "--id", "f"]);
+    assert!(ok, "{error}");
+    let mut push = delayer_command()
+        .args(["-c", config.to_str().unwrap()])
+        .args(["push", "t", "--body-file", "-", "--id", "s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    push.stdin.take().unwrap().write_all(&bytes).unwrap();
+    assert!(push.wait().unwrap().success());
+    for id in ["f", "s"] {
+        let stored: Vec<u8> = redis.hget(job_bucket(id), field::BODY).await.unwrap();
+        assert_eq!(stored, bytes, "job {id}");
+        let (ok, got, _) = cli(&config, &["get", id]);
+        let got: serde_json::Value = serde_json::from_str(&got).unwrap();
+        let encoded = got["body_base64"].as_str().unwrap();
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .unwrap();
+        assert!(ok && decoded == bytes, "{got}");
+    }
+
+    // Over `[delayer] max_body_bytes`, given either way: named, and nothing written.
+    let (ok, _, error) = cli(&config, &["push", "t", "eleven byte"]);
+    assert!(
+        !ok && error.contains("over the limit of 10 bytes ([delayer] max_body_bytes)"),
+        "{error}"
+    );
+    std::fs::write(file, b"eleven byte").unwrap();
+    let (ok, _, error) = cli(&config, &["push", "t", "--body-file", file]);
+    assert!(
+        !ok && error.contains("is over the limit of 10 bytes ([delayer] max_body_bytes)"),
+        "{error}"
+    );
+    let waiting: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert_eq!(waiting, 2, "only the two bodies within the limit");
+    let (ok, _, error) = cli(&config, &["push", "t"]);
+    assert!(!ok && error.contains("<BODY>"), "{error}");
 }

@@ -8,13 +8,14 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
+use base64::Engine;
 use delayer::redis::AsyncCommands;
 use delayer::redis::aio::MultiplexedConnection;
 use delayer_client::keys::JOB_POOL;
 use serde_json::json;
 use support::http_client::{post, request, serving};
 use support::legacy_client::{self, Message};
-use support::{RedisServer, read, wait_for_ready};
+use support::{DaemonSetup, RedisServer, read, wait_for_ready};
 
 const JOBS: &str = "/delay-queue/api/jobs";
 
@@ -576,4 +577,56 @@ async fn a_due_time_beyond_the_calendar_is_answered() {
         page.body
     );
     daemon.stop();
+}
+
+#[tokio::test]
+async fn the_configured_body_limit_holds_and_a_body_that_is_not_text_comes_back_whole() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, logs) = server.daemon_config("limit", "timer_interval = 100\nmax_body_bytes = 10");
+    std::fs::write(
+        &config,
+        format!("{}\n[http]\nlisten = 127.0.0.1:0\n", read(&config)),
+    )
+    .unwrap();
+    let mut daemon = support::Daemon::start(&config);
+    let http = support::http_client::http_address(&logs);
+
+    let refused = post(
+        &http,
+        &format!("{JOBS}/add"),
+        &json!({"topic": "t", "body": "eleven byte"}),
+    );
+    assert_eq!(refused.status, 413, "{}", refused.body);
+    assert!(
+        refused.body.contains("over the limit of 10 bytes"),
+        "{}",
+        refused.body
+    );
+    let waiting: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert_eq!(waiting, 0, "nothing written");
+
+    // Bytes that are not UTF-8, as a PHP client's serialize() may write them.
+    let bytes = b"\xff\xfe\x00ok".to_vec();
+    let client = delayer_client::Client::connect(server.info())
+        .await
+        .unwrap();
+    client.push("t", bytes.clone()).id("raw").await.unwrap();
+    let got = post(&http, &format!("{JOBS}/get"), &json!({"job_id": "raw"})).json();
+    let decode = |encoded: &serde_json::Value| {
+        base64::engine::general_purpose::STANDARD
+            .decode(encoded.as_str().unwrap())
+            .unwrap()
+    };
+    assert_eq!(decode(&got["data"]["body_base64"]), bytes, "{got}");
+    wait_for_ready(&redis, "t", 1).await;
+    let popped = post(&http, &format!("{JOBS}/pop"), &json!({"topic": "t"})).json();
+    assert_eq!(decode(&popped["data"]["body_base64"]), bytes, "{popped}");
+    assert_eq!(popped["data"]["body"], "\u{fffd}\u{fffd}\u{0}ok");
+    // A text body has no base64 beside it.
+    client.push("t", "text").id("text").await.unwrap();
+    let got = post(&http, &format!("{JOBS}/get"), &json!({"job_id": "text"})).json();
+    assert!(got["data"].get("body_base64").is_none(), "{got}");
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
 }

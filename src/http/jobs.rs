@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::AppState;
+use crate::body_json;
 use crate::time_text::rfc3339;
 
 /// The longest a pop or reserve waits for a job, in seconds.
@@ -221,6 +222,8 @@ struct InfoJson<'a> {
     exec_time: Option<i64>,
     delay: Option<u64>,
     body: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body_base64: Option<String>,
     state: &'static str,
     due: Option<String>,
     attempts: u32,
@@ -234,7 +237,8 @@ impl InfoJson<'_> {
             // `as` saturates: a score beyond i64 (a legacy writer's) cannot fail the answer.
             exec_time: info.due.map(|due| to_unix(due).ceil() as i64),
             delay: info.delay.map(|delay| delay.as_secs_f64().ceil() as u64),
-            body: info.body.as_deref().map(String::from_utf8_lossy),
+            body: info.body.as_deref().map(body_json::text),
+            body_base64: info.body.as_deref().and_then(body_json::base64),
             state: info.state.name(),
             due: info.due.map(rfc3339),
             attempts: info.attempts,
@@ -248,6 +252,8 @@ struct TakenJson<'a> {
     id: &'a str,
     topic: &'a str,
     body: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body_base64: Option<String>,
     attempt: u32,
     due: Option<String>,
 }
@@ -257,7 +263,8 @@ impl TakenJson<'_> {
         TakenJson {
             id: &job.id,
             topic: &job.topic,
-            body: String::from_utf8_lossy(&job.body),
+            body: body_json::text(&job.body),
+            body_base64: body_json::base64(&job.body),
             attempt: job.attempts,
             due: job.due.map(rfc3339),
         }

@@ -23,9 +23,9 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::signals::Stop;
 
-/// Requests larger than this are refused whole (413). A job's body may be 1 MiB; its JSON
-/// encoding, with escapes, a little more.
-const REQUEST_LIMIT: usize = 2 << 20;
+/// Requests larger than twice the largest body (its JSON encoding, with escapes, is a little
+/// more), and at least this, are refused whole (413).
+const MIN_REQUEST_LIMIT: usize = 2 << 20;
 /// The longest a request may take; blocking pops and reserves wait at most `MAX_WAIT`.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -91,6 +91,7 @@ impl Http {
 }
 
 fn router(state: Arc<AppState>) -> Router {
+    let request_limit = (2 * state.client.settings().max_body_bytes).max(MIN_REQUEST_LIMIT);
     let jobs = Router::new()
         .route("/add", post(jobs::add))
         .route("/remove", post(jobs::remove))
@@ -108,7 +109,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(pages::metrics))
         .route("/healthz", get(pages::healthz))
         .route("/", get(pages::status))
-        .layer(DefaultBodyLimit::max(REQUEST_LIMIT))
+        .layer(DefaultBodyLimit::max(request_limit))
         .layer(TimeoutLayer::with_status_code(
             axum::http::StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,
