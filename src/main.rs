@@ -36,10 +36,28 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if error.is::<Reported>() => ExitCode::FAILURE,
         Err(error) => {
-            eprintln!("ERROR: {error:#}");
+            eprintln!("ERROR: {}", causes(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+/// `error` and its causes, as `{:#}` joins them, less each cause that the text before it already
+/// says: a Redis error repeats its I/O error, and our errors repeat the Redis error, so a refused
+/// connection would read "Connection refused" three times.
+fn causes(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
 }
 
 fn dispatch(args: Args) -> Result<()> {

@@ -496,3 +496,30 @@ async fn the_cli_pushes_a_body_from_a_file_or_stdin_within_the_configured_limit(
     let (ok, _, error) = cli(&config, &["push", "t"]);
     assert!(!ok && error.contains("<BODY>"), "{error}");
 }
+
+#[tokio::test]
+async fn cli_errors_say_each_cause_once_and_nothing_of_the_scripts_insides() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, _logs) = server.daemon_config("daemon", "");
+    let _: () = redis.set(job_bucket("bad"), "x").await.unwrap();
+    let (ok, _, error) = cli(&config, &["push", "t", "b", "--id", "bad"]);
+    assert!(!ok, "{error}");
+    assert_eq!(
+        error.trim_end(),
+        "ERROR: delayer:job_bucket:bad holds the wrong type of value for delayer \
+         (delayer:job_bucket:bad holds a string, not a hash)"
+    );
+
+    let port = support::free_port();
+    let text = format!("[redis]\nhost = 127.0.0.1\nport = {port}\n");
+    let unreachable = server.write_file("unreachable.conf", &text);
+    let (ok, _, error) = cli(&unreachable, &["push", "t", "b"]);
+    assert!(!ok);
+    assert_eq!(
+        error.trim_end(),
+        format!(
+            "ERROR: cannot use Redis at 127.0.0.1:{port}: Redis: Connection refused (os error 111)"
+        )
+    );
+}

@@ -54,6 +54,10 @@ impl Error {
     pub(crate) fn about_key(error: RedisError, key: &str) -> Error {
         if error.code() == Some("WRONGTYPE") {
             let detail = error.detail().unwrap_or("WRONGTYPE");
+            // Redis appends where in a script an error was raised: not the user's business.
+            let detail = detail
+                .split_once(" script: ")
+                .map_or(detail, |(said, _)| said);
             let key = detail.rsplit_once(" holds a ").map_or(key, |(key, _)| key);
             Error::WrongType {
                 key: key.to_string(),
