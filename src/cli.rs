@@ -23,12 +23,8 @@ pub struct Args {
         global = true
     )]
     pub configuration: Option<PathBuf>,
-    /// Run in the background (returns once the daemon is up, or prints why it is not)
-    #[arg(short = 'd', long = "daemon", global = true)]
-    pub daemon: bool,
-    /// Check the configuration and the Redis connection, print what would be used, and exit
-    #[arg(long = "check-config", global = true)]
-    pub check_config: bool,
+    #[command(flatten)]
+    pub serving: Serving,
     /// Print version number and exit
     #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
     pub version: (),
@@ -36,11 +32,23 @@ pub struct Args {
     pub command: Option<Command>,
 }
 
+/// The flags of serving, taken before a subcommand or after `serve` (not by the job commands,
+/// whose help would otherwise list them).
+#[derive(clap::Args, Clone, Copy, Default)]
+pub struct Serving {
+    /// Run in the background (returns once the daemon is up, or prints why it is not)
+    #[arg(short = 'd', long = "daemon")]
+    pub daemon: bool,
+    /// Check the configuration and the Redis connection, print what would be used, and exit
+    #[arg(long = "check-config")]
+    pub check_config: bool,
+}
+
 #[derive(Subcommand)]
 pub enum Command {
     /// Move jobs as they fall due (what `delayer` does without a subcommand)
     #[command(after_help = "Example: delayer serve -c /etc/delayer/delayer.conf -d")]
-    Serve,
+    Serve(Serving),
     /// Push a job; prints its id
     #[command(
         after_help = "Examples:\n  delayer push order.close '{\"order\":42}' --delay 30m\n  \

@@ -23,7 +23,7 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
         .await
         .with_context(|| format!("cannot use Redis at {}", config.redis.address()))?;
     match command {
-        Command::Serve => unreachable!("serving is not a job command"),
+        Command::Serve(_) => unreachable!("serving is not a job command"),
         Command::Push {
             topic,
             body,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use delayer::cli::{Args, Command};
+use delayer::cli::{Args, Command, Serving};
 use delayer::config::{self, Config};
 use delayer::daemon::{self, Readiness};
 use delayer::pidfile::PidFile;
@@ -63,19 +63,26 @@ fn causes(error: &anyhow::Error) -> String {
 fn dispatch(args: Args) -> Result<()> {
     let config = Config::load(&config::locate(args.configuration.as_deref())?)?;
     match args.command {
-        None | Some(Command::Serve) => serve(&config, args.daemon, args.check_config),
-        Some(_) if args.daemon || args.check_config => {
+        None => serve(&config, args.serving),
+        Some(Command::Serve(serving)) => serve(
+            &config,
+            Serving {
+                daemon: args.serving.daemon || serving.daemon,
+                check_config: args.serving.check_config || serving.check_config,
+            },
+        ),
+        Some(_) if args.serving.daemon || args.serving.check_config => {
             bail!("-d and --check-config go with serving, not with a job command")
         }
         Some(command) => runtime(1)?.block_on(commands::run(&config, command)),
     }
 }
 
-fn serve(config: &Config, daemon: bool, check_config: bool) -> Result<()> {
-    if check_config {
+fn serve(config: &Config, serving: Serving) -> Result<()> {
+    if serving.check_config {
         return runtime(1)?.block_on(check::run(config));
     }
-    let mut readiness = if daemon {
+    let mut readiness = if serving.daemon {
         // Forks here, before any thread exists; the foreground process returns once it knows.
         match daemon::detach(config)? {
             Some(readiness) => readiness,

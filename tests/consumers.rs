@@ -395,8 +395,13 @@ async fn the_cli_pushes_gets_pops_removes_counts_and_requeues() {
     assert!(!ok && error.contains("unknown unit"), "{error}");
     let (ok, _, error) = cli(&config, &["-d", "stats"]);
     assert!(!ok && error.contains("go with serving"), "{error}");
+    let (ok, _, error) = cli(&config, &["stats", "-d"]);
+    assert!(!ok && error.contains("unexpected argument '-d'"), "{error}");
+    let (ok, checked, error) = cli(&config, &["serve", "--check-config"]);
+    assert!(ok && checked.contains("is OK"), "{checked}{error}");
     let (_, help, _) = cli(&config, &["push", "--help"]);
     assert!(help.contains("delayer push order.close"), "{help}");
+    assert!(!help.contains("--check-config"), "{help}");
     daemon.signal("TERM");
     assert!(daemon.wait(Duration::from_secs(5)).success());
 }
