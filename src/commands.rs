@@ -118,10 +118,12 @@ fn read_body(path: &Path, limit: usize) -> Result<Vec<u8>> {
         .read_to_end(&mut body)
         .with_context(|| format!("cannot read the body file {}", path.display()))?;
     if body.len() > limit {
-        bail!(
-            "the body in {} is over the limit of {limit} bytes ([delayer] max_body_bytes)",
-            path.display()
-        );
+        let source = if path == Path::new("-") {
+            "standard input".to_string()
+        } else {
+            path.display().to_string()
+        };
+        bail!("the body in {source} is over the limit of {limit} bytes ([delayer] max_body_bytes)");
     }
     Ok(body)
 }

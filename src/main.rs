@@ -1,6 +1,7 @@
 //! The `delayer` binary: arguments → config → a job command, or serving: (detach) → pid file →
 //! logging → runtime → run → exit code.
 
+use std::fmt::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -8,6 +9,7 @@ use clap::Parser;
 use delayer::cli::{Args, Command, Serving};
 use delayer::config::{self, Config};
 use delayer::daemon::{self, Readiness};
+use delayer::escape::OneLine;
 use delayer::pidfile::PidFile;
 use delayer::{Service, Stop, check, commands, logging};
 
@@ -36,20 +38,23 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if error.is::<Reported>() => ExitCode::FAILURE,
         Err(error) => {
-            eprintln!("ERROR: {}", causes(&error));
+            // Kept to one line: ids and keys in it are chosen by whoever writes to Redis.
+            let mut line = String::new();
+            write!(OneLine(&mut line), "{}", causes(&error)).expect("a String takes it");
+            eprintln!("ERROR: {line}");
             ExitCode::FAILURE
         }
     }
 }
 
 /// `error` and its causes, as `{:#}` joins them, less each cause that the text before it already
-/// says: a Redis error repeats its I/O error, and our errors repeat the Redis error, so a refused
-/// connection would read "Connection refused" three times.
+/// ends with: a Redis error repeats its I/O error, and our errors repeat the Redis error, so a
+/// refused connection would read "Connection refused" three times.
 fn causes(error: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {
         let cause = cause.to_string();
-        if text.contains(&cause) {
+        if text.ends_with(&cause) {
             continue;
         }
         if !text.is_empty() {

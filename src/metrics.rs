@@ -2,7 +2,7 @@
 //! nanoseconds a batch), in Prometheus's text format, and the figures `/healthz` and the status page
 //! show.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -245,6 +245,13 @@ impl Metrics {
         if let Some(lengths) = lengths {
             self.waiting.set(lengths.waiting as i64);
             self.due_now.set(lengths.due_now as i64);
+            // A list left out (of the wrong type now) must not keep its last length.
+            let measured: HashSet<&String> = lengths.ready.iter().map(|(topic, _)| topic).collect();
+            for topic in self.topics() {
+                if !measured.contains(&topic) {
+                    self.ready.remove(&TopicLabel { topic });
+                }
+            }
             for (topic, length) in &lengths.ready {
                 let label = TopicLabel {
                     topic: topic.clone(),

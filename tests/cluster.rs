@@ -251,6 +251,48 @@ async fn a_registry_that_loses_topics_while_the_daemon_runs_is_repaired() {
 }
 
 #[tokio::test]
+async fn stats_on_a_cluster_name_a_topic_key_of_the_wrong_type_and_count_the_rest() {
+    let cluster = RedisCluster::start(3);
+    let client = cluster_client(&cluster).await;
+    for topic in ["good", "bad.pool", "bad.reserved"] {
+        client
+            .push(topic, "b")
+            .delay(Duration::from_secs(3600))
+            .await
+            .unwrap();
+    }
+    let connection = cluster.connect().await;
+    let (pool, reserved) = (
+        Layout::Cluster.keys("bad.pool").pool().to_string(),
+        Layout::Cluster.keys("bad.reserved").reserved().to_string(),
+    );
+    let _: () = connection.clone().del(&pool).await.unwrap();
+    let _: () = connection.clone().set(&pool, "x").await.unwrap();
+    let _: () = connection.clone().set(&reserved, "x").await.unwrap();
+
+    let stats = client.stats().await.unwrap();
+    assert_eq!(stats.waiting, 2, "the two readable pools");
+    let problem = |topic: &str| {
+        stats
+            .topics
+            .iter()
+            .find(|row| row.topic == topic)
+            .unwrap()
+            .problem
+            .clone()
+    };
+    assert_eq!(problem("good"), None);
+    assert_eq!(
+        problem("bad.pool"),
+        Some(format!("{pool} holds a string, not a zset"))
+    );
+    assert_eq!(
+        problem("bad.reserved"),
+        Some(format!("{reserved} holds a string, not a zset"))
+    );
+}
+
+#[tokio::test]
 async fn a_cluster_address_that_is_not_a_cluster_is_refused_at_start() {
     let (_server, port) = RedisServer::start_tcp(&[]);
     let dir = tempfile::tempdir().unwrap();
@@ -682,7 +724,15 @@ async fn a_topic_the_registry_lost_moves_once_its_master_has_failed_over() {
             .unwrap();
     }
     let connection = cluster.connect().await;
-    let _: () = connection.clone().srem(&registry, "lost").await.unwrap();
+    // Swapped for another in one step: the registry holds as many topics as before, so the
+    // daemon sees no loss (a registry that shrinks is repaired at once) until the failover.
+    let _: () = redis::pipe()
+        .atomic()
+        .srem(&registry, "lost")
+        .sadd(&registry, "other")
+        .query_async(&mut connection.clone())
+        .await
+        .unwrap();
     // Two looks at the registry since: the daemon has forgotten the topic.
     let mut node = cluster.connect_node(registry_node).await;
     let reads =
@@ -696,6 +746,12 @@ async fn a_topic_the_registry_lost_moves_once_its_master_has_failed_over() {
         }
     })
     .await;
+    let known: bool = connection
+        .clone()
+        .sismember(&registry, "lost")
+        .await
+        .unwrap();
+    assert!(!known, "the registry repaired before the failover");
 
     cluster.kill_node(registry_node);
 

@@ -417,7 +417,15 @@ async fn stats_name_a_list_of_the_wrong_type_and_count_the_other_topics() {
     }
     let _: () = redis.lpush(ready_queue("good"), "some-id").await.unwrap();
     let _: () = redis.set(ready_queue("bad.ready"), "x").await.unwrap();
+    let _: () = redis
+        .lpush(dead_queue("bad.ready"), &["d1", "d2"])
+        .await
+        .unwrap();
     let _: () = redis.hset(dead_queue("bad.dead"), "f", "v").await.unwrap();
+    let _: () = redis
+        .lpush(ready_queue("bad.dead"), "other-id")
+        .await
+        .unwrap();
 
     let (ok, stats, error) = cli(&config, &["stats", "--json"]);
     assert!(ok, "{error}");
@@ -440,10 +448,12 @@ async fn stats_name_a_list_of_the_wrong_type_and_count_the_other_topics() {
         row("bad.ready")["problem"],
         "delayer:ready_queue:bad.ready holds a string, not a list"
     );
+    assert_eq!(row("bad.ready")["dead"], 2, "the other list still counted");
     assert_eq!(
         row("bad.dead")["problem"],
         "delayer:dead_queue:bad.dead holds a hash, not a list"
     );
+    assert_eq!(row("bad.dead")["ready"], 1, "the other list still counted");
     let (ok, table, _) = cli(&config, &["stats"]);
     assert!(
         ok && table.contains("  ! delayer:ready_queue:bad.ready holds a string, not a list\n"),
@@ -515,6 +525,19 @@ async fn cli_errors_say_each_cause_once_and_nothing_of_the_scripts_insides() {
         "ERROR: delayer:job_bucket:bad holds the wrong type of value for delayer \
          (delayer:job_bucket:bad holds a string, not a hash)"
     );
+
+    // An id that would recolour the terminal prints escaped; one that looks like Redis's note
+    // of a place in a script keeps its words.
+    for id in ["e\u{1b}[31mRED", "a script: b"] {
+        let _: () = redis.set(job_bucket(id), "x").await.unwrap();
+        let (ok, _, error) = cli(&config, &["push", "t", "b", "--id", id]);
+        let key = job_bucket(id).replace('\u{1b}', "\\u{1b}");
+        assert!(!ok);
+        assert!(
+            error.contains(&format!("({key} holds a string, not a hash)")),
+            "{error}"
+        );
+    }
 
     let port = support::free_port();
     let text = format!("[redis]\nhost = 127.0.0.1\nport = {port}\n");

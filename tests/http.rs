@@ -11,7 +11,7 @@ use std::time::Duration;
 use base64::Engine;
 use delayer::redis::AsyncCommands;
 use delayer::redis::aio::MultiplexedConnection;
-use delayer_client::keys::JOB_POOL;
+use delayer_client::keys::{JOB_POOL, ready_queue};
 use serde_json::json;
 use support::http_client::{post, request, serving};
 use support::legacy_client::{self, Message};
@@ -366,6 +366,15 @@ async fn metrics_parse_and_move_with_the_work() {
     assert!(metrics["delayer_script_duration_seconds_count{script=\"move\"}"] >= 1.0);
     let looked = metrics["delayer_last_look_timestamp_seconds"];
     assert!((delayer_client::time::unix_now() - looked).abs() < 5.0);
+
+    // A ready list that something else overwrote is left out, not reported at its last length.
+    let _: () = redis.set(ready_queue("mail"), "x").await.unwrap();
+    let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+    assert!(
+        !metrics.contains_key("delayer_ready_jobs{topic=\"mail\"}"),
+        "{metrics:?}"
+    );
+    assert_eq!(metrics["delayer_jobs_waiting"], 1.0);
     daemon.stop();
 }
 

@@ -55,9 +55,10 @@ impl Error {
         if error.code() == Some("WRONGTYPE") {
             let detail = error.detail().unwrap_or("WRONGTYPE");
             // Redis appends where in a script an error was raised: not the user's business.
-            let detail = detail
-                .split_once(" script: ")
-                .map_or(detail, |(said, _)| said);
+            let detail = match detail.rsplit_once(" script: ") {
+                Some((said, place)) if place.contains(", on @user_script:") => said,
+                _ => detail,
+            };
             let key = detail.rsplit_once(" holds a ").map_or(key, |(key, _)| key);
             Error::WrongType {
                 key: key.to_string(),

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use redis::{AsyncCommands, FromRedisValue, Pipeline, RedisError, RedisResult, Value};
 
 use crate::client::Client;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keys::{Keys, Layout, field};
 use crate::time::{from_unix, unix_now};
 
@@ -53,6 +53,9 @@ pub struct Lengths {
     pub next_due: Option<SystemTime>,
     /// Each topic asked about, with its ready list's length.
     pub ready: Vec<(String, u64)>,
+    /// Topics left out of the counts: their ready list, or in the cluster layout their pool,
+    /// holds another type of value.
+    pub unreadable: Vec<String>,
 }
 
 /// A pool's ZCARD, its ZCOUNT of jobs due now, and its first job not due yet with its score.
@@ -73,30 +76,43 @@ impl Client {
         topics.dedup();
         let lengths = self.lengths(&topics).await?;
         let ready: HashMap<&String, u64> = lengths.ready.iter().map(|(t, n)| (t, *n)).collect();
-        let lists: Vec<Option<(u64, Option<String>)>> = self
+        // Each list on its own: one of the wrong type must not hide the other's count.
+        let dead: Vec<Option<u64>> = self
             .per_topic_tolerant(&topics, |pipe, keys, topic| {
-                pipe.llen(keys.dead(topic)).lindex(keys.ready(topic), -1);
+                pipe.llen(keys.dead(topic));
+            })
+            .await?;
+        let next: Vec<Option<Option<String>>> = self
+            .per_topic_tolerant(&topics, |pipe, keys, topic| {
+                pipe.lindex(keys.ready(topic), -1);
             })
             .await?;
         let oldest: BTreeMap<String, String> = topics
             .iter()
-            .zip(&lists)
-            .filter_map(|(topic, lists)| Some((topic.clone(), lists.as_ref()?.1.clone()?)))
+            .zip(&next)
+            .filter_map(|(topic, next)| Some((topic.clone(), next.clone()??)))
             .collect();
         let ages = self.ready_ages(&oldest, now).await?;
 
+        let cluster = self.settings().layout == Layout::Cluster;
         let mut rows = Vec::with_capacity(topics.len());
-        for (topic, lists) in topics.iter().zip(lists) {
-            let problem = match (&lists, ready.get(topic)) {
-                (Some(_), Some(_)) => None,
+        for ((topic, dead), next) in topics.iter().zip(dead).zip(next) {
+            let unread = dead.is_none()
+                || next.is_none()
+                || !ready.contains_key(topic)
+                || lengths.unreadable.contains(topic)
+                || (cluster && !reserved_by_topic.contains_key(topic));
+            let problem = if unread {
                 // Empty when the key was mended meanwhile.
-                _ => Some(self.wrong_lists(topic).await?).filter(|problem| !problem.is_empty()),
+                Some(self.wrong_keys(topic).await?).filter(|problem| !problem.is_empty())
+            } else {
+                None
             };
             rows.push(TopicStats {
                 topic: topic.clone(),
                 ready: ready.get(topic).copied().unwrap_or(0),
                 reserved: reserved_by_topic.get(topic).copied().unwrap_or(0),
-                dead: lists.map_or(0, |(dead, _)| dead),
+                dead: dead.unwrap_or(0),
                 oldest_ready_age: ages.get(topic).copied(),
                 problem,
             });
@@ -109,27 +125,27 @@ impl Client {
         })
     }
 
-    /// Which of `topic`'s lists holds the wrong type of value, in words.
-    async fn wrong_lists(&self, topic: &str) -> Result<String> {
-        let topic = [topic.to_string()];
-        let types: Vec<(String, String)> = self
-            .per_topic(&topic, |pipe, keys, topic| {
-                pipe.cmd("TYPE")
-                    .arg(keys.ready(topic))
-                    .cmd("TYPE")
-                    .arg(keys.dead(topic));
-            })
-            .await?;
-        let keys = self.keys_for(&topic[0]);
-        let (ready, dead) = &types[0];
-        Ok(
-            [(keys.ready(&topic[0]), ready), (keys.dead(&topic[0]), dead)]
-                .into_iter()
-                .filter(|(_, kind)| !matches!(kind.as_str(), "list" | "none"))
-                .map(|(key, kind)| format!("{key} holds a {kind}, not a list"))
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
+    /// Which of `topic`'s keys hold the wrong type of value, in words: its ready and dead lists,
+    /// and in the cluster layout its own pool and reservations too.
+    async fn wrong_keys(&self, topic: &str) -> Result<String> {
+        let keys = self.keys_for(topic);
+        let mut expected = vec![(keys.ready(topic), "list"), (keys.dead(topic), "list")];
+        if self.settings().layout == Layout::Cluster {
+            expected.push((keys.pool().to_string(), "zset"));
+            expected.push((keys.reserved().to_string(), "zset"));
+        }
+        let mut pipe = redis::pipe();
+        for (key, _) in &expected {
+            pipe.cmd("TYPE").arg(key);
+        }
+        let kinds: Vec<String> = pipe.query_async(&mut self.connection().await?).await?;
+        Ok(expected
+            .iter()
+            .zip(kinds)
+            .filter(|((_, expected), kind)| kind != expected && kind != "none")
+            .map(|((key, expected), kind)| format!("{key} holds a {kind}, not a {expected}"))
+            .collect::<Vec<_>>()
+            .join("; "))
     }
 
     /// How many jobs of each topic are reserved. Reservations are few (what consumers hold right
@@ -183,18 +199,37 @@ impl Client {
             }
             _ => vec![String::new()],
         };
-        let counts: Vec<PoolCounts> = self
-            .per_topic(&pools, |pipe, keys, _| {
+        let counts: Vec<Option<PoolCounts>> = self
+            .per_topic_tolerant(&pools, |pipe, keys, _| {
                 pipe.zcard(keys.pool())
                     .zcount(keys.pool(), "-inf", now)
                     .zrangebyscore_limit_withscores(keys.pool(), format!("({now}"), "+inf", 0, 1);
             })
             .await?;
+        if self.settings().layout != Layout::Cluster && counts[0].is_none() {
+            // The one pool of every topic: nothing is moved either, which must be said.
+            let pool = self.keys().pool();
+            let kind: String = redis::cmd("TYPE")
+                .arg(pool)
+                .query_async(&mut self.connection().await?)
+                .await?;
+            return Err(Error::WrongType {
+                key: pool.to_string(),
+                detail: format!("{pool} holds a {kind}, not a zset"),
+            });
+        }
         let ready: Vec<Option<u64>> = self
             .per_topic_tolerant(topics, |pipe, keys, topic| {
                 pipe.llen(keys.ready(topic));
             })
             .await?;
+        let unread_pools = pools.iter().zip(&counts).filter(|(_, read)| read.is_none());
+        let unread_lists = topics.iter().zip(&ready).filter(|(_, read)| read.is_none());
+        let unreadable = unread_pools
+            .map(|(topic, _)| topic.clone())
+            .chain(unread_lists.map(|(topic, _)| topic.clone()))
+            .collect();
+        let counts: Vec<&PoolCounts> = counts.iter().flatten().collect();
         let next_due = counts
             .iter()
             .filter_map(|(_, _, next)| Some(next.first()?.1))
@@ -208,6 +243,7 @@ impl Client {
                 .zip(ready)
                 .filter_map(|(topic, ready)| Some((topic.clone(), ready?)))
                 .collect(),
+            unreadable,
         })
     }
 
@@ -243,34 +279,14 @@ impl Client {
     }
 
     /// Sends `commands(pipe, keys, topic)` for each of `topics` and reads each topic's replies
-    /// as one `T`: in one pipeline, or in the cluster layout one per topic (each topic's keys
-    /// are in a slot of their own, perhaps on another master).
-    async fn per_topic<T: FromRedisValue>(
-        &self,
-        topics: &[String],
-        commands: impl Fn(&mut Pipeline, &Keys, &str),
-    ) -> Result<Vec<T>> {
-        let replies = self.per_topic_replies(topics, commands).await?;
-        Ok(replies.into_iter().collect::<RedisResult<_>>()?)
-    }
-
-    /// As [`per_topic`](Self::per_topic), with `None` for a topic whose commands found a key of
-    /// the wrong type.
+    /// as one `T`, or `None` when they found a key of the wrong type: in one pipeline, or in the
+    /// cluster layout one per topic (each topic's keys are in a slot of their own, perhaps on
+    /// another master).
     async fn per_topic_tolerant<T: FromRedisValue>(
         &self,
         topics: &[String],
         commands: impl Fn(&mut Pipeline, &Keys, &str),
     ) -> Result<Vec<Option<T>>> {
-        let replies = self.per_topic_replies(topics, commands).await?;
-        replies.into_iter().map(tolerate).collect()
-    }
-
-    /// Each topic's replies as one `T`, or the first error among them.
-    async fn per_topic_replies<T: FromRedisValue>(
-        &self,
-        topics: &[String],
-        commands: impl Fn(&mut Pipeline, &Keys, &str),
-    ) -> Result<Vec<RedisResult<T>>> {
         // Redis refuses an empty pipeline.
         if topics.is_empty() {
             return Ok(Vec::new());
@@ -296,6 +312,7 @@ impl Client {
         for (mut pipe, topics) in pipes {
             // `commands` sends as many commands for each topic.
             let each = pipe.cmd_iter().count() / topics;
+            debug_assert_eq!(each * topics, pipe.cmd_iter().count());
             let values: Vec<RedisResult<Value>> =
                 pipe.ignore_errors().query_async(&mut redis).await?;
             let mut values = values.into_iter();
@@ -304,12 +321,12 @@ impl Client {
                 // the rest of this topic's replies to the next topic.
                 let topic: Vec<RedisResult<Value>> = values.by_ref().take(each).collect();
                 let topic: RedisResult<Vec<Value>> = topic.into_iter().collect();
-                replies.push(topic.and_then(|values| {
+                replies.push(tolerate(topic.and_then(|values| {
                     let mut one = T::from_redis_values(values)?;
                     one.pop().ok_or_else(|| {
                         RedisError::from((redis::ErrorKind::UnexpectedReturnType, "no reply"))
                     })
-                }));
+                }))?);
             }
         }
         Ok(replies)
