@@ -632,6 +632,36 @@ async fn a_job_pushed_again_survives_the_old_reservations_ack_and_is_not_taken_e
 }
 
 #[tokio::test]
+async fn a_job_pushed_again_to_another_topic_reaches_only_that_topics_consumers() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    client.push("c1", "one").id("x").await.unwrap();
+    move_until_empty(&mut redis).await;
+    client.push("c2", "two").id("x").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let (c1, c2): (usize, usize) = (
+        redis.llen(ready_queue("c1")).await.unwrap(),
+        redis.llen(ready_queue("c2")).await.unwrap(),
+    );
+    assert_eq!((c1, c2), (1, 1), "an entry on each list");
+
+    let taken = client
+        .reserve(&["c1"], Duration::from_secs(30), Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(taken, None, "c1's entry is stale: x is c2's now");
+    let taken = reserve_now(&client, "c2", Duration::from_secs(30)).await;
+    assert_eq!(
+        (taken.topic.as_str(), taken.body.as_slice()),
+        ("c2", &b"two"[..])
+    );
+    assert_eq!(client.ack(&taken).await.unwrap(), Acked::Done);
+    let c1: usize = redis.llen(ready_queue("c1")).await.unwrap();
+    assert_eq!(c1, 0, "the stale entry is dropped");
+}
+
+#[tokio::test]
 async fn a_job_pushed_again_after_it_died_is_not_requeued_early() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;

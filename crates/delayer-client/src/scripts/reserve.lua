@@ -62,10 +62,12 @@ for _, list in ipairs(lists) do
     local bucket = bucket_prefix .. id
     -- A bucket of the wrong type is dropped like a missing one.
     local fields = read_or_false('HMGET', bucket, 'topic', 'body', 'due', 'attempts')
-    -- An entry for a job that waits in the pool again (pushed again after it was moved) or is
-    -- reserved already (moved twice, or taken earlier in this call) is stale: taking it would
-    -- deliver early, or twice.
-    local stale = redis.call('ZSCORE', pool, id) or redis.call('ZSCORE', reserved, id)
+    -- An entry for a job that waits in the pool again (pushed again after it was moved), is
+    -- reserved already (moved twice, or taken earlier in this call), or now belongs to another
+    -- topic (its id pushed again there) is stale: taking it would deliver early, twice, or to a
+    -- consumer of the wrong topic.
+    local stale = fields and fields[1] ~= topic
+      or redis.call('ZSCORE', pool, id) or redis.call('ZSCORE', reserved, id)
     if fields and fields[1] and fields[2] and not stale then
       -- Counted from what was read rather than by HINCRBY, which fails (after the writes) on a
       -- count that is not a whole number: such a count starts again.
