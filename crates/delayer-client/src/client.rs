@@ -772,6 +772,9 @@ impl Client {
     ) -> Result<Nacked> {
         let Receipt { id, attempt, topic } = reservation;
         check_id(&id)?;
+        if retry_in > crate::push::MAX_DELAY {
+            return Err(Error::TooFar(retry_in.as_secs_f64()));
+        }
         let Some(keys) = self.keys_of(&id, topic.as_deref()).await? else {
             return Err(Error::NotReserved(id));
         };
@@ -788,6 +791,7 @@ impl Client {
                 counted,
                 now,
                 now + retry_in.as_secs_f64(),
+                self.inner.settings.ready_max_lifetime.as_secs_f64(),
                 self.inner.settings.max_attempts,
             )
             .await

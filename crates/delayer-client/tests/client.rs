@@ -226,6 +226,33 @@ async fn nack_with_a_delay_puts_the_job_back_in_the_pool_for_then() {
 }
 
 #[tokio::test]
+async fn a_nack_far_off_keeps_the_jobs_data_until_then_and_one_too_far_is_refused() {
+    const DAY: u64 = 86_400;
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let id = client.push("t", "b").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
+
+    let too_far = Duration::from_secs(1 << 31);
+    let refused = client.nack(&job, too_far).await.unwrap_err();
+    assert!(matches!(refused, Error::TooFar(_)), "{refused}");
+    assert_eq!(client.get(&id).await.unwrap().state, State::Reserved);
+
+    // The data was pushed to live 7 days past its due time; the retry is in 14.
+    let before: i64 = redis.ttl(job_bucket(&id)).await.unwrap();
+    assert!(before < 7 * DAY as i64 + 10, "{before}");
+    let retry_in = Duration::from_secs(14 * DAY);
+    assert_eq!(client.nack(&job, retry_in).await.unwrap(), Nacked::Retry);
+    let after: i64 = redis.ttl(job_bucket(&id)).await.unwrap();
+    assert!(
+        after >= (21 * DAY - 10) as i64,
+        "{after}: outlives the retry by 7 days"
+    );
+}
+
+#[tokio::test]
 async fn touch_extends_a_reservation_and_ack_after_it_lapsed_says_so() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;

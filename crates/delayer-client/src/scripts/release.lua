@@ -22,6 +22,9 @@
 --          "lapsed")
 -- ARGV[11] the dead list key suffix ("" in the legacy layout)
 -- ARGV[12] the topic of every job here, whatever its bucket says (the cluster layout's); "" else
+-- ARGV[13] with "nack": how long, in seconds, a job's data must outlive its new due time (the
+--          legacy clients' ready_max_lifetime): a bucket that would expire before is given that
+--          long, so that a retry far off does not find the job's data gone
 --
 -- Returns {ended, next_deadline, retried, dead, dropped, blocked}:
 --   ended          how many reservations this call ended; == ARGV[6]: more may have expired
@@ -46,6 +49,9 @@ require_permission('ZADD', pool, '0', 'id')
 require_permission('HMGET', bucket_prefix .. 'id', 'topic')
 require_permission('HSET', bucket_prefix .. 'id', 'died_at', '0')
 require_permission('HINCRBY', bucket_prefix .. 'id', 'attempts', '-1')
+if mode == 'nack' then
+  require_permission('PEXPIRE', bucket_prefix .. 'id', '1')
+end
 
 local ids
 if mode == 'lapsed' then
@@ -96,6 +102,13 @@ for _, id in ipairs(ids) do
   else
     if mode == 'give_back' and attempts > 0 then
       redis.call('HINCRBY', bucket, 'attempts', -1)
+    end
+    if mode == 'nack' then
+      local needed = math.ceil((tonumber(retry_at) - tonumber(now) + tonumber(ARGV[13])) * 1000)
+      local left = redis.call('PTTL', bucket)
+      if left >= 0 and left < needed then
+        redis.call('PEXPIRE', bucket, needed)
+      end
     end
     redis.call('ZADD', pool, retry_at, id)
     retried[#retried + 1] = topic

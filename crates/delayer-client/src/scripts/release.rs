@@ -46,13 +46,19 @@ impl ReleaseScript {
         max_attempts: u32,
         limit: usize,
     ) -> RedisResult<Released> {
-        let call = self.call(keys, [now, now], max_attempts, limit, ("lapsed", "", 0));
+        let call = self.call(
+            keys,
+            [now, now, 0.0],
+            max_attempts,
+            limit,
+            ("lapsed", "", 0),
+        );
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
 
     /// Ends reservation `attempt` of job `id` (if it is current), the job due again at
-    /// `retry_at`: as a failed attempt (`counted`), or as one never really tried (not counted,
-    /// and never dead).
+    /// `retry_at`: as a failed attempt (`counted`; its data then kept at least `lifetime` past
+    /// `retry_at`), or as one never really tried (not counted, and never dead).
     #[allow(clippy::too_many_arguments)]
     pub async fn one(
         &self,
@@ -63,18 +69,20 @@ impl ReleaseScript {
         counted: bool,
         now: f64,
         retry_at: f64,
+        lifetime: f64,
         max_attempts: u32,
     ) -> RedisResult<Released> {
         let mode = if counted { "nack" } else { "give_back" };
-        let call = self.call(keys, [now, retry_at], max_attempts, 1, (mode, id, attempt));
+        let times = [now, retry_at, lifetime];
+        let call = self.call(keys, times, max_attempts, 1, (mode, id, attempt));
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
 
-    /// `[now, retry_at]`; `(mode, id, attempt)` are the script's ARGV[8..10].
+    /// `[now, retry_at, lifetime]`; `(mode, id, attempt)` are the script's ARGV[8..10].
     fn call(
         &self,
         keys: &Keys,
-        [now, retry_at]: [f64; 2],
+        [now, retry_at, lifetime]: [f64; 3],
         max_attempts: u32,
         limit: usize,
         (mode, id, attempt): (&str, &str, u32),
@@ -92,7 +100,8 @@ impl ReleaseScript {
             .arg(id)
             .arg(attempt)
             .arg(&keys.dead_affixes().suffix)
-            .arg(keys.topic_for_scripts());
+            .arg(keys.topic_for_scripts())
+            .arg(lifetime);
         call
     }
 }
