@@ -45,6 +45,8 @@ pub struct Metrics {
     waiting: Gauge,
     due_now: Gauge,
     ready: Family<TopicLabel, Gauge>,
+    /// The topics `ready` has a series for.
+    measured: Mutex<HashSet<String>>,
     /// Every topic this daemon moved a job to: the ready lists `/metrics` measures (no SCAN).
     topics: Mutex<BTreeSet<String>>,
     /// The last [`RECENT_LAGS`] move lags, in seconds, for the status page.
@@ -128,6 +130,7 @@ impl Default for Metrics {
             waiting,
             due_now,
             ready,
+            measured: Mutex::default(),
             topics: Mutex::default(),
             recent_lags: Mutex::new(VecDeque::with_capacity(RECENT_LAGS)),
         }
@@ -245,12 +248,13 @@ impl Metrics {
         if let Some(lengths) = lengths {
             self.waiting.set(lengths.waiting as i64);
             self.due_now.set(lengths.due_now as i64);
+            let now: HashSet<String> = lengths.ready.iter().map(|(t, _)| t.clone()).collect();
+            let mut measured = self.measured.lock().expect("not poisoned");
             // A list left out (of the wrong type now) must not keep its last length.
-            let measured: HashSet<&String> = lengths.ready.iter().map(|(topic, _)| topic).collect();
-            for topic in self.topics() {
-                if !measured.contains(&topic) {
-                    self.ready.remove(&TopicLabel { topic });
-                }
+            for topic in measured.difference(&now) {
+                self.ready.remove(&TopicLabel {
+                    topic: topic.clone(),
+                });
             }
             for (topic, length) in &lengths.ready {
                 let label = TopicLabel {
@@ -258,6 +262,7 @@ impl Metrics {
                 };
                 self.ready.get_or_create(&label).set(*length as i64);
             }
+            *measured = now;
         }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)

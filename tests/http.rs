@@ -639,3 +639,30 @@ async fn the_configured_body_limit_holds_and_a_body_that_is_not_text_comes_back_
     daemon.signal("TERM");
     assert!(daemon.wait(Duration::from_secs(5)).success());
 }
+
+#[tokio::test]
+async fn a_backlog_shows_in_the_metrics_of_a_daemon_that_restarted() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "first", "");
+    for id in ["a", "b"] {
+        let message = Message {
+            id: id.into(),
+            topic: "backlog".into(),
+            body: "b".into(),
+        };
+        legacy_client::push(&mut redis, &message, 0).await.unwrap();
+    }
+    wait_for_ready(&redis, "backlog", 2).await;
+    let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+    assert_eq!(metrics["delayer_ready_jobs{topic=\"backlog\"}"], 2.0);
+    daemon.stop();
+
+    // A new daemon has moved nothing yet: the registry names the topic.
+    let (daemon, _logs, http) = serving(&server, "second", "");
+    let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+    assert_eq!(metrics["delayer_ready_jobs{topic=\"backlog\"}"], 2.0);
+    let page = request(&http, "GET", "/", &[], b"").body;
+    assert!(page.contains("backlog"), "{page}");
+    daemon.stop();
+}

@@ -17,7 +17,7 @@ use super::AppState;
 /// (ZCARD, ZCOUNT and LLEN; never a scan). While Redis does not answer, the holdings are the last
 /// ones read and `delayer_redis_up` says so.
 pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let lengths = state.client.lengths(&state.metrics.topics()).await.ok();
+    let lengths = lengths(&state).await.ok();
     let text = state.metrics.encode(lengths.as_ref());
     let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     ([(CONTENT_TYPE, content_type)], text).into_response()
@@ -56,7 +56,7 @@ fn health(state: &AppState) -> Result<String, String> {
 /// Topics and their ready jobs, jobs waiting, the next due time, how late moves are; refreshed
 /// every few seconds.
 pub(super) async fn status(State(state): State<Arc<AppState>>) -> Html<String> {
-    let lengths = state.client.lengths(&state.metrics.topics()).await;
+    let lengths = lengths(&state).await;
     let mut page = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"5\">\
          <title>delayer</title><style>body{font:15px/1.5 system-ui,sans-serif;margin:2em;color:#222}\
@@ -141,4 +141,14 @@ mod tests {
             "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;"
         );
     }
+}
+
+/// What the pool and the ready lists hold: those of the topics this daemon moved jobs to, and
+/// those of the registry, so that a backlog shows from a restart on, before anything moves.
+async fn lengths(state: &AppState) -> delayer_client::Result<Lengths> {
+    let mut topics = state.metrics.topics();
+    topics.extend(state.client.topics().await?);
+    topics.sort();
+    topics.dedup();
+    state.client.lengths(&topics).await
 }

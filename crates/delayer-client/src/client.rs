@@ -221,9 +221,9 @@ impl Client {
         if let Some(topic) = topic {
             return Ok(Some(self.keys_for(topic)));
         }
-        let mut connection = self.connection().await?;
-        let mut topics: Vec<String> = connection.smembers(self.inner.keys.topics()).await?;
+        let mut topics = self.topics().await?;
         topics.sort();
+        let mut connection = self.connection().await?;
         let mut found = Vec::new();
         for topic in topics {
             if Layout::Cluster.refusal(&topic).is_some() {

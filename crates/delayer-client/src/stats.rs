@@ -62,14 +62,20 @@ pub struct Lengths {
 type PoolCounts = (u64, u64, Vec<(String, f64)>);
 
 impl Client {
-    /// The queues now.
-    pub async fn stats(&self) -> Result<Stats> {
-        let now = unix_now();
-        let mut topics: Vec<String> = self
+    /// The topics of the registry (`delayer:topics`): every topic our pushes, the daemon's moves
+    /// and its dead lists have seen.
+    pub async fn topics(&self) -> Result<Vec<String>> {
+        Ok(self
             .connection()
             .await?
             .smembers(self.keys().topics())
-            .await?;
+            .await?)
+    }
+
+    /// The queues now.
+    pub async fn stats(&self) -> Result<Stats> {
+        let now = unix_now();
+        let mut topics = self.topics().await?;
         let reserved_by_topic = self.reserved_by_topic(&topics).await?;
         topics.extend(reserved_by_topic.keys().cloned());
         topics.sort();
@@ -191,12 +197,7 @@ impl Client {
         let now = unix_now();
         // One pool, or in the cluster layout one per topic of the registry.
         let pools = match self.settings().layout {
-            Layout::Cluster => {
-                self.connection()
-                    .await?
-                    .smembers(self.keys().topics())
-                    .await?
-            }
+            Layout::Cluster => self.topics().await?,
             _ => vec![String::new()],
         };
         let counts: Vec<Option<PoolCounts>> = self
