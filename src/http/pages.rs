@@ -130,6 +130,16 @@ fn escape(text: &str) -> String {
     escaped
 }
 
+/// What the pool and the ready lists hold: those of the topics this daemon moved jobs to, and
+/// those of the registry, so that a backlog shows from a restart on, before anything moves.
+async fn lengths(state: &AppState) -> delayer_client::Result<Lengths> {
+    let mut topics = state.metrics.topics();
+    topics.extend(state.client.topics().await?);
+    topics.sort();
+    topics.dedup();
+    state.client.lengths(&topics).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::escape;
@@ -141,14 +151,4 @@ mod tests {
             "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;"
         );
     }
-}
-
-/// What the pool and the ready lists hold: those of the topics this daemon moved jobs to, and
-/// those of the registry, so that a backlog shows from a restart on, before anything moves.
-async fn lengths(state: &AppState) -> delayer_client::Result<Lengths> {
-    let mut topics = state.metrics.topics();
-    topics.extend(state.client.topics().await?);
-    topics.sort();
-    topics.dedup();
-    state.client.lengths(&topics).await
 }
