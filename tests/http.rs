@@ -231,7 +231,7 @@ async fn bad_requests_are_refused_naming_the_problem_and_write_nothing() {
         ),
         Bad::new(
             TOKEN,
-            &vec![b'x'; (2 << 20) + 1],
+            &vec![b'x'; 6 * (1 << 20) + (64 << 10) + 1],
             413,
             "length limit exceeded",
         ),
@@ -664,5 +664,27 @@ async fn a_backlog_shows_in_the_metrics_of_a_daemon_that_restarted() {
     assert_eq!(metrics["delayer_ready_jobs{topic=\"backlog\"}"], 2.0);
     let page = request(&http, "GET", "/", &[], b"").body;
     assert!(page.contains("backlog"), "{page}");
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn a_body_at_the_limit_is_taken_however_its_json_escapes_it() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "escapes", "");
+    // 1 MiB of "é" (two bytes each), each written as \u00e9 the way PHP's json_encode and
+    // Python's json.dumps write it by default: a 3 MiB request.
+    let body = "\\u00e9".repeat(1 << 19);
+    let request = format!(r#"{{"id": "big", "topic": "t", "body": "{body}"}}"#);
+    let answer = support::http_client::request(
+        &http,
+        "POST",
+        &format!("{JOBS}/add"),
+        &[],
+        request.as_bytes(),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let stored: Vec<u8> = redis.hget("delayer:job_bucket:big", "body").await.unwrap();
+    assert_eq!(stored, "é".repeat(1 << 19).into_bytes());
     daemon.stop();
 }

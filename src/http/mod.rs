@@ -23,9 +23,12 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::signals::Stop;
 
-/// Requests larger than twice the largest body (its JSON encoding, with escapes, is a little
-/// more), and at least this, are refused whole (413).
-const MIN_REQUEST_LIMIT: usize = 2 << 20;
+/// A request may be this many times the largest body, plus [`REQUEST_SLACK`]: the body's JSON
+/// encoding with every byte escaped (`\u00e9` for each byte of a non-ASCII character, as PHP's
+/// json_encode and Python's json.dumps write by default) is at most six times as long.
+const JSON_ESCAPE_FACTOR: usize = 6;
+/// Room for the rest of the request (topic, id, delay) around the body.
+const REQUEST_SLACK: usize = 64 << 10;
 /// The longest a request may take; blocking pops and reserves wait at most `MAX_WAIT`.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -91,7 +94,9 @@ impl Http {
 }
 
 fn router(state: Arc<AppState>) -> Router {
-    let request_limit = (2 * state.client.settings().max_body_bytes).max(MIN_REQUEST_LIMIT);
+    let max_body = state.client.settings().max_body_bytes;
+    // Larger requests are refused whole (413).
+    let request_limit = JSON_ESCAPE_FACTOR * max_body + REQUEST_SLACK;
     let jobs = Router::new()
         .route("/add", post(jobs::add))
         .route("/remove", post(jobs::remove))
