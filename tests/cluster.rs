@@ -528,6 +528,22 @@ async fn odd_data_in_the_cluster_layout_moves_or_is_refused_clearly() {
         }
     })
     .await;
+    // ... and reserved from it, as its pool's topic's.
+    let mut taken = client
+        .reserve_many(&["a"], Duration::from_secs(30), 2, Duration::ZERO)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|job| (job.id, job.topic))
+        .collect::<Vec<_>>();
+    taken.sort();
+    assert_eq!(
+        taken,
+        [
+            ("a1".to_string(), "a".to_string()),
+            ("p1".to_string(), "a".to_string())
+        ]
+    );
     logs.wait_for_line("of the registry is left alone");
 
     // The same id in two topics: looked up by id alone, it is ambiguous, not one of them.

@@ -791,7 +791,12 @@ impl Client {
                 counted,
                 now,
                 now + retry_in.as_secs_f64(),
-                self.inner.settings.ready_max_lifetime.as_secs_f64(),
+                // Bounded as a push's delay is: the TTL must stay a number Redis takes.
+                self.inner
+                    .settings
+                    .ready_max_lifetime
+                    .min(crate::push::MAX_DELAY)
+                    .as_secs_f64(),
                 self.inner.settings.max_attempts,
             )
             .await

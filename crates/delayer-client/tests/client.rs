@@ -250,6 +250,18 @@ async fn a_nack_far_off_keeps_the_jobs_data_until_then_and_one_too_far_is_refuse
         after >= (21 * DAY - 10) as i64,
         "{after}: outlives the retry by 7 days"
     );
+
+    // A lifetime past what Redis takes as a TTL is bounded, not an error after the writes.
+    let endless = Settings {
+        ready_max_lifetime: Duration::MAX,
+        ..Settings::default()
+    };
+    let endless = Client::connect_with(server.info(), endless).await.unwrap();
+    let _: () = redis.zadd(JOB_POOL, &id, 0).await.unwrap();
+    move_until_empty(&mut redis).await;
+    let job = reserve_now(&endless, "t", Duration::from_secs(30)).await;
+    assert_eq!(endless.nack(&job, retry_in).await.unwrap(), Nacked::Retry);
+    assert_eq!(endless.get(&id).await.unwrap().state, State::Waiting);
 }
 
 #[tokio::test]

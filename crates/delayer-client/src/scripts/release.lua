@@ -50,6 +50,7 @@ require_permission('HMGET', bucket_prefix .. 'id', 'topic')
 require_permission('HSET', bucket_prefix .. 'id', 'died_at', '0')
 require_permission('HINCRBY', bucket_prefix .. 'id', 'attempts', '-1')
 if mode == 'nack' then
+  require_permission('PTTL', bucket_prefix .. 'id')
   require_permission('PEXPIRE', bucket_prefix .. 'id', '1')
 end
 
@@ -79,6 +80,15 @@ for _, id in ipairs(ids) do
   local out_of_attempts = mode ~= 'give_back' and attempts >= max_attempts and not pushed_again
   local dead_list = topic and dead_prefix .. topic .. ARGV[11]
   local dead_kind = out_of_attempts and dead_list and redis.call('TYPE', dead_list).ok
+  -- A nack far off: the data must outlive the new due time by ARGV[13] (read before any write).
+  local keep_for
+  if mode == 'nack' and topic then
+    local needed = math.ceil((tonumber(retry_at) - tonumber(now) + tonumber(ARGV[13])) * 1000)
+    local left = redis.call('PTTL', bucket)
+    if left >= 0 and left < needed then
+      keep_for = needed
+    end
+  end
   redis.call('ZREM', reserved, id)
   if not topic then
     dropped[#dropped + 1] = id
@@ -87,6 +97,9 @@ for _, id in ipairs(ids) do
     retried[#retried + 1] = id
   elseif dead_kind and (dead_kind ~= 'list' and dead_kind ~= 'none' or not may('LPUSH', dead_list, id)) then
     -- Its dead list cannot take it: delivered again rather than lost.
+    if keep_for then
+      redis.call('PEXPIRE', bucket, keep_for)
+    end
     redis.call('ZADD', pool, retry_at, id)
     blocked[#blocked + 1] = topic
     blocked[#blocked + 1] = id
@@ -103,12 +116,8 @@ for _, id in ipairs(ids) do
     if mode == 'give_back' and attempts > 0 then
       redis.call('HINCRBY', bucket, 'attempts', -1)
     end
-    if mode == 'nack' then
-      local needed = math.ceil((tonumber(retry_at) - tonumber(now) + tonumber(ARGV[13])) * 1000)
-      local left = redis.call('PTTL', bucket)
-      if left >= 0 and left < needed then
-        redis.call('PEXPIRE', bucket, needed)
-      end
+    if keep_for then
+      redis.call('PEXPIRE', bucket, keep_for)
     end
     redis.call('ZADD', pool, retry_at, id)
     retried[#retried + 1] = topic

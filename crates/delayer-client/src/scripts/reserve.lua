@@ -12,7 +12,10 @@
 -- ARGV[5]  the most jobs to reserve (at least 1)
 -- ARGV[6]  this call's token, recorded in each job's bucket (`reserved_by`): a caller whose reply
 --          was lost finds the jobs by it and the deadline (find_reserved.lua)
--- ARGV[7..]  the topics, in the order to look at them; a ready list key of the wrong type is passed
+-- ARGV[7]  the topic whose keys these are (the cluster layout's: there every bucket belongs to its
+--          slot's topic, whatever its `topic` field says, as the move counts it); "" else, and
+--          then an entry whose bucket names another topic is stale (its id pushed again there)
+-- ARGV[8..]  the topics, in the order to look at them; a ready list key of the wrong type is passed
 --            over, and fails the call (before anything changed but dropped ids) when no other
 --            list had a job
 --
@@ -24,7 +27,7 @@
 
 local reserved, pool, deadline = KEYS[1], KEYS[2], ARGV[1]
 local bucket_prefix, ready_prefix, ready_suffix = ARGV[2], ARGV[3], ARGV[4]
-local most, token = tonumber(ARGV[5]), ARGV[6]
+local most, token, own_topic = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 -- Bounds one call's work however many dropped ids a list holds.
 local MAX_DROPPED = 100
 
@@ -38,7 +41,7 @@ require_permission('HSET', bucket_prefix .. 'id', 'attempts', '1')
 -- Every list's type up front, for the same reason; one of the wrong type is passed over, so that
 -- it does not keep the other topics from being served either. Empty ones need no more look.
 local lists, broken = {}, nil
-for index = 7, #ARGV do
+for index = 8, #ARGV do
   local ready = ready_prefix .. ARGV[index] .. ready_suffix
   local kind = redis.call('TYPE', ready).ok
   if kind == 'list' then
@@ -66,7 +69,7 @@ for _, list in ipairs(lists) do
     -- reserved already (moved twice, or taken earlier in this call), or now belongs to another
     -- topic (its id pushed again there) is stale: taking it would deliver early, twice, or to a
     -- consumer of the wrong topic.
-    local stale = fields and fields[1] ~= topic
+    local stale = (own_topic == '' and fields and fields[1] ~= topic)
       or redis.call('ZSCORE', pool, id) or redis.call('ZSCORE', reserved, id)
     if fields and fields[1] and fields[2] and not stale then
       -- Counted from what was read rather than by HINCRBY, which fails (after the writes) on a

@@ -35,7 +35,8 @@ impl ReserveScript {
             .arg(&keys.ready_affixes().prefix)
             .arg(&keys.ready_affixes().suffix)
             .arg(most.max(1))
-            .arg(token);
+            .arg(token)
+            .arg(keys.topic_for_scripts());
         for topic in topics {
             call.arg(topic.as_ref());
         }
