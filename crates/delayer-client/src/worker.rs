@@ -20,7 +20,8 @@
 //! passes. While jobs are ready, a slot whose handler finished acks its job and reserves the next
 //! in one round trip, together with every other slot that finished meanwhile: one call acks them
 //! all and one reserves their next jobs (one a topic in the cluster layout; nacks one a job), so a
-//! busy worker costs Redis a fraction of a call a job. On stop the worker reserves nothing more
+//! busy worker costs Redis a fraction of a call a job. An ack Redis does not answer is sent again
+//! until it does, or the job's `ttr` has passed. On stop the worker reserves nothing more
 //! and starts no handler, lets running handlers finish (up to `stop_timeout`), then stops the rest
 //! and gives their jobs back (the attempt not counted): no job is lost. A round trip to Redis
 //! under way is never cut short, so that no job is left reserved by nobody; stop a worker through
@@ -40,7 +41,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::{info, warn};
 
 use crate::client::{Client, MAX_BATCH, Nacked};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::job::{Job, Receipt};
 use crate::scripts::ack::Acked;
 
@@ -58,6 +59,10 @@ pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(3600);
 const MIN_TTR: Duration = Duration::from_secs(1);
 /// How long one reserve waits before the loop looks at its slots again.
 const RESERVE_WAIT: Duration = Duration::from_secs(1);
+/// The wait before an ack that Redis did not answer is sent again; it doubles up to
+/// [`ACK_RETRY_MAX_WAIT`].
+const ACK_RETRY_FIRST_WAIT: Duration = Duration::from_millis(100);
+const ACK_RETRY_MAX_WAIT: Duration = Duration::from_secs(2);
 /// How long the loop waits after Redis failed it.
 const TROUBLE_WAIT: Duration = Duration::from_millis(500);
 
@@ -351,6 +356,8 @@ impl Shared {
     /// leave jobs reserved by nobody).
     async fn finish_in_batches(self: Arc<Self>, mut batches: mpsc::UnboundedReceiver<Finished>) {
         let mut batch = Vec::new();
+        // Acks that Redis did not answer, sent again until it does.
+        let mut acking_again = JoinSet::new();
         while batches.recv_many(&mut batch, MAX_BATCH).await > 0 {
             let wanted = if *self.stopped.borrow() {
                 0
@@ -370,7 +377,11 @@ impl Shared {
                     Vec::new()
                 })
             };
-            let ((), reserved) = tokio::join!(self.finish(&batch), reserving);
+            let (unanswered, reserved) = tokio::join!(self.finish(&batch), reserving);
+            while acking_again.try_join_next().is_some() {}
+            for reservation in unanswered {
+                acking_again.spawn(self.clone().ack_again(reservation));
+            }
             let mut unfinished = self.unfinished.lock().expect("not poisoned");
             for done in &batch {
                 unfinished.remove(&done.reservation);
@@ -387,18 +398,62 @@ impl Shared {
                 }
             }
         }
+        acking_again.join_all().await;
     }
 
-    /// Acks the jobs whose handlers succeeded (in one call), nacks those whose handlers failed.
-    async fn finish(&self, batch: &[Finished]) {
+    /// Sends the ack of a finished job again, after a wait, while Redis does not answer it: until
+    /// the job's time to run has passed (it is delivered again then anyway), or once more at the
+    /// stop. Without it, an outage shorter than `ttr` would have every job finished during it run
+    /// twice.
+    async fn ack_again(self: Arc<Self>, reservation: Receipt) {
+        let id = &reservation.id;
+        let give_up_at = tokio::time::Instant::now() + self.ttr;
+        let mut stopped = self.stopped.clone();
+        let mut wait = ACK_RETRY_FIRST_WAIT;
+        loop {
+            let last =
+                *stopped.borrow_and_update() || tokio::time::Instant::now() + wait >= give_up_at;
+            if !last {
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    // One more try at once, then the stop goes on.
+                    _ = stopped.changed() => {}
+                }
+            }
+            match self.client.ack(reservation.clone()).await {
+                Ok(Acked::Done | Acked::Late) => {
+                    info!(id = %id, "job acked once Redis answered again");
+                    return;
+                }
+                // The ack that got no answer had run.
+                Err(Error::UnknownJob(_)) => return,
+                Ok(Acked::Stale) => {
+                    warn!(id = %id, "job finished, but its time to run passed before Redis answered, and it was delivered again: it may run twice");
+                    return;
+                }
+                Err(error) if unanswered(&error) && !last => {
+                    wait = (wait * 2).min(ACK_RETRY_MAX_WAIT);
+                }
+                Err(error) => {
+                    warn!(id = %id, "cannot ack the job ({error}): it is delivered again once its time to run passes");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Acks the jobs whose handlers succeeded (in one call), nacks those whose handlers failed;
+    /// returns the reservations whose ack Redis did not answer, to be acked again.
+    async fn finish(&self, batch: &[Finished]) -> Vec<Receipt> {
         let succeeded: Vec<&Receipt> = batch
             .iter()
             .filter(|done| done.failure.is_none())
             .map(|done| &done.reservation)
             .collect();
         let acking = async {
+            let mut again = Vec::new();
             if succeeded.is_empty() {
-                return;
+                return again;
             }
             let acked = self
                 .client
@@ -412,9 +467,14 @@ impl Shared {
                     Ok(Acked::Stale) => {
                         warn!(id = %id, "job finished after its time to run, and was delivered again meanwhile: it may run twice")
                     }
+                    Err(error) if unanswered(&error) => {
+                        warn!(id = %id, "cannot ack the job yet ({error}): trying again");
+                        again.push((*reservation).clone());
+                    }
                     Err(error) => warn!(id = %id, "cannot ack the job: {error}"),
                 }
             }
+            again
         };
         let mut nacking = JoinSet::new();
         for done in batch {
@@ -435,7 +495,8 @@ impl Shared {
                 });
             }
         }
-        tokio::join!(acking, nacking.join_all());
+        let (again, _) = tokio::join!(acking, nacking.join_all());
+        again
     }
 
     /// Runs one job's handler, touching its reservation meanwhile, until it ends or the stop
@@ -488,6 +549,16 @@ impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Whether Redis gave no answer (a connection that broke or was refused, a reply that did not
+/// come in time), rather than refusing the call itself.
+fn unanswered(error: &Error) -> bool {
+    matches!(error, Error::Redis(error)
+        if error.is_io_error()
+            || error.is_connection_dropped()
+            || error.is_connection_refusal()
+            || error.is_timeout())
 }
 
 #[cfg(test)]

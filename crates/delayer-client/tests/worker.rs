@@ -12,6 +12,7 @@ use delayer_client::scripts::release::ReleaseScript;
 use delayer_client::time::unix_now;
 use delayer_client::{Client, Settings, State, Worker};
 use delayer_testkit::jobs::{command_stats, move_due_jobs, move_until_empty};
+use delayer_testkit::proxy::ForgetfulProxy;
 use delayer_testkit::{RedisServer, wait_for};
 use tokio::sync::oneshot;
 
@@ -610,4 +611,57 @@ async fn slots_that_finish_together_are_acked_in_one_call_and_fed_in_another() {
     assert!(calls <= 4 * ROUNDS + 4, "{calls} script calls");
     let reserved: usize = redis.zcard(RESERVED).await.unwrap();
     assert_eq!(reserved, 0);
+}
+
+#[tokio::test]
+async fn an_ack_redis_did_not_answer_is_sent_again_and_the_job_runs_once() {
+    let (server, port) = RedisServer::start_tcp(&[]);
+    let mut redis = server.connect().await;
+    let proxy = ForgetfulProxy::start(port).await;
+    let client = Client::connect(format!("redis://127.0.0.1:{}", proxy.port()))
+        .await
+        .unwrap();
+    let ids = ready_jobs(&client, &mut redis, "t", 1).await;
+    let (runs, started, release) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let (stop, stopped) = stop_signal();
+    let (r, s, l) = (runs.clone(), started.clone(), release.clone());
+    let worker = Worker::new(client.clone())
+        .concurrency(1)
+        .ttr(Duration::from_secs(20))
+        .handle("t", move |_job| {
+            let (r, s, l) = (r.clone(), s.clone(), l.clone());
+            async move {
+                r.fetch_add(1, Ordering::SeqCst);
+                s.notify_one();
+                l.notified().await;
+                Ok::<(), String>(())
+            }
+        });
+    let running = tokio::spawn(worker.run(stopped));
+    started.notified().await;
+    // The connection the ack goes out on now passes nothing: the ack times out unanswered.
+    proxy.forget_open_connections();
+    release.notify_one();
+
+    wait_for(Duration::from_secs(15), "the job acked", || {
+        let mut redis = redis.clone();
+        let id = ids[0].clone();
+        async move {
+            let left: bool = redis
+                .exists(delayer_client::keys::job_bucket(&id))
+                .await
+                .unwrap();
+            (!left).then_some(())
+        }
+    })
+    .await;
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(reserved, 0);
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "run once");
 }
