@@ -26,7 +26,9 @@
 //! and gives their jobs back (the attempt not counted): no job is lost. A round trip to Redis
 //! under way is never cut short, so that no job is left reserved by nobody; stop a worker through
 //! `run`'s stop future, not by dropping `run` (or a timeout around it), which would cut them short.
-//! A handler that ignores being stopped (blocking work) may still run while its job is given back.
+//! A handler that ignores being stopped (blocking work) may still run while its job is given back;
+//! one that blocks its thread also holds up the touches and the stop on a runtime with few
+//! threads: run blocking work with `tokio::task::spawn_blocking`.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
