@@ -1,7 +1,6 @@
 //! The job subcommands (push, get, pop, remove, stats, dead): each connects to the configured
 //! Redis through the client library, does one thing, and prints the result.
 
-use std::fmt::Write;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
@@ -104,26 +103,24 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
 /// The body in the file at `path` (`-`: standard input), read no further than `limit` bytes and
 /// one more, so that a huge file is refused without being read whole.
 fn read_body(path: &Path, limit: usize) -> Result<Vec<u8>> {
-    let source: Box<dyn Read> = if path == Path::new("-") {
+    let stdin = path == Path::new("-");
+    let name = if stdin {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    };
+    let source: Box<dyn Read> = if stdin {
         Box::new(std::io::stdin().lock())
     } else {
-        Box::new(
-            File::open(path)
-                .with_context(|| format!("cannot read the body file {}", path.display()))?,
-        )
+        Box::new(File::open(path).with_context(|| format!("cannot read the body file {name}"))?)
     };
     let mut body = Vec::new();
     source
         .take(limit as u64 + 1)
         .read_to_end(&mut body)
-        .with_context(|| format!("cannot read the body file {}", path.display()))?;
+        .with_context(|| format!("cannot read the body file {name}"))?;
     if body.len() > limit {
-        let source = if path == Path::new("-") {
-            "standard input".to_string()
-        } else {
-            path.display().to_string()
-        };
-        bail!("the body in {source} is over the limit of {limit} bytes ([delayer] max_body_bytes)");
+        bail!("the body in {name} is over the limit of {limit} bytes ([delayer] max_body_bytes)");
     }
     Ok(body)
 }
@@ -216,9 +213,7 @@ fn stats_table(stats: &Stats) -> String {
         );
         if let Some(problem) = &topic.problem {
             // It names keys, which anyone who writes to Redis chooses: kept to one line.
-            let mut line = String::new();
-            write!(crate::escape::OneLine(&mut line), "{problem}").expect("a String takes it");
-            text += &format!("  ! {line}\n");
+            text += &format!("  ! {}\n", crate::escape::one_line(problem));
         }
     }
     text

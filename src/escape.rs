@@ -43,6 +43,15 @@ fn is_plain(text: &str) -> bool {
         }
 }
 
+/// `text` with its control characters escaped, on one line (as [`OneLine`] writes it).
+pub fn one_line(text: &str) -> String {
+    let mut line = String::with_capacity(text.len());
+    OneLine(&mut line)
+        .write_str(text)
+        .expect("a String takes it");
+    line
+}
+
 /// Writes through to `inner`, escaping control characters, so whatever a message holds it ends up
 /// on one line. The last line of defence: ids and topics are already quoted by [`field`].
 pub struct OneLine<W>(pub W);

@@ -1,7 +1,6 @@
 //! The `delayer` binary: arguments → config → a job command, or serving: (detach) → pid file →
 //! logging → runtime → run → exit code.
 
-use std::fmt::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -9,7 +8,7 @@ use clap::Parser;
 use delayer::cli::{Args, Command, Serving};
 use delayer::config::{self, Config};
 use delayer::daemon::{self, Readiness};
-use delayer::escape::OneLine;
+use delayer::escape::one_line;
 use delayer::pidfile::PidFile;
 use delayer::{Service, Stop, check, commands, logging};
 
@@ -39,9 +38,7 @@ fn main() -> ExitCode {
         Err(error) if error.is::<Reported>() => ExitCode::FAILURE,
         Err(error) => {
             // Kept to one line: ids and keys in it are chosen by whoever writes to Redis.
-            let mut line = String::new();
-            write!(OneLine(&mut line), "{}", causes(&error)).expect("a String takes it");
-            eprintln!("ERROR: {line}");
+            eprintln!("ERROR: {}", one_line(&causes(&error)));
             ExitCode::FAILURE
         }
     }

@@ -234,9 +234,7 @@ async fn a_kept_sentinel_connection_that_went_silent_is_replaced() {
     let first = setup.addresses().split(',').next().unwrap().to_string();
     let port: u16 = first.rsplit(':').next().unwrap().parse().unwrap();
     let proxy = ForgetfulProxy::start(port).await;
-    let sentinel = format!("redis://127.0.0.1:{}", proxy.port())
-        .into_connection_info()
-        .unwrap();
+    let sentinel = proxy.url().into_connection_info().unwrap();
     let node = "redis://127.0.0.1:1".into_connection_info().unwrap();
     let target = Target::sentinel(vec![sentinel], MASTER_NAME, node);
     let master = target.resolve().await.unwrap();

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use crate::connection::{self, Connection, Target};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, unanswered};
 use crate::job::{Job, JobInfo, Receipt, State};
 use crate::keys::{Keys, Layout, field};
 use crate::push::{Push, unique_id};
@@ -598,8 +598,7 @@ impl Client {
             Ok(jobs) => return Ok(jobs),
             Err(error) => error,
         };
-        let maybe_ran = error.code().is_none() || error.is_cluster_error();
-        if maybe_ran
+        if unanswered(&error)
             && started.elapsed() < ttr / 2
             && let Some(found) = self.find_reserved(keys, call, topics, most).await
             && started.elapsed() < ttr / 2

@@ -70,5 +70,11 @@ impl Error {
     }
 }
 
+/// Whether a call that failed with `error` got no answer from Redis itself (a connection that
+/// broke or was refused, a timeout, a cluster redirection): it may have run, or not.
+pub(crate) fn unanswered(error: &RedisError) -> bool {
+    error.code().is_none() || error.is_cluster_error()
+}
+
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,7 +1,7 @@
 //! What the queues hold, for `delayer stats`: counted with ZCARD, ZCOUNT and LLEN, never a SCAN
 //! (topics come from the registry `delayer:topics`, which the daemon and our pushes keep).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use redis::{AsyncCommands, FromRedisValue, Pipeline, RedisError, RedisResult, Value};
@@ -101,12 +101,12 @@ impl Client {
         let ages = self.ready_ages(&oldest, now).await?;
 
         let cluster = self.settings().layout == Layout::Cluster;
+        let unreadable: HashSet<&String> = lengths.unreadable.iter().collect();
         let mut rows = Vec::with_capacity(topics.len());
         for ((topic, dead), next) in topics.iter().zip(dead).zip(next) {
             let unread = dead.is_none()
                 || next.is_none()
-                || !ready.contains_key(topic)
-                || lengths.unreadable.contains(topic)
+                || unreadable.contains(topic)
                 || (cluster && !reserved_by_topic.contains_key(topic));
             let problem = if unread {
                 // Empty when the key was mended meanwhile.

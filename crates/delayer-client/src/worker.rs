@@ -43,7 +43,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::{info, warn};
 
 use crate::client::{Client, MAX_BATCH, Nacked};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, unanswered};
 use crate::job::{Job, Receipt};
 use crate::scripts::ack::Acked;
 
@@ -433,7 +433,7 @@ impl Shared {
                     warn!(id = %id, "job finished, but its time to run passed before Redis answered, and it was delivered again: it may run twice");
                     return;
                 }
-                Err(error) if unanswered(&error) && !last => {
+                Err(Error::Redis(error)) if unanswered(&error) && !last => {
                     wait = (wait * 2).min(ACK_RETRY_MAX_WAIT);
                 }
                 Err(error) => {
@@ -469,7 +469,7 @@ impl Shared {
                     Ok(Acked::Stale) => {
                         warn!(id = %id, "job finished after its time to run, and was delivered again meanwhile: it may run twice")
                     }
-                    Err(error) if unanswered(&error) => {
+                    Err(Error::Redis(error)) if unanswered(&error) => {
                         warn!(id = %id, "cannot ack the job yet ({error}): trying again");
                         again.push((*reservation).clone());
                     }
@@ -551,16 +551,6 @@ impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-/// Whether Redis gave no answer (a connection that broke or was refused, a reply that did not
-/// come in time), rather than refusing the call itself.
-fn unanswered(error: &Error) -> bool {
-    matches!(error, Error::Redis(error)
-        if error.is_io_error()
-            || error.is_connection_dropped()
-            || error.is_connection_refusal()
-            || error.is_timeout())
 }
 
 #[cfg(test)]

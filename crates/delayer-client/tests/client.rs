@@ -931,9 +931,7 @@ async fn a_reserve_whose_reply_was_lost_finds_the_jobs_it_reserved() {
     let (server, port) = RedisServer::start_tcp(&[]);
     let mut redis = server.connect().await;
     let proxy = ForgetfulProxy::start(port).await;
-    let client = Client::connect(format!("redis://127.0.0.1:{}", proxy.port()))
-        .await
-        .unwrap();
+    let client = Client::connect(proxy.url()).await.unwrap();
     for id in ["j1", "j2", "j3"] {
         client.push("t", "body").id(id).await.unwrap();
     }

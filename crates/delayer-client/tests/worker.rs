@@ -618,9 +618,7 @@ async fn an_ack_redis_did_not_answer_is_sent_again_and_the_job_runs_once() {
     let (server, port) = RedisServer::start_tcp(&[]);
     let mut redis = server.connect().await;
     let proxy = ForgetfulProxy::start(port).await;
-    let client = Client::connect(format!("redis://127.0.0.1:{}", proxy.port()))
-        .await
-        .unwrap();
+    let client = Client::connect(proxy.url()).await.unwrap();
     let ids = ready_jobs(&client, &mut redis, "t", 1).await;
     let (runs, started, release) = (
         Arc::new(AtomicUsize::new(0)),

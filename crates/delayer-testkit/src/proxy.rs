@@ -64,8 +64,9 @@ impl ForgetfulProxy {
         ForgetfulProxy { port, silent, deaf }
     }
 
-    pub fn port(&self) -> u16 {
-        self.port
+    /// The URL that reaches Redis through the proxy.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// The connections open now pass nothing more, either way.
