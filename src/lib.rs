@@ -5,50 +5,35 @@
 //! scored by its due time in unix seconds. This daemon moves each id, once it is due, onto the list
 //! `delayer:ready_queue:<topic>` with one atomic Lua script (`move_due.lua`), so several daemons
 //! can share one Redis without ever pushing a job twice. Consumers RPOP/BRPOP the list.
+//!
+//! The parts: [`config`] reads `delayer.conf`; `mover` is the timer loop; `redis` the pool and
+//! what Redis failures mean; `http` the job API, metrics and status page; [`cli`] the command line;
+//! [`service`] the process plumbing (daemon, pid file, signals, logs).
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
-pub mod body_json;
-pub mod check;
 pub mod cli;
-pub mod cluster_mover;
-pub mod cluster_nodes;
-pub mod cluster_registry;
-pub mod cluster_watch;
-pub mod commands;
 pub mod config;
-pub mod daemon;
-pub mod escape;
-pub mod http;
-pub mod logging;
-pub mod metrics;
-pub mod move_log;
-pub mod mover;
-pub mod pidfile;
-pub mod pool;
-pub mod signals;
-pub mod time_text;
-pub mod wakeup;
+mod http;
+mod metrics;
+mod mover;
+mod redis;
+pub mod service;
+pub mod text;
 
 use anyhow::Result;
+use delayer_client::Client;
 use tracing::{error, info, warn};
 
-use cluster_mover::ClusterMover;
 pub use config::Config;
-pub use deadpool_redis::redis;
 use http::Http;
 pub use mover::Mover;
-pub use signals::Stop;
+pub use service::Stop;
 
 /// The service, checked and ready to run.
 pub struct Service {
-    mover: Movers,
+    mover: Mover,
     http: Option<Http>,
-}
-
-/// The timer loop for one Redis (or the master its sentinels name), or for a cluster.
-enum Movers {
-    Single(Box<Mover>),
-    Cluster(Box<ClusterMover>),
 }
 
 impl Service {
@@ -59,22 +44,19 @@ impl Service {
         for warning in config.unknown.iter().chain(&config.warnings) {
             warn!("{warning}");
         }
-        if config.redis.cluster.is_some() {
-            let mover = ClusterMover::new(config)?;
-            mover.check_redis().await?;
-            let http = Http::bind(config, mover.metrics(), mover.target()).await?;
-            return Ok(Service {
-                mover: Movers::Cluster(Box::new(mover)),
-                http,
-            });
-        }
-        let mover = Mover::new(config)?;
+        let mover = Mover::new(&config.mover, &config.redis)?;
         mover.check_redis().await?;
-        let http = Http::bind(config, mover.metrics(), mover.target()).await?;
-        Ok(Service {
-            mover: Movers::Single(Box::new(mover)),
-            http,
-        })
+        let http = match &config.http {
+            Some(settings) => {
+                let client = Client::lazy(mover.target(), config.client_settings());
+                let (timer_interval, redis_address) =
+                    (config.mover.timer_interval, config.redis.address());
+                let metrics = mover.metrics();
+                Some(Http::bind(settings, client, metrics, timer_interval, redis_address).await?)
+            }
+            None => None,
+        };
+        Ok(Service { mover, http })
     }
 
     /// Logs the start line, moves jobs as they fall due (and serves HTTP) until a stop is asked
@@ -89,13 +71,7 @@ impl Service {
                 error!("{error:#}");
             }
         };
-        let moving = async {
-            match &self.mover {
-                Movers::Single(mover) => mover.run(&stop.graceful).await,
-                Movers::Cluster(mover) => mover.run(&stop.graceful).await,
-            }
-        };
-        tokio::join!(moving, serving);
+        tokio::join!(self.mover.run(&stop.graceful), serving);
         info!("Service stopped successfully, PID: {}", std::process::id());
     }
 }
@@ -106,7 +82,8 @@ pub async fn run(config: &Config, stop: Stop) -> Result<()> {
     Ok(())
 }
 
-/// For `--check-config`: connects to the configured Redis once and returns its version.
+/// For `--check-config` and the bench: connects to the configured Redis once and returns its
+/// version.
 pub async fn redis_version(config: &Config) -> Result<String> {
-    pool::server_version(&config.redis).await
+    redis::server_version(&config.redis).await
 }

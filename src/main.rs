@@ -1,16 +1,18 @@
 //! The `delayer` binary: arguments → config → a job command, or serving: (detach) → pid file →
 //! logging → runtime → run → exit code.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use delayer::cli::{Args, Command, Serving};
-use delayer::config::{self, Config};
-use delayer::daemon::{self, Readiness};
-use delayer::escape::one_line;
-use delayer::pidfile::PidFile;
-use delayer::{Service, Stop, check, commands, logging};
+use delayer::cli::{self, Args, Command, Serving};
+use delayer::config::{self, Config, Problems};
+use delayer::service::daemon::{self, Readiness};
+use delayer::service::logging;
+use delayer::service::pidfile::PidFile;
+use delayer::text::escape::one_line;
+use delayer::{Service, Stop};
 
 const BANNER: &str = r"    ____       __
    / __ \___  / /___ ___  _____  _____
@@ -37,8 +39,18 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if error.is::<Reported>() => ExitCode::FAILURE,
         Err(error) => {
-            // Kept to one line: ids and keys in it are chosen by whoever writes to Redis.
-            eprintln!("ERROR: {}", one_line(&causes(&error)));
+            if let Some(problems) = error.downcast_ref::<Problems>() {
+                // A configuration's problems, one a line, with the warnings that go with them.
+                for problem in &problems.errors {
+                    eprintln!("ERROR: {}", one_line(problem));
+                }
+                for warning in &problems.warnings {
+                    eprintln!("warning: {}", one_line(warning));
+                }
+            } else {
+                // Kept to one line: ids and keys in it are chosen by whoever writes to Redis.
+                eprintln!("ERROR: {}", one_line(&causes(&error)));
+            }
             ExitCode::FAILURE
         }
     }
@@ -63,11 +75,11 @@ fn causes(error: &anyhow::Error) -> String {
 }
 
 fn dispatch(args: Args) -> Result<()> {
-    let config = Config::load(&config::locate(args.configuration.as_deref())?)?;
+    let path = config::locate(args.configuration.as_deref())?;
     match args.command {
-        None => serve(&config, args.serving),
+        None => serve(&path, args.serving),
         Some(Command::Serve(serving)) => serve(
-            &config,
+            &path,
             Serving {
                 daemon: args.serving.daemon || serving.daemon,
                 check_config: args.serving.check_config || serving.check_config,
@@ -76,17 +88,27 @@ fn dispatch(args: Args) -> Result<()> {
         Some(_) if args.serving.daemon || args.serving.check_config => {
             bail!("-d and --check-config go with serving, not with a job command")
         }
-        Some(command) => runtime(1)?.block_on(commands::run(&config, command)),
+        Some(command) => {
+            let config = Config::load(&path)?;
+            runtime(1)?.block_on(cli::commands::run(&config, command))
+        }
     }
 }
 
-fn serve(config: &Config, serving: Serving) -> Result<()> {
+fn serve(path: &Path, serving: Serving) -> Result<()> {
+    let mut reading = Config::read(path)?;
     if serving.check_config {
-        return runtime(1)?.block_on(check::run(config));
+        return runtime(1)?.block_on(cli::check::run(reading));
     }
+    if !reading.errors.is_empty() {
+        // Told with the values' problems, so that a start does not fail on one after another;
+        // alone, a path fails where it is used (the pid file's lock, the logs' files).
+        reading.errors.extend(reading.config.path_problems());
+    }
+    let config = &reading.into_config()?;
     let mut readiness = if serving.daemon {
         // Forks here, before any thread exists; the foreground process returns once it knows.
-        match daemon::detach(config)? {
+        match daemon::detach(&config.file, &config.log, config.pid.as_deref())? {
             Some(readiness) => readiness,
             None => return Ok(()),
         }
@@ -105,7 +127,7 @@ fn serve(config: &Config, serving: Serving) -> Result<()> {
 fn run(config: &Config, readiness: &mut Readiness) -> Result<()> {
     let _pid_file = config.pid.as_deref().map(PidFile::acquire).transpose()?;
     // Dropped last: the stop line must reach the log.
-    let _logs = logging::init(config)?;
+    let _logs = logging::init(&config.log)?;
     // The mover alone is one loop: one thread. An HTTP server answers many connections at once,
     // and on a second thread keeps pace with the client library's own pushes (see the bench).
     let threads = if config.http.is_some() { 2 } else { 1 };

@@ -5,8 +5,8 @@ mod support;
 
 use std::time::Duration;
 
-use delayer::redis::AsyncCommands;
 use delayer_client::keys::{RESERVED, dead_queue, field, job_bucket};
+use delayer_client::redis::AsyncCommands;
 use support::legacy_client::{self, Message};
 use support::{
     DAEMON_ACL, Daemon, DaemonSetup, RedisServer, acl, delayer_succeeds, read, wait_for_ready,
@@ -66,12 +66,12 @@ async fn the_daemon_does_all_its_work_under_the_documented_acl() {
         !error.contains("NOPERM") && !error.contains("can't access") && !error.contains("ACL"),
         "{error}"
     );
-    let commandstats: String = delayer::redis::cmd("INFO")
+    let commandstats: String = delayer_client::redis::cmd("INFO")
         .arg("errorstats")
         .query_async(&mut admin)
         .await
         .unwrap();
-    let denied: delayer::redis::Value = delayer::redis::cmd("ACL")
+    let denied: delayer_client::redis::Value = delayer_client::redis::cmd("ACL")
         .arg("LOG")
         .query_async(&mut admin)
         .await

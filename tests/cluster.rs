@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use delayer::redis::cluster_async::ClusterConnection;
-use delayer::redis::{self, AsyncCommands, IntoConnectionInfo};
 use delayer_client::keys::Layout;
+use delayer_client::redis::cluster_async::ClusterConnection;
+use delayer_client::redis::{self, AsyncCommands, IntoConnectionInfo};
 use delayer_client::{Acked, Client, Settings, State, Target};
 use delayer_testkit::cluster::{self, RedisCluster};
 use serde_json::json;
@@ -96,7 +96,7 @@ async fn assert_each_delivered_once(
     let mut connection = connection.clone();
     let mut counts: HashMap<String, usize> = HashMap::new();
     for topic in topics {
-        let keys = Layout::Cluster.keys(topic);
+        let keys = Layout::CLUSTER.keys(topic);
         let ids: Vec<String> = connection.lrange(keys.ready(topic), 0, -1).await.unwrap();
         for id in ids {
             *counts.entry(id).or_default() += 1;
@@ -114,7 +114,7 @@ async fn wait_until_moved(connection: &ClusterConnection, topics: &[String], cou
         async move {
             let mut ready = 0;
             for topic in topics {
-                let keys = Layout::Cluster.keys(topic);
+                let keys = Layout::CLUSTER.keys(topic);
                 let length: usize = connection.llen(keys.ready(topic)).await.unwrap();
                 let waiting: usize = connection.zcard(keys.pool()).await.unwrap();
                 if waiting > 0 {
@@ -148,7 +148,7 @@ async fn the_daemon_runs_as_the_readme_acl_user_on_a_cluster() {
     )
     .await;
     // One topic missing from the registry: its repair is what needs +scan +sadd.
-    let registry = Layout::Cluster.keys("").topics().to_string();
+    let registry = Layout::CLUSTER.keys("").topics().to_string();
     let _: () = connection.clone().srem(&registry, topic(0)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (config, logs) = cluster_config(&dir, "acl", &cluster.addresses());
@@ -180,7 +180,7 @@ async fn topics_missing_from_the_registry_are_added_back_from_their_pools() {
     )
     .await;
     // As if a failover had lost the registry's latest additions.
-    let registry = Layout::Cluster.keys("").topics().to_string();
+    let registry = Layout::CLUSTER.keys("").topics().to_string();
     let _: () = connection.clone().del(&registry).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (config, logs) = cluster_config(&dir, "repair", &cluster.addresses());
@@ -211,7 +211,7 @@ async fn a_registry_that_loses_topics_while_the_daemon_runs_is_repaired() {
         (0..2 * TOPICS).map(|index| (format!("job-{index}"), topic(index), due)),
     )
     .await;
-    let registry = Layout::Cluster.keys("").topics().to_string();
+    let registry = Layout::CLUSTER.keys("").topics().to_string();
     let mut master = cluster.connect_node(cluster.node_of(&registry)).await;
     redis::cmd("CONFIG")
         .arg("RESETSTAT")
@@ -263,8 +263,8 @@ async fn stats_on_a_cluster_name_a_topic_key_of_the_wrong_type_and_count_the_res
     }
     let connection = cluster.connect().await;
     let (pool, reserved) = (
-        Layout::Cluster.keys("bad.pool").pool().to_string(),
-        Layout::Cluster.keys("bad.reserved").reserved().to_string(),
+        Layout::CLUSTER.keys("bad.pool").pool().to_string(),
+        Layout::CLUSTER.keys("bad.reserved").reserved().to_string(),
     );
     let _: () = connection.clone().del(&pool).await.unwrap();
     let _: () = connection.clone().set(&pool, "x").await.unwrap();
@@ -511,7 +511,7 @@ async fn odd_data_in_the_cluster_layout_moves_or_is_refused_clearly() {
     let mut connection = cluster.connect().await;
     let _: () = connection.sadd("delayer:topics", "}y").await.unwrap();
     // A bucket whose topic field names another topic (another slot): moved with its pool's topic.
-    let keys = Layout::Cluster.keys("a");
+    let keys = Layout::CLUSTER.keys("a");
     let _: () = redis::pipe()
         .hset_multiple(keys.bucket("p1"), &[("topic", "elsewhere"), ("body", "b")])
         .zadd(keys.pool(), "p1", 0)
@@ -596,7 +596,7 @@ async fn moves_go_on_while_a_master_fails(fail: impl FnOnce(&mut RedisCluster, u
     let pool_on = |node: usize| {
         (0..)
             .map(|index| format!("topic-{index}"))
-            .find(|topic| cluster.node_of(Layout::Cluster.keys(topic).pool()) == node)
+            .find(|topic| cluster.node_of(Layout::CLUSTER.keys(topic).pool()) == node)
             .unwrap()
     };
     let (stuck, free) = (pool_on(failing), pool_on(registry));
@@ -680,7 +680,7 @@ async fn after_a_failover_the_promoted_replica_serves_the_lost_masters_topics() 
     let (topic, lost) = (0..)
         .map(|index| format!("topic-{index}"))
         .map(|topic| {
-            let node = cluster.node_of(Layout::Cluster.keys(&topic).pool());
+            let node = cluster.node_of(Layout::CLUSTER.keys(&topic).pool());
             (topic, node)
         })
         .find(|(_, node)| *node != registry)
@@ -721,7 +721,7 @@ async fn after_a_failover_the_promoted_replica_serves_the_lost_masters_topics() 
 #[tokio::test]
 async fn a_topic_the_registry_lost_moves_once_its_master_has_failed_over() {
     let mut cluster = RedisCluster::start_with_replicas(3);
-    let registry = Layout::Cluster.keys("").topics().to_string();
+    let registry = Layout::CLUSTER.keys("").topics().to_string();
     let registry_node = cluster.node_of(&registry);
     let dir = tempfile::tempdir().unwrap();
     let (config, logs) = cluster_config(&dir, "lost", &cluster.addresses());
@@ -840,11 +840,11 @@ async fn batches_on_a_cluster_keep_the_jobs_of_sound_topics_when_another_topics_
     for (id, topic) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
         client.push(topic, "body").id(id).await.unwrap();
         // Moved by hand, as the daemon would.
-        let keys = Layout::Cluster.keys(topic);
+        let keys = Layout::CLUSTER.keys(topic);
         let _: () = redis.zrem(keys.pool(), id).await.unwrap();
         let _: () = redis.lpush(keys.ready(topic), id).await.unwrap();
     }
-    let broken = Layout::Cluster.keys("b").reserved().to_string();
+    let broken = Layout::CLUSTER.keys("b").reserved().to_string();
     let _: () = redis.set(&broken, "oops").await.unwrap();
 
     // Topic a is served whatever the order; after it, b's call fails and a's jobs come back

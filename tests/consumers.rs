@@ -378,7 +378,7 @@ async fn the_cli_pushes_gets_pops_removes_counts_and_requeues() {
     assert!(ok && dead.contains("\"state\":\"dead\""), "{dead}");
     let (ok, requeued, _) = cli(&config, &["dead", "t", "--requeue"]);
     assert!(
-        ok && requeued.contains("requeued 1 dead jobs"),
+        ok && requeued.contains("requeued 1 dead job of topic t"),
         "{requeued}"
     );
     support::wait_for_ready(&redis, "t", 1).await;
@@ -404,6 +404,55 @@ async fn the_cli_pushes_gets_pops_removes_counts_and_requeues() {
     assert!(!help.contains("--check-config"), "{help}");
     daemon.signal("TERM");
     assert!(daemon.wait(Duration::from_secs(5)).success());
+}
+
+#[tokio::test]
+async fn the_cli_says_what_it_did_not_find_and_that_more_are_left() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let config = server.write_file("cli.conf", &server.config_text(""));
+    for id in ["d1", "d2", "d3"] {
+        let _: () = redis
+            .hset_multiple(
+                job_bucket(id),
+                &[
+                    (field::TOPIC, "t"),
+                    (field::BODY, "b"),
+                    (field::DIED_AT, "1"),
+                ],
+            )
+            .await
+            .unwrap();
+        let _: () = redis.lpush(dead_queue("t"), id).await.unwrap();
+    }
+
+    let (ok, out, error) = cli(&config, &["get", "nope"]);
+    assert!(
+        !ok && out.is_empty(),
+        "an unknown job is an error, as for remove: {out}"
+    );
+    assert!(error.starts_with("ERROR: no job \"nope\""), "{error}");
+
+    let (ok, dead, said) = cli(&config, &["dead", "t", "--limit", "2"]);
+    assert!(ok, "{said}");
+    let listed: Vec<&str> = dead.lines().collect();
+    assert_eq!(listed.len(), 2, "{dead}");
+    assert!(listed[0].contains("\"id\":\"d1\""), "oldest first: {dead}");
+    assert!(said.contains("there are more"), "{said}");
+    let (ok, _, said) = cli(&config, &["dead", "t", "--limit", "3"]);
+    assert!(ok && said.is_empty(), "none left out: {said}");
+
+    let (ok, requeued, _) = cli(&config, &["dead", "t", "--requeue"]);
+    assert!(
+        ok && requeued.contains("requeued 3 dead jobs of topic t"),
+        "{requeued}"
+    );
+    let pooled: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert_eq!(pooled, 3, "requeued into the pool");
+
+    let (_, help, _) = cli(&config, &["remove", "--help"]);
+    assert!(help.contains("wherever it is"), "{help}");
+    assert!(!help.contains("not fallen due yet"), "{help}");
 }
 
 #[tokio::test]

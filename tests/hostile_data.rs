@@ -7,8 +7,8 @@ use support::DaemonSetup;
 
 use std::time::Duration;
 
-use delayer::redis::{self, AsyncCommands};
 use delayer_client::keys::{JOB_POOL, ready_queue};
+use delayer_client::redis::{self, AsyncCommands};
 use support::legacy_client::{self, Message};
 use support::{Daemon, RedisServer, read};
 

@@ -9,9 +9,9 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use base64::Engine;
-use delayer::redis::AsyncCommands;
-use delayer::redis::aio::MultiplexedConnection;
 use delayer_client::keys::{JOB_POOL, ready_queue};
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
 use serde_json::json;
 use support::http_client::{post, request, serving};
 use support::legacy_client::{self, Message};
@@ -516,7 +516,7 @@ async fn wait_for_blocked_pop(redis: &mut MultiplexedConnection) {
     support::wait_for(Duration::from_secs(5), "a blocked BRPOP", || {
         let mut redis = redis.clone();
         async move {
-            let info: String = delayer::redis::cmd("INFO")
+            let info: String = delayer_client::redis::cmd("INFO")
                 .arg("clients")
                 .query_async(&mut redis)
                 .await

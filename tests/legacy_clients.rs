@@ -6,8 +6,8 @@ use support::DaemonSetup;
 
 use std::time::Duration;
 
-use delayer::redis::AsyncCommands;
 use delayer_client::keys::{JOB_POOL, JOP_POOL, Layout, job_bucket, ready_queue};
+use delayer_client::redis::AsyncCommands;
 use delayer_client::time::unix_now;
 use support::legacy_client::{self, Message};
 use support::{RedisServer, delayer_succeeds, spawn_service};
@@ -160,7 +160,7 @@ async fn the_jop_layout_serves_the_earliest_clients() {
         ),
     );
     let from_php = message("j1", "order.close", "from 1.0.1");
-    legacy_client::push_in(Layout::Jop, &mut php, &from_php, 0)
+    legacy_client::push_in(Layout::JOP, &mut php, &from_php, 0)
         .await
         .unwrap();
     delayer_succeeds(
@@ -177,7 +177,7 @@ async fn the_jop_layout_serves_the_earliest_clients() {
             support::wait_for(Duration::from_secs(5), "a job moved", || {
                 let mut php = php.clone();
                 async move {
-                    legacy_client::pop_in(Layout::Jop, &mut php, "order.close")
+                    legacy_client::pop_in(Layout::JOP, &mut php, "order.close")
                         .await
                         .unwrap()
                 }

@@ -5,9 +5,9 @@ mod support;
 use support::DaemonSetup;
 
 use delayer::Mover;
-use delayer::redis::aio::MultiplexedConnection;
-use delayer::redis::{self, AsyncCommands};
 use delayer_client::keys::{JOB_POOL, Layout, job_bucket, ready_queue};
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::redis::{self, AsyncCommands};
 use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK, Stuck, StuckBecause};
 use support::RedisServer;
 
@@ -60,7 +60,8 @@ async fn drain(mover: &Mover, batch_size: usize, now: f64) -> Vec<Batch> {
 }
 
 fn mover(server: &RedisServer, batch_size: usize) -> Mover {
-    Mover::new(&server.config(&format!("batch_size = {batch_size}"))).unwrap()
+    let config = server.config(&format!("batch_size = {batch_size}"));
+    Mover::new(&config.mover, &config.redis).unwrap()
 }
 
 #[tokio::test]
@@ -392,7 +393,7 @@ async fn a_bucket_read_refused_by_acl_fails_the_call_and_drops_nothing() {
     let mut mover = server.connect_as("mover", "pw").await;
 
     let refused = MoveScript::default()
-        .run(&mut mover, &Layout::Legacy.keys(""), NOW, 1000)
+        .run(&mut mover, &Layout::LEGACY.keys(""), NOW, 1000)
         .await;
 
     let error = refused.expect_err("the user may not read buckets");
@@ -424,12 +425,12 @@ async fn a_ready_list_the_user_may_not_write_is_stuck_not_duplicated() {
     let script = MoveScript::default();
 
     let first = script
-        .run(&mut mover, &Layout::Legacy.keys(""), NOW, 1000)
+        .run(&mut mover, &Layout::LEGACY.keys(""), NOW, 1000)
         .await
         .unwrap();
     for _ in 0..2 {
         script
-            .run(&mut mover, &Layout::Legacy.keys(""), NOW, 1000)
+            .run(&mut mover, &Layout::LEGACY.keys(""), NOW, 1000)
             .await
             .unwrap();
     }

@@ -6,9 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use delayer::redis::{AsyncCommands, IntoConnectionInfo};
 use delayer_client::connection::Target;
 use delayer_client::keys::{JOB_POOL, ready_queue};
+use delayer_client::redis::{AsyncCommands, IntoConnectionInfo};
 use delayer_testkit::proxy::ForgetfulProxy;
 use delayer_testkit::sentinel::{MASTER_NAME, SentinelSetup};
 use support::{Daemon, DaemonSetup, RedisServer, add_jobs, delayer_fails, delayer_succeeds, read};

@@ -6,8 +6,8 @@ use support::DaemonSetup;
 
 use std::time::Duration;
 
-use delayer::redis::AsyncCommands;
 use delayer_client::keys::{JOB_POOL, job_bucket};
+use delayer_client::redis::AsyncCommands;
 use support::legacy_client::{self, Message};
 use support::{RedisServer, spawn_service};
 

@@ -7,7 +7,7 @@ mod support;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use delayer::redis::AsyncCommands;
+use delayer_client::redis::AsyncCommands;
 use support::legacy_client::{self, Message};
 use support::{
     DAEMON_ACL, Daemon, Logs, RedisServer, acl, delayer_fails, delayer_succeeds, read,
@@ -80,7 +80,7 @@ async fn the_daemon_and_the_cli_work_over_tls_the_daemon_as_the_documented_acl_u
     push_due(&server, &["one", "two", "three"]).await;
     wait_for_ready(&admin, "t", 3).await;
     // The only TCP port is the TLS one: every connection of the daemon's is TLS, as that user.
-    let clients: String = delayer::redis::cmd("CLIENT")
+    let clients: String = delayer_client::redis::cmd("CLIENT")
         .arg("LIST")
         .query_async(&mut admin)
         .await

@@ -5,9 +5,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayer::redis::aio::MultiplexedConnection;
-use delayer::redis::{self, AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, Value};
 use delayer_client::keys::{JOB_POOL, Layout};
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::redis::{
+    self, AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, Value,
+};
 use delayer_client::scripts::move_due::MoveScript;
 use delayer_client::time::unix_now;
 
@@ -87,7 +89,7 @@ async fn one_burst(server: &RedisServer, by_daemon: bool) -> f64 {
         let script = MoveScript::default();
         loop {
             let batch = script
-                .run(&mut redis, &Layout::Legacy.keys(""), unix_now(), 1000)
+                .run(&mut redis, &Layout::LEGACY.keys(""), unix_now(), 1000)
                 .await
                 .unwrap();
             if !batch.is_full(1000) {

@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use delayer::redis::AsyncCommands;
-use delayer::redis::cluster_async::ClusterConnection;
 use delayer_client::keys::Layout;
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::cluster_async::ClusterConnection;
 use delayer_testkit::cluster::{RedisCluster, add_jobs};
 
 use crate::support::Daemon;
@@ -75,7 +75,7 @@ async fn drain(masters: usize) -> f64 {
         let topic = topic(index);
         let length: usize = connection
             .clone()
-            .llen(Layout::Cluster.keys(&topic).ready(&topic))
+            .llen(Layout::CLUSTER.keys(&topic).ready(&topic))
             .await
             .unwrap();
         ready += length;
@@ -90,7 +90,7 @@ async fn waiting(connection: &ClusterConnection) -> usize {
     let counts = (0..TOPICS).map(|index| {
         let mut connection = connection.clone();
         async move {
-            let keys = Layout::Cluster.keys(&topic(index));
+            let keys = Layout::CLUSTER.keys(&topic(index));
             connection.zcard::<_, usize>(keys.pool()).await.unwrap()
         }
     });

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use delayer::redis::AsyncCommands;
-use delayer::redis::aio::MultiplexedConnection;
 use delayer_client::keys::{Layout, job_bucket, ready_queue};
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::scripts::push::{NewJob, PushScript};
 use delayer_client::time::unix_now;
 use delayer_client::{Client, DEFAULT_CONCURRENCY, Worker};
@@ -90,7 +90,7 @@ pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> f64 {
                             delay: 3600.0,
                         };
                         script
-                            .run(&mut redis, &Layout::Legacy.keys(""), &job)
+                            .run(&mut redis, &Layout::LEGACY.keys(""), &job)
                             .await
                             .unwrap();
                     }

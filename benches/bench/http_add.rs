@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use delayer::redis::AsyncCommands;
 use delayer_client::keys::JOB_POOL;
+use delayer_client::redis::AsyncCommands;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;

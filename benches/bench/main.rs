@@ -20,9 +20,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use delayer::redis::aio::MultiplexedConnection;
-use delayer::redis::{self, AsyncCommands, Value};
 use delayer_client::keys::{JOB_POOL, Layout, ready_queue};
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::redis::{self, AsyncCommands, Value};
 use delayer_client::scripts::move_due::MoveScript;
 use delayer_client::time::unix_now;
 use support::{Daemon, RedisServer, delivered, fill_backlog};
@@ -112,7 +112,7 @@ async fn drains(server: &RedisServer) {
         "| jobs | bare script s | bare jobs/s | daemon s | daemon jobs/s | daemon / bare | daemon CPU s | daemon peak RSS |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let batch_size = delayer::config::DEFAULT_BATCH_SIZE;
+    let batch_size = server.config("").mover.batch_size;
     for count in [100_000, 1_000_000] {
         let bare = best_bare(server, count, batch_size).await;
         let daemon = best_daemon(server, count, batch_size).await;
@@ -163,7 +163,7 @@ async fn bare_drain(server: &RedisServer, count: usize, batch_size: usize) -> f6
         loop {
             // The raw reply: reading it into a Batch is the daemon's cost, not Redis's.
             let reply: Value = script
-                .call(&Layout::Legacy.keys(""), now, batch_size)
+                .call(&Layout::LEGACY.keys(""), now, batch_size)
                 .invoke_async(&mut connection)
                 .await
                 .unwrap();

@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::AppState;
-use crate::body_json;
-use crate::time_text::rfc3339;
+use crate::text::body;
+use crate::text::time::rfc3339;
 
 /// The longest a pop or reserve waits for a job, in seconds.
 const MAX_WAIT: f64 = 30.0;
@@ -237,8 +237,8 @@ impl InfoJson<'_> {
             // `as` saturates: a score beyond i64 (a legacy writer's) cannot fail the answer.
             exec_time: info.due.map(|due| to_unix(due).ceil() as i64),
             delay: info.delay.map(|delay| delay.as_secs_f64().ceil() as u64),
-            body: info.body.as_deref().map(body_json::text),
-            body_base64: info.body.as_deref().and_then(body_json::base64),
+            body: info.body.as_deref().map(body::text),
+            body_base64: info.body.as_deref().and_then(body::base64),
             state: info.state.name(),
             due: info.due.map(rfc3339),
             attempts: info.attempts,
@@ -263,8 +263,8 @@ impl TakenJson<'_> {
         TakenJson {
             id: &job.id,
             topic: &job.topic,
-            body: body_json::text(&job.body),
-            body_base64: body_json::base64(&job.body),
+            body: body::text(&job.body),
+            body_base64: body::base64(&job.body),
             attempt: job.attempts,
             due: job.due.map(rfc3339),
         }

@@ -6,6 +6,7 @@ mod jobs;
 mod pages;
 mod server;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,15 +14,14 @@ use anyhow::{Context, Result};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use delayer_client::{Client, Target};
+use delayer_client::Client;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 use tracing::info;
 
-use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::signals::Stop;
+use crate::service::Stop;
 
 /// A request may be this many times the largest body, plus [`REQUEST_SLACK`]: the body's JSON
 /// encoding with every byte escaped (`\u00e9` for each byte of a non-ASCII character, as PHP's
@@ -31,6 +31,15 @@ const JSON_ESCAPE_FACTOR: usize = 6;
 const REQUEST_SLACK: usize = 64 << 10;
 /// The longest a request may take; blocking pops and reserves wait at most `MAX_WAIT`.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The `[http]` section.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// `listen`: the address and port to serve on.
+    pub listen: SocketAddr,
+    /// `token`: when set, the job API wants `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+}
 
 /// The server, bound and ready to serve.
 pub struct Http {
@@ -50,31 +59,30 @@ struct AppState {
 }
 
 impl Http {
-    /// Binds `[http] listen` now, so that a start fails at once when the address is taken. Redis
-    /// is connected to on the first request that needs it: the server starts while Redis is down.
+    /// Binds `listen` now, so that a start fails at once when the address is taken. `client`
+    /// connects to Redis on the first request that needs it: the server starts while Redis is
+    /// down. `/healthz` wants a look at the pool within two `timer_interval`s.
     pub async fn bind(
-        config: &Config,
+        settings: &HttpSettings,
+        client: Client,
         metrics: Arc<Metrics>,
-        redis: Target,
-    ) -> Result<Option<Http>> {
-        let Some(http) = &config.http else {
-            return Ok(None);
-        };
-        let listener = TcpListener::bind(http.listen)
+        timer_interval: Duration,
+        redis_address: String,
+    ) -> Result<Http> {
+        let listener = TcpListener::bind(settings.listen)
             .await
-            .with_context(|| format!("cannot listen on {} ([http] listen)", http.listen))?;
-        let client = Client::lazy(redis, config.client_settings());
-        Ok(Some(Http {
+            .with_context(|| format!("cannot listen on {} ([http] listen)", settings.listen))?;
+        Ok(Http {
             listener,
             state: Arc::new(AppState {
                 client,
                 metrics,
-                token: http.token.clone(),
-                timer_interval: config.timer_interval,
-                redis_address: config.redis.address(),
+                token: settings.token.clone(),
+                timer_interval,
+                redis_address,
                 stopping: CancellationToken::new(),
             }),
-        }))
+        })
     }
 
     /// Serves until a stop, then lets the requests in flight finish (for a few seconds at most).

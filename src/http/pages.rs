@@ -82,7 +82,7 @@ pub(super) async fn status(State(state): State<Arc<AppState>>) -> Html<String> {
     };
     let next = lengths
         .next_due
-        .map_or_else(|| "none".to_string(), crate::time_text::local);
+        .map_or_else(|| "none".to_string(), crate::text::time::local);
     write!(
         page,
         "<p>Jobs waiting: <b>{}</b> ({} due now). Next due: {next}.</p>",

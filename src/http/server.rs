@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::warn;
 
-use crate::signals::Stop;
+use crate::service::Stop;
 
 /// Connections served at once; more wait in the listen backlog. Each is a file descriptor, as are
 /// the mover's connections to Redis, which must never run short.

@@ -205,8 +205,12 @@ pub const DAEMON_ACL: &str = "~delayer:* +ping +unwatch +select +hello +info +cl
      +hget +hmget +hset +hincrby +lpush +sadd";
 
 /// `ACL SETUSER user rules...`.
-pub async fn acl(redis: &mut delayer::redis::aio::MultiplexedConnection, user: &str, rules: &str) {
-    delayer::redis::cmd("ACL")
+pub async fn acl(
+    redis: &mut delayer_client::redis::aio::MultiplexedConnection,
+    user: &str,
+    rules: &str,
+) {
+    delayer_client::redis::cmd("ACL")
         .arg("SETUSER")
         .arg(user)
         .arg(rules.split_whitespace().collect::<Vec<_>>())

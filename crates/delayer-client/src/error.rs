@@ -29,7 +29,7 @@ pub enum Error {
     InThePast(SystemTime),
     #[error(
         "the delay of {0} s is too long: at most {max} s (about 68 years)",
-        max = crate::push::MAX_DELAY.as_secs()
+        max = crate::settings::MAX_DELAY.as_secs()
     )]
     TooFar(f64),
     #[error("no job {0:?}")]
@@ -70,9 +70,11 @@ impl Error {
     }
 }
 
-/// Whether a call that failed with `error` got no answer from Redis itself (a connection that
-/// broke or was refused, a timeout, a cluster redirection): it may have run, or not.
-pub(crate) fn unanswered(error: &RedisError) -> bool {
+/// Whether a call that failed with `error` got no answer from Redis itself: a connection that
+/// broke or was refused, a timeout, a reply that could not be read, or a cluster redirection (a
+/// cluster connection sends a call again after such a failure, so an earlier try may have run).
+/// Such a call may have run, or not; an error Redis answered means it did not.
+pub fn unanswered(error: &RedisError) -> bool {
     error.code().is_none() || error.is_cluster_error()
 }
 

@@ -1,6 +1,7 @@
 //! The Redis key names and bucket fields: the legacy ones are a contract with the PHP and Go Delayer
-//! clients; the others are ours, and legacy clients never look at them. [`Layout`] says which names
-//! a Redis uses, [`Keys`] holds them: every key name any part of delayer uses comes from here.
+//! clients; the others are ours, and legacy clients never look at them. A [`Layout`] is two
+//! choices, what the keys are called ([`Names`]) and where a topic's keys are ([`Placement`]);
+//! [`Keys`] holds the names it gives. Every key name any part of delayer uses comes from here.
 
 /// Sorted set: job id → due time in unix seconds (whole seconds from legacy clients).
 pub const JOB_POOL: &str = "delayer:job_pool";
@@ -8,6 +9,10 @@ pub const JOB_POOL: &str = "delayer:job_pool";
 pub const JOB_BUCKET_PREFIX: &str = "delayer:job_bucket:";
 /// Prefix of the list a topic's due job ids wait in for consumers (LPUSHed here, RPOPed by clients).
 pub const READY_QUEUE_PREFIX: &str = "delayer:ready_queue:";
+/// The pool of the earliest Delayer generation (servers v1.0.1-1.0.2, PHP client 1.0.1).
+pub const JOP_POOL: &str = "delayer:jop_pool";
+/// Its bucket prefix.
+pub const JOP_BUCKET_PREFIX: &str = "delayer:jop_bucket:";
 
 /// Ours. Sorted set: reserved job id → the deadline (whole unix milliseconds) by which it must be
 /// acked, touched or nacked, or be delivered again.
@@ -17,6 +22,12 @@ pub const DEAD_QUEUE_PREFIX: &str = "delayer:dead_queue:";
 /// Ours. Set of every topic seen (pushed by our clients, or moved by the daemon), so that nothing
 /// needs to SCAN to find them.
 pub const TOPICS: &str = "delayer:topics";
+
+/// How every key of a topic placed [`Placement::PerTopic`] begins: the topic follows, as the
+/// hash tag.
+pub const CLUSTER_PREFIX: &str = "delayer:{";
+/// How a topic's pool ends when placed per topic (`delayer:{TOPIC}:job_pool`).
+pub const CLUSTER_POOL_SUFFIX: &str = "}:job_pool";
 
 /// The fields of a job's bucket.
 pub mod field {
@@ -37,42 +48,139 @@ pub mod field {
     pub const RESERVED_BY: &str = "reserved_by";
 }
 
-/// The bucket key of job `id`.
+/// The bucket key of job `id` in the legacy layout.
 pub fn job_bucket(id: &str) -> String {
-    format!("{JOB_BUCKET_PREFIX}{id}")
+    Layout::LEGACY.keys("").bucket(id)
 }
 
-/// The ready list key of `topic`.
+/// The ready list key of `topic` in the legacy layout.
 pub fn ready_queue(topic: &str) -> String {
-    format!("{READY_QUEUE_PREFIX}{topic}")
+    Layout::LEGACY.keys("").ready(topic)
 }
 
-/// The dead list key of `topic`.
+/// The dead list key of `topic` in the legacy layout.
 pub fn dead_queue(topic: &str) -> String {
-    format!("{DEAD_QUEUE_PREFIX}{topic}")
+    Layout::LEGACY.keys("").dead(topic)
 }
 
-/// The pool of the earliest Delayer generation (servers v1.0.1-1.0.2, PHP client 1.0.1): the
-/// same layout under other names.
-pub const JOP_POOL: &str = "delayer:jop_pool";
-/// Its bucket prefix.
-pub const JOP_BUCKET_PREFIX: &str = "delayer:jop_bucket:";
+/// What the pool and the buckets are called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Names {
+    /// The Delayer servers' and clients' names (`job_pool`, `job_bucket`).
+    #[default]
+    Legacy,
+    /// The earliest generation's (`jop_pool`, `jop_bucket`).
+    Jop,
+}
+
+/// Where a topic's keys are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// One pool for every topic (`delayer:job_pool`): one Redis, as the legacy clients use it.
+    #[default]
+    Shared,
+    /// Each topic's keys under the topic as their hash tag (`delayer:{TOPIC}:job_pool`), so that
+    /// they share one slot of a Redis Cluster and the scripts work on them atomically. Legacy
+    /// clients do not know it.
+    PerTopic,
+}
 
 /// Which key names a Redis holds its jobs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Layout {
-    /// The Delayer servers' and clients' names (`delayer:job_pool`, ...).
-    #[default]
-    Legacy,
-    /// The earliest generation's (`delayer:jop_pool`, `delayer:jop_bucket:<id>`).
-    Jop,
-    /// For Redis Cluster: every key of a topic carries the topic as its hash tag
-    /// (`delayer:{TOPIC}:job_pool`, ...), so that each topic lives in one slot and the scripts
-    /// can work on it atomically. Legacy clients do not know it.
-    Cluster,
+pub struct Layout {
+    pub names: Names,
+    pub placement: Placement,
 }
 
-/// The key names of one layout: of every topic's jobs, or in the cluster layout one topic's.
+impl Layout {
+    /// The legacy clients' layout.
+    pub const LEGACY: Layout = Layout {
+        names: Names::Legacy,
+        placement: Placement::Shared,
+    };
+    /// The earliest generation's names, on one Redis.
+    pub const JOP: Layout = Layout {
+        names: Names::Jop,
+        placement: Placement::Shared,
+    };
+    /// For Redis Cluster: the legacy names, each topic's keys in a slot of their own.
+    pub const CLUSTER: Layout = Layout {
+        names: Names::Legacy,
+        placement: Placement::PerTopic,
+    };
+
+    /// Whether each topic has keys of its own (a pool, reservations), in another slot than the
+    /// registry of topics.
+    pub fn per_topic(self) -> bool {
+        self.placement == Placement::PerTopic
+    }
+
+    /// Why this layout cannot hold `topic`, if it cannot: placed per topic, a topic that starts
+    /// with `}` makes an empty hash tag, which would scatter its keys over the cluster.
+    pub fn refusal(self, topic: &str) -> Option<&'static str> {
+        (self.per_topic() && topic.starts_with('}')).then_some(
+            "starts with '}', so its keys could not share a hash slot in the cluster layout",
+        )
+    }
+
+    /// The topic whose pool `key` is, placed per topic; `None` for a key this layout would not
+    /// have written so (or a layout with one pool for every topic).
+    pub fn topic_of_pool(self, key: &str) -> Option<&str> {
+        if !self.per_topic() {
+            return None;
+        }
+        let (pool, _) = self.words();
+        let topic = key
+            .strip_prefix(CLUSTER_PREFIX)?
+            .strip_suffix(pool)?
+            .strip_suffix("}:")?;
+        (!topic.is_empty() && self.refusal(topic).is_none()).then_some(topic)
+    }
+
+    /// The names in this layout; `topic` matters only when keys are placed per topic.
+    pub fn keys(self, topic: &str) -> Keys {
+        let (pool, bucket) = self.words();
+        match self.placement {
+            Placement::Shared => Keys {
+                pool: format!("delayer:{pool}"),
+                bucket_prefix: format!("delayer:{bucket}:"),
+                ready: Affixes::prefix(READY_QUEUE_PREFIX),
+                dead: Affixes::prefix(DEAD_QUEUE_PREFIX),
+                reserved: RESERVED.to_string(),
+                topics: TOPICS.to_string(),
+                topic: None,
+            },
+            Placement::PerTopic => {
+                let tagged = |name: &str| format!("{CLUSTER_PREFIX}{topic}}}:{name}");
+                let around = |name: &str| Affixes {
+                    prefix: CLUSTER_PREFIX.to_string(),
+                    suffix: format!("}}:{name}"),
+                };
+                Keys {
+                    pool: tagged(pool),
+                    bucket_prefix: tagged(&format!("{bucket}:")),
+                    ready: around("ready_queue"),
+                    dead: around("dead_queue"),
+                    reserved: tagged("reserved"),
+                    // One key for the whole cluster, in a slot of its own: pushers add to it, the
+                    // daemon reads it to know which topics' pools to look at.
+                    topics: TOPICS.to_string(),
+                    topic: Some(topic.to_string()),
+                }
+            }
+        }
+    }
+
+    /// The words for the pool and the buckets.
+    fn words(self) -> (&'static str, &'static str) {
+        match self.names {
+            Names::Legacy => ("job_pool", "job_bucket"),
+            Names::Jop => ("jop_pool", "jop_bucket"),
+        }
+    }
+}
+
+/// The key names of one layout: of every topic's jobs, or placed per topic, one topic's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Keys {
     pool: String,
@@ -81,7 +189,7 @@ pub struct Keys {
     dead: Affixes,
     reserved: String,
     topics: String,
-    /// The cluster layout's: the one topic whose keys these are. The registry of topics is in
+    /// Placed per topic: the one topic whose keys these are. The registry of topics is in
     /// another slot than they are then, out of the scripts' reach.
     topic: Option<String>,
 }
@@ -94,66 +202,22 @@ pub struct Affixes {
 }
 
 impl Affixes {
+    fn prefix(prefix: &str) -> Affixes {
+        Affixes {
+            prefix: prefix.to_string(),
+            suffix: String::new(),
+        }
+    }
+
     fn around(&self, topic: &str) -> String {
         format!("{}{topic}{}", self.prefix, self.suffix)
     }
 }
 
-impl Layout {
-    /// Why this layout cannot hold `topic`, if it cannot: in the cluster layout a topic that
-    /// starts with `}` makes an empty hash tag, which would scatter its keys over the cluster.
-    pub fn refusal(self, topic: &str) -> Option<&'static str> {
-        (self == Layout::Cluster && topic.starts_with('}')).then_some(
-            "starts with '}', so its keys could not share a hash slot in the cluster layout",
-        )
-    }
-
-    /// The names in this layout; `topic` matters only to the cluster layout.
-    pub fn keys(self, topic: &str) -> Keys {
-        let (pool, bucket_prefix) = match self {
-            Layout::Legacy => (JOB_POOL, JOB_BUCKET_PREFIX),
-            Layout::Jop => (JOP_POOL, JOP_BUCKET_PREFIX),
-            Layout::Cluster => return Keys::cluster(topic),
-        };
-        let prefixed = |prefix: &str| Affixes {
-            prefix: prefix.to_string(),
-            suffix: String::new(),
-        };
-        Keys {
-            pool: pool.to_string(),
-            bucket_prefix: bucket_prefix.to_string(),
-            ready: prefixed(READY_QUEUE_PREFIX),
-            dead: prefixed(DEAD_QUEUE_PREFIX),
-            reserved: RESERVED.to_string(),
-            topics: TOPICS.to_string(),
-            topic: None,
-        }
-    }
-}
-
-/// How every key of the cluster layout begins: the topic follows, as the hash tag.
-pub const CLUSTER_PREFIX: &str = "delayer:{";
-/// How a topic's pool ends in the cluster layout (`delayer:{TOPIC}:job_pool`).
-pub const CLUSTER_POOL_SUFFIX: &str = "}:job_pool";
-
 impl Keys {
-    fn cluster(topic: &str) -> Keys {
-        let tagged = |name: &str| format!("{CLUSTER_PREFIX}{topic}}}:{name}");
-        let around = |name: &str| Affixes {
-            prefix: CLUSTER_PREFIX.to_string(),
-            suffix: format!("}}:{name}"),
-        };
-        Keys {
-            pool: format!("{CLUSTER_PREFIX}{topic}{CLUSTER_POOL_SUFFIX}"),
-            bucket_prefix: tagged("job_bucket:"),
-            ready: around("ready_queue"),
-            dead: around("dead_queue"),
-            reserved: tagged("reserved"),
-            // One key for the whole cluster, in a slot of its own: pushers add to it, the daemon
-            // reads it to know which topics' pools to look at.
-            topics: TOPICS.to_string(),
-            topic: Some(topic.to_string()),
-        }
+    /// Whether these are one topic's keys (see [`Layout::per_topic`]).
+    pub fn per_topic(&self) -> bool {
+        self.topic.is_some()
     }
 
     /// The sorted set of waiting job ids, scored by due time.
@@ -166,6 +230,7 @@ impl Keys {
         format!("{}{id}", self.bucket_prefix)
     }
 
+    /// What every bucket key starts with.
     pub fn bucket_prefix(&self) -> &str {
         &self.bucket_prefix
     }
@@ -175,6 +240,7 @@ impl Keys {
         self.ready.around(topic)
     }
 
+    /// What comes before and after the topic in a ready list's key.
     pub fn ready_affixes(&self) -> &Affixes {
         &self.ready
     }
@@ -184,6 +250,7 @@ impl Keys {
         self.dead.around(topic)
     }
 
+    /// What comes before and after the topic in a dead list's key.
     pub fn dead_affixes(&self) -> &Affixes {
         &self.dead
     }
@@ -198,20 +265,67 @@ impl Keys {
         &self.topics
     }
 
-    /// The topic every job under these keys belongs to, as the scripts are told it: in the
-    /// cluster layout the one whose keys these are (its lists are the only ones in the scripts'
-    /// slot), else "" (each job's own `topic` field says).
+    /// The topic every job under these keys belongs to, as the scripts are told it: placed per
+    /// topic the one whose keys these are (its lists are the only ones in the scripts' slot),
+    /// else "" (each job's own `topic` field says).
     pub fn topic_for_scripts(&self) -> &str {
         self.topic.as_deref().unwrap_or("")
     }
 
     /// The registry of topics as the scripts are told it: "" where it is in another slot than
-    /// the script's keys (the cluster layout: there the clients add a topic before pushing).
+    /// the script's keys (placed per topic: there the clients add a topic before pushing).
     pub fn registry_for_scripts(&self) -> &str {
-        if self.topic.is_none() {
-            &self.topics
-        } else {
-            ""
-        }
+        if self.per_topic() { "" } else { &self.topics }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_layout_names_its_keys() {
+        let legacy = Layout::LEGACY.keys("");
+        assert_eq!(legacy.pool(), JOB_POOL);
+        assert_eq!(legacy.bucket("5d41"), format!("{JOB_BUCKET_PREFIX}5d41"));
+        assert_eq!(legacy.ready("t"), format!("{READY_QUEUE_PREFIX}t"));
+        assert_eq!(legacy.dead("t"), format!("{DEAD_QUEUE_PREFIX}t"));
+        assert_eq!((legacy.reserved(), legacy.topics()), (RESERVED, TOPICS));
+        assert_eq!(legacy.registry_for_scripts(), TOPICS);
+        let jop = Layout::JOP.keys("");
+        assert_eq!(jop.pool(), JOP_POOL);
+        assert_eq!(jop.bucket("5d41"), format!("{JOP_BUCKET_PREFIX}5d41"));
+        let cluster = Layout::CLUSTER.keys("order.close");
+        assert_eq!(cluster.pool(), "delayer:{order.close}:job_pool");
+        assert_eq!(cluster.bucket("7"), "delayer:{order.close}:job_bucket:7");
+        assert_eq!(cluster.ready("x"), "delayer:{x}:ready_queue");
+        assert_eq!(cluster.dead("x"), "delayer:{x}:dead_queue");
+        assert_eq!(cluster.reserved(), "delayer:{order.close}:reserved");
+        assert_eq!(cluster.topics(), TOPICS);
+        assert_eq!(cluster.registry_for_scripts(), "");
+        assert!(cluster.per_topic() && !legacy.per_topic());
+    }
+
+    #[test]
+    fn a_pool_key_names_its_topic() {
+        let cluster = Layout::CLUSTER;
+        let topic_of = |key| cluster.topic_of_pool(key);
+        assert_eq!(
+            topic_of("delayer:{order.close}:job_pool"),
+            Some("order.close")
+        );
+        assert_eq!(topic_of("delayer:{a}b}:job_pool"), Some("a}b"));
+        assert_eq!(
+            topic_of("delayer:{}x}:job_pool"),
+            None,
+            "refused: empty hash tag"
+        );
+        assert_eq!(topic_of("delayer:{t}:ready_queue"), None);
+        assert_eq!(topic_of("delayer:{}:job_pool"), None, "no topic");
+        assert_eq!(Layout::LEGACY.topic_of_pool(JOB_POOL), None);
+        assert_eq!(
+            format!("{CLUSTER_PREFIX}t{CLUSTER_POOL_SUFFIX}"),
+            cluster.keys("t").pool()
+        );
     }
 }

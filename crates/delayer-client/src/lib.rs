@@ -28,25 +28,26 @@ pub mod connection;
 mod error;
 mod job;
 pub mod keys;
-mod push;
 pub mod scripts;
+mod settings;
 mod shared_connection;
-mod stats;
 pub mod time;
 pub mod watch;
 mod worker;
 
-pub use client::{
-    Client, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_READY_MAX_LIFETIME, MAX_BATCH,
-    Nacked, Removed, Settings,
-};
+pub use client::Client;
+pub use client::finish::Nacked;
+pub use client::push::{Push, Removed};
+pub use client::stats::{Lengths, Stats, TopicStats};
 pub use connection::Target;
-pub use error::{Error, Result};
+pub use error::{Error, Result, unanswered};
 pub use job::{Job, JobInfo, Receipt, State};
-pub use push::{MAX_DELAY, Push};
 pub use redis;
 pub use scripts::ack::Acked;
-pub use stats::{Lengths, Stats, TopicStats};
+pub use settings::{
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_READY_MAX_LIFETIME, MAX_BATCH, MAX_DELAY,
+    Settings,
+};
 pub use worker::{
     DEFAULT_CONCURRENCY, DEFAULT_FIRST_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_STOP_TIMEOUT,
     DEFAULT_TTR, Worker,

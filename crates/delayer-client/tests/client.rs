@@ -491,7 +491,7 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
         delay: 1e16,
     };
     let error = script
-        .run(&mut redis, &keys::Layout::Legacy.keys(""), &job)
+        .run(&mut redis, &keys::Layout::LEGACY.keys(""), &job)
         .await
         .unwrap_err();
     assert!(error.to_string().contains("time to live"), "{error}");
@@ -581,7 +581,7 @@ async fn the_client_reconnects_after_redis_restarts() {
 async fn release_lapsed(redis: &mut MultiplexedConnection, after: Duration) {
     let now = delayer_client::time::unix_now() + after.as_secs_f64();
     ReleaseScript::default()
-        .lapsed(redis, &keys::Layout::Legacy.keys(""), now, 25, 1000)
+        .lapsed(redis, &keys::Layout::LEGACY.keys(""), now, 25, 1000)
         .await
         .unwrap();
 }

@@ -244,7 +244,7 @@ async fn a_long_job_is_touched_so_the_daemon_does_not_deliver_it_again() {
         let (release, redelivered) = (release.clone(), redelivered.clone());
         async move {
             let released = release
-                .lapsed(&mut redis, &Layout::Legacy.keys(""), unix_now(), 25, 100)
+                .lapsed(&mut redis, &Layout::LEGACY.keys(""), unix_now(), 25, 100)
                 .await
                 .unwrap();
             redelivered.fetch_add(released.retried.len(), Ordering::SeqCst);

@@ -350,7 +350,7 @@ pub async fn add_jobs(
     for (topic, jobs) in by_topic {
         let mut connection = connection.clone();
         adds.spawn(async move {
-            let keys = Layout::Cluster.keys(&topic);
+            let keys = Layout::CLUSTER.keys(&topic);
             redis::cmd("SADD")
                 .arg(keys.topics())
                 .arg(&topic)

@@ -142,7 +142,7 @@ pub async fn move_due_jobs(redis: &mut MultiplexedConnection) -> usize {
         let batch = script
             .run(
                 redis,
-                &Layout::Legacy.keys(""),
+                &Layout::LEGACY.keys(""),
                 delayer_client::time::unix_now(),
                 1000,
             )

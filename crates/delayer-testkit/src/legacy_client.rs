@@ -33,11 +33,11 @@ pub async fn push(
     message: &Message,
     delay: i64,
 ) -> RedisResult<()> {
-    push_in(Layout::Legacy, connection, message, delay).await
+    push_in(Layout::LEGACY, connection, message, delay).await
 }
 
 /// [`push`] as the clients of `layout`'s generation send it (the same commands on other keys:
-/// `Layout::Jop` for the PHP client 1.0.1).
+/// `Layout::JOP` for the PHP client 1.0.1).
 pub async fn push_in(
     layout: Layout,
     connection: &mut MultiplexedConnection,
@@ -70,7 +70,7 @@ pub async fn pop(
     connection: &mut MultiplexedConnection,
     topic: &str,
 ) -> RedisResult<Option<Message>> {
-    pop_in(Layout::Legacy, connection, topic).await
+    pop_in(Layout::LEGACY, connection, topic).await
 }
 
 /// [`pop`] as the clients of `layout`'s generation send it.
@@ -97,7 +97,7 @@ pub async fn bpop(
     timeout_seconds: u64,
 ) -> RedisResult<Option<Message>> {
     let popped: Option<(String, String)> = redis::cmd("BRPOP")
-        .arg(Layout::Legacy.keys(topic).ready(topic))
+        .arg(Layout::LEGACY.keys(topic).ready(topic))
         .arg(timeout_seconds)
         .query_async(connection)
         .await?;

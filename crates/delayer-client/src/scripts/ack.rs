@@ -1,18 +1,16 @@
 //! The ack script (`ack.lua`): finishes a job so that it is never delivered again.
 
+use redis::RedisResult;
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script};
 
 use super::malformed;
 use crate::keys::Keys;
 
-pub struct AckScript(Script);
-
-impl Default for AckScript {
-    fn default() -> AckScript {
-        AckScript(script!("ack.lua"))
-    }
-}
+script_type!(
+    /// The ack script: finishes reservations.
+    AckScript,
+    "ack.lua"
+);
 
 /// What an ack did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! The find_reserved script (`find_reserved.lua`): what a reserve call whose reply was lost
 //! reserved.
 
+use redis::RedisResult;
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script};
 
 use super::malformed;
 use super::reserve::read_jobs;
@@ -10,13 +10,11 @@ use crate::job::Job;
 use crate::keys::Keys;
 use crate::time::deadline_score;
 
-pub struct FindReservedScript(Script);
-
-impl Default for FindReservedScript {
-    fn default() -> FindReservedScript {
-        FindReservedScript(script!("find_reserved.lua"))
-    }
-}
+script_type!(
+    /// The find_reserved script: what a reserve call whose reply was lost reserved.
+    FindReservedScript,
+    "find_reserved.lua"
+);
 
 impl FindReservedScript {
     /// The jobs still reserved until `deadline` (unix seconds) by the call of `token`.

@@ -3,10 +3,21 @@
 
 use redis::{ErrorKind, RedisError, Value};
 
-/// A script with the shared prelude in front of it.
-macro_rules! script {
-    ($file:literal) => {
-        redis::Script::new(concat!(include_str!("prelude.lua"), include_str!($file)))
+/// A type for the script in `$file`, with the shared prelude in front of it; loaded into Redis on
+/// first use (and again whenever Redis lost it).
+macro_rules! script_type {
+    ($(#[$doc:meta])* $name:ident, $file:literal) => {
+        $(#[$doc])*
+        pub struct $name(redis::Script);
+
+        impl Default for $name {
+            fn default() -> $name {
+                $name(redis::Script::new(concat!(
+                    include_str!("prelude.lua"),
+                    include_str!($file)
+                )))
+            }
+        }
     };
 }
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script, ScriptInvocation, Value};
+use redis::{RedisResult, ScriptInvocation, Value};
 
 use super::{leading, malformed, seconds, text, texts};
 use crate::keys::Keys;
@@ -13,14 +13,11 @@ use crate::keys::Keys;
 /// of them to a few percent of one core, while a fixed key gets its jobs moving within a minute.
 pub const STUCK_RECHECK: Duration = Duration::from_secs(60);
 
-/// The move script, loaded into Redis on first use (and again whenever Redis lost it).
-pub struct MoveScript(Script);
-
-impl Default for MoveScript {
-    fn default() -> MoveScript {
-        MoveScript(script!("move_due.lua"))
-    }
-}
+script_type!(
+    /// The move script: moves due jobs onto their ready lists.
+    MoveScript,
+    "move_due.lua"
+);
 
 impl MoveScript {
     /// One call as of `now` (unix seconds): moves at most `batch_size` due jobs, and parks those

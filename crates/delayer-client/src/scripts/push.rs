@@ -1,18 +1,16 @@
 //! The push script (`push.lua`): a job's bucket and pool entry, written together or not at all.
 
+use redis::RedisResult;
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script};
 
 use crate::keys::Keys;
 use crate::time::score;
 
-pub struct PushScript(Script);
-
-impl Default for PushScript {
-    fn default() -> PushScript {
-        PushScript(script!("push.lua"))
-    }
-}
+script_type!(
+    /// The push script: writes a job.
+    PushScript,
+    "push.lua"
+);
 
 /// One job to push.
 pub struct NewJob<'a> {

@@ -3,19 +3,17 @@
 //! re-delivery of lapsed reservations are the same script, and so is a stopping worker's give-back.
 
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script, ScriptInvocation, Value};
+use redis::{RedisResult, ScriptInvocation, Value};
 
 use super::{leading, malformed, pairs, seconds, texts};
 use crate::keys::Keys;
 use crate::time::from_deadline_score;
 
-pub struct ReleaseScript(Script);
-
-impl Default for ReleaseScript {
-    fn default() -> ReleaseScript {
-        ReleaseScript(script!("release.lua"))
-    }
-}
+script_type!(
+    /// The release script: ends reservations (lapsed, nacked, given back).
+    ReleaseScript,
+    "release.lua"
+);
 
 /// What one call did.
 #[derive(Debug, Default, PartialEq)]

@@ -1,17 +1,15 @@
 //! The requeue script (`requeue_dead.lua`): dead jobs back to the pool for another round.
 
+use redis::RedisResult;
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script};
 
 use crate::keys::Keys;
 
-pub struct RequeueDeadScript(Script);
-
-impl Default for RequeueDeadScript {
-    fn default() -> RequeueDeadScript {
-        RequeueDeadScript(script!("requeue_dead.lua"))
-    }
-}
+script_type!(
+    /// The requeue script: dead jobs back to the pool.
+    RequeueDeadScript,
+    "requeue_dead.lua"
+);
 
 impl RequeueDeadScript {
     /// Moves up to `limit` of `topic`'s dead jobs (oldest first) back to the pool, due at `now`;

@@ -1,20 +1,18 @@
 //! The reserve script (`reserve.lua`): takes a ready job and records its reservation in one step.
 
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script, Value};
+use redis::{RedisResult, Value};
 
 use super::{leading, malformed, seconds, text};
 use crate::job::Job;
 use crate::keys::Keys;
 use crate::time::{deadline_score, from_unix};
 
-pub struct ReserveScript(Script);
-
-impl Default for ReserveScript {
-    fn default() -> ReserveScript {
-        ReserveScript(script!("reserve.lua"))
-    }
-}
+script_type!(
+    /// The reserve script: takes ready jobs and records their reservations.
+    ReserveScript,
+    "reserve.lua"
+);
 
 impl ReserveScript {
     /// Reserves the oldest ready jobs of `topics`, at most `most` (at least 1), those of the first

@@ -1,18 +1,16 @@
 //! The touch script (`touch.lua`): extends one reservation's deadline.
 
+use redis::RedisResult;
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script};
 
 use crate::keys::Keys;
 use crate::time::deadline_score;
 
-pub struct TouchScript(Script);
-
-impl Default for TouchScript {
-    fn default() -> TouchScript {
-        TouchScript(script!("touch.lua"))
-    }
-}
+script_type!(
+    /// The touch script: extends a reservation.
+    TouchScript,
+    "touch.lua"
+);
 
 impl TouchScript {
     /// Moves the deadline of reservation `attempt` of job `id` to `deadline` (unix seconds); false

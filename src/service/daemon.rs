@@ -7,8 +7,8 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use daemonize::{Daemonize, Outcome};
 
-use crate::config::Config;
-use crate::{logging, pidfile};
+use super::logging::{self, LogSettings};
+use super::pidfile;
 
 const READY: &str = "READY";
 
@@ -60,19 +60,20 @@ impl Readiness {
     }
 }
 
-/// Forks into the background (call before any thread exists). Returns `Some` in the daemon, whose
-/// stdout and stderr now append to the access and error logs; in the foreground process, waits
-/// for the daemon's report and returns `None` once it is up, or its reason for failing.
-pub fn detach(config: &Config) -> Result<Option<Readiness>> {
-    let (Some(access_log), Some(error_log)) = (&config.access_log, &config.error_log) else {
+/// Forks into the background (call before any thread exists), for the configuration `file` with
+/// these logs and pid file. Returns `Some` in the daemon, whose stdout and stderr now append to
+/// the access and error logs; in the foreground process, waits for the daemon's report and
+/// returns `None` once it is up, or its reason for failing.
+pub fn detach(file: &Path, log: &LogSettings, pid: Option<&Path>) -> Result<Option<Readiness>> {
+    let (Some(access_log), Some(error_log)) = (&log.access_log, &log.error_log) else {
         bail!(
             "{}: -d needs [delayer] access_log and error_log: a daemon has no terminal to log to",
-            config.file.display()
+            file.display()
         );
     };
     // A running instance is told at once, before anything is forked or opened: a refused second
     // start must not touch the first one's files.
-    if let Some(pid) = &config.pid {
+    if let Some(pid) = pid {
         pidfile::check_free(pid)?;
     }
     let (report, pipe) = std::io::pipe().context("cannot create a pipe to the daemon")?;

@@ -17,22 +17,20 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::info;
 
-use crate::config::RedisConfig;
-use crate::pool;
+use crate::redis::{RedisSettings, node_info};
 
 /// Watches the pools on every master.
 pub struct ClusterWatch {
     shared: Arc<Shared>,
     /// The receiver the loop waits on, for each master watched.
     written: HashMap<String, watch::Receiver<u64>>,
-    /// The background refresh, while it runs.
     /// The background refresh, while it runs; it tells whether a watch began.
     refreshing: Option<JoinHandle<bool>>,
 }
 
 /// What the background refresh and the loop share.
 struct Shared {
-    redis: RedisConfig,
+    redis: RedisSettings,
     masters: Mutex<Vec<(String, Arc<KeyWatch>)>>,
     /// The masters whose watch was working at the last refresh.
     watching: Mutex<HashSet<String>>,
@@ -41,7 +39,7 @@ struct Shared {
 }
 
 impl ClusterWatch {
-    pub fn new(redis: &RedisConfig) -> ClusterWatch {
+    pub fn new(redis: &RedisSettings) -> ClusterWatch {
         ClusterWatch {
             shared: Arc::new(Shared {
                 redis: redis.clone(),
@@ -173,7 +171,7 @@ impl Shared {
     }
 
     fn watch(&self, address: &str) -> Option<KeyWatch> {
-        let node = pool::node_info(&self.redis, address).ok()?;
+        let node = node_info(&self.redis, address).ok()?;
         let watch = KeyWatch::new(Target::from(node), connection::config(), CLUSTER_PREFIX);
         Some(watch.only_ending_with(CLUSTER_POOL_SUFFIX))
     }

@@ -1,5 +1,5 @@
-//! The command line: the original's flags (serving is what `delayer` does without a subcommand),
-//! and subcommands that work on jobs through the same configuration's `[redis]`.
+//! The arguments: the original's flags (serving is what `delayer` does without a subcommand), and
+//! the job subcommands.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
+/// The command line.
 #[derive(Parser)]
 #[command(
     version,
@@ -23,11 +24,13 @@ pub struct Args {
         global = true
     )]
     pub configuration: Option<PathBuf>,
+    /// How to serve, when serving.
     #[command(flatten)]
     pub serving: Serving,
     /// Print version number and exit
     #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
     pub version: (),
+    /// A job command, or `serve` (the default).
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -44,6 +47,7 @@ pub struct Serving {
     pub check_config: bool,
 }
 
+/// The subcommands.
 #[derive(Subcommand)]
 pub enum Command {
     /// Move jobs as they fall due (what `delayer` does without a subcommand)
@@ -75,7 +79,8 @@ pub enum Command {
         #[arg(long)]
         id: Option<String>,
     },
-    /// Print a job as JSON: id, topic, body, state, due, attempts
+    /// Print a job as JSON: id, topic, body, state, due, attempts; exits 1 when there is no
+    /// such job
     #[command(after_help = "Example: delayer get 5d41402abc4b2a76b9719d911017c592")]
     Get {
         /// The job's id, as push printed it
@@ -91,7 +96,8 @@ pub enum Command {
         #[arg(long, value_parser = parse_duration)]
         wait: Option<Duration>,
     },
-    /// Remove a job that has not fallen due yet
+    /// Remove a job wherever it is (waiting, ready, reserved or dead), as the legacy clients'
+    /// remove does; exits 1 when there is no such job
     #[command(after_help = "Example: delayer remove 5d41402abc4b2a76b9719d911017c592")]
     Remove {
         /// The job's id, as push printed it

@@ -17,15 +17,63 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{Layer, Registry};
 
-use crate::config::{Config, LogFormat, LogLevel, LogRotation};
-use crate::escape::OneLine;
+use crate::text::escape::OneLine;
+
+/// `[delayer]`'s log keys. `Default` is the blank that the key table (`config/keys.rs`) fills in.
+#[derive(Debug, Clone, Default)]
+pub struct LogSettings {
+    /// `access_log`: where info lines go (`None`: stdout).
+    pub access_log: Option<PathBuf>,
+    /// `error_log`: where warnings and errors go (`None`: stdout).
+    pub error_log: Option<PathBuf>,
+    /// `log_rotate`: whether log files roll over daily.
+    pub rotate: LogRotation,
+    /// `log_max_files`: with daily rotation, how many files of each log to keep (`None`: all).
+    pub max_files: Option<usize>,
+    /// `log_level`: the least severe lines logged.
+    pub level: LogLevel,
+    /// `log_format`: the original's lines, or one JSON object per line.
+    pub format: LogFormat,
+}
+
+/// The least severe log lines written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum LogLevel {
+    /// Everything, the "Job is ready" lines included.
+    #[default]
+    Info,
+    /// Warnings and errors only.
+    Warn,
+    /// Errors only.
+    Error,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// `[info] 2018/10/21 11:24:24 message`, as the original.
+    #[default]
+    Text,
+    /// One JSON object per line: level, time, message, and the event's fields.
+    Json,
+}
+
+/// When log files roll over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogRotation {
+    /// One file, appended to for ever (rotate it from outside with logrotate's `copytruncate`).
+    #[default]
+    Never,
+    /// A new file each day (UTC), named `<file>.YYYY-MM-DD`.
+    Daily,
+}
 
 /// Keeps the log writers running; drop it last, after the final line, so nothing is lost.
 #[must_use = "logs are flushed when this is dropped"]
 pub struct LogGuards(#[allow(dead_code)] Vec<WorkerGuard>);
 
 /// Opens the log destinations (creating files and directories) and installs the global subscriber.
-pub fn init(config: &Config) -> Result<LogGuards> {
+pub fn init(config: &LogSettings) -> Result<LogGuards> {
     let mut guards = Vec::new();
     let access = open(config.access_log.as_deref(), config, &mut guards)?;
     let error = if config.error_log == config.access_log {
@@ -33,13 +81,13 @@ pub fn init(config: &Config) -> Result<LogGuards> {
     } else {
         open(config.error_log.as_deref(), config, &mut guards)?
     };
-    let most_verbose = match config.log_level {
+    let most_verbose = match config.level {
         LogLevel::Info => Level::INFO,
         LogLevel::Warn => Level::WARN,
         LogLevel::Error => Level::ERROR,
     };
     let lines = |path: &Option<PathBuf>| Lines {
-        json: config.log_format == LogFormat::Json,
+        json: config.format == LogFormat::Json,
         journald: path.is_none() && stdout_is_the_journal(),
     };
     let subscriber = Registry::default()
@@ -77,7 +125,7 @@ fn stdout_is_the_journal() -> bool {
 /// drop a line when its buffer (128k lines) is full.
 fn open(
     path: Option<&Path>,
-    config: &Config,
+    config: &LogSettings,
     guards: &mut Vec<WorkerGuard>,
 ) -> Result<NonBlocking> {
     let builder = NonBlockingBuilder::default().lossy(false);
@@ -90,18 +138,18 @@ fn open(
 }
 
 /// A log file, appended to, rolling over daily when configured.
-fn appender(path: &Path, config: &Config) -> Result<RollingFileAppender> {
+fn appender(path: &Path, config: &LogSettings) -> Result<RollingFileAppender> {
     let (Some(directory), Some(name)) = (path.parent(), path.file_name()) else {
         bail!("log path {} does not name a file", path.display());
     };
     create_directory(directory)?;
     let mut builder = RollingFileAppender::builder()
-        .rotation(match config.log_rotate {
+        .rotation(match config.rotate {
             LogRotation::Never => Rotation::NEVER,
             LogRotation::Daily => Rotation::DAILY,
         })
         .filename_prefix(name.to_string_lossy());
-    if let Some(count) = config.log_max_files {
+    if let Some(count) = config.max_files {
         builder = builder.max_log_files(count);
     }
     builder

@@ -1,25 +1,77 @@
-//! A push being built: `client.push(topic, body).delay(d).await` returns the new job's id.
+//! Pushing and removing jobs, as the legacy clients do: `client.push(topic, body).delay(d).await`
+//! returns the new job's id.
 
-use std::collections::hash_map::RandomState;
 use std::future::{Future, IntoFuture};
-use std::hash::BuildHasher;
 use std::pin::Pin;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use crate::client::Client;
+use super::{Client, check_id, check_topic_in};
 use crate::error::{Error, Result};
+use crate::job::unique_id;
 use crate::scripts::push::NewJob;
+use crate::settings::MAX_DELAY;
 use crate::time::{to_unix, unix_now};
+
+/// What [`Client::remove`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removed {
+    /// It was waiting: it is gone, never delivered.
+    Waiting,
+    /// It had fallen due already: its data is gone, so a consumer that takes it finds nothing
+    /// (the legacy pop reports it expired; reserve skips it).
+    Due,
+    /// There was no such job.
+    Unknown,
+}
+
+impl Client {
+    /// A new job on `topic`, due at once unless [`Push::delay`] or [`Push::at`] say otherwise;
+    /// `.await` it for its id.
+    pub fn push(&self, topic: impl Into<String>, body: impl Into<Vec<u8>>) -> Push<'_> {
+        Push::new(self, topic.into(), body.into())
+    }
+
+    /// Writes a job that [`Push`] validated.
+    pub(crate) async fn push_validated(
+        &self,
+        job: &crate::scripts::push::NewJob<'_>,
+    ) -> Result<()> {
+        let mut connection = self.connection().await?;
+        let keys = self.keys_for(job.topic);
+        self.inner
+            .scripts
+            .push
+            .run(&mut connection, &keys, job)
+            .await
+            .map_err(|error| Error::about_key(error, &keys.bucket(job.id)))
+    }
+
+    /// Removes a job wherever it is, as the legacy clients do (`ZREM` from the pool and `DEL` of
+    /// its data, and its reservation if any), and says what it found.
+    pub async fn remove(&self, id: &str) -> Result<Removed> {
+        check_id(id)?;
+        let Some(keys) = self.keys_of(id, None).await? else {
+            return Ok(Removed::Unknown);
+        };
+        let (from_pool, data): (i64, i64) = redis::pipe()
+            .atomic()
+            .zrem(keys.pool(), id)
+            .del(keys.bucket(id))
+            .zrem(keys.reserved(), id)
+            .ignore()
+            .query_async(&mut self.connection().await?)
+            .await?;
+        Ok(match (from_pool, data) {
+            (1, 1) => Removed::Waiting,
+            (_, 1) => Removed::Due,
+            _ => Removed::Unknown,
+        })
+    }
+}
 
 /// How far in the past an [`at`](Push::at) time may be and still mean "now": a time computed a
 /// moment ago must not fail for the microseconds that passed since.
 const PAST_TOLERANCE: Duration = Duration::from_secs(1);
-
-/// The longest delay a push takes: 2^31 - 1 s, about 68 years (go-delay-queue's limit). Longer is
-/// a mistake (milliseconds given for seconds), and Redis refuses to expire a bucket much later.
-pub const MAX_DELAY: Duration = Duration::from_secs(i32::MAX as u64);
 
 /// A job to push; `.await` it (or call [`send`](Push::send)).
 #[must_use = "a push does nothing until it is awaited"]
@@ -68,7 +120,7 @@ impl<'a> Push<'a> {
 
     /// Pushes the job and returns its id.
     pub async fn send(self) -> Result<String> {
-        crate::client::check_topic_in(self.client.settings().layout, &self.topic)?;
+        check_topic_in(self.client.layout(), &self.topic)?;
         if self.body.is_empty() {
             return Err(Error::EmptyBody);
         }
@@ -120,37 +172,5 @@ impl<'a> IntoFuture for Push<'a> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.send())
-    }
-}
-
-/// 32 hex digits, like the md5 ids the legacy clients' users make: the time in nanoseconds, then a
-/// hash of a per-process random key, the process id and a counter, so that ids made at the same
-/// nanosecond by other processes or hosts differ too.
-pub(crate) fn unique_id() -> String {
-    static KEY: OnceLock<RandomState> = OnceLock::new();
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |since| since.as_nanos() as u64);
-    let salt = KEY
-        .get_or_init(RandomState::new)
-        .hash_one((std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
-    format!("{nanos:016x}{salt:016x}")
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::HashSet;
-
-    use super::unique_id;
-
-    #[test]
-    fn unique_ids_are_32_hex_digits_and_unique() {
-        let ids: HashSet<String> = (0..10_000).map(|_| unique_id()).collect();
-        assert_eq!(ids.len(), 10_000);
-        assert!(
-            ids.iter()
-                .all(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
-        );
     }
 }

@@ -1,63 +1,13 @@
-//! `--check-config`, as strict as `nginx -t`: everything a start needs is checked (without
-//! starting, and without leaving anything behind), and every problem is told, not just the first.
+//! Whether the files a configuration names (the pid file, the logs) can be written: appended to,
+//! or created with their missing directories. Tried without leaving anything behind.
 
 use std::fs::{self, OpenOptions};
 use std::path::Path;
 
-use anyhow::{Result, bail};
-
-use crate::config::Config;
-
-/// Prints the configuration as it would be used and every problem with it; fails if there is any.
-pub async fn run(config: &Config) -> Result<()> {
-    for warning in &config.warnings {
-        println!("warning: {warning}");
-    }
-    println!(
-        "; {} as delayer reads it\n{config}\n",
-        config.file.display()
-    );
-    // Unknown keys are only warned about when serving (the original ignored them), but here a
-    // typo must not pass for a setting.
-    let mut problems: Vec<String> = config.unknown.clone();
-    let paths = [
-        ("pid", &config.pid),
-        ("access_log", &config.access_log),
-        ("error_log", &config.error_log),
-    ];
-    for (key, path) in paths {
-        if let Some(path) = path
-            && let Err(why) = can_write(path)
-        {
-            problems.push(format!("[delayer] {key} = {}: {why}", path.display()));
-        }
-    }
-    match crate::redis_version(config).await {
-        Ok(version) => println!(
-            "Redis at {} answers (redis_version {version})",
-            config.redis.address()
-        ),
-        Err(error) => problems.push(format!("{error:#}")),
-    }
-    if problems.is_empty() {
-        println!("configuration {} is OK", config.file.display());
-        return Ok(());
-    }
-    for problem in &problems {
-        eprintln!("error: {problem}");
-    }
-    bail!(
-        "configuration {} has {} problem{}",
-        config.file.display(),
-        problems.len(),
-        if problems.len() == 1 { "" } else { "s" }
-    )
-}
-
 /// Whether this process can append to `path`, or create it (and its missing directories). An
 /// existing file is opened for appending, which changes nothing; a new one is tried with a probe
 /// file or directory that is removed at once.
-fn can_write(path: &Path) -> Result<(), String> {
+pub(super) fn can_write(path: &Path) -> Result<(), String> {
     if path.is_dir() {
         return Err("is a directory".into());
     }

@@ -6,9 +6,9 @@ use std::time::{Duration, SystemTime};
 
 use redis::{AsyncCommands, FromRedisValue, Pipeline, RedisError, RedisResult, Value};
 
-use crate::client::Client;
+use super::Client;
 use crate::error::{Error, Result};
-use crate::keys::{Keys, Layout, field};
+use crate::keys::{Keys, field};
 use crate::time::{from_unix, unix_now};
 
 /// The queues at one moment.
@@ -100,14 +100,14 @@ impl Client {
             .collect();
         let ages = self.ready_ages(&oldest, now).await?;
 
-        let cluster = self.settings().layout == Layout::Cluster;
+        let per_topic = self.per_topic();
         let unreadable: HashSet<&String> = lengths.unreadable.iter().collect();
         let mut rows = Vec::with_capacity(topics.len());
         for ((topic, dead), next) in topics.iter().zip(dead).zip(next) {
             let unread = dead.is_none()
                 || next.is_none()
                 || unreadable.contains(topic)
-                || (cluster && !reserved_by_topic.contains_key(topic));
+                || (per_topic && !reserved_by_topic.contains_key(topic));
             let problem = if unread {
                 // Empty when the key was mended meanwhile.
                 Some(self.wrong_keys(topic).await?).filter(|problem| !problem.is_empty())
@@ -136,7 +136,7 @@ impl Client {
     async fn wrong_keys(&self, topic: &str) -> Result<String> {
         let keys = self.keys_for(topic);
         let mut expected = vec![(keys.ready(topic), "list"), (keys.dead(topic), "list")];
-        if self.settings().layout == Layout::Cluster {
+        if keys.per_topic() {
             expected.push((keys.pool().to_string(), "zset"));
             expected.push((keys.reserved().to_string(), "zset"));
         }
@@ -157,7 +157,7 @@ impl Client {
     /// How many jobs of each topic are reserved. Reservations are few (what consumers hold right
     /// now): with one set of them for all topics, their topics are read one by one.
     async fn reserved_by_topic(&self, topics: &[String]) -> Result<HashMap<String, u64>> {
-        if self.settings().layout == Layout::Cluster {
+        if self.per_topic() {
             // A reservations key of the wrong type fails that topic's reserves, with its name.
             let counts: Vec<Option<u64>> = self
                 .per_topic_tolerant(topics, |pipe, keys, _| {
@@ -196,9 +196,10 @@ impl Client {
     pub async fn lengths(&self, topics: &[String]) -> Result<Lengths> {
         let now = unix_now();
         // One pool, or in the cluster layout one per topic of the registry.
-        let pools = match self.settings().layout {
-            Layout::Cluster => self.topics().await?,
-            _ => vec![String::new()],
+        let pools = if self.per_topic() {
+            self.topics().await?
+        } else {
+            vec![String::new()]
         };
         let counts: Vec<Option<PoolCounts>> = self
             .per_topic_tolerant(&pools, |pipe, keys, _| {
@@ -207,7 +208,7 @@ impl Client {
                     .zrangebyscore_limit_withscores(keys.pool(), format!("({now}"), "+inf", 0, 1);
             })
             .await?;
-        if self.settings().layout != Layout::Cluster && counts[0].is_none() {
+        if !self.per_topic() && counts[0].is_none() {
             // The one pool of every topic: nothing is moved either, which must be said.
             let pool = self.keys().pool();
             let kind: String = redis::cmd("TYPE")
@@ -293,7 +294,7 @@ impl Client {
             return Ok(Vec::new());
         }
         let mut redis = self.connection().await?;
-        let pipes: Vec<(Pipeline, usize)> = if self.settings().layout == Layout::Cluster {
+        let pipes: Vec<(Pipeline, usize)> = if self.per_topic() {
             topics
                 .iter()
                 .map(|topic| {

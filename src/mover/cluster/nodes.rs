@@ -12,8 +12,7 @@ use tokio::time::Instant;
 use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::{self, ErrorKind, RedisError, RedisResult, Value};
 
-use crate::config::RedisConfig;
-use crate::pool;
+use crate::redis::{Failure, RedisSettings, node_info};
 use delayer_client::connection::{self, host_port};
 
 /// The slots of a cluster.
@@ -24,7 +23,7 @@ const REFRESH_GAP: Duration = Duration::from_millis(100);
 
 /// Where a cluster's slots are, and a connection to each master.
 pub struct ClusterNodes {
-    redis: RedisConfig,
+    redis: RedisSettings,
     state: Mutex<State>,
     /// One reading of the slot map at a time, and when the last one began.
     refreshing: tokio::sync::Mutex<Option<Instant>>,
@@ -38,7 +37,7 @@ struct State {
 }
 
 impl ClusterNodes {
-    pub fn new(redis: &RedisConfig) -> ClusterNodes {
+    pub fn new(redis: &RedisSettings) -> ClusterNodes {
         ClusterNodes {
             redis: redis.clone(),
             state: Mutex::default(),
@@ -83,8 +82,8 @@ impl ClusterNodes {
                     // cannot be reached.
                     if failure
                         .as_ref()
-                        .is_none_or(|failure| !pool::is_config_error(failure))
-                        && (failure.is_none() || pool::is_config_error(&error))
+                        .is_none_or(|failure| !Failure::of(failure).is_config_error())
+                        && (failure.is_none() || Failure::of(&error).is_config_error())
                     {
                         failure = Some(error);
                     }
@@ -223,7 +222,7 @@ impl ClusterNodes {
     }
 
     async fn connect(&self, address: &str) -> RedisResult<MultiplexedConnection> {
-        let node = pool::node_info(&self.redis, address).map_err(|error| {
+        let node = node_info(&self.redis, address).map_err(|error| {
             RedisError::from((
                 ErrorKind::InvalidClientConfig,
                 "bad node address",

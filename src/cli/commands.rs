@@ -7,18 +7,18 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use delayer_client::{Client, Error, Job, JobInfo, Removed, Stats};
-use serde_json::{Value, json};
+use delayer_client::{Client, Error, Removed, State};
+use serde_json::Value;
 
-use crate::body_json;
-use crate::cli::Command;
+use super::Command;
+use super::output::{info_json, popped_json, stats_json, stats_table};
 use crate::config::Config;
-use crate::pool;
-use crate::time_text::rfc3339;
+use crate::redis::target;
+use crate::text::time::rfc3339;
 
 /// Runs one job command against the Redis of `config`.
 pub async fn run(config: &Config, command: Command) -> Result<()> {
-    let client = Client::connect_to(pool::target(&config.redis)?, config.client_settings())
+    let client = Client::connect_to(target(&config.redis)?, config.client_settings())
         .await
         .with_context(|| format!("cannot use Redis at {}", config.redis.address()))?;
     match command {
@@ -56,7 +56,13 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             })?;
             println!("{id}");
         }
-        Command::Get { id } => println!("{}", info_json(&client.get(&id).await?)),
+        Command::Get { id } => {
+            let info = client.get(&id).await?;
+            if info.state == State::Unknown {
+                bail!("no job {id:?} (finished, removed, or never pushed)");
+            }
+            println!("{}", info_json(&info));
+        }
         Command::Pop { topic, wait } => {
             let job = match wait {
                 Some(wait) => {
@@ -89,11 +95,20 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             ..
         } => {
             let requeued = client.requeue_dead(&topic).await?;
-            println!("requeued {requeued} dead jobs of topic {topic}");
+            let jobs = if requeued == 1 { "job" } else { "jobs" };
+            println!("requeued {requeued} dead {jobs} of topic {topic}");
         }
         Command::Dead { topic, limit, .. } => {
-            for id in client.dead(&topic, limit).await? {
-                println!("{}", info_json(&client.get(&id).await?));
+            // One more than asked: to tell that there are more.
+            let ids = client.dead(&topic, limit.saturating_add(1)).await?;
+            for id in ids.iter().take(limit) {
+                println!("{}", info_json(&client.get(id).await?));
+            }
+            if ids.len() > limit {
+                eprintln!(
+                    "the oldest {limit} dead jobs of topic {topic} are listed; there are more \
+                     (--limit N lists more, delayer stats counts them)"
+                );
             }
         }
     }
@@ -123,98 +138,4 @@ fn read_body(path: &Path, limit: usize) -> Result<Vec<u8>> {
         bail!("the body in {name} is over the limit of {limit} bytes ([delayer] max_body_bytes)");
     }
     Ok(body)
-}
-
-fn info_json(info: &JobInfo) -> Value {
-    let mut json = json!({
-        "id": info.id,
-        "topic": info.topic,
-        "body": info.body.as_deref().map(body_json::text),
-        "state": info.state.name(),
-        "due": info.due.map(rfc3339),
-        "attempts": info.attempts,
-        "deadline": info.deadline.map(rfc3339),
-    });
-    with_body_base64(&mut json, info.body.as_deref());
-    json
-}
-
-fn popped_json(job: &Job) -> Value {
-    let mut json = json!({
-        "id": job.id,
-        "topic": job.topic,
-        "body": body_json::text(&job.body),
-        "state": "popped",
-        "due": job.due.map(rfc3339),
-    });
-    with_body_base64(&mut json, Some(&job.body));
-    json
-}
-
-/// Adds `body_base64` to a job's `json` when its body is not UTF-8.
-fn with_body_base64(json: &mut Value, body: Option<&[u8]>) {
-    if let Some(encoded) = body.and_then(body_json::base64) {
-        json["body_base64"] = Value::String(encoded);
-    }
-}
-
-fn stats_json(stats: &Stats) -> Value {
-    let topics: Vec<Value> = stats
-        .topics
-        .iter()
-        .map(|topic| {
-            json!({
-                "topic": topic.topic,
-                "ready": topic.ready,
-                "reserved": topic.reserved,
-                "dead": topic.dead,
-                "oldest_ready_age_seconds": topic.oldest_ready_age.map(|age| age.as_secs_f64()),
-                "problem": topic.problem,
-            })
-        })
-        .collect();
-    json!({
-        "waiting": stats.waiting,
-        "due_now": stats.due_now,
-        "next_due": stats.next_due.map(rfc3339),
-        "topics": topics,
-    })
-}
-
-fn stats_table(stats: &Stats) -> String {
-    let next = stats.next_due.map_or_else(|| "none".to_string(), rfc3339);
-    let mut text = format!(
-        "jobs waiting: {} ({} due now), next due: {next}\n",
-        stats.waiting, stats.due_now
-    );
-    let width = stats
-        .topics
-        .iter()
-        .map(|topic| topic.topic.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max("topic".len());
-    text += &format!(
-        "{:<width$}  {:>8}  {:>8}  {:>8}  {:>12}\n",
-        "topic", "ready", "reserved", "dead", "oldest ready"
-    );
-    for topic in &stats.topics {
-        let age = topic.oldest_ready_age.map_or_else(
-            || "-".to_string(),
-            |age| format!("{:.1}s", age.as_secs_f64()),
-        );
-        text += &format!(
-            "{:<width$}  {:>8}  {:>8}  {:>8}  {:>12}\n",
-            crate::escape::field(&topic.topic),
-            topic.ready,
-            topic.reserved,
-            topic.dead,
-            age
-        );
-        if let Some(problem) = &topic.problem {
-            // It names keys, which anyone who writes to Redis chooses: kept to one line.
-            text += &format!("  ! {}\n", crate::escape::one_line(problem));
-        }
-    }
-    text
 }

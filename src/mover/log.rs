@@ -1,5 +1,5 @@
-//! The log lines that tell what the scripts did: the original's "Job is ready", dropped orphans,
-//! topics whose jobs cannot move, and reservations that lapsed.
+//! The log lines that tell what the scripts did (the original's "Job is ready", dropped orphans,
+//! topics whose jobs cannot move, reservations that lapsed) and what kept them from running.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::{Display, Formatter};
@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use tracing::{error, info, warn};
 
-use crate::escape;
+use crate::redis::{Failure, Trouble};
+use crate::text::escape;
 use delayer_client::keys::Keys;
 use delayer_client::scripts::move_due::{Batch, Stuck, StuckBecause};
 use delayer_client::scripts::release::Released;
@@ -32,6 +33,45 @@ pub fn moves(batch: &Batch) {
             "Dropped orphan jobs (bucket or topic gone), IDs: [{}]",
             escape::list(&batch.orphans)
         );
+    }
+}
+
+/// Logs a script call whose reply never came, of every topic's jobs or of `topic`'s: every one is
+/// said, since each may hide moved jobs that no other line lists.
+pub fn lost_reply(trouble: &Trouble, topic: Option<&str>, batch_size: usize) {
+    let of_topic = topic.map_or_else(String::new, |topic| {
+        format!(" of topic {}", escape::field(topic))
+    });
+    error!(
+        "The reply to a move{of_topic} never came ({trouble}): it may have moved up to \
+         {batch_size} jobs that no \"Job is ready\" line lists; {}",
+        trouble.kind.waiting_for()
+    );
+}
+
+/// Logs a failure of every topic's look, or of `topic`'s; `slot_moving` holds Redis's words
+/// when the topic's slot is moving to another master (a resharding: nothing is amiss).
+pub fn failing(trouble: &Trouble, topic: Option<&str>, slot_moving: Option<&str>) {
+    let waiting = trouble.kind.waiting_for();
+    match (topic, slot_moving) {
+        (None, _) => error!("{trouble}; {waiting}"),
+        (Some(topic), Some(moving)) => info!(
+            "Topic {} waits while its slot moves to another master ({moving}); tried again",
+            escape::field(topic)
+        ),
+        (Some(topic), None) => error!(
+            "Topic {} cannot move: {trouble}; {waiting}",
+            escape::field(topic)
+        ),
+    }
+}
+
+/// Logs the end of a failure of kind `failure` (of every topic's look, or of `topic`'s).
+pub fn recovered(failure: Failure, address: &str, topic: Option<&str>) {
+    let recovered = failure.recovered(address);
+    match topic {
+        None => info!("{recovered}"),
+        Some(topic) => info!("{recovered}: topic {} moves again", escape::field(topic)),
     }
 }
 

@@ -17,7 +17,7 @@ use delayer_client::keys::{CLUSTER_POOL_SUFFIX, CLUSTER_PREFIX, Layout};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::cluster_nodes::ClusterNodes;
+use super::nodes::ClusterNodes;
 
 /// Keys a SCAN call looks at.
 const SCAN_COUNT: usize = 1000;
@@ -51,6 +51,7 @@ impl RegistryRepair {
         topics: usize,
         nodes: &Arc<ClusterNodes>,
         registry: &str,
+        layout: Layout,
     ) {
         {
             let mut state = self.state.lock().expect("not poisoned");
@@ -73,7 +74,7 @@ impl RegistryRepair {
         let (nodes, registry) = (nodes.clone(), registry.to_string());
         tokio::spawn(async move {
             let _running = Running(running);
-            let (added, failure) = repair(&nodes, &registry).await;
+            let (added, failure) = repair(&nodes, &registry, layout).await;
             if added > 0 {
                 info!(
                     "the registry {registry} lacked {added} topics that have jobs (lost in a \
@@ -83,7 +84,7 @@ impl RegistryRepair {
             if let Some(error) = failure {
                 warn!(
                     "cannot check the registry {registry} against every master's pools (SCAN, \
-                     TYPE and SADD; see the ACL in the README): {error}"
+                     TYPE and SADD; see the ACL in docs/redis-deployments.md): {error}"
                 );
                 // Unless retrying cannot help.
                 if error.code() != Some("NOPERM") {
@@ -106,11 +107,15 @@ impl Drop for Running {
 
 /// Adds to `registry` the topic of every pool on every master that answers: how many were
 /// missing, and the first failure.
-async fn repair(nodes: &Arc<ClusterNodes>, registry: &str) -> (usize, Option<RedisError>) {
+async fn repair(
+    nodes: &Arc<ClusterNodes>,
+    registry: &str,
+    layout: Layout,
+) -> (usize, Option<RedisError>) {
     let mut topics = BTreeSet::new();
     let mut failure = None;
     for master in nodes.masters() {
-        match pools_of(nodes, &master).await {
+        match pools_of(nodes, &master, layout).await {
             Ok(found) => topics.extend(found),
             Err(error) => {
                 nodes.failed(Some(&master), &error);
@@ -140,7 +145,7 @@ async fn repair(nodes: &Arc<ClusterNodes>, registry: &str) -> (usize, Option<Red
 }
 
 /// The topics of the pools on `master`.
-async fn pools_of(nodes: &ClusterNodes, master: &str) -> RedisResult<Vec<String>> {
+async fn pools_of(nodes: &ClusterNodes, master: &str, layout: Layout) -> RedisResult<Vec<String>> {
     let pattern = format!("{CLUSTER_PREFIX}*{CLUSTER_POOL_SUFFIX}");
     let mut connection = nodes.connection(master).await?;
     let mut topics = Vec::new();
@@ -158,7 +163,7 @@ async fn pools_of(nodes: &ClusterNodes, master: &str) -> RedisResult<Vec<String>
         let candidates: Vec<String> = keys
             .into_iter()
             .filter_map(|key| String::from_utf8(key).ok())
-            .filter(|key| topic_of(key).is_some())
+            .filter(|key| layout.topic_of_pool(key).is_some())
             .collect();
         if !candidates.is_empty() {
             // A job bucket matches too when its id ends like a pool's name.
@@ -169,7 +174,7 @@ async fn pools_of(nodes: &ClusterNodes, master: &str) -> RedisResult<Vec<String>
             let types: Vec<String> = types.query_async(&mut connection).await?;
             for (key, kind) in candidates.iter().zip(types) {
                 if kind == "zset" {
-                    topics.extend(topic_of(key));
+                    topics.extend(layout.topic_of_pool(key).map(str::to_string));
                 }
             }
         }
@@ -177,35 +182,5 @@ async fn pools_of(nodes: &ClusterNodes, master: &str) -> RedisResult<Vec<String>
             return Ok(topics);
         }
         cursor = next;
-    }
-}
-
-/// The topic whose pool `key` would be; `None` for a key the cluster layout would not have
-/// written so.
-fn topic_of(key: &str) -> Option<String> {
-    let topic = key
-        .strip_prefix(CLUSTER_PREFIX)?
-        .strip_suffix(CLUSTER_POOL_SUFFIX)?;
-    (!topic.is_empty() && Layout::Cluster.refusal(topic).is_none()).then(|| topic.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_pool_key_names_its_topic() {
-        assert_eq!(
-            topic_of("delayer:{order.close}:job_pool").as_deref(),
-            Some("order.close")
-        );
-        assert_eq!(topic_of("delayer:{a}b}:job_pool").as_deref(), Some("a}b"));
-        assert_eq!(
-            topic_of("delayer:{}x}:job_pool"),
-            None,
-            "refused: empty hash tag"
-        );
-        assert_eq!(topic_of("delayer:{t}:ready_queue"), None);
-        assert_eq!(topic_of("delayer:{}:job_pool"), None, "no topic");
     }
 }

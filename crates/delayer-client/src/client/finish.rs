@@ -1,0 +1,208 @@
+//! Finishing a reservation: ack (done), nack (failed, try again later), give back (untried),
+//! touch (more time).
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::{Client, check_id};
+use crate::error::{Error, Result};
+use crate::job::Receipt;
+use crate::keys::Keys;
+use crate::scripts::ack::Acked;
+use crate::settings::{MAX_BATCH, MAX_DELAY};
+use crate::time::unix_now;
+
+/// What became of a nacked (or given back) job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nacked {
+    /// Back in the pool, due again after the delay given (or at the time it was pushed again
+    /// for, when it was pushed again while reserved).
+    Retry,
+    /// It had been reserved `max_attempts` times: on its topic's dead list.
+    Dead,
+    /// Its data had expired meanwhile: nothing left to deliver.
+    Gone,
+}
+
+impl Client {
+    /// Finishes a reserved job: it is deleted and never delivered again. Names the reservation
+    /// (`client.ack(&job)`): a stale one changes nothing (see [`Acked`]). An error when there is
+    /// no such job.
+    pub async fn ack(&self, reservation: impl Into<Receipt>) -> Result<Acked> {
+        let mut acked = self.ack_many([reservation]).await;
+        acked.pop().expect("one result a reservation")
+    }
+
+    /// Acks several reservations in one round trip (in the cluster layout, one a topic), as
+    /// [`ack`](Client::ack) acks one: what each ack did, in order. Each has its own result: one
+    /// that fails (a bad id, a topic whose keys are broken) does not keep the others from being
+    /// acked.
+    pub async fn ack_many<R: Into<Receipt>>(
+        &self,
+        reservations: impl IntoIterator<Item = R>,
+    ) -> Vec<Result<Acked>> {
+        let reservations: Vec<Receipt> = reservations.into_iter().map(Into::into).collect();
+        let mut acked: Vec<Result<Acked>> = reservations
+            .iter()
+            .map(|reservation| Err(Error::UnknownJob(reservation.id.clone())))
+            .collect();
+        // The reservations of each topic's keys (all of them but in the cluster layout).
+        let mut groups: Vec<(Cow<'_, Keys>, Vec<usize>)> = Vec::new();
+        let mut named = HashSet::new();
+        let per_topic = self.per_topic();
+        for (index, reservation) in reservations.iter().enumerate() {
+            // A job named again is acked once: its second ack would find the job lapsed, and
+            // finish it even if it was pushed again after the first ended the reservation.
+            if !named.insert((&reservation.id, per_topic.then_some(&reservation.topic))) {
+                continue;
+            }
+            let keys = match check_id(&reservation.id) {
+                Ok(()) => {
+                    self.keys_of(&reservation.id, reservation.topic.as_deref())
+                        .await
+                }
+                Err(error) => Err(error),
+            };
+            match keys {
+                Ok(Some(keys)) => match groups.iter_mut().find(|(known, _)| *known == keys) {
+                    Some((_, members)) => members.push(index),
+                    None => groups.push((keys, vec![index])),
+                },
+                Ok(None) => {}
+                Err(error) => acked[index] = Err(error),
+            }
+        }
+        if groups.is_empty() {
+            return acked;
+        }
+        let mut connection = match self.connection().await {
+            Ok(connection) => connection,
+            Err(error) => {
+                for &index in groups.iter().flat_map(|(_, members)| members) {
+                    acked[index] = Err(error.clone().into());
+                }
+                return acked;
+            }
+        };
+        for (keys, members) in &groups {
+            for members in members.chunks(MAX_BATCH) {
+                let pairs: Vec<(&str, u32)> = members
+                    .iter()
+                    .map(|&index| (reservations[index].id.as_str(), reservations[index].attempt))
+                    .collect();
+                let codes = self
+                    .inner
+                    .scripts
+                    .ack
+                    .run(&mut connection, keys, &pairs)
+                    .await
+                    .map_err(|error| Error::about_key(error, keys.pool()));
+                match codes {
+                    Ok(codes) => {
+                        for (&index, code) in members.iter().zip(codes) {
+                            if let Some(code) = code {
+                                acked[index] = Ok(code);
+                            }
+                        }
+                    }
+                    Err(error) => {
+                        for &index in members {
+                            acked[index] = Err(error.clone());
+                        }
+                    }
+                }
+            }
+        }
+        acked
+    }
+
+    /// Gives a reserved job back after a failed attempt, to be delivered again after
+    /// `retry_in`, or, when it was reserved `max_attempts` times, sent to its topic's dead list.
+    /// An error when that reservation is not current (its time ran out first).
+    pub async fn nack(
+        &self,
+        reservation: impl Into<Receipt>,
+        retry_in: Duration,
+    ) -> Result<Nacked> {
+        self.release(reservation.into(), true, retry_in).await
+    }
+
+    /// Gives a reserved job back untried (a consumer that stops before running it): due again at
+    /// once, and the attempt not counted, so it never goes to the dead list for it.
+    pub async fn give_back(&self, reservation: impl Into<Receipt>) -> Result<Nacked> {
+        self.release(reservation.into(), false, Duration::ZERO)
+            .await
+    }
+
+    async fn release(
+        &self,
+        reservation: Receipt,
+        counted: bool,
+        retry_in: Duration,
+    ) -> Result<Nacked> {
+        let Receipt { id, attempt, topic } = reservation;
+        check_id(&id)?;
+        if retry_in > MAX_DELAY {
+            return Err(Error::TooFar(retry_in.as_secs_f64()));
+        }
+        let Some(keys) = self.keys_of(&id, topic.as_deref()).await? else {
+            return Err(Error::NotReserved(id));
+        };
+        let now = unix_now();
+        let released = self
+            .inner
+            .scripts
+            .release
+            .one(
+                &mut self.connection().await?,
+                &keys,
+                &id,
+                attempt,
+                counted,
+                now,
+                now + retry_in.as_secs_f64(),
+                // Bounded as a push's delay is: the TTL must stay a number Redis takes.
+                self.inner
+                    .settings
+                    .ready_max_lifetime
+                    .min(MAX_DELAY)
+                    .as_secs_f64(),
+                self.inner.settings.max_attempts,
+            )
+            .await
+            .map_err(|error| Error::about_key(error, keys.reserved()))?;
+        if released.ended == 0 {
+            Err(Error::NotReserved(id))
+        } else if !released.dead.is_empty() {
+            Ok(Nacked::Dead)
+        } else if !released.dropped.is_empty() {
+            Ok(Nacked::Gone)
+        } else {
+            Ok(Nacked::Retry)
+        }
+    }
+
+    /// Extends a reservation: the job must be acked within `ttr` from now. An error when that
+    /// reservation is not current.
+    pub async fn touch(&self, reservation: impl Into<Receipt>, ttr: Duration) -> Result<()> {
+        let Receipt { id, attempt, topic } = reservation.into();
+        check_id(&id)?;
+        let Some(keys) = self.keys_of(&id, topic.as_deref()).await? else {
+            return Err(Error::NotReserved(id));
+        };
+        let deadline = unix_now() + ttr.as_secs_f64();
+        let touched = self
+            .inner
+            .scripts
+            .touch
+            .run(&mut self.connection().await?, &keys, &id, attempt, deadline)
+            .await
+            .map_err(|error| Error::about_key(error, keys.reserved()))?;
+        if touched {
+            Ok(())
+        } else {
+            Err(Error::NotReserved(id))
+        }
+    }
+}

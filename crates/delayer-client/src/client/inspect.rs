@@ -1,0 +1,117 @@
+//! Looking jobs up: one job by id, a topic's dead list, and dead jobs sent back for another round.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redis::{AsyncCommands, RedisResult};
+
+use super::{Client, check_id, check_topic_in};
+use crate::error::{Error, Result};
+use crate::job::{JobInfo, State};
+use crate::keys::field;
+use crate::time::{from_deadline_score, from_unix, unix_now};
+
+/// Dead jobs requeued per script call.
+const REQUEUE_BATCH: usize = 1000;
+
+/// `get`'s three replies, each on its own: the pool's score, the reservation's, the bucket.
+type Lookup = (
+    RedisResult<Option<f64>>,
+    RedisResult<Option<f64>>,
+    RedisResult<HashMap<String, Vec<u8>>>,
+);
+
+impl Client {
+    /// Where a job is, and what it holds.
+    pub async fn get(&self, id: &str) -> Result<JobInfo> {
+        check_id(id)?;
+        let Some(keys) = self.keys_of(id, None).await? else {
+            return Ok(JobInfo::unknown(id));
+        };
+        let bucket = keys.bucket(id);
+        // Each reply on its own, so that a key of the wrong type is named.
+        let (due, deadline, fields): Lookup = redis::pipe()
+            .atomic()
+            .ignore_errors()
+            .zscore(keys.pool(), id)
+            .zscore(keys.reserved(), id)
+            .hgetall(&bucket)
+            .query_async(&mut self.connection().await?)
+            .await?;
+        let due = due.map_err(|error| Error::about_key(error, keys.pool()))?;
+        let deadline = deadline.map_err(|error| Error::about_key(error, keys.reserved()))?;
+        let fields = fields.map_err(|error| Error::about_key(error, &bucket))?;
+        let text = |name: &str| {
+            fields
+                .get(name)
+                .map(|value| String::from_utf8_lossy(value).into_owned())
+        };
+        let number = |name: &str| text(name).and_then(|value| value.parse::<f64>().ok());
+        let state = if !fields.contains_key(field::TOPIC) {
+            State::Unknown
+        } else if due.is_some() {
+            State::Waiting
+        } else if deadline.is_some() {
+            State::Reserved
+        } else if fields.contains_key(field::DIED_AT) {
+            State::Dead
+        } else {
+            State::Ready
+        };
+        Ok(JobInfo {
+            id: id.to_string(),
+            state,
+            topic: text(field::TOPIC),
+            body: fields.get(field::BODY).cloned(),
+            due: due.or_else(|| number(field::DUE)).and_then(from_unix),
+            delay: number(field::DELAY).and_then(|delay| Duration::try_from_secs_f64(delay).ok()),
+            attempts: number(field::ATTEMPTS).map_or(0, |attempts| attempts as u32),
+            deadline: deadline.map(from_deadline_score).and_then(from_unix),
+        })
+    }
+
+    /// The ids on `topic`'s dead list, oldest first, at most `limit`.
+    pub async fn dead(&self, topic: &str, limit: usize) -> Result<Vec<String>> {
+        check_topic_in(self.layout(), topic)?;
+        let dead = self.keys_for(topic).dead(topic);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        // LPUSHed: the oldest are at the end.
+        let last = isize::try_from(limit).unwrap_or(isize::MAX);
+        let mut ids: Vec<String> = self
+            .connection()
+            .await?
+            .lrange(&dead, -last, -1)
+            .await
+            .map_err(|error| Error::about_key(error, &dead))?;
+        ids.reverse();
+        Ok(ids)
+    }
+
+    /// Moves every dead job of `topic` back to the pool, due now, its attempts counted afresh.
+    /// Returns how many went back (those whose data had expired are dropped).
+    pub async fn requeue_dead(&self, topic: &str) -> Result<usize> {
+        check_topic_in(self.layout(), topic)?;
+        let mut total = 0;
+        loop {
+            let (requeued, dropped) = self
+                .inner
+                .scripts
+                .requeue_dead
+                .run(
+                    &mut self.connection().await?,
+                    &self.keys_for(topic),
+                    topic,
+                    unix_now(),
+                    REQUEUE_BATCH,
+                )
+                .await
+                .map_err(|error| Error::about_key(error, &self.keys_for(topic).dead(topic)))?;
+            total += requeued;
+            if requeued + dropped < REQUEUE_BATCH {
+                return Ok(total);
+            }
+        }
+    }
+}

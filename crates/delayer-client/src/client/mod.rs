@@ -1,0 +1,243 @@
+//! The client: a handle on the delayer Redis, cheap to clone. What it does is split by concern:
+//! [`push`] (push and remove), [`pop`] (the legacy pop, at most once), [`reserve`] and [`finish`]
+//! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
+//! queues up).
+
+pub(crate) mod finish;
+pub(crate) mod inspect;
+pub(crate) mod pop;
+pub(crate) mod push;
+pub(crate) mod reserve;
+pub(crate) mod stats;
+
+use redis::{IntoConnectionInfo, RedisResult};
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+
+use crate::connection::{self, Connection, Target};
+use crate::error::{Error, Result};
+use crate::keys::{Keys, Layout};
+use crate::scripts::ack::AckScript;
+use crate::scripts::find_reserved::FindReservedScript;
+use crate::scripts::push::PushScript;
+use crate::scripts::release::ReleaseScript;
+use crate::scripts::requeue_dead::RequeueDeadScript;
+use crate::scripts::reserve::ReserveScript;
+use crate::scripts::touch::TouchScript;
+use crate::settings::Settings;
+use crate::shared_connection::{Commands, SharedConnection};
+use crate::watch::KeyWatch;
+
+/// Blocking connections kept for the next `bpop`.
+const IDLE_BLOCKING_CONNECTIONS: usize = 4;
+
+/// A handle on the delayer Redis; cheap to clone, one connection shared by all clones.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Carries every command that does not block; replaced when it breaks.
+    commands: Arc<SharedConnection>,
+    redis: Target,
+    /// Connections for `bpop`, whose BRPOP would hold up everything else on `commands`.
+    idle_blocking: Mutex<Vec<Connection>>,
+    /// Writes to any ready list, for blocking reserves.
+    ready_lists: KeyWatch,
+    scripts: Scripts,
+    /// The key names of `settings.layout` (in the cluster layout, of no topic: the registry's,
+    /// and the ready and dead lists', which name their topic).
+    keys: Keys,
+    settings: Settings,
+}
+
+#[derive(Default)]
+struct Scripts {
+    push: PushScript,
+    reserve: ReserveScript,
+    find_reserved: FindReservedScript,
+    ack: AckScript,
+    release: ReleaseScript,
+    requeue_dead: RequeueDeadScript,
+    touch: TouchScript,
+}
+
+impl Client {
+    /// Connects with default [`Settings`]. `redis` is a URL (`redis://:password@host:6379/0`,
+    /// `redis+unix:///run/redis.sock`) or a [`redis::ConnectionInfo`].
+    pub async fn connect(redis: impl IntoConnectionInfo) -> Result<Client> {
+        Client::connect_with(redis, Settings::default()).await
+    }
+
+    /// Connects, failing at once if Redis is unreachable or refuses the credentials.
+    pub async fn connect_with(
+        redis: impl IntoConnectionInfo,
+        settings: Settings,
+    ) -> Result<Client> {
+        Client::connect_to(redis.into_connection_info()?, settings).await
+    }
+
+    /// Connects to `redis` (an address, or a master found through Redis Sentinel), failing at
+    /// once if it is unreachable or refuses the credentials.
+    pub async fn connect_to(redis: impl Into<Target>, settings: Settings) -> Result<Client> {
+        let redis = redis.into();
+        if settings.layout.per_topic() && !redis.is_cluster() {
+            // No daemon moves the cluster layout's jobs on a single Redis: they would wait for ever.
+            return Err(Error::Redis(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "the cluster layout wants a Redis Cluster (Target::cluster)",
+            ))));
+        }
+        let commands = SharedConnection::connect(redis.clone()).await?;
+        Ok(Client::with(redis, commands, settings))
+    }
+
+    /// A client that connects on its first command (and again whenever the connection broke):
+    /// for a server that must start while Redis is down.
+    pub fn lazy(redis: impl Into<Target>, settings: Settings) -> Client {
+        let redis = redis.into();
+        let commands = SharedConnection::lazy(redis.clone());
+        Client::with(redis, commands, settings)
+    }
+
+    fn with(redis: Target, commands: Arc<SharedConnection>, mut settings: Settings) -> Client {
+        if redis.is_cluster() {
+            settings.layout = Layout::CLUSTER;
+        }
+        let keys = settings.layout.keys("");
+        Client {
+            inner: Arc::new(Inner {
+                commands,
+                ready_lists: KeyWatch::new(
+                    redis.clone(),
+                    connection::config(),
+                    &keys.ready_affixes().prefix,
+                ),
+                redis,
+                idle_blocking: Mutex::new(Vec::new()),
+                scripts: Scripts::default(),
+                keys,
+                settings,
+            }),
+        }
+    }
+
+    /// The key names this client uses: every topic's, or in the cluster layout the registry's
+    /// and the lists' (see [`keys_for`](Client::keys_for)).
+    pub fn keys(&self) -> &Keys {
+        &self.inner.keys
+    }
+
+    /// The key names of `topic`'s jobs.
+    pub fn keys_for(&self, topic: &str) -> Cow<'_, Keys> {
+        if self.per_topic() {
+            Cow::Owned(self.layout().keys(topic))
+        } else {
+            Cow::Borrowed(&self.inner.keys)
+        }
+    }
+
+    fn layout(&self) -> Layout {
+        self.inner.settings.layout
+    }
+
+    /// Whether each topic has keys of its own (the cluster layout).
+    fn per_topic(&self) -> bool {
+        self.inner.keys.per_topic()
+    }
+
+    /// `topics` in groups that one script call can serve: all at once, or placed per topic
+    /// (each in a slot of its own) one by one.
+    fn script_groups<'t>(&self, topics: &'t [&'t str]) -> Vec<&'t [&'t str]> {
+        if self.per_topic() {
+            topics.chunks(1).collect()
+        } else {
+            vec![topics]
+        }
+    }
+
+    /// The key names of job `id`'s data. In the cluster layout, where they depend on the topic:
+    /// those of `topic` when known, else of the first topic of the registry (in name order) that
+    /// holds the id; `None` when none does.
+    async fn keys_of(&self, id: &str, topic: Option<&str>) -> Result<Option<Cow<'_, Keys>>> {
+        if !self.per_topic() {
+            return Ok(Some(Cow::Borrowed(&self.inner.keys)));
+        }
+        if let Some(topic) = topic {
+            return Ok(Some(self.keys_for(topic)));
+        }
+        let mut topics = self.topics().await?;
+        topics.sort();
+        let mut connection = self.connection().await?;
+        let mut found = Vec::new();
+        for topic in topics {
+            if self.layout().refusal(&topic).is_some() {
+                continue;
+            }
+            let keys = self.layout().keys(&topic);
+            // Its data, or (an orphan) its pool entry alone.
+            let (data, pooled): (bool, Option<f64>) = redis::pipe()
+                .exists(keys.bucket(id))
+                .zscore(keys.pool(), id)
+                .query_async(&mut connection)
+                .await?;
+            if data || pooled.is_some() {
+                found.push(topic);
+            }
+        }
+        match &found[..] {
+            [] => Ok(None),
+            [topic] => Ok(Some(self.keys_for(topic))),
+            _ => Err(Error::AmbiguousId {
+                id: id.to_string(),
+                topics: found,
+            }),
+        }
+    }
+
+    /// The settings this client was made with.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The connection for commands that do not block (a cheap handle on a shared one).
+    pub(crate) async fn connection(&self) -> RedisResult<Commands> {
+        self.inner.commands.get().await
+    }
+
+    async fn blocking_connection(&self) -> RedisResult<Connection> {
+        let idle = self.inner.idle_blocking.lock().expect("not poisoned").pop();
+        match idle {
+            Some(connection) => Ok(connection),
+            // No reply timeout: BRPOP's own timeout bounds the wait.
+            None => self.inner.redis.connect_blocking().await,
+        }
+    }
+
+    fn return_blocking_connection(&self, connection: Connection) {
+        let mut idle = self.inner.idle_blocking.lock().expect("not poisoned");
+        if idle.len() < IDLE_BLOCKING_CONNECTIONS {
+            idle.push(connection);
+        }
+    }
+}
+
+/// A topic must not be empty, and must fit the layout (see [`Layout::refusal`]).
+pub(crate) fn check_topic_in(layout: Layout, topic: &str) -> Result<()> {
+    if topic.is_empty() {
+        return Err(Error::EmptyTopic);
+    }
+    match layout.refusal(topic) {
+        Some(why) => Err(Error::TopicRefused(topic.to_string(), why)),
+        None => Ok(()),
+    }
+}
+
+fn check_id(id: &str) -> Result<()> {
+    if id.is_empty() {
+        Err(Error::EmptyId)
+    } else {
+        Ok(())
+    }
+}

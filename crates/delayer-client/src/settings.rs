@@ -1,0 +1,43 @@
+//! What a client may be told besides where Redis is, and the limits every push and reserve keeps.
+
+use std::time::Duration;
+
+use crate::keys::Layout;
+
+/// The largest body a push takes unless told otherwise.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
+/// How long a job's data outlives its due time, as the legacy clients' default `ready_max_lifetime`.
+pub const DEFAULT_READY_MAX_LIFETIME: Duration = Duration::from_secs(604_800);
+/// How many times a job is reserved before a failure sends it to its topic's dead list.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
+/// The longest delay a push takes: 2^31 - 1 s, about 68 years (go-delay-queue's limit). Longer is
+/// a mistake (milliseconds given for seconds), and Redis refuses to expire a bucket much later.
+pub const MAX_DELAY: Duration = Duration::from_secs(i32::MAX as u64);
+/// The most jobs one script call reserves or acks: it holds Redis up for about a millisecond.
+pub const MAX_BATCH: usize = 100;
+
+/// What a client may be told besides where Redis is.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The largest body a push takes.
+    pub max_body_bytes: usize,
+    /// How long a job's data outlives its due time (the legacy clients' `ready_max_lifetime`).
+    pub ready_max_lifetime: Duration,
+    /// A nacked job that was reserved this many times goes to its topic's dead list. The daemon
+    /// has its own setting for jobs whose reservation lapsed: keep the two the same.
+    pub max_attempts: u32,
+    /// The key names of the jobs: the same as the daemon's. A cluster has the cluster layout,
+    /// whatever this says.
+    pub layout: Layout,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            ready_max_lifetime: DEFAULT_READY_MAX_LIFETIME,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            layout: Layout::default(),
+        }
+    }
+}

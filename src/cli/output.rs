@@ -1,0 +1,102 @@
+//! What the job commands print: jobs as JSON, and the queues as JSON or a table.
+
+use delayer_client::{Job, JobInfo, Stats};
+use serde_json::{Value, json};
+
+use crate::text::body;
+use crate::text::escape;
+use crate::text::time::rfc3339;
+
+pub(super) fn info_json(info: &JobInfo) -> Value {
+    let mut json = json!({
+        "id": info.id,
+        "topic": info.topic,
+        "body": info.body.as_deref().map(body::text),
+        "state": info.state.name(),
+        "due": info.due.map(rfc3339),
+        "attempts": info.attempts,
+        "deadline": info.deadline.map(rfc3339),
+    });
+    with_body_base64(&mut json, info.body.as_deref());
+    json
+}
+
+pub(super) fn popped_json(job: &Job) -> Value {
+    let mut json = json!({
+        "id": job.id,
+        "topic": job.topic,
+        "body": body::text(&job.body),
+        "state": "popped",
+        "due": job.due.map(rfc3339),
+    });
+    with_body_base64(&mut json, Some(&job.body));
+    json
+}
+
+/// Adds `body_base64` to a job's `json` when its body is not UTF-8.
+fn with_body_base64(json: &mut Value, body: Option<&[u8]>) {
+    if let Some(encoded) = body.and_then(body::base64) {
+        json["body_base64"] = Value::String(encoded);
+    }
+}
+
+pub(super) fn stats_json(stats: &Stats) -> Value {
+    let topics: Vec<Value> = stats
+        .topics
+        .iter()
+        .map(|topic| {
+            json!({
+                "topic": topic.topic,
+                "ready": topic.ready,
+                "reserved": topic.reserved,
+                "dead": topic.dead,
+                "oldest_ready_age_seconds": topic.oldest_ready_age.map(|age| age.as_secs_f64()),
+                "problem": topic.problem,
+            })
+        })
+        .collect();
+    json!({
+        "waiting": stats.waiting,
+        "due_now": stats.due_now,
+        "next_due": stats.next_due.map(rfc3339),
+        "topics": topics,
+    })
+}
+
+pub(super) fn stats_table(stats: &Stats) -> String {
+    let next = stats.next_due.map_or_else(|| "none".to_string(), rfc3339);
+    let mut text = format!(
+        "jobs waiting: {} ({} due now), next due: {next}\n",
+        stats.waiting, stats.due_now
+    );
+    let width = stats
+        .topics
+        .iter()
+        .map(|topic| topic.topic.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("topic".len());
+    text += &format!(
+        "{:<width$}  {:>8}  {:>8}  {:>8}  {:>12}\n",
+        "topic", "ready", "reserved", "dead", "oldest ready"
+    );
+    for topic in &stats.topics {
+        let age = topic.oldest_ready_age.map_or_else(
+            || "-".to_string(),
+            |age| format!("{:.1}s", age.as_secs_f64()),
+        );
+        text += &format!(
+            "{:<width$}  {:>8}  {:>8}  {:>8}  {:>12}\n",
+            escape::field(&topic.topic),
+            topic.ready,
+            topic.reserved,
+            topic.dead,
+            age
+        );
+        if let Some(problem) = &topic.problem {
+            // It names keys, which anyone who writes to Redis chooses: kept to one line.
+            text += &format!("  ! {}\n", escape::one_line(problem));
+        }
+    }
+    text
+}

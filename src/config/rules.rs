@@ -1,0 +1,121 @@
+//! What no key says alone: keys that want another (a username wants a password), that exclude
+//! another (sentinels say where Redis is, so no host), or that must be there when their section is.
+
+use super::Config;
+use super::ini::IniFile;
+use super::keys;
+
+/// A key whose value is wrong in the company it keeps: (section, key, value as given, why).
+pub(super) type Wrong = (&'static str, &'static str, String, String);
+
+/// Everything wrong with how the keys of `ini`, read into `config`, go together.
+pub(super) fn check(config: &Config, ini: &IniFile) -> Vec<Wrong> {
+    let mut wrong = Vec::new();
+    let given = |key: &str| ini.get("redis", key).is_some();
+    let mut say = |key: &'static str, why: &str| {
+        wrong.push(("redis", key, shown(ini, "redis", key), why.to_string()));
+    };
+    // redis-rs sends no AUTH without a password, so the daemon would be `default` unnoticed (a
+    // `nopass` user takes any password).
+    if given("username") && !given("password") {
+        say(
+            "username",
+            "given without a password, which Redis needs to log in as that user (any password \
+             for a nopass user)",
+        );
+    }
+    if given("sentinel_username") && !given("sentinel_password") {
+        say(
+            "sentinel_username",
+            "given without sentinel_password, which the sentinels need to log in as that user",
+        );
+    }
+    if given("sentinels") {
+        for key in ["host", "port"] {
+            if given(key) {
+                say(key, "set with sentinels, which say where Redis is");
+            }
+        }
+        if !given("sentinel_master") {
+            say(
+                "sentinel_master",
+                "missing: sentinels want the name they know the master by",
+            );
+        }
+    } else {
+        for key in ["sentinel_master", "sentinel_password", "sentinel_username"] {
+            if given(key) {
+                say(key, "given without sentinels");
+            }
+        }
+    }
+    if given("cluster") {
+        for key in ["host", "port", "sentinels"] {
+            if given(key) {
+                say(key, "set with cluster, whose nodes say where Redis is");
+            }
+        }
+        if ini
+            .get("redis", "database")
+            .is_some_and(|database| database != "0")
+        {
+            say(
+                "database",
+                "set with cluster: a Redis Cluster has database 0 only",
+            );
+        }
+        if given("key_layout") {
+            say(
+                "key_layout",
+                "set with cluster, which has a layout of its own (topics as hash tags)",
+            );
+        }
+    }
+    if config.redis.tls.is_some() {
+        match (given("tls_cert_file"), given("tls_key_file")) {
+            (true, false) => say("tls_cert_file", "given without tls_key_file"),
+            (false, true) => say("tls_key_file", "given without tls_cert_file"),
+            _ => {}
+        }
+    } else {
+        for key in [
+            "tls_ca_file",
+            "tls_cert_file",
+            "tls_key_file",
+            "tls_insecure",
+        ] {
+            if given(key) {
+                say(key, "set, but tls is not true");
+            }
+        }
+    }
+    if ini.has_section("http") {
+        if ini.get("http", "listen").is_none() {
+            wrong.push((
+                "http",
+                "listen",
+                String::new(),
+                "expected an address and port, like 127.0.0.1:9277 (the [http] section turns \
+                 HTTP on: remove it to serve nothing)"
+                    .into(),
+            ));
+        }
+        if ini.get("http", "token").is_none() && ini.has_key("http", "token") {
+            wrong.push((
+                "http",
+                "token",
+                String::new(),
+                "empty, which would leave the job API open: give a token, or remove the key".into(),
+            ));
+        }
+    }
+    wrong
+}
+
+/// The value of `[section] key` as a message may show it: masked when it is a password.
+pub(super) fn shown(ini: &IniFile, section: &str, key: &str) -> String {
+    match keys::find(section, key) {
+        Some(key) if key.secret => "********".into(),
+        _ => ini.get(section, key).unwrap_or_default().to_string(),
+    }
+}

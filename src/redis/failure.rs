@@ -1,0 +1,360 @@
+//! What a Redis failure means for the daemon: pure functions of the error, told by the redis
+//! crate's error kind and Redis's error code where they say it, by the words only where nothing
+//! else does (Redis answers `ERR` for a wrong database, and Redis 6 wraps a script's errors in one).
+
+use deadpool_redis::redis::{ErrorKind, RedisError};
+use delayer_client::connection::{NO_SUCH_MASTER, NOT_A_SENTINEL};
+
+/// How rustls words a certificate it does not trust (the cluster client keeps only the words of
+/// the error it met).
+pub(super) const UNTRUSTED: &str = "invalid peer certificate";
+
+/// What went wrong, as far as it changes what the daemon says and waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Redis refuses the configured password (or wants one).
+    Password,
+    /// Redis has no such database.
+    Database,
+    /// No connection could be made.
+    Unreachable,
+    /// An open connection broke (Redis went away, or the connection was killed).
+    ConnectionLost,
+    /// Redis took longer than the reply timeout: it may be alive but blocked.
+    Timeout,
+    /// Redis refuses writes: maxmemory reached under a `noeviction` policy.
+    OutOfMemory,
+    /// Redis refuses writes: it is a replica.
+    ReadOnly,
+    /// Redis is loading its data set after a restart.
+    Loading,
+    /// Redis refuses writes: it cannot save to disk (`stop-writes-on-bgsave-error`).
+    CannotSave,
+    /// Another client's script runs too long: Redis answers nothing else.
+    Busy,
+    /// The Redis user may not run a command or touch a key the daemon needs (ACL).
+    NoPermission,
+    /// TLS failed: Redis's certificate is not trusted, it wants ours, or it speaks no TLS there.
+    Tls,
+    /// No sentinel knows a master of the configured name, or one is not a sentinel at all.
+    NoMaster,
+    /// `[redis] cluster` names a Redis whose cluster support is off.
+    NotCluster,
+    /// Anything else.
+    Other,
+}
+
+impl Failure {
+    /// What `error` is.
+    pub fn of(error: &RedisError) -> Failure {
+        if let Some(failure) = by_code(error.code().unwrap_or("")) {
+            return failure;
+        }
+        if error.kind() == ErrorKind::AuthenticationFailed {
+            return Failure::Password;
+        }
+        if let Some(failure) = by_words(error) {
+            return failure;
+        }
+        if tls_error(error).is_some() {
+            Failure::Tls
+        } else if error.is_timeout() {
+            Failure::Timeout
+        } else if error.is_connection_refusal() {
+            Failure::Unreachable
+        } else if error.is_io_error() || error.is_connection_dropped() {
+            Failure::ConnectionLost
+        } else {
+            Failure::Other
+        }
+    }
+
+    /// Whether retrying cannot mend it: the configured password, database, TLS files, sentinel
+    /// master or cluster are wrong.
+    pub fn is_config_error(self) -> bool {
+        matches!(
+            self,
+            Failure::Password
+                | Failure::Database
+                | Failure::Tls
+                | Failure::NoMaster
+                | Failure::NotCluster
+        )
+    }
+
+    /// What the daemon does about it, said after the failure itself.
+    pub fn waiting_for(self) -> &'static str {
+        match self {
+            Failure::Password | Failure::Database => "retrying until Redis accepts them",
+            Failure::Tls | Failure::NoMaster | Failure::NotCluster | Failure::Other => "retrying",
+            Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout => {
+                "retrying until it answers"
+            }
+            Failure::OutOfMemory => {
+                "no job can move until Redis has memory to spare (maxmemory, eviction policy); retrying"
+            }
+            Failure::ReadOnly => {
+                "no job can move until it is promoted or [redis] names the master; retrying"
+            }
+            Failure::Loading => "waiting until it has loaded",
+            Failure::CannotSave => "no job can move until it can save again; retrying",
+            Failure::Busy => "waiting until the script ends (SCRIPT KILL ends it)",
+            Failure::NoPermission => {
+                "no job can move until the user may (see the ACL a delayer user needs in \
+                 docs/redis-deployments.md); retrying"
+            }
+        }
+    }
+
+    /// The line that ends an outage of this kind.
+    pub fn recovered(self, address: &str) -> String {
+        match self {
+            Failure::OutOfMemory | Failure::ReadOnly | Failure::CannotSave => {
+                format!("Redis at {address} accepts writes again")
+            }
+            Failure::Loading => format!("Redis at {address} has loaded its data"),
+            Failure::Password
+            | Failure::Database
+            | Failure::NoPermission
+            | Failure::Tls
+            | Failure::NoMaster
+            | Failure::NotCluster
+            | Failure::Other => format!("Redis at {address} works again"),
+            Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout | Failure::Busy => {
+                format!("Redis at {address} answers again")
+            }
+        }
+    }
+}
+
+/// Whether a script call of the daemon that failed with `error` may have run all the same: the
+/// client's rule ([`delayer_client::unanswered`]), but a cluster error is Redis's answer on the
+/// daemon's own connection to a master, which sends a call once.
+pub fn reply_may_be_lost(error: &RedisError) -> bool {
+    delayer_client::unanswered(error) && !error.is_cluster_error()
+}
+
+/// What Redis's error code says, where it says enough.
+fn by_code(code: &str) -> Option<Failure> {
+    Some(match code {
+        "NOAUTH" | "WRONGPASS" => Failure::Password,
+        "OOM" => Failure::OutOfMemory,
+        "READONLY" => Failure::ReadOnly,
+        "LOADING" => Failure::Loading,
+        "MISCONF" => Failure::CannotSave,
+        "BUSY" => Failure::Busy,
+        "NOPERM" => Failure::NoPermission,
+        _ => return None,
+    })
+}
+
+/// What the words say, for the errors that carry no telling kind or code: a generic `ERR`, a
+/// script's error wrapped in one (Redis 6), our own resolution errors, and the cluster client,
+/// which keeps only the words of the errors it met.
+fn by_words(error: &RedisError) -> Option<Failure> {
+    let text = error.to_string();
+    let has = |markers: &[&str]| markers.iter().any(|marker| text.contains(marker));
+    Some(if has(&["invalid password", "without any password"]) {
+        Failure::Password
+    } else if error.kind() == ErrorKind::InvalidClientConfig
+        && has(&[NO_SUCH_MASTER, NOT_A_SENTINEL])
+    {
+        Failure::NoMaster
+    } else if has(&["cluster support disabled"]) {
+        Failure::NotCluster
+    } else if has(&["DB index"]) {
+        Failure::Database
+    } else if has(&["OOM command not allowed"]) {
+        Failure::OutOfMemory
+    } else if has(&["READONLY"]) {
+        Failure::ReadOnly
+    } else if has(&["NOPERM", "can't access", "has no permissions"]) {
+        Failure::NoPermission
+    } else if has(&[UNTRUSTED]) {
+        Failure::Tls
+    } else {
+        return None;
+    })
+}
+
+/// The TLS error under `error`, if TLS is what failed.
+pub(super) fn tls_error(error: &RedisError) -> Option<&rustls::Error> {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = cause {
+        if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        cause = if let Some(shared) = error.downcast_ref::<Shared>() {
+            // redis-rs keeps the error it wraps behind an Arc.
+            Some(shared.as_ref())
+        } else if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            // An io::Error's source() skips the error it wraps: look at that one itself.
+            io.get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static))
+        } else {
+            error.source()
+        };
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use deadpool_redis::redis::{self, ErrorKind, RedisError};
+
+    use super::*;
+
+    /// The error Redis answers with `line` (an error reply, without its `-`).
+    fn reply(line: &str) -> RedisError {
+        let value = redis::parse_redis_value(format!("-{line}\r\n").as_bytes()).unwrap();
+        value.extract_error().unwrap_err()
+    }
+
+    fn io(kind: io::ErrorKind) -> RedisError {
+        RedisError::from(io::Error::new(kind, "test"))
+    }
+
+    #[test]
+    fn each_reply_redis_gives_is_recognised() {
+        let cases = [
+            ("NOAUTH Authentication required.", Failure::Password),
+            (
+                "WRONGPASS invalid username-password pair or user is disabled.",
+                Failure::Password,
+            ),
+            ("ERR invalid password", Failure::Password),
+            (
+                "ERR AUTH <password> called without any password configured for the default \
+                 user. Are you sure your configuration is correct?",
+                Failure::Password,
+            ),
+            ("ERR DB index is out of range", Failure::Database),
+            (
+                "ERR This instance has cluster support disabled",
+                Failure::NotCluster,
+            ),
+            (
+                "OOM command not allowed when used memory > 'maxmemory'.",
+                Failure::OutOfMemory,
+            ),
+            (
+                "ERR Error running script (call to f_1): @user_script:1: @user_script: 1: -OOM \
+                 command not allowed when used memory > 'maxmemory'.",
+                Failure::OutOfMemory,
+            ),
+            (
+                "READONLY You can't write against a read only replica.",
+                Failure::ReadOnly,
+            ),
+            (
+                "ERR Error running script (call to f_1): @user_script:1: -READONLY You can't \
+                 write against a read only replica.",
+                Failure::ReadOnly,
+            ),
+            (
+                "LOADING Redis is loading the dataset in memory",
+                Failure::Loading,
+            ),
+            (
+                "MISCONF Redis is configured to save RDB snapshots, but it's currently unable \
+                 to persist to disk.",
+                Failure::CannotSave,
+            ),
+            (
+                "BUSY Redis is busy running a script. You can only call SCRIPT KILL or \
+                 SHUTDOWN NOSAVE.",
+                Failure::Busy,
+            ),
+            (
+                "NOPERM User delayer has no permissions to run the 'evalsha' command",
+                Failure::NoPermission,
+            ),
+            (
+                "ERR Error running script (call to f_1): @user_script:12: The user executing \
+                 the script can't access at least one of the keys mentioned in the command",
+                Failure::NoPermission,
+            ),
+            ("ERR unknown command 'FOO'", Failure::Other),
+            (
+                "WRONGTYPE Operation against a key holding the wrong kind of value",
+                Failure::Other,
+            ),
+        ];
+        for (line, failure) in cases {
+            assert_eq!(Failure::of(&reply(line)), failure, "{line}");
+        }
+    }
+
+    #[test]
+    fn the_clients_own_errors_by_their_kind() {
+        let cases = [
+            (
+                RedisError::from((
+                    ErrorKind::AuthenticationFailed,
+                    "Password authentication failed",
+                )),
+                Failure::Password,
+            ),
+            (
+                RedisError::from((ErrorKind::InvalidClientConfig, NO_SUCH_MASTER, "m".into())),
+                Failure::NoMaster,
+            ),
+            (
+                RedisError::from((ErrorKind::InvalidClientConfig, NOT_A_SENTINEL, "x".into())),
+                Failure::NoMaster,
+            ),
+            (io(io::ErrorKind::TimedOut), Failure::Timeout),
+            (io(io::ErrorKind::ConnectionRefused), Failure::Unreachable),
+            (io(io::ErrorKind::ConnectionReset), Failure::ConnectionLost),
+            (io(io::ErrorKind::BrokenPipe), Failure::ConnectionLost),
+            (io(io::ErrorKind::UnexpectedEof), Failure::ConnectionLost),
+            (
+                RedisError::from((
+                    ErrorKind::Io,
+                    "tls",
+                    "invalid peer certificate: UnknownIssuer".into(),
+                )),
+                Failure::Tls,
+            ),
+            (
+                RedisError::from(io::Error::other(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::UnknownIssuer,
+                ))),
+                Failure::Tls,
+            ),
+        ];
+        for (error, failure) in cases {
+            assert_eq!(Failure::of(&error), failure, "{error}");
+        }
+    }
+
+    #[test]
+    fn only_what_no_answer_came_to_may_have_run() {
+        assert!(reply_may_be_lost(&io(io::ErrorKind::TimedOut)));
+        assert!(reply_may_be_lost(&io(io::ErrorKind::ConnectionReset)));
+        let unreadable = RedisError::from((ErrorKind::UnexpectedReturnType, "malformed"));
+        assert!(
+            reply_may_be_lost(&unreadable),
+            "it ran: its reply is what is wrong"
+        );
+        assert!(!reply_may_be_lost(&reply("OOM command not allowed")));
+        assert!(!reply_may_be_lost(&reply("MOVED 3999 127.0.0.1:6381")));
+        assert!(!reply_may_be_lost(&reply(
+            "CLUSTERDOWN The cluster is down"
+        )));
+        assert!(delayer_client::unanswered(&reply(
+            "MOVED 3999 127.0.0.1:6381"
+        )));
+    }
+
+    #[test]
+    fn only_what_waiting_cannot_mend_stops_a_start() {
+        assert!(Failure::of(&reply("WRONGPASS x")).is_config_error());
+        assert!(Failure::of(&reply("ERR DB index is out of range")).is_config_error());
+        assert!(!Failure::of(&reply("LOADING x")).is_config_error());
+        assert!(!Failure::of(&io(io::ErrorKind::ConnectionRefused)).is_config_error());
+    }
+}

@@ -1,0 +1,15 @@
+//! Redis as the daemon meets it: the pool, where Redis is and how to connect (TLS included), and
+//! what a failure means and how to say it.
+
+mod connect;
+mod failure;
+mod pool;
+mod settings;
+mod tls;
+mod trouble;
+
+pub use connect::{node_info, server_version, target};
+pub use failure::{Failure, reply_may_be_lost};
+pub use pool::RedisPool;
+pub use settings::{RedisSettings, SentinelSettings, TlsSettings, address_list};
+pub use trouble::{Trouble, describe, describe_redis, describe_refusal};
