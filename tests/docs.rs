@@ -29,7 +29,11 @@ fn every_link_resolves() {
         problems.extend(check(&file, &text));
     }
     assert!(links > 0, "no links found: the parser is broken");
-    assert!(problems.is_empty(), "broken links:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "broken links:\n{}",
+        problems.join("\n")
+    );
 }
 
 /// The checker itself finds what is broken (so `every_link_resolves` can fail).
@@ -48,7 +52,10 @@ fn broken_links_are_found() {
     let problems = check(&readme, text);
     assert_eq!(problems.len(), 5, "{problems:#?}");
     assert_eq!(slug("`[delayer] timer_interval`"), "delayer-timer_interval");
-    assert_eq!(slug("At least once: reserve, ack, nack, touch"), "at-least-once-reserve-ack-nack-touch");
+    assert_eq!(
+        slug("At least once: reserve, ack, nack, touch"),
+        "at-least-once-reserve-ack-nack-touch"
+    );
     assert_eq!(slug("[Unreleased]"), "unreleased");
 }
 
@@ -127,7 +134,10 @@ fn prose_lines(text: &str) -> Vec<(usize, String)> {
     let mut lines = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();
-        let marker: String = trimmed.chars().take_while(|&c| c == '`' || c == '~').collect();
+        let marker: String = trimmed
+            .chars()
+            .take_while(|&c| c == '`' || c == '~')
+            .collect();
         if marker.len() >= 3 && marker.chars().all(|c| c == marker.chars().next().unwrap()) {
             match &fence {
                 None => fence = Some(marker),
