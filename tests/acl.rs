@@ -1,5 +1,6 @@
-//! The daemon under exactly the ACL the README gives a delayer user: it moves jobs, delivers lapsed
-//! reservations again, fills dead lists and answers `--check-config`, and needs nothing more.
+//! The daemon under exactly the ACL that docs/redis-deployments.md gives a delayer user: it moves
+//! jobs, delivers lapsed reservations again, fills dead lists and answers `--check-config`, and
+//! needs nothing more.
 
 mod support;
 
@@ -17,6 +18,11 @@ async fn the_daemon_does_all_its_work_under_the_documented_acl() {
     let server = RedisServer::start();
     let mut admin = server.connect().await;
     acl(&mut admin, "admin", "on >admin ~* +@all").await;
+    let documented = std::fs::read_to_string("docs/redis-deployments.md").unwrap();
+    assert!(
+        documented.contains(&format!("ACL SETUSER delayer on >secret {DAEMON_ACL}\n")),
+        "the page gives the ACL this test runs the daemon under"
+    );
     let mut admin = server.connect_as("admin", "admin").await;
     // The daemon connects as `default`, which gets exactly the documented rules.
     acl(

@@ -18,7 +18,7 @@ use support::http_client::{http_address, post, request};
 use support::{DAEMON_ACL, Daemon, RedisServer, acl, delayer_fails, delayer_succeeds, read};
 
 const JOBS_API: &str = "/delay-queue/api/jobs";
-/// What the README adds to the daemon's ACL for a cluster.
+/// What docs/redis-deployments.md adds to the daemon's ACL for a cluster.
 const CLUSTER_ACL: &str = "+cluster|slots +smembers +scan";
 
 const JOBS: usize = 100_000;

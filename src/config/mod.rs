@@ -138,10 +138,10 @@ impl Config {
         };
         let mut wrong = Vec::new();
         for key in KEYS {
-            let given = ini.get(key.section, key.name);
-            let Some(raw) = given.or(Some(key.default)).filter(|raw| !raw.is_empty()) else {
+            let raw = ini.get(key.section, key.name).unwrap_or(key.default);
+            if raw.is_empty() {
                 continue;
-            };
+            }
             if let Err(why) = (key.set)(&mut config, raw) {
                 let shown = rules::shown(&ini, key.section, key.name);
                 wrong.push((key.section, key.name, shown, why));
@@ -155,14 +155,9 @@ impl Config {
             })
             .collect();
         (config.unknown, config.warnings) = unknown_entries(&ini, &file);
-        if config.redis.tls.as_ref().is_some_and(|tls| tls.insecure) {
-            config.warnings.push(format!(
-                "{}: [redis] tls_insecure = true: Redis's certificate is not checked, so anyone \
-                 on the way to Redis can pose as it and read or change every job; use it only \
-                 to try TLS out",
-                file.display()
-            ));
-        }
+        let risky = rules::risky(&config).into_iter();
+        let risky = risky.map(|warning| format!("{}: {warning}", file.display()));
+        config.warnings.extend(risky);
         Ok(Reading { config, errors })
     }
 
@@ -667,6 +662,18 @@ mod tests {
                      {line:?} is not one of\n{rendered}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_manual_describes_every_key() {
+        let manual = include_str!("../../docs/configuration.md");
+        for key in KEYS {
+            let named = format!("| `[{}] {}` |", key.section, key.name);
+            assert!(
+                manual.contains(&named),
+                "docs/configuration.md has no row {named}"
+            );
         }
     }
 

@@ -112,6 +112,19 @@ pub(super) fn check(config: &Config, ini: &IniFile) -> Vec<Wrong> {
     wrong
 }
 
+/// What works, but should not stay: a warning at every start.
+pub(super) fn risky(config: &Config) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if config.redis.tls.as_ref().is_some_and(|tls| tls.insecure) {
+        warnings.push(
+            "[redis] tls_insecure = true: Redis's certificate is not checked, so anyone on the way \
+             to Redis can pose as it and read or change every job; use it only to try TLS out"
+                .to_string(),
+        );
+    }
+    warnings
+}
+
 /// The value of `[section] key` as a message may show it: masked when it is a password.
 pub(super) fn shown(ini: &IniFile, section: &str, key: &str) -> String {
     match keys::find(section, key) {

@@ -10,7 +10,6 @@ mod step;
 mod wakeup;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Result;
 use delayer_client::Target;
@@ -22,18 +21,7 @@ use crate::redis::RedisSettings;
 use cluster::ClusterMover;
 use single::SingleMover;
 
-/// `[delayer]`'s keys of the timer loop. `Default` is the blank that the key table
-/// (`config/keys.rs`) fills in.
-#[derive(Debug, Clone, Default)]
-pub struct MoverSettings {
-    /// `timer_interval`: the longest the loop sleeps between two looks at the pool.
-    pub timer_interval: Duration,
-    /// `batch_size`: the most jobs one script call moves.
-    pub batch_size: usize,
-    /// `max_attempts`: a reserved job whose time to run lapses after this many reservations goes
-    /// to its topic's dead list instead of back to the pool.
-    pub max_attempts: u32,
-}
+pub use step::MoverSettings;
 
 /// The timer loop for the configured Redis: one pool for every topic, or placed per topic in a
 /// cluster, as `[redis]`'s layout says.

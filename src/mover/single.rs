@@ -13,8 +13,7 @@ use delayer_client::time::unix_now;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::MoverSettings;
-use super::step::{Failed, Limits, MIN_LOOK_GAP, Step, wait_until};
+use super::step::{Failed, Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
 use super::wakeup::PoolWatch;
 use crate::redis::{Failure, RedisPool, RedisSettings, describe, describe_refusal, target};
 

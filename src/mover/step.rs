@@ -15,7 +15,6 @@ use delayer_client::time::unix_now;
 use tokio::time::Instant;
 use tracing::{error, info};
 
-use super::MoverSettings;
 use super::log::{self, StuckTopics};
 use crate::metrics::Metrics;
 use crate::redis::{Failure, RedisSettings, Trouble, describe_redis, reply_may_be_lost};
@@ -31,6 +30,19 @@ const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);
 /// Capped well under a second so what fell due during an outage moves within a second of Redis
 /// returning.
 const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
+
+/// `[delayer]`'s keys of the timer loop. `Default` is the blank that the key table
+/// (`config/keys.rs`) fills in.
+#[derive(Debug, Clone, Default)]
+pub struct MoverSettings {
+    /// `timer_interval`: the longest the loop sleeps between two looks at the pool.
+    pub timer_interval: Duration,
+    /// `batch_size`: the most jobs one script call moves.
+    pub batch_size: usize,
+    /// `max_attempts`: a reserved job whose time to run lapses after this many reservations goes
+    /// to its topic's dead list instead of back to the pool.
+    pub max_attempts: u32,
+}
 
 /// What both loops share: the scripts, the counts, and what has been said.
 pub(super) struct Step {

@@ -1,17 +1,14 @@
 //! Where `[redis]` says Redis is, and how to connect there: addresses, credentials and TLS as
 //! the redis crate takes them.
 
-use anyhow::{Context, Result, anyhow, bail};
-use deadpool_redis::PoolError;
+use anyhow::{Context, Result, anyhow};
 use deadpool_redis::redis::{
     self, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo,
 };
 use delayer_client::Target;
 
-use super::failure::Failure;
 use super::tls::certificates;
-use super::trouble::{describe, describe_redis, describe_refusal};
-use super::{RedisPool, RedisSettings, TlsSettings};
+use super::{RedisSettings, TlsSettings};
 
 /// Where `[redis]` says Redis is: its address, or the master its sentinels name (asked over the
 /// same TLS, with `sentinel_username` and `sentinel_password`: a master's are not theirs).
@@ -112,43 +109,4 @@ fn with_certificates(info: ConnectionInfo, tls: &TlsSettings) -> Result<Connecti
     let client = redis::Client::build_with_tls(info, certificates(tls)?)
         .map_err(|error| anyhow!("the TLS files of [redis] are not usable: {error}"))?;
     Ok(client.get_connection_info().clone())
-}
-
-/// Connects once and returns the server's `redis_version`.
-pub async fn server_version(config: &RedisSettings) -> Result<String> {
-    if config.cluster.is_some() {
-        let mut connection = target(config)?
-            .connect()
-            .await
-            .map_err(|error| anyhow!(describe_redis(&error, config)))?;
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut connection)
-            .await
-            .map_err(|error| anyhow!(describe_redis(&error, config)))?;
-        return Ok(redis_version(&info));
-    }
-    let pool = RedisPool::new(config, target(config)?)?;
-    let mut connection = match pool.get().await {
-        Ok(connection) => connection,
-        Err(PoolError::Backend(error)) if Failure::of(&error) == Failure::Password => {
-            bail!(describe_refusal(&error, config).await)
-        }
-        // With what connecting says (a TLS port spoken to in plain text, and the reverse).
-        Err(error) => bail!(describe(&error, config)),
-    };
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut connection)
-        .await
-        .map_err(|error| anyhow!(describe_redis(&error, config)))?;
-    Ok(redis_version(&info))
-}
-
-/// `redis_version` from the reply of `INFO server`.
-fn redis_version(info: &str) -> String {
-    info.lines()
-        .find_map(|line| line.strip_prefix("redis_version:"))
-        .unwrap_or("unknown")
-        .to_string()
 }

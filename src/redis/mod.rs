@@ -7,9 +7,11 @@ mod pool;
 mod settings;
 mod tls;
 mod trouble;
+mod version;
 
-pub use connect::{node_info, server_version, target};
+pub use connect::{node_info, target};
 pub use failure::{Failure, reply_may_be_lost};
 pub use pool::RedisPool;
 pub use settings::{RedisSettings, SentinelSettings, TlsSettings, address_list};
 pub use trouble::{Trouble, describe, describe_redis, describe_refusal};
+pub use version::server_version;

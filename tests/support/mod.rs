@@ -199,7 +199,8 @@ pub fn start_daemons(
         .unzip()
 }
 
-/// The README's "ACL a delayer user needs", word for word (less the password).
+/// The ACL a delayer user needs, as docs/redis-deployments.md gives it, word for word (less the
+/// password; `tests/acl.rs` holds the page to it).
 pub const DAEMON_ACL: &str = "~delayer:* +ping +unwatch +select +hello +info +client|tracking \
      +evalsha +script|load +type +zrangebyscore +zrevrangebyscore +zrange +zscore +zadd +zrem \
      +hget +hmget +hset +hincrby +lpush +sadd";

@@ -50,14 +50,17 @@ async fn run(url: &str) -> delayer_client::Result<()> {
         .await
 }
 
-/// Closes an order if still unpaid. An `Err` has the job tried again after a backoff.
+/// Closes an order if still unpaid. An `Err` has the job tried again after a backoff (the Worker
+/// logs it through `tracing`, which this example does not set up: it prints it itself).
 async fn close_order(job: Job) -> Result<(), String> {
     let order = job.body_text().map_err(|error| error.to_string())?;
     if order == "order 3" && job.attempts == 1 {
-        return Err(format!(
-            "{order}: payment service unavailable (attempt {})",
-            job.attempts
-        ));
+        let failure = format!("{order}: payment service unavailable");
+        println!(
+            "failed {failure} (job {}, attempt {}): tried again in 1 s",
+            job.id, job.attempts
+        );
+        return Err(failure);
     }
     println!("closed {order} (job {}, attempt {})", job.id, job.attempts);
     Ok(())

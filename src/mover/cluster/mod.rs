@@ -23,8 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::error;
 
-use super::MoverSettings;
-use super::step::{Failed, Limits, MIN_LOOK_GAP, Step, wait_until};
+use super::step::{Failed, Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
 use crate::redis::{Failure, RedisSettings, describe_redis, describe_refusal, target};
 use crate::text::escape;
 use nodes::ClusterNodes;

@@ -1,0 +1,49 @@
+//! Which Redis answers: for `--check-config`, connected to once as the daemon would.
+
+use anyhow::{Result, anyhow, bail};
+use deadpool_redis::PoolError;
+use deadpool_redis::redis;
+
+use super::connect::target;
+use super::failure::Failure;
+use super::trouble::{describe, describe_redis, describe_refusal};
+use super::{RedisPool, RedisSettings};
+
+/// Connects once and returns the server's `redis_version`.
+pub async fn server_version(config: &RedisSettings) -> Result<String> {
+    if config.cluster.is_some() {
+        let mut connection = target(config)?
+            .connect()
+            .await
+            .map_err(|error| anyhow!(describe_redis(&error, config)))?;
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut connection)
+            .await
+            .map_err(|error| anyhow!(describe_redis(&error, config)))?;
+        return Ok(redis_version(&info));
+    }
+    let pool = RedisPool::new(config, target(config)?)?;
+    let mut connection = match pool.get().await {
+        Ok(connection) => connection,
+        Err(PoolError::Backend(error)) if Failure::of(&error) == Failure::Password => {
+            bail!(describe_refusal(&error, config).await)
+        }
+        // With what connecting says (a TLS port spoken to in plain text, and the reverse).
+        Err(error) => bail!(describe(&error, config)),
+    };
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut connection)
+        .await
+        .map_err(|error| anyhow!(describe_redis(&error, config)))?;
+    Ok(redis_version(&info))
+}
+
+/// `redis_version` from the reply of `INFO server`.
+fn redis_version(info: &str) -> String {
+    info.lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .unwrap_or("unknown")
+        .to_string()
+}
