@@ -330,6 +330,43 @@ fn bad_config_values_are_refused_naming_file_section_key_and_value() {
 }
 
 #[test]
+fn a_configurations_problems_are_told_one_a_line_with_those_a_bad_value_used_to_hide() {
+    let server = RedisServer::start();
+    let blocker = server.write_file("not-a-directory", "");
+    let config = server.write_file(
+        "many.conf",
+        &format!(
+            "[delayer]\ntimer_intervall = 5\nbatch_size = 0\npid = {}/d.pid\n[redis]\nport = 70000\n\
+             [redsi]\nhost = x\n",
+            blocker.display()
+        ),
+    );
+
+    let stderr = failed_start(&["-c".as_ref(), config.as_os_str()], server.dir());
+
+    let lines: Vec<&str> = stderr.lines().collect();
+    let errors = lines
+        .iter()
+        .filter(|line| line.starts_with("ERROR: "))
+        .count();
+    let warnings = lines
+        .iter()
+        .filter(|line| line.starts_with("warning: "))
+        .count();
+    assert_eq!((errors, warnings), (3, 2), "{stderr}");
+    assert!(!stderr.contains("\\n"), "no escaped line breaks: {stderr}");
+    for expected in [
+        "[delayer] batch_size = \"0\"",
+        "[redis] port = \"70000\"",
+        "[delayer] pid = ",
+        "unknown key [delayer] timer_intervall",
+        "unknown section [redsi]",
+    ] {
+        assert!(stderr.contains(expected), "{expected:?} in {stderr}");
+    }
+}
+
+#[test]
 fn a_missing_config_file_is_named() {
     let server = RedisServer::start();
     let missing = server.dir().join("nope.conf");

@@ -14,6 +14,8 @@ pub(super) struct IniFile {
 impl IniFile {
     /// Parses `text`; `file` names it in messages.
     pub(super) fn parse(text: &str, file: &Path) -> Result<IniFile> {
+        // Editors on Windows start a UTF-8 file with a byte order mark; go-ini skips it too.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         if let Some((line, why)) = not_ini(text) {
             bail!("{}:{line}: {why}", file.display());
         }
@@ -34,9 +36,10 @@ impl IniFile {
     }
 
     /// The trimmed value of `[section] key`, `None` when the key is absent or empty. When a key
-    /// is set more than once the last value counts, as in the original (go-ini).
-    pub(super) fn get(&self, section: &str, key: &str) -> Option<&str> {
-        let value = self.ini.section(Some(section))?.get_all(key).last()?.trim();
+    /// is set more than once (in one section, or in a section given twice) the last value
+    /// counts, as in the original (go-ini).
+    pub(super) fn get<'a>(&'a self, section: &str, key: &'a str) -> Option<&'a str> {
+        let value = self.values(section, key).last()?.trim();
         // rust-ini reads `password =   ; comment` as "; comment": an empty value with a comment.
         let empty = value.is_empty() || value.starts_with(';') || value.starts_with('#');
         (!empty).then_some(value)
@@ -49,31 +52,43 @@ impl IniFile {
 
     /// Whether the file names `[section] key`, even with an empty value.
     pub(super) fn has_key(&self, section: &str, key: &str) -> bool {
+        self.values(section, key).next().is_some()
+    }
+
+    /// Every value given to `[section] key`, in the file's order.
+    fn values<'a>(&'a self, section: &str, key: &'a str) -> impl Iterator<Item = &'a str> {
         self.ini
-            .section(Some(section))
-            .is_some_and(|properties| properties.contains_key(key))
+            .section_all(Some(section))
+            .flat_map(move |properties| properties.get_all(key))
     }
 
     /// Every (section, key) the file names, in its order (`None`: before any section), and how
     /// many times.
     pub(super) fn entries(&self) -> Vec<(Option<&str>, &str, usize)> {
-        let mut entries = Vec::new();
+        let mut entries: Vec<(Option<&str>, &str, usize)> = Vec::new();
         for (section, properties) in self.ini.iter() {
             for (key, _) in properties.iter() {
-                if !entries
-                    .iter()
-                    .any(|(known, named, _)| *known == section && *named == key)
+                match entries
+                    .iter_mut()
+                    .find(|(known, named, _)| *known == section && *named == key)
                 {
-                    entries.push((section, key, properties.get_all(key).count()));
+                    Some((_, _, times)) => *times += 1,
+                    None => entries.push((section, key, 1)),
                 }
             }
         }
         entries
     }
 
-    /// The sections the file has (`None` for keys before any).
+    /// The sections the file has, each once (`None` for keys before any).
     pub(super) fn sections(&self) -> Vec<Option<&str>> {
-        self.ini.sections().collect()
+        let mut sections: Vec<Option<&str>> = Vec::new();
+        for section in self.ini.sections() {
+            if !sections.contains(&section) {
+                sections.push(section);
+            }
+        }
+        sections
     }
 }
 
@@ -81,20 +96,24 @@ impl IniFile {
 /// rust-ini would read such a line as the start of a key running on to the next `=`, and at the
 /// end of the file fail naming a line after the last one.
 fn not_ini(text: &str) -> Option<(usize, &'static str)> {
+    let mut continued = false;
     text.lines().enumerate().find_map(|(index, line)| {
         let line = line.trim();
-        let why = if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
-            return None;
-        } else if line.starts_with('[') {
-            if line.contains(']') {
+        // A value may go on over the next line after a backslash, as in go-ini.
+        let continuation = std::mem::replace(&mut continued, line.ends_with('\\'));
+        let why =
+            if continuation || line.is_empty() || line.starts_with(';') || line.starts_with('#') {
                 return None;
-            }
-            "a section name is not closed with ']'"
-        } else if line.contains('=') || line.contains(':') {
-            return None;
-        } else {
-            "expected key = value, a [section] or a ; comment"
-        };
+            } else if line.starts_with('[') {
+                if line.contains(']') {
+                    return None;
+                }
+                "a section name is not closed with ']'"
+            } else if line.contains('=') || line.contains(':') {
+                return None;
+            } else {
+                "expected key = value, a [section] or a ; comment"
+            };
         Some((index + 1, why))
     })
 }
@@ -113,6 +132,10 @@ mod tests {
         assert_eq!(
             not_ini("[delayer]\nhello world\nport = 1"),
             Some((2, "expected key = value, a [section] or a ; comment"))
+        );
+        assert_eq!(
+            not_ini("[a]\npath = /a/long/\\\n  path/on/two/lines\n"),
+            None
         );
     }
 }

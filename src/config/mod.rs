@@ -24,9 +24,8 @@ use keys::KEYS;
 pub const SEARCH_PATHS: [&str; 2] = ["./delayer.conf", "/etc/delayer/delayer.conf"];
 
 /// Everything the daemon needs to know, validated; relative paths are already made absolute.
-/// `Default` is the blank that the key table fills in: [`Config::parse`] of an empty file has the
-/// defaults.
-#[derive(Debug, Clone, Default)]
+/// [`Config::parse`] of an empty file has the defaults.
+#[derive(Debug, Clone)]
 pub struct Config {
     /// The file this was read from (for messages).
     pub file: PathBuf,
@@ -132,9 +131,17 @@ impl Config {
     fn read_text(text: &str, file: &Path) -> Result<Reading> {
         let file = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
         let ini = IniFile::parse(text, &file)?;
+        // The blank that the keys fill in, each with its value or its default.
         let mut config = Config {
             file: file.clone(),
-            ..Config::default()
+            pid: None,
+            log: LogSettings::default(),
+            mover: MoverSettings::default(),
+            max_body_bytes: 0,
+            redis: RedisSettings::default(),
+            http: None,
+            unknown: Vec::new(),
+            warnings: Vec::new(),
         };
         let mut wrong = Vec::new();
         for key in KEYS {
@@ -143,16 +150,17 @@ impl Config {
                 continue;
             }
             if let Err(why) = (key.set)(&mut config, raw) {
-                let shown = rules::shown(&ini, key.section, key.name);
-                wrong.push((key.section, key.name, shown, why));
+                wrong.push(rules::Wrong::of(&ini, key, why));
+                // The default in its place, so that what is told beside it is not about a blank.
+                if !key.default.is_empty() {
+                    let _ = (key.set)(&mut config, key.default);
+                }
             }
         }
         wrong.extend(rules::check(&config, &ini));
         let errors = wrong
-            .into_iter()
-            .map(|(section, key, raw, why)| {
-                format!("{}: [{section}] {key} = {raw:?}: {why}", file.display())
-            })
+            .iter()
+            .map(|wrong| format!("{}: {wrong}", file.display()))
             .collect();
         (config.unknown, config.warnings) = unknown_entries(&ini, &file);
         let risky = rules::risky(&config).into_iter();
@@ -209,9 +217,12 @@ impl Config {
         let mut text = String::new();
         let mut section = "";
         for key in KEYS {
-            let Some(value) = (key.show)(self) else {
+            let Some(mut value) = (key.show)(self) else {
                 continue;
             };
+            if key.secret && !value.is_empty() {
+                value = "********".into();
+            }
             if key.section != section {
                 let gap = if section.is_empty() { "" } else { "\n" };
                 text += &format!("{gap}[{}]\n", key.section);
@@ -663,6 +674,45 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_printout_of_an_http_section_reads_back_with_or_without_a_token() {
+        for text in [
+            "[http]\nlisten = 127.0.0.1:9277\n",
+            "[http]\nlisten = 127.0.0.1:9277\ntoken = s3cret\n",
+        ] {
+            let printed = parse(text).unwrap().to_string();
+            assert!(!printed.contains("s3cret"), "{printed}");
+            let again = parse(&printed.replace("********", "s3cret")).unwrap();
+            assert_eq!(again.to_string(), printed);
+        }
+    }
+
+    #[test]
+    fn tls_on_a_unix_socket_is_one_problem_not_five() {
+        let message = error_of("[redis]\nhost = /run/r.sock\ntls = true\ntls_ca_file = /ca.pem\n");
+        assert_eq!(message.lines().count(), 1, "{message}");
+        assert!(
+            message.contains("[redis] tls = \"true\": Redis on a unix socket"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_and_a_section_given_twice_are_read_as_go_ini_reads_them() {
+        let config =
+            parse("\u{feff}[redis]\nport = 1\n[delayer]\n[redis]\nhost = h\nport = 2\n").unwrap();
+        assert_eq!((config.redis.host.as_str(), config.redis.port), ("h", 2));
+        assert!(config.unknown.is_empty(), "{:?}", config.unknown);
+        assert!(
+            config
+                .warnings
+                .iter()
+                .any(|warning| warning.contains("[redis] port is set more than once")),
+            "{:?}",
+            config.warnings
+        );
     }
 
     #[test]

@@ -1,19 +1,57 @@
 //! What no key says alone: keys that want another (a username wants a password), that exclude
 //! another (sentinels say where Redis is, so no host), or that must be there when their section is.
 
+use std::fmt::{self, Display};
+
 use super::Config;
 use super::ini::IniFile;
-use super::keys;
+use super::keys::{self, Key};
 
-/// A key whose value is wrong in the company it keeps: (section, key, value as given, why).
-pub(super) type Wrong = (&'static str, &'static str, String, String);
+/// A key whose value is wrong, alone or in the company it keeps.
+pub(super) struct Wrong {
+    section: &'static str,
+    key: &'static str,
+    /// As the file gives it (masked for a password).
+    value: String,
+    why: String,
+}
+
+impl Wrong {
+    /// `key` of `ini`, wrong for this reason.
+    pub(super) fn of(ini: &IniFile, key: &Key, why: String) -> Wrong {
+        Wrong {
+            section: key.section,
+            key: key.name,
+            value: shown(ini, key.section, key.name),
+            why,
+        }
+    }
+}
+
+/// `[section] key = "value": why`, as problems are told (after the file's name).
+impl Display for Wrong {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Wrong {
+            section,
+            key,
+            value,
+            why,
+        } = self;
+        write!(f, "[{section}] {key} = {value:?}: {why}")
+    }
+}
 
 /// Everything wrong with how the keys of `ini`, read into `config`, go together.
 pub(super) fn check(config: &Config, ini: &IniFile) -> Vec<Wrong> {
     let mut wrong = Vec::new();
     let given = |key: &str| ini.get("redis", key).is_some();
     let mut say = |key: &'static str, why: &str| {
-        wrong.push(("redis", key, shown(ini, "redis", key), why.to_string()));
+        wrong.push(Wrong {
+            section: "redis",
+            key,
+            value: shown(ini, "redis", key),
+            why: why.to_string(),
+        });
     };
     // redis-rs sends no AUTH without a password, so the daemon would be `default` unnoticed (a
     // `nopass` user takes any password).
@@ -72,6 +110,9 @@ pub(super) fn check(config: &Config, ini: &IniFile) -> Vec<Wrong> {
         }
     }
     if config.redis.tls.is_some() {
+        if config.redis.is_unix_socket() {
+            say("tls", "Redis on a unix socket speaks no TLS");
+        }
         match (given("tls_cert_file"), given("tls_key_file")) {
             (true, false) => say("tls_cert_file", "given without tls_key_file"),
             (false, true) => say("tls_key_file", "given without tls_cert_file"),
@@ -90,23 +131,26 @@ pub(super) fn check(config: &Config, ini: &IniFile) -> Vec<Wrong> {
         }
     }
     if ini.has_section("http") {
+        let mut say = |key: &'static str, why: &str| {
+            wrong.push(Wrong {
+                section: "http",
+                key,
+                value: String::new(),
+                why: why.to_string(),
+            });
+        };
         if ini.get("http", "listen").is_none() {
-            wrong.push((
-                "http",
+            say(
                 "listen",
-                String::new(),
                 "expected an address and port, like 127.0.0.1:9277 (the [http] section turns \
-                 HTTP on: remove it to serve nothing)"
-                    .into(),
-            ));
+                 HTTP on: remove it to serve nothing)",
+            );
         }
         if ini.get("http", "token").is_none() && ini.has_key("http", "token") {
-            wrong.push((
-                "http",
+            say(
                 "token",
-                String::new(),
-                "empty, which would leave the job API open: give a token, or remove the key".into(),
-            ));
+                "empty, which would leave the job API open: give a token, or remove the key",
+            );
         }
     }
     wrong
@@ -126,7 +170,7 @@ pub(super) fn risky(config: &Config) -> Vec<String> {
 }
 
 /// The value of `[section] key` as a message may show it: masked when it is a password.
-pub(super) fn shown(ini: &IniFile, section: &str, key: &str) -> String {
+fn shown(ini: &IniFile, section: &str, key: &str) -> String {
     match keys::find(section, key) {
         Some(key) if key.secret => "********".into(),
         _ => ini.get(section, key).unwrap_or_default().to_string(),

@@ -75,6 +75,29 @@ pub fn recovered(failure: Failure, address: &str, topic: Option<&str>) {
     }
 }
 
+/// Logs that Redis refuses to deliver lapsed reservations again (of every topic, or of `topic`),
+/// while jobs still move.
+pub fn release_refused(trouble: &Trouble, topic: Option<&str>) {
+    let of_topic = topic.map_or_else(String::new, |topic| {
+        format!(" (topic {})", escape::field(topic))
+    });
+    error!(
+        "Jobs whose reservation lapsed cannot be delivered again{of_topic} ({trouble}); jobs \
+         still move as they fall due"
+    );
+}
+
+/// Logs that lapsed reservations are delivered again after a refusal.
+pub fn release_works(topic: Option<&str>) {
+    match topic {
+        None => info!("Jobs whose reservation lapsed are delivered again"),
+        Some(topic) => info!(
+            "Jobs whose reservation lapsed are delivered again (topic {})",
+            escape::field(topic)
+        ),
+    }
+}
+
 /// Logs the reservations that lapsed: jobs delivered again, or dead after their last attempt.
 pub fn released(released: &Released, max_attempts: u32, keys: &Keys) {
     for (topic, ids) in by_topic(&released.retried) {

@@ -5,6 +5,7 @@
 
 mod cluster;
 mod log;
+mod said;
 mod single;
 mod step;
 mod wakeup;
@@ -73,8 +74,8 @@ impl Mover {
     /// What the loop has counted, for `/metrics` and `/healthz`.
     pub fn metrics(&self) -> Arc<Metrics> {
         match self {
-            Mover::Single(mover) => mover.step().metrics(),
-            Mover::Cluster(mover) => mover.step().metrics(),
+            Mover::Single(mover) => mover.step().metrics().clone(),
+            Mover::Cluster(mover) => mover.step().metrics().clone(),
         }
     }
 

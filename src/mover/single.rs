@@ -13,7 +13,8 @@ use delayer_client::time::unix_now;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::step::{Failed, Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
+use super::said::Failed;
+use super::step::{Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
 use super::wakeup::PoolWatch;
 use crate::redis::{Failure, RedisPool, RedisSettings, describe, describe_refusal, target};
 
@@ -92,6 +93,9 @@ impl SingleMover {
             watch.seen();
             let drained = self.drain(shutdown, aim.take()).await;
             self.step.metrics().looked(drained.is_ok());
+            if drained.is_ok() {
+                self.step.said().drained(None);
+            }
             let looked_at = Instant::now();
             if shutdown.is_cancelled() {
                 return;
@@ -115,7 +119,7 @@ impl SingleMover {
                 Err(failed) => {
                     // With Sentinel, the next try asks where the master is now.
                     self.pool.forget_master();
-                    self.step.failed(None, &failed)
+                    self.step.said().failed(None, &failed)
                 }
             };
             let early = if due_at.is_some() {
@@ -148,7 +152,7 @@ impl SingleMover {
         // Waiting for a connection is cancellable; the script calls are not.
         let mut connection = tokio::select! {
             connection = self.pool.get() => connection
-                .map_err(|error| Failed::connecting(describe(&error, &self.redis)))?,
+                .map_err(|error| Failed::not_a_move(describe(&error, &self.redis)))?,
             () = shutdown.cancelled() => return Ok(None),
         };
         if let Some(due) = aim {

@@ -47,8 +47,10 @@ pub enum Failure {
 impl Failure {
     /// What `error` is.
     pub fn of(error: &RedisError) -> Failure {
-        if let Some(failure) = by_code(error.code().unwrap_or("")) {
-            return failure;
+        match error.code() {
+            // Redis's own code says it all; its words may quote keys, which anyone names.
+            Some(code) if code != "ERR" => return by_code(code).unwrap_or(Failure::Other),
+            _ => {}
         }
         if error.kind() == ErrorKind::AuthenticationFailed {
             return Failure::Password;
@@ -129,7 +131,9 @@ impl Failure {
 
 /// Whether a script call of the daemon that failed with `error` may have run all the same: the
 /// client's rule ([`delayer_client::unanswered`]), but a cluster error is Redis's answer on the
-/// daemon's own connection to a master, which sends a call once.
+/// daemon's own connection to a master, which sends a call once. What is left are the errors that
+/// carry no code of Redis's: no reply came (a timeout, a connection that broke), or the reply
+/// could not be read (the script ran).
 pub fn reply_may_be_lost(error: &RedisError) -> bool {
     delayer_client::unanswered(error) && !error.is_cluster_error()
 }
@@ -154,7 +158,10 @@ fn by_code(code: &str) -> Option<Failure> {
 fn by_words(error: &RedisError) -> Option<Failure> {
     let text = error.to_string();
     let has = |markers: &[&str]| markers.iter().any(|marker| text.contains(marker));
-    Some(if has(&["invalid password", "without any password"]) {
+    Some(if has(&["WRONGTYPE"]) {
+        // A script's own check (Redis 6 wraps it in ERR): it names a key, whatever that holds.
+        Failure::Other
+    } else if has(&["invalid password", "without any password"]) {
         Failure::Password
     } else if error.kind() == ErrorKind::InvalidClientConfig
         && has(&[NO_SUCH_MASTER, NOT_A_SENTINEL])
@@ -275,6 +282,24 @@ mod tests {
             (
                 "ERR Error running script (call to f_1): @user_script:12: The user executing \
                  the script can't access at least one of the keys mentioned in the command",
+                Failure::NoPermission,
+            ),
+            (
+                "OOM command not allowed when used memory > 'maxmemory'. script: \
+                 2f4ef1e4e19b0a4a3f4bd1b5e7b0a5fd2c3d4e5f, on @user_script:12.",
+                Failure::OutOfMemory,
+            ),
+            (
+                "WRONGTYPE delayer:ready_queue:x-READONLY holds a string, not a list",
+                Failure::Other,
+            ),
+            (
+                "ERR Error running script (call to f_1): @user_script:9: @user_script: 9: \
+                 WRONGTYPE delayer:ready_queue:DB index holds a string, not a list",
+                Failure::Other,
+            ),
+            (
+                "NOPERM this Redis user may not run LPUSH on delayer:ready_queue:READONLY",
                 Failure::NoPermission,
             ),
             ("ERR unknown command 'FOO'", Failure::Other),

@@ -25,9 +25,7 @@ pub const TOPICS: &str = "delayer:topics";
 
 /// How every key of a topic placed [`Placement::PerTopic`] begins: the topic follows, as the
 /// hash tag.
-pub const CLUSTER_PREFIX: &str = "delayer:{";
-/// How a topic's pool ends when placed per topic (`delayer:{TOPIC}:job_pool`).
-pub const CLUSTER_POOL_SUFFIX: &str = "}:job_pool";
+const PER_TOPIC_PREFIX: &str = "delayer:{";
 
 /// The fields of a job's bucket.
 pub mod field {
@@ -50,17 +48,17 @@ pub mod field {
 
 /// The bucket key of job `id` in the legacy layout.
 pub fn job_bucket(id: &str) -> String {
-    Layout::LEGACY.keys("").bucket(id)
+    format!("{JOB_BUCKET_PREFIX}{id}")
 }
 
 /// The ready list key of `topic` in the legacy layout.
 pub fn ready_queue(topic: &str) -> String {
-    Layout::LEGACY.keys("").ready(topic)
+    format!("{READY_QUEUE_PREFIX}{topic}")
 }
 
 /// The dead list key of `topic` in the legacy layout.
 pub fn dead_queue(topic: &str) -> String {
-    Layout::LEGACY.keys("").dead(topic)
+    format!("{DEAD_QUEUE_PREFIX}{topic}")
 }
 
 /// What the pool and the buckets are called.
@@ -123,17 +121,23 @@ impl Layout {
         )
     }
 
+    /// Placed per topic, what comes before and after the topic in each topic's pool
+    /// (`delayer:{` and `}:job_pool`); `None` with one pool for every topic.
+    pub fn topic_pools(self) -> Option<Affixes> {
+        let (pool, _) = self.words();
+        self.per_topic().then(|| Affixes {
+            prefix: PER_TOPIC_PREFIX.to_string(),
+            suffix: format!("}}:{pool}"),
+        })
+    }
+
     /// The topic whose pool `key` is, placed per topic; `None` for a key this layout would not
     /// have written so (or a layout with one pool for every topic).
     pub fn topic_of_pool(self, key: &str) -> Option<&str> {
-        if !self.per_topic() {
-            return None;
-        }
-        let (pool, _) = self.words();
+        let pools = self.topic_pools()?;
         let topic = key
-            .strip_prefix(CLUSTER_PREFIX)?
-            .strip_suffix(pool)?
-            .strip_suffix("}:")?;
+            .strip_prefix(pools.prefix.as_str())?
+            .strip_suffix(pools.suffix.as_str())?;
         (!topic.is_empty() && self.refusal(topic).is_none()).then_some(topic)
     }
 
@@ -151,9 +155,9 @@ impl Layout {
                 topic: None,
             },
             Placement::PerTopic => {
-                let tagged = |name: &str| format!("{CLUSTER_PREFIX}{topic}}}:{name}");
+                let tagged = |name: &str| format!("{PER_TOPIC_PREFIX}{topic}}}:{name}");
                 let around = |name: &str| Affixes {
-                    prefix: CLUSTER_PREFIX.to_string(),
+                    prefix: PER_TOPIC_PREFIX.to_string(),
                     suffix: format!("}}:{name}"),
                 };
                 Keys {
@@ -323,8 +327,9 @@ mod tests {
         assert_eq!(topic_of("delayer:{t}:ready_queue"), None);
         assert_eq!(topic_of("delayer:{}:job_pool"), None, "no topic");
         assert_eq!(Layout::LEGACY.topic_of_pool(JOB_POOL), None);
+        let pools = cluster.topic_pools().unwrap();
         assert_eq!(
-            format!("{CLUSTER_PREFIX}t{CLUSTER_POOL_SUFFIX}"),
+            format!("{}t{}", pools.prefix, pools.suffix),
             cluster.keys("t").pool()
         );
     }

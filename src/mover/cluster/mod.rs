@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use deadpool_redis::redis::{AsyncCommands, ErrorKind, RedisError, RedisResult};
 use delayer_client::Target;
-use delayer_client::keys::{Keys, Layout};
+use delayer_client::keys::Layout;
 use delayer_client::time::unix_now;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -23,7 +23,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::error;
 
-use super::step::{Failed, Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
+use super::said::Failed;
+use super::step::{Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
 use crate::redis::{Failure, RedisSettings, describe_redis, describe_refusal, target};
 use crate::text::escape;
 use nodes::ClusterNodes;
@@ -45,8 +46,8 @@ pub struct ClusterMover {
     nodes: Arc<ClusterNodes>,
     redis: RedisSettings,
     layout: Layout,
-    /// Any topic's keys: the registry's name.
-    keys: Keys,
+    /// The registry of topics.
+    registry: String,
     step: Step,
     registry_repair: RegistryRepair,
 }
@@ -69,7 +70,7 @@ impl ClusterMover {
             nodes: Arc::new(ClusterNodes::new(redis)),
             redis: redis.clone(),
             layout: redis.layout,
-            keys: redis.layout.keys(""),
+            registry: redis.layout.keys("").topics().to_string(),
             step: Step::new(settings, redis),
             registry_repair: RegistryRepair::default(),
         })
@@ -115,10 +116,10 @@ impl ClusterMover {
             if look && !shutdown.is_cancelled() {
                 watch.seen();
                 looked_at = Instant::now();
-                match self.registry().await {
+                match self.read_registry().await {
                     Ok(registry) => {
                         self.step.metrics().looked(true);
-                        self.step.answered(None);
+                        self.step.said().drained(None);
                         topics = schedule.usable(registry, self.layout);
                         watch.ensure(self.nodes.masters());
                         ready = true;
@@ -126,8 +127,8 @@ impl ClusterMover {
                     // The drains go on with the topics known so far.
                     Err(error) => {
                         self.step.metrics().looked(false);
-                        let failed = Failed::connecting(describe_redis(&error, &self.redis));
-                        retry_wait = self.step.failed(None, &failed);
+                        let failed = Failed::not_a_move(describe_redis(&error, &self.redis));
+                        retry_wait = self.step.said().failed(None, &failed);
                     }
                 }
             }
@@ -172,18 +173,18 @@ impl ClusterMover {
 
     /// The topics of the registry (the slot map read first, if not known yet). Bounded by
     /// [`REGISTRY_WAIT`]: the drains under way are not polled meanwhile.
-    async fn registry(&self) -> RedisResult<Vec<String>> {
+    async fn read_registry(&self) -> RedisResult<Vec<String>> {
         if self.nodes.masters().is_empty() {
             self.nodes.refresh().await?;
         }
-        let (master, mut connection) = match self.nodes.for_key(self.keys.topics()).await {
+        let (master, mut connection) = match self.nodes.for_key(&self.registry).await {
             Ok(found) => found,
             Err(error) => {
                 self.nodes.failed(None, &error);
                 return Err(error);
             }
         };
-        let read = tokio::time::timeout(REGISTRY_WAIT, connection.smembers(self.keys.topics()));
+        let read = tokio::time::timeout(REGISTRY_WAIT, connection.smembers(&self.registry));
         let topics: RedisResult<Vec<String>> = read.await.unwrap_or_else(|_| {
             Err(RedisError::from((
                 ErrorKind::Io,
@@ -196,7 +197,7 @@ impl ClusterMover {
                 &master,
                 found.len(),
                 &self.nodes,
-                self.keys.topics(),
+                &self.registry,
                 self.layout,
             ),
             Err(error) => self.nodes.failed(Some(&master), error),
@@ -216,12 +217,13 @@ impl ClusterMover {
         let now = unix_now();
         let due = match drained {
             Ok(next_due) => {
+                self.step.said().drained(Some(&topic));
                 // At least every timer_interval, as with one Redis: a push the watches missed (or
                 // a Redis that cannot report them) waits no longer than that.
                 let latest = now + self.step.settings().timer_interval.as_secs_f64();
                 next_due.map_or(latest, |due| due.min(latest))
             }
-            Err(failed) => now + self.step.failed(Some(&topic), &failed).as_secs_f64(),
+            Err(failed) => now + self.step.said().failed(Some(&topic), &failed).as_secs_f64(),
         };
         schedule.due.insert(topic, due);
     }
@@ -238,7 +240,7 @@ impl ClusterMover {
             Ok(found) => found,
             Err(error) => {
                 self.nodes.failed(None, &error);
-                let failed = Failed::connecting(describe_redis(&error, &self.redis));
+                let failed = Failed::not_a_move(describe_redis(&error, &self.redis));
                 return (topic, Err(failed));
             }
         };

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_redis::redis::{self, RedisError, RedisResult};
-use delayer_client::keys::{CLUSTER_POOL_SUFFIX, CLUSTER_PREFIX, Layout};
+use delayer_client::keys::Layout;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
@@ -146,7 +146,10 @@ async fn repair(
 
 /// The topics of the pools on `master`.
 async fn pools_of(nodes: &ClusterNodes, master: &str, layout: Layout) -> RedisResult<Vec<String>> {
-    let pattern = format!("{CLUSTER_PREFIX}*{CLUSTER_POOL_SUFFIX}");
+    let Some(pools) = layout.topic_pools() else {
+        return Ok(Vec::new());
+    };
+    let pattern = format!("{}*{}", pools.prefix, pools.suffix);
     let mut connection = nodes.connection(master).await?;
     let mut topics = Vec::new();
     let mut cursor = 0_u64;

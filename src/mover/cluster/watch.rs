@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 
 use delayer_client::Target;
 use delayer_client::connection;
-use delayer_client::keys::{CLUSTER_POOL_SUFFIX, CLUSTER_PREFIX};
 use delayer_client::watch::{Ensured, KeyWatch};
 use futures_util::future::select_all;
 use tokio::sync::watch;
@@ -172,7 +171,8 @@ impl Shared {
 
     fn watch(&self, address: &str) -> Option<KeyWatch> {
         let node = node_info(&self.redis, address).ok()?;
-        let watch = KeyWatch::new(Target::from(node), connection::config(), CLUSTER_PREFIX);
-        Some(watch.only_ending_with(CLUSTER_POOL_SUFFIX))
+        let pools = self.redis.layout.topic_pools()?;
+        let watch = KeyWatch::new(Target::from(node), connection::config(), &pools.prefix);
+        Some(watch.only_ending_with(&pools.suffix))
     }
 }
