@@ -309,6 +309,18 @@ async fn a_cluster_address_that_is_not_a_cluster_is_refused_at_start() {
 }
 
 #[tokio::test]
+async fn check_config_passes_a_healthy_cluster() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, _logs) = cluster_config(&dir, "healthy", &cluster.addresses());
+
+    let checked = delayer_succeeds(&config, &["--check-config"]);
+
+    assert!(checked.contains("answers (redis_version 7."), "{checked}");
+    assert!(checked.contains("is OK"), "{checked}");
+}
+
+#[tokio::test]
 async fn the_cli_the_http_api_and_the_client_speak_the_cluster_layout() {
     let cluster = RedisCluster::start(3);
     let dir = tempfile::tempdir().unwrap();

@@ -2,7 +2,7 @@
 
 use anyhow::{Result, anyhow, bail};
 use deadpool_redis::PoolError;
-use deadpool_redis::redis;
+use deadpool_redis::redis::{self, Value};
 
 use super::connect::target;
 use super::failure::Failure;
@@ -16,12 +16,13 @@ pub async fn server_version(config: &RedisSettings) -> Result<String> {
             .connect()
             .await
             .map_err(|error| anyhow!(describe_redis(&error, config)))?;
-        let info: String = redis::cmd("INFO")
+        // Through a cluster connection INFO goes to every node, and comes back one reply a node.
+        let info: Value = redis::cmd("INFO")
             .arg("server")
             .query_async(&mut connection)
             .await
             .map_err(|error| anyhow!(describe_redis(&error, config)))?;
-        return Ok(redis_version(&info));
+        return Ok(first_version(&info).unwrap_or_else(|| "unknown".into()));
     }
     let pool = RedisPool::new(config, target(config)?)?;
     let mut connection = match pool.get().await {
@@ -38,6 +39,18 @@ pub async fn server_version(config: &RedisSettings) -> Result<String> {
         .await
         .map_err(|error| anyhow!(describe_redis(&error, config)))?;
     Ok(redis_version(&info))
+}
+
+/// The `redis_version` of the first node's reply in `info`, whatever shape the replies of several
+/// nodes take.
+fn first_version(info: &Value) -> Option<String> {
+    match info {
+        Value::BulkString(bytes) => Some(redis_version(&String::from_utf8_lossy(bytes))),
+        Value::SimpleString(text) | Value::VerbatimString { text, .. } => Some(redis_version(text)),
+        Value::Array(values) | Value::Set(values) => values.iter().find_map(first_version),
+        Value::Map(pairs) => pairs.iter().find_map(|(_, value)| first_version(value)),
+        _ => None,
+    }
 }
 
 /// `redis_version` from the reply of `INFO server`.
