@@ -145,3 +145,51 @@ async fn ids_and_topics_cannot_forge_log_lines() {
     assert_eq!(ready.len(), 3, "the jobs themselves move untouched");
     assert!(ready.contains(&forged_id.to_string()));
 }
+
+/// A megabyte id (anyone who writes to Redis chooses ids) moves whole, but its log line carries a
+/// prefix, its length and a hash, not the megabyte, in text and in JSON lines alike.
+#[tokio::test]
+async fn a_huge_id_moves_whole_and_is_logged_cut() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let huge = format!("{}-end", "5d41402a".repeat(1 << 17));
+    let message = Message {
+        id: huge.clone(),
+        topic: "big".into(),
+        body: "b".into(),
+    };
+    legacy_client::push(&mut redis, &message, 0).await.unwrap();
+    for format in ["text", "json"] {
+        let (config, logs) = server.daemon_config(
+            format,
+            &format!("log_format = {format}\ntimer_interval = 50"),
+        );
+        if format == "json" {
+            let _: () = redis::pipe()
+                .rpop(ready_queue("big"), None)
+                .ignore()
+                .zadd(JOB_POOL, &huge, 0)
+                .ignore()
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+        }
+        let mut daemon = Daemon::start(&config);
+        let moved = support::wait_for_ready(&redis, "big", 1).await;
+        assert_eq!(moved, [huge.clone()], "the id moves whole");
+        logs.wait_for_line("Job is ready");
+        daemon.signal("TERM");
+        assert!(daemon.wait(Duration::from_secs(5)).success());
+
+        let access = read(&logs.access);
+        let line = access
+            .lines()
+            .find(|line| line.contains("Job is ready"))
+            .unwrap();
+        assert!(line.len() < 1000, "{format}: a {} byte line", line.len());
+        assert!(
+            line.contains(&format!("+{}B#", huge.len() - 64)),
+            "{format}: {line}"
+        );
+    }
+}

@@ -18,7 +18,7 @@ pub fn moves(batch: &Batch) {
     // These lines keep the original's exact wording: people grep their logs for them.
     for (topic, ids) in &batch.moved {
         info!(
-            topic = %topic,
+            topic = %escape::capped(topic),
             ids = %JsonIds(ids),
             count = ids.len(),
             "Job is ready, Topic: {}, IDs: [{}]",
@@ -102,7 +102,7 @@ pub fn release_works(topic: Option<&str>) {
 pub fn released(released: &Released, max_attempts: u32, keys: &Keys) {
     for (topic, ids) in by_topic(&released.retried) {
         info!(
-            topic = %topic,
+            topic = %escape::capped(topic),
             ids = %JsonIds(&ids),
             count = ids.len(),
             "Job is delivered again (its time to run passed), Topic: {}, IDs: [{}]",
@@ -112,7 +112,7 @@ pub fn released(released: &Released, max_attempts: u32, keys: &Keys) {
     }
     for (topic, ids) in by_topic(&released.dead) {
         warn!(
-            topic = %topic,
+            topic = %escape::capped(topic),
             ids = %JsonIds(&ids),
             count = ids.len(),
             "Job is dead after {max_attempts} attempts, Topic: {}, IDs: [{}]",
@@ -130,7 +130,7 @@ pub fn released(released: &Released, max_attempts: u32, keys: &Keys) {
     }
     for (topic, ids) in by_topic(&released.blocked) {
         error!(
-            topic = %topic,
+            topic = %escape::capped(topic),
             ids = %JsonIds(&ids),
             count = ids.len(),
             "Job should be dead after {max_attempts} attempts but {} cannot take it (not a list, \
@@ -148,7 +148,8 @@ struct JsonIds<'a>(&'a [String]);
 
 impl Display for JsonIds<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&serde_json::to_string(self.0).map_err(|_| std::fmt::Error)?)
+        let ids: Vec<_> = self.0.iter().map(|id| escape::capped(id)).collect();
+        f.write_str(&serde_json::to_string(&ids).map_err(|_| std::fmt::Error)?)
     }
 }
 
@@ -210,7 +211,7 @@ impl StuckTopics {
                 }
             };
             error!(
-                topic = %topic,
+                topic = %escape::capped(&topic),
                 count = parked,
                 "Topic {} cannot move: {why}; {parked} of its jobs wait in the pool, looked at \
                  again every {} s until that is fixed",

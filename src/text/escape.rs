@@ -8,14 +8,40 @@
 use std::borrow::Cow;
 use std::fmt::{self, Write};
 
+/// The most bytes of one id or topic a log line carries whole: anyone who writes to Redis chooses
+/// them, and a megabyte id must not be written into the log at every move.
+const MAX_FIELD: usize = 256;
+/// How much of a longer one is kept, before its length and a hash that tells it from others.
+const KEPT_OF_LONG: usize = 64;
+
 /// `text` as it is when it is plain (no control character, nothing that delimits a log line's
-/// fields), else quoted and escaped.
+/// fields), else quoted and escaped; one longer than [`MAX_FIELD`] bytes is cut (see [`capped`]).
 pub fn field(text: &str) -> Cow<'_, str> {
-    if is_plain(text) {
+    if text.len() > MAX_FIELD {
+        Cow::Owned(capped(text).into_owned())
+    } else if is_plain(text) {
         Cow::Borrowed(text)
     } else {
         Cow::Owned(format!("{text:?}"))
     }
+}
+
+/// `text` whole when it has at most [`MAX_FIELD`] bytes; else its first [`KEPT_OF_LONG`] bytes,
+/// quoted, then how many bytes were left out and a hash of the whole (FNV-1a), as
+/// `"5d41402a..."…+1048512B#9c1d3b4a5e6f7081`: one line still tells long ids apart.
+pub fn capped(text: &str) -> Cow<'_, str> {
+    if text.len() <= MAX_FIELD {
+        return Cow::Borrowed(text);
+    }
+    let mut kept = KEPT_OF_LONG;
+    while !text.is_char_boundary(kept) {
+        kept -= 1;
+    }
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let left_out = text.len() - kept;
+    Cow::Owned(format!("{:?}…+{left_out}B#{hash:016x}", &text[..kept]))
 }
 
 /// `ids` joined with commas, each as [`field`] prints it.
@@ -122,6 +148,28 @@ mod tests {
         assert_eq!(field(""), r#""""#);
         // Unicode line and paragraph separators break lines in some viewers.
         assert_eq!(field("a\u{2028}b"), r#""a\u{2028}b""#);
+    }
+
+    #[test]
+    fn a_long_id_is_cut_to_a_prefix_its_length_and_a_hash() {
+        let long = "a".repeat(1 << 20);
+        let shown = field(&long);
+        assert!(shown.len() < 120, "{shown}");
+        assert!(
+            shown.starts_with(&format!("{:?}…+", "a".repeat(64))),
+            "{shown}"
+        );
+        assert!(shown.contains(&format!("+{}B#", (1 << 20) - 64)), "{shown}");
+        assert_eq!(field(&long), shown, "the same id, the same text");
+        let other = format!("{}b", "a".repeat((1 << 20) - 1));
+        assert_ne!(field(&other), shown, "told apart by the hash");
+        let wide = "é".repeat(200);
+        assert!(field(&wide).starts_with(&format!("{:?}…+", "é".repeat(32))));
+        assert_eq!(
+            field(&"x".repeat(256)),
+            "x".repeat(256),
+            "up to the limit, whole"
+        );
     }
 
     #[test]
