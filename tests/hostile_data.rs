@@ -176,7 +176,8 @@ async fn a_huge_id_moves_whole_and_is_logged_cut() {
         }
         let mut daemon = Daemon::start(&config);
         let moved = support::wait_for_ready(&redis, "big", 1).await;
-        assert_eq!(moved, [huge.clone()], "the id moves whole");
+        assert_eq!(moved.len(), 1);
+        assert!(moved[0] == huge, "the id moves whole");
         logs.wait_for_line("Job is ready");
         daemon.signal("TERM");
         assert!(daemon.wait(Duration::from_secs(5)).success());
