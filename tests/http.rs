@@ -511,6 +511,44 @@ async fn a_second_signal_stops_at_once() {
     drop(stalled);
 }
 
+#[tokio::test]
+async fn a_waiting_pop_whose_caller_went_away_puts_its_job_back() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, logs, http) = serving(&server, "gone", "");
+    let mut caller = TcpStream::connect(&http).unwrap();
+    let body = json!({"topic": "gone", "wait": 10}).to_string();
+    write!(
+        caller,
+        "POST {JOBS}/pop HTTP/1.1\r\nHost: {http}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    wait_for_blocked_pop(&mut redis).await;
+
+    drop(caller);
+    // The server learns that the caller went away only when it reads the connection again: no
+    // event outside it tells when, so the job falls due a moment later.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let message = Message {
+        id: "g1".into(),
+        topic: "gone".into(),
+        body: "kept".into(),
+    };
+    legacy_client::push(&mut redis, &message, 0).await.unwrap();
+
+    // A BRPOP takes a job from the list at once: the list holds it only once it is put back.
+    let ready = wait_for_ready(&redis, "gone", 1).await;
+    assert_eq!(ready, ["g1"], "next in line again");
+    logs.wait_for_line("The caller of a pop went away: job g1 is back on its ready list");
+    let popped = legacy_client::pop(&mut redis, "gone")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((popped.id.as_str(), popped.body.as_str()), ("g1", "kept"));
+    daemon.stop();
+}
+
 /// Waits until a client of `redis` blocks (the daemon's BRPOP for a waiting pop).
 async fn wait_for_blocked_pop(redis: &mut MultiplexedConnection) {
     support::wait_for(Duration::from_secs(5), "a blocked BRPOP", || {

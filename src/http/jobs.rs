@@ -23,10 +23,12 @@ use delayer_client::{Acked, Error, Job, JobInfo, Nacked, Receipt, Removed, State
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use tokio::sync::oneshot;
+use tracing::{info, warn};
 
 use super::AppState;
-use crate::text::body;
 use crate::text::time::rfc3339;
+use crate::text::{body, escape};
 
 /// The longest a pop or reserve waits for a job, in seconds.
 const MAX_WAIT: f64 = 30.0;
@@ -293,28 +295,54 @@ pub(super) struct Pop {
     wait: Option<f64>,
 }
 
-/// The legacy pop: the job is gone once answered.
+/// The legacy pop: the job is gone once answered. The pop runs in a task of its own: a caller
+/// that goes away drops this handler, not the pop, and a job it took is put back where it was.
 pub(super) async fn pop(State(state): State<Arc<AppState>>, Body(pop): Body<Pop>) -> Response {
     let wait = match wait(pop.wait) {
         Ok(wait) => wait,
         Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
     };
-    match blocking_pop(&state, &pop.topic, wait).await {
-        Ok(job) => ok("ok", job.as_ref().map(TakenJson::of)),
-        Err(error) => refused(error),
+    let (answer, answered) = oneshot::channel();
+    tokio::spawn(async move {
+        let popped = blocking_pop(&state, &pop.topic, wait, &answer).await;
+        if let Err(Ok(Some(job))) = answer.send(popped) {
+            match state.client.put_back(&job).await {
+                Ok(()) => info!(
+                    "The caller of a pop went away: job {} is back on its ready list",
+                    escape::field(&job.id)
+                ),
+                Err(error) => warn!(
+                    "The caller of a pop went away, and job {} cannot be put back on its ready \
+                     list ({error}): it is lost",
+                    escape::field(&job.id)
+                ),
+            }
+        }
+    });
+    match answered.await {
+        Ok(Ok(job)) => ok("ok", job.as_ref().map(TakenJson::of)),
+        Ok(Err(error)) => refused(error),
+        Err(_) => refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the pop stopped without an answer",
+        ),
     }
 }
 
-/// The legacy pop of `topic`, waiting up to `wait` for a job, a second at a time so that a stop
-/// ends the wait. A BRPOP once sent is always let finish: the job it may take is then answered,
-/// never dropped.
+/// The legacy pop of `topic`, waiting up to `wait` for a job, a second at a time so that a stop,
+/// or a caller gone (`answer` closed), ends the wait. A BRPOP once sent is always let finish: the
+/// job it may take is then answered (or put back), never dropped.
 async fn blocking_pop(
     state: &AppState,
     topic: &str,
     wait: Duration,
+    answer: &oneshot::Sender<delayer_client::Result<Option<Job>>>,
 ) -> delayer_client::Result<Option<Job>> {
     let until = Instant::now() + wait;
     loop {
+        if answer.is_closed() {
+            return Ok(None);
+        }
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() || state.stopping.is_cancelled() {
             return state.client.pop(topic).await;

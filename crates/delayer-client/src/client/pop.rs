@@ -85,6 +85,37 @@ impl Client {
         Ok(job)
     }
 
+    /// Puts a popped job back where it was, next in line on its topic's ready list, with its
+    /// data (its body, topic and due time; kept `ready_max_lifetime` from now): for a server
+    /// whose caller went away before the job could be handed over, so that it is not lost.
+    pub async fn put_back(&self, job: &Job) -> Result<()> {
+        let keys = self.keys_for(&job.topic);
+        let bucket = keys.bucket(&job.id);
+        let mut fields = vec![(field::TOPIC, job.topic.as_bytes().to_vec())];
+        fields.push((field::BODY, job.body.clone()));
+        if let Some(due) = job.due {
+            fields.push((
+                field::DUE,
+                crate::time::to_unix(due).to_string().into_bytes(),
+            ));
+        }
+        let lifetime = self.settings().ready_max_lifetime.as_secs().max(1);
+        let ready = keys.ready(&job.topic);
+        // RPUSH: the right end, where consumers pop from.
+        let _: () = redis::pipe()
+            .atomic()
+            .hset_multiple(&bucket, &fields)
+            .ignore()
+            .expire(&bucket, lifetime as i64)
+            .ignore()
+            .rpush(&ready, &job.id)
+            .ignore()
+            .query_async(&mut self.connection().await?)
+            .await
+            .map_err(|error| Error::about_key(error, &ready))?;
+        Ok(())
+    }
+
     /// `bpop` of several topics in the cluster layout, where one BRPOP cannot wait on lists in
     /// different slots: pops each in turn, every [`POLL_TOPICS`] until `timeout`.
     async fn bpop_polling(&self, topics: &[&str], timeout: Duration) -> Result<Option<Job>> {
