@@ -243,6 +243,37 @@ async fn a_job_whose_last_attempt_lapses_goes_to_its_dead_list() {
 }
 
 #[tokio::test]
+async fn a_count_of_attempts_that_is_no_whole_number_is_none_for_every_script() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    // Reserve counts "inf" as none: the lapse must not count it as used up.
+    let ids = lapsed_reservations(&mut redis, 2, 1).await;
+    for (id, attempts) in ids.iter().zip(["inf", "nan"]) {
+        let _: () = redis
+            .hset(job_bucket(id), field::ATTEMPTS, attempts)
+            .await
+            .unwrap();
+    }
+    let (config, _logs) = server.daemon_config("daemon", "max_attempts = 3");
+    let mut daemon = Daemon::start(&config);
+
+    let mut ready = support::wait_for_ready(&redis, "t", 2).await;
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+    ready.sort();
+    assert_eq!(ready, ids, "delivered again, not dead");
+    let dead: usize = redis.llen(dead_queue("t")).await.unwrap();
+    assert_eq!(dead, 0);
+    let client = Client::connect(server.info()).await.unwrap();
+    let reserved = client
+        .reserve(&["t"], Duration::from_secs(30), Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reserved.attempts, 1, "counted afresh");
+}
+
+#[tokio::test]
 async fn jobs_of_the_rust_client_and_of_the_legacy_clients_pass_through_the_daemon_both_ways() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;

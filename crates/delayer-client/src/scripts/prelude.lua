@@ -30,6 +30,18 @@ local function require_permission(command, key, ...)
   end
 end
 
+-- A job's attempt count as every script reads it: a whole number from 0 to 2^31 - 2. Anything
+-- else (missing, negative, fractional, inf, nan) counts as 0, so that no script takes a count as
+-- used up that another takes as none.
+local function attempts_of(value)
+  local attempts = tonumber(value)
+  if attempts == nil or attempts ~= attempts or attempts < 0 or attempts >= 2147483647
+      or attempts ~= math.floor(attempts) then
+    return 0
+  end
+  return attempts
+end
+
 -- Runs a read whose only expected failure is a key of the wrong type: returns false for that
 -- (the caller treats the key as not holding a job), and fails the script on any other error (no
 -- permission, a key on another cluster node), which must never pass for "no job".

@@ -75,7 +75,7 @@ for _, id in ipairs(ids) do
   if topic and ARGV[12] ~= '' then
     topic = ARGV[12]
   end
-  local attempts = topic and tonumber(fields[2]) or 0
+  local attempts = topic and attempts_of(fields[2]) or 0
   local pushed_again = redis.call('ZSCORE', pool, id)
   local out_of_attempts = mode ~= 'give_back' and attempts >= max_attempts and not pushed_again
   local dead_list = topic and dead_prefix .. topic .. ARGV[11]

@@ -74,11 +74,7 @@ for _, list in ipairs(lists) do
     if fields and fields[1] and fields[2] and not stale then
       -- Counted from what was read rather than by HINCRBY, which fails (after the writes) on a
       -- count that is not a whole number: such a count starts again.
-      local attempts = tonumber(fields[4]) or 0
-      if attempts < 0 or attempts >= 2147483647 or attempts ~= math.floor(attempts) then
-        attempts = 0
-      end
-      attempts = attempts + 1
+      local attempts = attempts_of(fields[4]) + 1
       redis.call('ZADD', reserved, deadline, id)
       redis.call('RPOP', ready)
       redis.call('HSET', bucket, 'attempts', attempts, 'reserved_by', token)
