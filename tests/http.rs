@@ -512,6 +512,29 @@ async fn a_second_signal_stops_at_once() {
 }
 
 #[tokio::test]
+async fn a_time_to_run_under_a_second_is_refused_as_the_worker_refuses_it() {
+    let server = RedisServer::start();
+    let (daemon, _logs, http) = serving(&server, "ttr", "");
+    for ttr in [0.0, 1e-9, 0.5] {
+        let reserved = post(
+            &http,
+            &format!("{JOBS}/reserve"),
+            &json!({"topic": "t", "ttr": ttr}),
+        );
+        assert_eq!(reserved.status, 400, "ttr {ttr}: {}", reserved.body);
+        assert!(
+            reserved.json()["message"]
+                .as_str()
+                .unwrap()
+                .contains("under the least time to run, 1 s"),
+            "{}",
+            reserved.body
+        );
+    }
+    daemon.stop();
+}
+
+#[tokio::test]
 async fn a_waiting_pop_whose_caller_went_away_puts_its_job_back() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;

@@ -19,7 +19,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::DateTime;
 use delayer_client::time::to_unix;
-use delayer_client::{Acked, Error, Job, JobInfo, Nacked, Receipt, Removed, State as JobState};
+use delayer_client::{
+    Acked, Error, Job, JobInfo, MIN_TTR, Nacked, Receipt, Removed, State as JobState,
+};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -376,6 +378,11 @@ pub(super) async fn reserve(
         return refuse(StatusCode::BAD_REQUEST, "give a topic, or topics");
     }
     let ttr = match seconds("ttr", reserve.ttr.unwrap_or(DEFAULT_TTR)) {
+        Ok(ttr) if ttr < MIN_TTR => {
+            let least = MIN_TTR.as_secs();
+            let wrong = format!("ttr {ttr:?} is under the least time to run, {least} s");
+            return refuse(StatusCode::BAD_REQUEST, wrong);
+        }
         Ok(ttr) => ttr,
         Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
     };

@@ -46,7 +46,7 @@ pub use redis;
 pub use scripts::ack::Acked;
 pub use settings::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_READY_MAX_LIFETIME, MAX_BATCH, MAX_DELAY,
-    Settings,
+    MIN_TTR, Settings,
 };
 pub use worker::{
     DEFAULT_CONCURRENCY, DEFAULT_FIRST_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_STOP_TIMEOUT,

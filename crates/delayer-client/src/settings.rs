@@ -13,6 +13,9 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
 /// The longest delay a push takes: 2^31 - 1 s, about 68 years (go-delay-queue's limit). Longer is
 /// a mistake (milliseconds given for seconds), and Redis refuses to expire a bucket much later.
 pub const MAX_DELAY: Duration = Duration::from_secs(i32::MAX as u64);
+/// The shortest time to run a reservation gets (a shorter one is made this long): less would
+/// deliver a job again before a consumer could touch it, every few hundred milliseconds.
+pub const MIN_TTR: Duration = Duration::from_secs(1);
 /// The most jobs one script call reserves or acks: it holds Redis up for about a millisecond.
 pub const MAX_BATCH: usize = 100;
 

@@ -295,6 +295,30 @@ async fn touch_extends_a_reservation_and_ack_after_it_lapsed_says_so() {
 }
 
 #[tokio::test]
+async fn a_time_to_run_is_at_least_a_second_for_reserve_and_touch_as_for_the_worker() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let id = client.push("t", "b").await.unwrap();
+    move_until_empty(&mut redis).await;
+
+    let job = reserve_now(&client, "t", Duration::from_nanos(1)).await;
+    let deadline: i64 = redis.zscore(RESERVED, &id).await.unwrap();
+    let now = delayer_client::time::unix_now();
+    assert!(
+        deadline >= deadline_score(now + 0.9),
+        "a second, not a nanosecond"
+    );
+    client.touch(&job, Duration::ZERO).await.unwrap();
+    let deadline: i64 = redis.zscore(RESERVED, &id).await.unwrap();
+    assert!(
+        deadline >= deadline_score(now + 0.9),
+        "touched for a second"
+    );
+    assert_eq!(delayer_client::MIN_TTR, Duration::from_secs(1));
+}
+
+#[tokio::test]
 async fn a_waiting_reserve_wakes_as_soon_as_a_job_is_ready() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;

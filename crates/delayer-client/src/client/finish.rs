@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::job::Receipt;
 use crate::keys::Keys;
 use crate::scripts::ack::Acked;
-use crate::settings::{MAX_BATCH, MAX_DELAY};
+use crate::settings::{MAX_BATCH, MAX_DELAY, MIN_TTR};
 use crate::time::unix_now;
 
 /// What became of a nacked (or given back) job.
@@ -183,7 +183,8 @@ impl Client {
         }
     }
 
-    /// Extends a reservation: the job must be acked within `ttr` from now. An error when that
+    /// Extends a reservation: the job must be acked within `ttr` (at least
+    /// [`MIN_TTR`](crate::MIN_TTR)) from now. An error when that
     /// reservation is not current.
     pub async fn touch(&self, reservation: impl Into<Receipt>, ttr: Duration) -> Result<()> {
         let Receipt { id, attempt, topic } = reservation.into();
@@ -191,7 +192,7 @@ impl Client {
         let Some(keys) = self.keys_of(&id, topic.as_deref()).await? else {
             return Err(Error::NotReserved(id));
         };
-        let deadline = unix_now() + ttr.as_secs_f64();
+        let deadline = unix_now() + ttr.max(MIN_TTR).as_secs_f64();
         let touched = self
             .inner
             .scripts

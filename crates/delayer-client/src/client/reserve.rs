@@ -11,7 +11,7 @@ use super::{Client, check_topic_in};
 use crate::error::{Error, Result, unanswered};
 use crate::job::{Job, unique_id};
 use crate::keys::Keys;
-use crate::settings::MAX_BATCH;
+use crate::settings::{MAX_BATCH, MIN_TTR};
 use crate::shared_connection::Commands;
 use crate::time::unix_now;
 use crate::watch::Ensured;
@@ -26,7 +26,8 @@ const WATCH_UNUSED: Duration = Duration::from_secs(3);
 
 impl Client {
     /// Reserves the oldest ready job of the first of `topics` that has one, for `ttr` (its time
-    /// to run): unless it is acked, touched or nacked by then, the daemon delivers it again.
+    /// to run, at least [`MIN_TTR`](crate::MIN_TTR)): unless it is acked, touched or nacked by
+    /// then, the daemon delivers it again.
     /// Waits up to `timeout` for a job (`Duration::ZERO`: only looks once).
     pub async fn reserve(
         &self,
@@ -83,6 +84,7 @@ impl Client {
         if most == 0 {
             return Ok(Vec::new());
         }
+        let ttr = ttr.max(MIN_TTR);
         let most = most.min(MAX_BATCH);
         // A first look without the watch of the ready lists, whose reports cost Redis and this
         // client a message for each job taken while it runs: a busy consumer (or one that only

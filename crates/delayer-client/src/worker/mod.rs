@@ -46,7 +46,7 @@ use tracing::{info, warn};
 use crate::client::Client;
 use crate::error::Result;
 use crate::job::{Job, Receipt};
-use crate::settings::MAX_BATCH;
+use crate::settings::{MAX_BATCH, MIN_TTR};
 use slots::{Handler, Shared};
 
 /// Handlers running at once, unless told otherwise.
@@ -59,8 +59,6 @@ pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_FIRST_BACKOFF: Duration = Duration::from_secs(1);
 pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(3600);
 
-/// The shortest time to run: a reservation is touched every half of it.
-const MIN_TTR: Duration = Duration::from_secs(1);
 /// How long one reserve waits before the loop looks at its slots again.
 const RESERVE_WAIT: Duration = Duration::from_secs(1);
 /// How long the loop waits after Redis failed it.
