@@ -11,6 +11,7 @@ use delayer::config::{self, Config, Problems};
 use delayer::service::daemon::{self, Readiness};
 use delayer::service::logging;
 use delayer::service::pidfile::PidFile;
+use delayer::service::signals::EarlySignals;
 use delayer::text::escape::one_line;
 use delayer::{Service, Stop};
 
@@ -96,6 +97,12 @@ fn dispatch(args: Args) -> Result<()> {
 }
 
 fn serve(path: &Path, serving: Serving) -> Result<()> {
+    // Before anything else of a start in the foreground (a daemon catches them once detached).
+    let mut early = if serving.daemon || serving.check_config {
+        None
+    } else {
+        Some(EarlySignals::catch()?)
+    };
     let mut reading = Config::read(path)?;
     if serving.check_config {
         return runtime(1)?.block_on(cli::check::run(reading));
@@ -109,13 +116,16 @@ fn serve(path: &Path, serving: Serving) -> Result<()> {
     let mut readiness = if serving.daemon {
         // Forks here, before any thread exists; the foreground process returns once it knows.
         match daemon::detach(&config.file, &config.log, config.pid.as_deref())? {
-            Some(readiness) => readiness,
+            Some(readiness) => {
+                early = Some(EarlySignals::catch()?);
+                readiness
+            }
             None => return Ok(()),
         }
     } else {
         Readiness::foreground()
     };
-    let result = run(config, &mut readiness);
+    let result = run(config, &mut readiness, early);
     match result {
         // The foreground process that waits for this daemon prints it; here stderr is the error
         // log, which may be another instance's.
@@ -124,7 +134,7 @@ fn serve(path: &Path, serving: Serving) -> Result<()> {
     }
 }
 
-fn run(config: &Config, readiness: &mut Readiness) -> Result<()> {
+fn run(config: &Config, readiness: &mut Readiness, early: Option<EarlySignals>) -> Result<()> {
     let _pid_file = config.pid.as_deref().map(PidFile::acquire).transpose()?;
     // Dropped last: the stop line must reach the log.
     let _logs = logging::init(&config.log)?;
@@ -132,7 +142,7 @@ fn run(config: &Config, readiness: &mut Readiness) -> Result<()> {
     // and on a second thread keeps pace with the client library's own pushes (see the bench).
     let threads = if config.http.is_some() { 2 } else { 1 };
     let result = runtime(threads)?.block_on(async {
-        let stop = Stop::on_signals()?;
+        let stop = Stop::on_signals(early)?;
         let service = Service::start(config).await?;
         // Once the start can no longer fail; a daemon has no terminal to show it on.
         if readiness.is_foreground() {

@@ -236,3 +236,42 @@ fn daily_rotation_writes_dated_files() {
     assert!(daemon.wait(Duration::from_secs(2)).success());
     assert!(read(&dated).contains("Service stopped successfully"));
 }
+
+/// Whether process `pid` catches `signal` (its bit in `SigCgt` of /proc/PID/status).
+fn catches(pid: u32, signal: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
+}
+
+/// A SIGTERM in the first moment of a start, before the runtime exists, stops the daemon as any
+/// other: its clean-up done (pid file removed, stop line logged), exit 0. The configuration is read
+/// from a FIFO, so that the start waits there until the test has sent the signal.
+#[test]
+fn a_stop_signal_in_the_first_moment_of_a_start_is_a_graceful_stop() {
+    let server = RedisServer::start();
+    let pid_file = server.dir().join("run/delayer.pid");
+    let (written, logs) = server.daemon_config("early", &format!("pid = {}", pid_file.display()));
+    let fifo = server.dir().join("early.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut daemon = Daemon::start(&fifo);
+
+    wait_until_sync(Duration::from_secs(10), "SIGTERM to be caught", || {
+        catches(daemon.pid(), 15)
+    });
+    daemon.signal("TERM");
+    std::fs::write(&fifo, std::fs::read(&written).unwrap()).unwrap();
+
+    assert!(daemon.wait(Duration::from_secs(10)).success());
+    let access = read(&logs.access);
+    assert!(access.contains("Stopping (SIGTERM received)"), "{access}");
+    assert!(access.contains("Service stopped successfully"), "{access}");
+    assert!(!pid_file.exists(), "the pid file is removed");
+}
