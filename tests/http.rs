@@ -563,6 +563,14 @@ async fn a_waiting_pop_whose_caller_went_away_puts_its_job_back() {
     // A BRPOP takes a job from the list at once: the list holds it only once it is put back.
     let ready = wait_for_ready(&redis, "gone", 1).await;
     assert_eq!(ready, ["g1"], "next in line again");
+    let ttl: i64 = redis
+        .ttl(delayer_client::keys::job_bucket("g1"))
+        .await
+        .unwrap();
+    assert!(
+        ttl > 604_000,
+        "its data as the legacy client wrote it: ttl {ttl}"
+    );
     logs.wait_for_line("The caller of a pop went away: job g1 is back on its ready list");
     let popped = legacy_client::pop(&mut redis, "gone")
         .await

@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::DateTime;
 use delayer_client::time::to_unix;
 use delayer_client::{
-    Acked, Error, Job, JobInfo, MIN_TTR, Nacked, Receipt, Removed, State as JobState,
+    Acked, Error, HeldJob, Job, JobInfo, MIN_TTR, Nacked, Receipt, Removed, State as JobState,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -297,8 +297,9 @@ pub(super) struct Pop {
     wait: Option<f64>,
 }
 
-/// The legacy pop: the job is gone once answered. The pop runs in a task of its own: a caller
-/// that goes away drops this handler, not the pop, and a job it took is put back where it was.
+/// The legacy pop: the job is gone once answered. The pop runs in a task of its own and deletes
+/// the job's data only once the job is handed to this handler: a caller that goes away drops the
+/// handler, not the pop, and a job taken meanwhile is put back where it was, as it was.
 pub(super) async fn pop(State(state): State<Arc<AppState>>, Body(pop): Body<Pop>) -> Response {
     let wait = match wait(pop.wait) {
         Ok(wait) => wait,
@@ -306,19 +307,26 @@ pub(super) async fn pop(State(state): State<Arc<AppState>>, Body(pop): Body<Pop>
     };
     let (answer, answered) = oneshot::channel();
     tokio::spawn(async move {
-        let popped = blocking_pop(&state, &pop.topic, wait, &answer).await;
-        if let Err(Ok(Some(job))) = answer.send(popped) {
-            match state.client.put_back(&job).await {
-                Ok(()) => info!(
-                    "The caller of a pop went away: job {} is back on its ready list",
-                    escape::field(&job.id)
-                ),
-                Err(error) => warn!(
-                    "The caller of a pop went away, and job {} cannot be put back on its ready \
-                     list ({error}): it is lost",
-                    escape::field(&job.id)
-                ),
+        let held = match blocking_pop(&state, &pop.topic, wait, &answer).await {
+            Ok(Some(held)) => held,
+            other => {
+                let _ = answer.send(other.map(|_| None));
+                return;
             }
+        };
+        let id = escape::field(&held.job.id).into_owned();
+        if answer.send(Ok(Some(held.job.clone()))).is_ok() {
+            if let Err(error) = state.client.finish_pop(held).await {
+                warn!("Job {id} was popped, but its data could not be deleted ({error})");
+            }
+            return;
+        }
+        match state.client.put_back(&held).await {
+            Ok(()) => info!("The caller of a pop went away: job {id} is back on its ready list"),
+            Err(error) => warn!(
+                "The caller of a pop went away, and job {id} cannot be put back on its ready \
+                 list ({error}): its data is kept, but no list names it"
+            ),
         }
     });
     match answered.await {
@@ -331,15 +339,15 @@ pub(super) async fn pop(State(state): State<Arc<AppState>>, Body(pop): Body<Pop>
     }
 }
 
-/// The legacy pop of `topic`, waiting up to `wait` for a job, a second at a time so that a stop,
-/// or a caller gone (`answer` closed), ends the wait. A BRPOP once sent is always let finish: the
-/// job it may take is then answered (or put back), never dropped.
+/// The legacy pop of `topic`, held (its data kept), waiting up to `wait` for a job, a second at a
+/// time so that a stop, or a caller gone (`answer` closed), ends the wait. A BRPOP once sent is
+/// always let finish: the job it may take is then answered or put back, never dropped.
 async fn blocking_pop(
     state: &AppState,
     topic: &str,
     wait: Duration,
     answer: &oneshot::Sender<delayer_client::Result<Option<Job>>>,
-) -> delayer_client::Result<Option<Job>> {
+) -> delayer_client::Result<Option<HeldJob>> {
     let until = Instant::now() + wait;
     loop {
         if answer.is_closed() {
@@ -347,12 +355,12 @@ async fn blocking_pop(
         }
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() || state.stopping.is_cancelled() {
-            return state.client.pop(topic).await;
+            return state.client.pop_held(topic).await;
         }
         // BRPOP's 0 waits for ever: the last slice is at least a millisecond.
         let slice = left.min(POP_SLICE).max(Duration::from_millis(1));
-        if let Some(job) = state.client.bpop(&[topic], slice).await? {
-            return Ok(Some(job));
+        if let Some(held) = state.client.bpop_held(&[topic], slice).await? {
+            return Ok(Some(held));
         }
     }
 }

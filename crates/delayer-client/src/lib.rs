@@ -37,6 +37,7 @@ mod worker;
 
 pub use client::Client;
 pub use client::finish::Nacked;
+pub use client::pop::HeldJob;
 pub use client::push::{Push, Removed};
 pub use client::stats::{Lengths, Stats, TopicStats};
 pub use connection::Target;

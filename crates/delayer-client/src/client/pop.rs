@@ -1,4 +1,6 @@
-//! The legacy pop: a job is deleted as it is handed out, so it is taken at most once.
+//! The legacy pop: a job is deleted as it is handed out, so it is taken at most once. A server that
+//! may not be able to hand a job over (its caller went away) holds it instead, its data kept, and
+//! finishes the pop once the job is handed over, or puts it back.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -15,26 +17,23 @@ use crate::time::from_unix;
 /// How often `bpop` of several topics in the cluster layout looks at each.
 const POLL_TOPICS: Duration = Duration::from_millis(20);
 
+/// A job taken off its ready list whose data is kept until the pop is finished
+/// ([`Client::finish_pop`]) or undone ([`Client::put_back`]).
+#[derive(Debug)]
+pub struct HeldJob {
+    /// The job, as a pop hands it out.
+    pub job: Job,
+    /// The list it was taken from, and its data.
+    ready: String,
+    bucket: String,
+}
+
 impl Client {
     /// The legacy pop: takes the oldest ready job of `topic` and deletes its data, so a consumer
     /// that dies before finishing it loses it. `None` when there is none.
     pub async fn pop(&self, topic: &str) -> Result<Option<Job>> {
-        check_topic_in(self.layout(), topic)?;
-        let keys = self.keys_for(topic);
-        let ready = keys.ready(topic);
-        let id: Option<String> = self
-            .connection()
-            .await?
-            .rpop(&ready, None)
-            .await
-            .map_err(|error| Error::about_key(error, &ready))?;
-        match id {
-            Some(id) => {
-                let bucket = keys.bucket(&id);
-                take(id, &bucket, &mut self.connection().await?)
-                    .await
-                    .map(Some)
-            }
+        match self.pop_held(topic).await? {
+            Some(held) => self.finish_pop(held).await.map(Some),
             None => Ok(None),
         }
     }
@@ -42,6 +41,41 @@ impl Client {
     /// The legacy blocking pop: like [`pop`](Client::pop) on the first of `topics` that has a
     /// job, waiting up to `timeout` for one (`Duration::ZERO`: for ever, as BRPOP's 0).
     pub async fn bpop(&self, topics: &[&str], timeout: Duration) -> Result<Option<Job>> {
+        match self.bpop_held(topics, timeout).await? {
+            Some(held) => self.finish_pop(held).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Like [`pop`](Client::pop), but the job's data is kept until [`finish_pop`] or
+    /// [`put_back`].
+    ///
+    /// [`finish_pop`]: Client::finish_pop
+    /// [`put_back`]: Client::put_back
+    pub async fn pop_held(&self, topic: &str) -> Result<Option<HeldJob>> {
+        check_topic_in(self.layout(), topic)?;
+        let ready = self.keys_for(topic).ready(topic);
+        let id: Option<String> = self
+            .connection()
+            .await?
+            .rpop(&ready, None)
+            .await
+            .map_err(|error| Error::about_key(error, &ready))?;
+        match id {
+            Some(id) => self
+                .read_held(id, topic, ready, &mut self.connection().await?)
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Like [`bpop`](Client::bpop), but the job's data is kept until [`finish_pop`] or
+    /// [`put_back`].
+    ///
+    /// [`finish_pop`]: Client::finish_pop
+    /// [`put_back`]: Client::put_back
+    pub async fn bpop_held(&self, topics: &[&str], timeout: Duration) -> Result<Option<HeldJob>> {
         for topic in topics {
             check_topic_in(self.layout(), topic)?;
         }
@@ -69,61 +103,48 @@ impl Client {
                 }
                 Error::about_key(error, &ready.join(" "))
             })?;
-        let job = match popped {
+        let held = match popped {
             Some((list, id)) => {
                 let topic = topics
                     .iter()
                     .zip(&ready)
                     .find_map(|(topic, ready)| (*ready == list).then_some(*topic))
                     .unwrap_or_default();
-                let bucket = self.keys_for(topic).bucket(&id);
-                Some(take(id, &bucket, &mut connection).await?)
+                Some(self.read_held(id, topic, list, &mut connection).await?)
             }
             None => None,
         };
         self.return_blocking_connection(connection);
-        Ok(job)
+        Ok(held)
     }
 
-    /// Puts a popped job back where it was, next in line on its topic's ready list, with its
-    /// data (its body, topic and due time; kept `ready_max_lifetime` from now): for a server
-    /// whose caller went away before the job could be handed over, so that it is not lost.
-    pub async fn put_back(&self, job: &Job) -> Result<()> {
-        let keys = self.keys_for(&job.topic);
-        let bucket = keys.bucket(&job.id);
-        let mut fields = vec![(field::TOPIC, job.topic.as_bytes().to_vec())];
-        fields.push((field::BODY, job.body.clone()));
-        if let Some(due) = job.due {
-            fields.push((
-                field::DUE,
-                crate::time::to_unix(due).to_string().into_bytes(),
-            ));
-        }
-        let lifetime = self.settings().ready_max_lifetime.as_secs().max(1);
-        let ready = keys.ready(&job.topic);
+    /// Finishes a held pop: the job's data is deleted; the job is the caller's alone now.
+    pub async fn finish_pop(&self, held: HeldJob) -> Result<Job> {
+        let _: () = self.connection().await?.del(&held.bucket).await?;
+        Ok(held.job)
+    }
+
+    /// Undoes a held pop: the job is next in line again on the list it was taken from, its data
+    /// as it was. For a server whose caller went away before the job could be handed over.
+    pub async fn put_back(&self, held: &HeldJob) -> Result<()> {
         // RPUSH: the right end, where consumers pop from.
-        let _: () = redis::pipe()
-            .atomic()
-            .hset_multiple(&bucket, &fields)
-            .ignore()
-            .expire(&bucket, lifetime as i64)
-            .ignore()
-            .rpush(&ready, &job.id)
-            .ignore()
-            .query_async(&mut self.connection().await?)
+        let _: () = self
+            .connection()
+            .await?
+            .rpush(&held.ready, &held.job.id)
             .await
-            .map_err(|error| Error::about_key(error, &ready))?;
+            .map_err(|error| Error::about_key(error, &held.ready))?;
         Ok(())
     }
 
-    /// `bpop` of several topics in the cluster layout, where one BRPOP cannot wait on lists in
-    /// different slots: pops each in turn, every [`POLL_TOPICS`] until `timeout`.
-    async fn bpop_polling(&self, topics: &[&str], timeout: Duration) -> Result<Option<Job>> {
+    /// `bpop_held` of several topics in the cluster layout, where one BRPOP cannot wait on lists
+    /// in different slots: pops each in turn, every [`POLL_TOPICS`] until `timeout`.
+    async fn bpop_polling(&self, topics: &[&str], timeout: Duration) -> Result<Option<HeldJob>> {
         let until = (timeout > Duration::ZERO).then(|| Instant::now() + timeout);
         loop {
             for topic in topics {
-                if let Some(job) = self.pop(topic).await? {
-                    return Ok(Some(job));
+                if let Some(held) = self.pop_held(topic).await? {
+                    return Ok(Some(held));
                 }
             }
             let wait = match until {
@@ -134,30 +155,33 @@ impl Client {
             tokio::time::sleep(wait).await;
         }
     }
-}
 
-/// The legacy pop's second half: reads the job's data and deletes it.
-async fn take(
-    id: String,
-    bucket: &str,
-    connection: &mut (impl redis::aio::ConnectionLike + Send + Sync),
-) -> Result<Job> {
-    let fields: HashMap<String, Vec<u8>> = connection
-        .hgetall(bucket)
-        .await
-        .map_err(|error| Error::about_key(error, bucket))?;
-    let (Some(topic), Some(body)) = (fields.get(field::TOPIC), fields.get(field::BODY)) else {
-        return Err(Error::Incomplete(id));
-    };
-    let _: () = connection.del(bucket).await?;
-    Ok(Job {
-        topic: String::from_utf8_lossy(topic).into_owned(),
-        body: body.clone(),
-        attempts: 0,
-        due: fields
-            .get(field::DUE)
-            .and_then(|due| String::from_utf8_lossy(due).parse().ok())
-            .and_then(from_unix),
-        id,
-    })
+    /// A pop's second half: reads the data of job `id`, taken from `ready` (`topic`'s list).
+    async fn read_held(
+        &self,
+        id: String,
+        topic: &str,
+        ready: String,
+        connection: &mut (impl redis::aio::ConnectionLike + Send + Sync),
+    ) -> Result<HeldJob> {
+        let bucket = self.keys_for(topic).bucket(&id);
+        let fields: HashMap<String, Vec<u8>> = connection
+            .hgetall(&bucket)
+            .await
+            .map_err(|error| Error::about_key(error, &bucket))?;
+        let (Some(topic), Some(body)) = (fields.get(field::TOPIC), fields.get(field::BODY)) else {
+            return Err(Error::Incomplete(id));
+        };
+        let job = Job {
+            topic: String::from_utf8_lossy(topic).into_owned(),
+            body: body.clone(),
+            attempts: 0,
+            due: fields
+                .get(field::DUE)
+                .and_then(|due| String::from_utf8_lossy(due).parse().ok())
+                .and_then(from_unix),
+            id,
+        };
+        Ok(HeldJob { job, ready, bucket })
+    }
 }
