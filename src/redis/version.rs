@@ -22,7 +22,15 @@ pub async fn server_version(config: &RedisSettings) -> Result<String> {
             .query_async(&mut connection)
             .await
             .map_err(|error| anyhow!(describe_redis(&error, config)))?;
-        return Ok(first_version(&info).unwrap_or_else(|| "unknown".into()));
+        let mut versions = Vec::new();
+        versions_in(&info, &mut versions)?;
+        versions.sort();
+        versions.dedup();
+        return Ok(if versions.is_empty() {
+            "unknown".into()
+        } else {
+            versions.join(", ")
+        });
     }
     let pool = RedisPool::new(config, target(config)?)?;
     let mut connection = match pool.get().await {
@@ -41,16 +49,34 @@ pub async fn server_version(config: &RedisSettings) -> Result<String> {
     Ok(redis_version(&info))
 }
 
-/// The `redis_version` of the first node's reply in `info`, whatever shape the replies of several
-/// nodes take.
-fn first_version(info: &Value) -> Option<String> {
+/// The `redis_version` of each node's reply in `info`, whatever shape the replies of several
+/// nodes take; an error a node answered fails the check, naming the node.
+fn versions_in(info: &Value, versions: &mut Vec<String>) -> Result<()> {
     match info {
-        Value::BulkString(bytes) => Some(redis_version(&String::from_utf8_lossy(bytes))),
-        Value::SimpleString(text) | Value::VerbatimString { text, .. } => Some(redis_version(text)),
-        Value::Array(values) | Value::Set(values) => values.iter().find_map(first_version),
-        Value::Map(pairs) => pairs.iter().find_map(|(_, value)| first_version(value)),
-        _ => None,
+        Value::BulkString(bytes) => versions.push(redis_version(&String::from_utf8_lossy(bytes))),
+        Value::SimpleString(text) | Value::VerbatimString { text, .. } => {
+            versions.push(redis_version(text));
+        }
+        Value::Array(values) | Value::Set(values) => {
+            for value in values {
+                versions_in(value, versions)?;
+            }
+        }
+        Value::Map(pairs) => {
+            for (node, value) in pairs {
+                if let Value::ServerError(error) = value {
+                    let node = match node {
+                        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                        other => format!("{other:?}"),
+                    };
+                    bail!("the cluster's node {node} answered INFO with an error: {error}");
+                }
+                versions_in(value, versions)?;
+            }
+        }
+        _ => {}
     }
+    Ok(())
 }
 
 /// `redis_version` from the reply of `INFO server`.
