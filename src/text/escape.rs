@@ -46,7 +46,7 @@ pub fn capped(text: &str) -> Cow<'_, str> {
 
 /// `ids` joined with commas, each as [`field`] prints it.
 pub fn list(ids: &[String]) -> String {
-    let mut joined = String::with_capacity(ids.iter().map(|id| id.len() + 1).sum());
+    let mut joined = String::with_capacity(ids.iter().map(|id| id.len().min(MAX_FIELD) + 1).sum());
     for (index, id) in ids.iter().enumerate() {
         if index > 0 {
             joined.push(',');
