@@ -254,6 +254,14 @@ async fn a_count_of_attempts_that_is_no_whole_number_is_none_for_every_script() 
             .await
             .unwrap();
     }
+    let client = Client::connect(server.info()).await.unwrap();
+    for id in &ids {
+        assert_eq!(
+            client.get(id).await.unwrap().attempts,
+            0,
+            "get counts it as the scripts do"
+        );
+    }
     let (config, _logs) = server.daemon_config("daemon", "max_attempts = 3");
     let mut daemon = Daemon::start(&config);
 
@@ -264,7 +272,6 @@ async fn a_count_of_attempts_that_is_no_whole_number_is_none_for_every_script() 
     assert_eq!(ready, ids, "delivered again, not dead");
     let dead: usize = redis.llen(dead_queue("t")).await.unwrap();
     assert_eq!(dead, 0);
-    let client = Client::connect(server.info()).await.unwrap();
     let reserved = client
         .reserve(&["t"], Duration::from_secs(30), Duration::ZERO)
         .await

@@ -65,7 +65,12 @@ impl Client {
             body: fields.get(field::BODY).cloned(),
             due: due.or_else(|| number(field::DUE)).and_then(from_unix),
             delay: number(field::DELAY).and_then(|delay| Duration::try_from_secs_f64(delay).ok()),
-            attempts: number(field::ATTEMPTS).map_or(0, |attempts| attempts as u32),
+            // As the scripts count it: a whole number below 2^31 - 1, anything else none.
+            attempts: number(field::ATTEMPTS)
+                .filter(|attempts| {
+                    (0.0..2_147_483_647.0).contains(attempts) && attempts.fract() == 0.0
+                })
+                .map_or(0, |attempts| attempts as u32),
             deadline: deadline.map(from_deadline_score).and_then(from_unix),
         })
     }
