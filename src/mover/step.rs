@@ -213,13 +213,15 @@ impl Step {
                 .await;
             let released = match released {
                 Ok(released) => released,
-                Err(error) if refuses_release(&error) => {
-                    self.said.answered(subject);
+                Err(error) => {
                     let trouble = describe_redis(&error, &self.redis);
+                    if !refuses_release(&error, trouble.kind) {
+                        return Err(error);
+                    }
+                    self.said.answered(subject);
                     self.said.release_refused(subject, &trouble);
                     return Ok((None, put_back));
                 }
-                Err(error) => return Err(error),
             };
             self.metrics.released(&released, started.elapsed());
             self.said.answered(subject);
@@ -238,14 +240,14 @@ impl Step {
     }
 }
 
-/// Whether Redis refused a release of lapsed reservations for a reason of its keys or its user
-/// (no permission, a key of the wrong type), not because a cluster is on the move or down: then
-/// jobs still move, and the release is tried again at the next look.
-fn refuses_release(error: &RedisError) -> bool {
+/// Whether Redis refused a release of lapsed reservations (a failure of this `kind`) for a reason
+/// of its keys or its user (no permission, a key of the wrong type), not because a cluster is on
+/// the move or down: then jobs still move, and the release is tried again at the next look.
+fn refuses_release(error: &RedisError, kind: Failure) -> bool {
     let cluster_trouble = error.is_cluster_error()
         || slot_moving(error)
         || matches!(error.code(), Some("CROSSSLOT" | "MASTERDOWN"));
-    matches!(Failure::of(error), Failure::NoPermission | Failure::Other) && !cluster_trouble
+    matches!(kind, Failure::NoPermission | Failure::Other) && !cluster_trouble
 }
 
 /// How long to sleep: until `next_due` (unix seconds), but never longer than `timer_interval`,
