@@ -2,9 +2,9 @@
 
 mod support;
 
-use support::DaemonSetup;
+use std::path::Path;
 
-use delayer::Mover;
+use delayer::{Config, Mover};
 use delayer_client::keys::{JOB_POOL, Layout, job_bucket, ready_queue};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
@@ -59,9 +59,61 @@ async fn drain(mover: &Mover, batch_size: usize, now: f64) -> Vec<Batch> {
     }
 }
 
-fn mover(server: &RedisServer, batch_size: usize) -> Mover {
-    let config = server.config(&format!("batch_size = {batch_size}"));
+/// A mover whose Redis user may not run TIME: the script then goes by the `now` it is given, so
+/// that these tests can pin it (`goes_by_redis_clock` shows the clock it goes by otherwise).
+async fn mover(server: &RedisServer, batch_size: usize) -> Mover {
+    redis::cmd("ACL")
+        .arg(
+            &[
+                "SETUSER",
+                "fixed-clock",
+                "on",
+                ">pw",
+                "~*",
+                "&*",
+                "+@all",
+                "-time",
+            ][..],
+        )
+        .query_async::<()>(&mut server.connect().await)
+        .await
+        .unwrap();
+    let text = server.config_text(&format!("batch_size = {batch_size}"));
+    let text = format!("{text}username = fixed-clock\npassword = pw\n");
+    let config = Config::parse(&text, Path::new("test.conf")).unwrap();
     Mover::new(&config.mover, &config.redis).unwrap()
+}
+
+/// With TIME allowed, the script goes by Redis's clock whatever `now` the caller's clock gives: a
+/// daemon whose clock is an hour ahead moves nothing early, one an hour behind nothing late.
+#[tokio::test]
+async fn goes_by_redis_clock() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (seconds, micros): (f64, f64) = redis::cmd("TIME").query_async(&mut redis).await.unwrap();
+    let redis_now = seconds + micros / 1e6;
+    add_job(&mut redis, "due", "t", redis_now - 1.0).await;
+    add_job(&mut redis, "later", "t", redis_now + 60.0).await;
+    let keys = Layout::LEGACY.keys("");
+
+    let ahead = MoveScript::default()
+        .run(&mut redis, &keys, redis_now + 3600.0, 1000)
+        .await
+        .unwrap();
+    let behind = MoveScript::default()
+        .run(&mut redis, &keys, redis_now - 3600.0, 1000)
+        .await
+        .unwrap();
+
+    assert_eq!(ready(&mut redis, "t").await, ["due"]);
+    assert_eq!(pool(&mut redis).await, ["later"], "not early");
+    assert!(ahead.by_redis && behind.by_redis);
+    assert!(
+        (ahead.now - redis_now).abs() < 5.0,
+        "{} {redis_now}",
+        ahead.now
+    );
+    assert_eq!(ahead.next_due, Some(redis_now + 60.0));
 }
 
 #[tokio::test]
@@ -73,7 +125,7 @@ async fn moves_only_due_jobs_and_reports_the_next_due_time() {
     add_job(&mut redis, "just-later", "t", NOW + 0.001).await;
     add_job(&mut redis, "much-later", "t", NOW + 60.0).await;
 
-    let batch = mover(&server, 1000).tick(NOW).await.unwrap();
+    let batch = mover(&server, 1000).await.tick(NOW).await.unwrap();
 
     assert_eq!(ready(&mut redis, "t").await, ["early", "exactly-now"]);
     assert_eq!(pool(&mut redis).await, ["just-later", "much-later"]);
@@ -98,7 +150,7 @@ async fn keeps_due_order_within_and_across_batches() {
     for (id, due) in [("e", 5.0), ("a", 1.0), ("c", 3.0), ("b", 1.0), ("d", 4.0)] {
         add_job(&mut redis, id, "t", NOW - 10.0 + due).await;
     }
-    let mover = mover(&server, 2);
+    let mover = mover(&server, 2).await;
 
     let taken: Vec<usize> = [
         mover.tick(NOW).await.unwrap(),
@@ -122,7 +174,7 @@ async fn moves_several_topics_in_one_call() {
     add_job(&mut redis, "m1", "member:remind", NOW - 2.0).await;
     add_job(&mut redis, "o2", "order.close", NOW - 1.0).await;
 
-    let batch = mover(&server, 1000).tick(NOW).await.unwrap();
+    let batch = mover(&server, 1000).await.tick(NOW).await.unwrap();
 
     assert_eq!(
         batch.moved,
@@ -151,7 +203,7 @@ async fn drops_orphans_whose_bucket_or_topic_is_gone() {
     let _: () = redis.zadd(JOB_POOL, "not-a-hash", NOW - 1.0).await.unwrap();
     let _: () = redis.set(job_bucket("not-a-hash"), "oops").await.unwrap();
 
-    let batch = mover(&server, 1000).tick(NOW).await.unwrap();
+    let batch = mover(&server, 1000).await.tick(NOW).await.unwrap();
 
     assert_eq!(
         batch.orphans,
@@ -175,7 +227,7 @@ async fn parks_jobs_whose_ready_list_is_not_a_list() {
     add_job(&mut redis, "ok", "fine", NOW - 1.0).await;
     add_job(&mut redis, "later", "fine", NOW + 5.0).await;
 
-    let batch = mover(&server, 1000).tick(NOW).await.unwrap();
+    let batch = mover(&server, 1000).await.tick(NOW).await.unwrap();
 
     assert_eq!(
         batch.stuck,
@@ -213,7 +265,7 @@ async fn stuck_jobs_never_hold_up_later_jobs_of_other_topics() {
     }
     add_job(&mut redis, "good", "good", NOW - 50.0).await;
     const BATCH: usize = 1;
-    let mover = mover(&server, BATCH);
+    let mover = mover(&server, BATCH).await;
 
     let batches = drain(&mover, BATCH, NOW).await;
 
@@ -249,7 +301,7 @@ async fn parked_jobs_move_in_their_due_order_once_the_key_is_fixed() {
         .await;
     }
     const BATCH: usize = 10;
-    let mover = mover(&server, BATCH);
+    let mover = mover(&server, BATCH).await;
     drain(&mover, BATCH, NOW).await;
     let _: () = redis.del(ready_queue("bad")).await.unwrap();
 
@@ -280,7 +332,7 @@ async fn one_call_touches_at_most_a_batch_however_many_jobs_are_stuck() {
     support::add_jobs(&mut redis, jobs).await;
     add_job(&mut redis, "good", "good", NOW - 1.0).await;
     const BATCH: usize = 100;
-    let mover = mover(&server, BATCH);
+    let mover = mover(&server, BATCH).await;
 
     let first = mover.tick(NOW).await.unwrap();
 
@@ -316,7 +368,7 @@ async fn moves_odd_topics_and_huge_bodies_intact() {
     let huge = "x".repeat(20 << 20);
     let _: () = redis.hset(job_bucket("id0"), "body", &huge).await.unwrap();
 
-    let batch = mover(&server, 1000).tick(NOW).await.unwrap();
+    let batch = mover(&server, 1000).await.tick(NOW).await.unwrap();
 
     assert_eq!(batch.moved_count(), topics.len());
     for (index, topic) in topics.iter().enumerate() {
@@ -339,7 +391,7 @@ async fn a_batch_larger_than_luas_unpack_limit_moves_whole() {
     let jobs = (0..count).map(|index| (format!("{index:06}"), "bulk", NOW - 1.0));
     support::add_jobs(&mut redis, jobs).await;
 
-    let batch = mover(&server, count).tick(NOW).await.unwrap();
+    let batch = mover(&server, count).await.tick(NOW).await.unwrap();
 
     assert_eq!(batch.moved_count(), count);
     let ids = ready(&mut redis, "bulk").await;
@@ -351,8 +403,8 @@ async fn a_batch_larger_than_luas_unpack_limit_moves_whole() {
 async fn survives_a_script_cache_flush() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let mover = mover(&server, 1000);
-    assert_eq!(mover.tick(NOW).await.unwrap(), Batch::default());
+    let mover = mover(&server, 1000).await;
+    assert_eq!(mover.tick(NOW).await.unwrap().taken, 0);
     let _: () = redis::cmd("SCRIPT")
         .arg("FLUSH")
         .query_async(&mut redis)
@@ -365,10 +417,11 @@ async fn survives_a_script_cache_flush() {
     assert_eq!(ready(&mut redis, "t").await, ["after-flush"]);
 }
 
-/// Creates an ACL user `mover` (password `pw`) with `rules` on top of all commands.
+/// Creates an ACL user `mover` (password `pw`) with `rules` on top of all commands but TIME (the
+/// script then goes by the `now` it is given).
 async fn acl_user(redis: &mut MultiplexedConnection, rules: &[&str]) {
     redis::cmd("ACL")
-        .arg(&["SETUSER", "mover", "on", ">pw", "+@all"][..])
+        .arg(&["SETUSER", "mover", "on", ">pw", "+@all", "-time"][..])
         .arg(rules)
         .query_async::<()>(redis)
         .await

@@ -3,6 +3,7 @@
 //! ([`cluster`]) are two loops over one step ([`step`]): the loops decide when to look and over
 //! which connection, the step moves, releases, counts, logs and says what failed.
 
+mod clock;
 mod cluster;
 mod log;
 mod said;

@@ -9,7 +9,6 @@ use deadpool_redis::redis;
 use delayer_client::Target;
 use delayer_client::keys::Keys;
 use delayer_client::scripts::move_due::Batch;
-use delayer_client::time::unix_now;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -108,7 +107,7 @@ impl SingleMover {
                         () = watch.ensure() => {}
                         () = shutdown.cancelled() => return,
                     }
-                    let wait = wait_until(next_due, timer_interval);
+                    let wait = wait_until(next_due, self.step.now(), timer_interval);
                     // Only for a wait of a millisecond or more: jobs due closer together than that
                     // are moved a tick at a time, as before, not in one look each.
                     if wait >= Duration::from_millis(1) && wait < timer_interval {
@@ -156,7 +155,7 @@ impl SingleMover {
             () = shutdown.cancelled() => return Ok(None),
         };
         if let Some(due) = aim {
-            sleep_precisely(due).await;
+            sleep_precisely(due - self.step.now()).await;
         }
         let master_moves = self.pool.master_moves();
         let stop = || shutdown.is_cancelled() || self.pool.master_moves() != master_moves;
@@ -171,11 +170,11 @@ impl SingleMover {
     }
 }
 
-/// Sleeps until `due` (unix seconds, at most [`WAKE_EARLY`] ahead) to within a fraction of a
-/// millisecond, never less: tokio's timer rounds up to whole milliseconds, a thread's sleep does
-/// not. A blocking-pool thread sleeps, so the runtime goes on serving HTTP meanwhile.
-async fn sleep_precisely(due: f64) {
-    let left = (due - unix_now()).min(WAKE_EARLY.as_secs_f64());
+/// Sleeps for `left` seconds (at most [`WAKE_EARLY`]) to within a fraction of a millisecond,
+/// never less: tokio's timer rounds up to whole milliseconds, a thread's sleep does not. A
+/// blocking-pool thread sleeps, so the runtime goes on serving HTTP meanwhile.
+async fn sleep_precisely(left: f64) {
+    let left = left.min(WAKE_EARLY.as_secs_f64());
     if left > 0.0 {
         let left = Duration::from_secs_f64(left);
         // A panic in a sleep is not possible; a failed join would only mean waking early.

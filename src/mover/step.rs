@@ -2,6 +2,7 @@
 //! due jobs batch by batch, deliver lapsed reservations again, count and log what was done, and
 //! say what failed ([`Said`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -12,7 +13,9 @@ use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK};
 use delayer_client::scripts::release::ReleaseScript;
 use delayer_client::time::unix_now;
 use tokio::time::Instant;
+use tracing::warn;
 
+use super::clock::RedisClock;
 use super::log::{self, StuckTopics};
 use super::said::{Said, slot_moving};
 use crate::metrics::Metrics;
@@ -47,6 +50,9 @@ pub(super) struct Step {
     redis: RedisSettings,
     stuck: Mutex<StuckTopics>,
     said: Said,
+    clock: RedisClock,
+    /// Whether a move went by this host's clock (the Redis user may not run TIME), said once.
+    host_clock_said: AtomicBool,
 }
 
 /// How far one drain may go.
@@ -69,7 +75,15 @@ impl Step {
             redis: redis.clone(),
             stuck: Mutex::default(),
             said: Said::new(redis, settings.batch_size),
+            clock: RedisClock::default(),
+            host_clock_said: AtomicBool::new(false),
         }
+    }
+
+    /// Now by Redis's clock (as last seen), in unix seconds: the clock every due time and
+    /// deadline is on.
+    pub(super) fn now(&self) -> f64 {
+        self.clock.now()
     }
 
     pub(super) fn settings(&self) -> &MoverSettings {
@@ -102,7 +116,7 @@ impl Step {
                 .move_due(connection, keys, subject, limits, &mut batches)
                 .await?;
             if (limits.stop)() {
-                return Ok(Some(unix_now()));
+                return Ok(Some(self.now()));
             }
             // After the moves, which are what is late when a burst falls due.
             let (next_deadline, put_back) = self
@@ -111,31 +125,40 @@ impl Step {
             if batch.is_full(self.settings.batch_size) {
                 // Only a turn ends the moves with a full batch: more are due, moved again after
                 // the other topics had theirs.
-                return Ok(Some(unix_now()));
+                return Ok(Some(self.now()));
             }
             if !put_back {
                 return Ok(earliest(batch.next_due, next_deadline));
             }
             // The jobs put back are due now: moved in this same drain, unless it must stop.
             if (limits.stop)() {
-                return Ok(Some(unix_now()));
+                return Ok(Some(self.now()));
             }
         }
     }
 
-    /// One call of the move script as of `now` (unix seconds), counted in the metrics.
+    /// One call of the move script, counted in the metrics. It goes by Redis's clock, or by `now`
+    /// (unix seconds) when the Redis user may not run TIME.
     pub(super) async fn move_once(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         now: f64,
     ) -> RedisResult<Batch> {
-        let started = std::time::Instant::now();
+        let (started, sent) = (std::time::Instant::now(), unix_now());
         let batch = self
             .script
             .run(connection, keys, now, self.settings.batch_size)
             .await?;
-        self.metrics.moved(&batch, now, started.elapsed());
+        if batch.by_redis {
+            self.clock.saw(batch.now, sent, unix_now());
+        } else if !self.host_clock_said.swap(true, Ordering::Relaxed) {
+            warn!(
+                "the Redis user may not run TIME: jobs move by this host's clock, and a host whose \
+                 clock is ahead moves them early (allow +time in its ACL)"
+            );
+        }
+        self.metrics.moved(&batch, batch.now, started.elapsed());
         Ok(batch)
     }
 
@@ -152,7 +175,7 @@ impl Step {
         batches: &mut usize,
     ) -> RedisResult<Batch> {
         let moved = async {
-            let mut batch = self.move_once(connection, keys, unix_now()).await?;
+            let mut batch = self.move_once(connection, keys, self.now()).await?;
             self.said.answered(subject);
             self.stuck().note(&batch, keys);
             *batches += 1;
@@ -170,7 +193,7 @@ impl Step {
                 // format.
                 let (next, ()) = tokio::join!(
                     biased;
-                    self.move_once(connection, keys, unix_now()),
+                    self.move_once(connection, keys, self.now()),
                     async { log::moves(&batch) },
                 );
                 batch = next?;
@@ -206,7 +229,6 @@ impl Step {
                 .lapsed(
                     connection,
                     keys,
-                    unix_now(),
                     self.settings.max_attempts,
                     self.settings.batch_size,
                 )
@@ -250,14 +272,12 @@ fn refuses_release(error: &RedisError, kind: Failure) -> bool {
     matches!(kind, Failure::NoPermission | Failure::Other) && !cluster_trouble
 }
 
-/// How long to sleep: until `next_due` (unix seconds), but never longer than `timer_interval`,
-/// so that jobs pushed with an earlier due time are found in time.
-pub(super) fn wait_until(next_due: Option<f64>, timer_interval: Duration) -> Duration {
+/// How long to sleep at `now`: until `next_due` (unix seconds, both by Redis's clock), but never
+/// longer than `timer_interval`, so that jobs pushed with an earlier due time are found in time.
+pub(super) fn wait_until(next_due: Option<f64>, now: f64, timer_interval: Duration) -> Duration {
     next_due.map_or(timer_interval, |due| {
         // max/min rather than clamp: a score of +inf must mean "a long way off", not a panic.
-        let seconds = (due - unix_now())
-            .max(0.0)
-            .min(timer_interval.as_secs_f64());
+        let seconds = (due - now).max(0.0).min(timer_interval.as_secs_f64());
         Duration::from_secs_f64(seconds)
     })
 }

@@ -19,8 +19,19 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(config: &Path) -> Daemon {
+        Daemon::start_as(delayer_command(), config)
+    }
+
+    /// As on a host whose clock is `offset` off ("+10s", "-10s"): see [`shift_clock`].
+    pub fn start_with_clock(config: &Path, offset: &str) -> Daemon {
+        let mut command = delayer_command();
+        shift_clock(&mut command, offset);
+        Daemon::start_as(command, config)
+    }
+
+    fn start_as(mut command: Command, config: &Path) -> Daemon {
         Daemon {
-            process: delayer_command()
+            process: command
                 .arg("-c")
                 .arg(config)
                 .stdout(Stdio::null())
@@ -60,6 +71,25 @@ impl Drop for Daemon {
         self.process.kill().ok();
         self.process.wait().ok();
     }
+}
+
+/// Makes `command`'s wall clock run `offset` off ("+10s", "-10s"), as on a host whose clock is
+/// wrong, through Debian's libfaketime (package `faketime`, which `scripts/test` installs). Its
+/// monotonic clock is left alone: only the wall clock of a host is ever off.
+pub fn shift_clock(command: &mut Command, offset: &str) {
+    let library = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib",
+    ]
+    .iter()
+    .map(|dir| Path::new(dir).join("faketime/libfaketime.so.1"))
+    .find(|path| path.exists())
+    .expect("libfaketime: install Debian's faketime package (scripts/test does)");
+    command
+        .env("LD_PRELOAD", library)
+        .env("FAKETIME", offset)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
 }
 
 /// `delayer` with no arguments yet.
@@ -203,7 +233,7 @@ pub fn start_daemons(
 /// password; `tests/acl.rs` holds the page to it).
 pub const DAEMON_ACL: &str = "~delayer:* +ping +unwatch +select +hello +info +client|tracking \
      +evalsha +script|load +type +zrangebyscore +zrevrangebyscore +zrange +zscore +zadd +zrem \
-     +hget +hmget +hset +hincrby +lpush +sadd";
+     +hget +hmget +hset +hincrby +lpush +sadd +time";
 
 /// `ACL SETUSER user rules...`.
 pub async fn acl(

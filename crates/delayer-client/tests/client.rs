@@ -510,7 +510,7 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
         id: "forever",
         topic: "t",
         body: b"b",
-        due: 1e16,
+        due: Some(1e16),
         ttl_seconds: u64::MAX,
         delay: 1e16,
     };
@@ -601,11 +601,20 @@ async fn the_client_reconnects_after_redis_restarts() {
     assert_eq!(client.get(&pushed).await.unwrap().state, State::Waiting);
 }
 
-/// The daemon's part: ends the reservations whose deadline passed (as of a moment from now).
+/// The daemon's part: ends the reservations whose deadline passed, as if `after` had passed
+/// (every deadline is brought that much closer first: the script goes by Redis's clock).
 async fn release_lapsed(redis: &mut MultiplexedConnection, after: Duration) {
-    let now = delayer_client::time::unix_now() + after.as_secs_f64();
+    let keys = keys::Layout::LEGACY.keys("");
+    let deadlines: Vec<(String, f64)> = redis
+        .zrange_withscores(keys.reserved(), 0, -1)
+        .await
+        .unwrap();
+    for (id, deadline) in deadlines {
+        let earlier = deadline - after.as_millis() as f64;
+        let _: () = redis.zadd(keys.reserved(), id, earlier).await.unwrap();
+    }
     ReleaseScript::default()
-        .lapsed(redis, &keys::Layout::LEGACY.keys(""), now, 25, 1000)
+        .lapsed(redis, &keys, 25, 1000)
         .await
         .unwrap();
 }

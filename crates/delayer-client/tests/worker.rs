@@ -9,7 +9,6 @@ use delayer_client::keys::{JOB_POOL, Layout, RESERVED, ready_queue};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::scripts::release::ReleaseScript;
-use delayer_client::time::unix_now;
 use delayer_client::{Client, Settings, State, Worker};
 use delayer_testkit::jobs::{command_stats, move_due_jobs, move_until_empty};
 use delayer_testkit::proxy::ForgetfulProxy;
@@ -244,7 +243,7 @@ async fn a_long_job_is_touched_so_the_daemon_does_not_deliver_it_again() {
         let (release, redelivered) = (release.clone(), redelivered.clone());
         async move {
             let released = release
-                .lapsed(&mut redis, &Layout::LEGACY.keys(""), unix_now(), 25, 100)
+                .lapsed(&mut redis, &Layout::LEGACY.keys(""), 25, 100)
                 .await
                 .unwrap();
             redelivered.fetch_add(released.retried.len(), Ordering::SeqCst);

@@ -16,7 +16,6 @@ use anyhow::{Result, bail};
 use deadpool_redis::redis::{AsyncCommands, ErrorKind, RedisError, RedisResult};
 use delayer_client::Target;
 use delayer_client::keys::Layout;
-use delayer_client::time::unix_now;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
@@ -134,7 +133,7 @@ impl ClusterMover {
             }
             look = false;
             if ready && !shutdown.is_cancelled() {
-                let now = unix_now();
+                let now = self.step.now();
                 for topic in &topics {
                     if schedule.starts(topic, now) {
                         drains.push(self.drain(topic.clone(), shutdown));
@@ -145,7 +144,7 @@ impl ClusterMover {
                 return;
             }
             let mut wait = if ready {
-                wait_until(schedule.next(&topics), timer_interval)
+                wait_until(schedule.next(&topics), self.step.now(), timer_interval)
             } else {
                 retry_wait
             };
@@ -214,7 +213,7 @@ impl ClusterMover {
     ) {
         schedule.draining.remove(&topic);
         self.step.metrics().looked(drained.is_ok());
-        let now = unix_now();
+        let now = self.step.now();
         let due = match drained {
             Ok(next_due) => {
                 self.step.said().drained(Some(&topic));

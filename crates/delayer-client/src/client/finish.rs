@@ -11,7 +11,6 @@ use crate::job::Receipt;
 use crate::keys::Keys;
 use crate::scripts::ack::Acked;
 use crate::settings::{MAX_BATCH, MAX_DELAY, MIN_TTR};
-use crate::time::unix_now;
 
 /// What became of a nacked (or given back) job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,7 +148,6 @@ impl Client {
         let Some(keys) = self.keys_of(&id, topic.as_deref()).await? else {
             return Err(Error::NotReserved(id));
         };
-        let now = unix_now();
         let released = self
             .inner
             .scripts
@@ -160,8 +158,7 @@ impl Client {
                 &id,
                 attempt,
                 counted,
-                now,
-                now + retry_in.as_secs_f64(),
+                retry_in.as_secs_f64(),
                 // Bounded as a push's delay is: the TTL must stay a number Redis takes.
                 self.inner
                     .settings
@@ -192,12 +189,12 @@ impl Client {
         let Some(keys) = self.keys_of(&id, topic.as_deref()).await? else {
             return Err(Error::NotReserved(id));
         };
-        let deadline = unix_now() + ttr.max(MIN_TTR).as_secs_f64();
+        let ttr = ttr.max(MIN_TTR);
         let touched = self
             .inner
             .scripts
             .touch
-            .run(&mut self.connection().await?, &keys, &id, attempt, deadline)
+            .run(&mut self.connection().await?, &keys, &id, attempt, ttr)
             .await
             .map_err(|error| Error::about_key(error, keys.reserved()))?;
         if touched {

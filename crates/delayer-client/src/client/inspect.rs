@@ -9,7 +9,7 @@ use super::{Client, check_id, check_topic_in};
 use crate::error::{Error, Result};
 use crate::job::{JobInfo, State};
 use crate::keys::field;
-use crate::time::{from_deadline_score, from_unix, unix_now};
+use crate::time::{from_deadline_score, from_unix};
 
 /// Dead jobs requeued per script call.
 const REQUEUE_BATCH: usize = 1000;
@@ -108,7 +108,6 @@ impl Client {
                     &mut self.connection().await?,
                     &self.keys_for(topic),
                     topic,
-                    unix_now(),
                     REQUEUE_BATCH,
                 )
                 .await

@@ -35,7 +35,7 @@ impl Client {
     pub(crate) async fn push_validated(
         &self,
         job: &crate::scripts::push::NewJob<'_>,
-    ) -> Result<()> {
+    ) -> Result<f64> {
         let mut connection = self.connection().await?;
         let keys = self.keys_for(job.topic);
         self.inner
@@ -136,15 +136,15 @@ impl<'a> Push<'a> {
             Some(id) => id,
             None => unique_id(),
         };
-        let now = unix_now();
-        let delay = match self.due {
-            Due::In(delay) => delay.as_secs_f64(),
+        // A delay counts from now by Redis's clock; a time is the caller's, taken as it is.
+        let (delay, due) = match self.due {
+            Due::In(delay) => (delay.as_secs_f64(), None),
             Due::At(time) => {
-                let delay = to_unix(time) - now;
+                let delay = to_unix(time) - unix_now();
                 if delay < -PAST_TOLERANCE.as_secs_f64() {
                     return Err(Error::InThePast(time));
                 }
-                delay.max(0.0)
+                (delay.max(0.0), Some(to_unix(time)))
             }
         };
         if delay > MAX_DELAY.as_secs_f64() {
@@ -157,7 +157,7 @@ impl<'a> Push<'a> {
             id: &id,
             topic: &self.topic,
             body: &self.body,
-            due: now + delay,
+            due,
             ttl_seconds,
             delay,
         };

@@ -13,7 +13,6 @@ use crate::job::{Job, unique_id};
 use crate::keys::Keys;
 use crate::settings::{MAX_BATCH, MIN_TTR};
 use crate::shared_connection::Commands;
-use crate::time::unix_now;
 use crate::watch::Ensured;
 
 /// How long a blocking reserve waits between looks when Redis reports no writes (Redis 5, or
@@ -182,15 +181,17 @@ impl Client {
         most: usize,
     ) -> Result<Vec<Job>> {
         let (token, started) = (unique_id(), Instant::now());
-        let call = (unix_now() + ttr.as_secs_f64(), token.as_str());
         let reserve = &self.inner.scripts.reserve;
+        let call = (ttr, token.as_str());
         let error = match reserve.run(connection, keys, call, most, topics).await {
             Ok(jobs) => return Ok(jobs),
             Err(error) => error,
         };
         if unanswered(&error)
             && started.elapsed() < ttr / 2
-            && let Some(found) = self.find_reserved(keys, call, topics, most).await
+            && let Some(found) = self
+                .find_reserved(keys, (ttr, &token, started), topics, most)
+                .await
             && started.elapsed() < ttr / 2
         {
             return Ok(found);
@@ -198,15 +199,16 @@ impl Client {
         Err(Error::about_key(error, keys.reserved()))
     }
 
-    /// What a reserve `call` (deadline, token) that failed had reserved all the same, at most
-    /// `most` jobs; `None` when it reserved nothing, or that cannot be known. Best effort: a call
-    /// still waiting in Redis (behind a slow command) may run after this look, and a call a
-    /// cluster connection sent again with success had run once before; the jobs of those are
-    /// delivered again once their deadline passes, as they were before this look existed.
+    /// What a reserve `call` (time to run, token, when sent) that failed had reserved all the
+    /// same, at most `most` jobs; `None` when it reserved nothing, or that cannot be known. Best
+    /// effort: a call still waiting in Redis (behind a slow command) may run after this look, and
+    /// a call a cluster connection sent again with success had run once before; the jobs of
+    /// those are delivered again once their deadline passes, as they were before this look
+    /// existed.
     async fn find_reserved(
         &self,
         keys: &Keys,
-        call: (f64, &str),
+        call: (Duration, &str, Instant),
         topics: &[&str],
         most: usize,
     ) -> Option<Vec<Job>> {

@@ -72,9 +72,22 @@ impl Client {
             .await?)
     }
 
+    /// Now by Redis's clock, which decides what is due, in unix seconds; by this host's when
+    /// this Redis user may not run TIME.
+    async fn now(&self) -> Result<f64> {
+        let time = redis::cmd("TIME")
+            .query_async::<(u64, u64)>(&mut self.connection().await?)
+            .await;
+        Ok(match time {
+            Ok((seconds, micros)) => seconds as f64 + micros as f64 / 1e6,
+            Err(error) if error.code() == Some("NOPERM") => unix_now(),
+            Err(error) => return Err(error.into()),
+        })
+    }
+
     /// The queues now.
     pub async fn stats(&self) -> Result<Stats> {
-        let now = unix_now();
+        let now = self.now().await?;
         let mut topics = self.topics().await?;
         let reserved_by_topic = self.reserved_by_topic(&topics).await?;
         topics.extend(reserved_by_topic.keys().cloned());
@@ -194,7 +207,7 @@ impl Client {
     /// The pools' counts, and the length of each of `topics`' ready lists: O(1) and O(log n)
     /// commands only, never a scan.
     pub async fn lengths(&self, topics: &[String]) -> Result<Lengths> {
-        let now = unix_now();
+        let now = self.now().await?;
         // One pool, or in the cluster layout one per topic of the registry.
         let pools = if self.per_topic() {
             self.topics().await?

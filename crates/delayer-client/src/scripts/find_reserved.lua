@@ -1,18 +1,25 @@
 -- Finds the jobs one reserve call reserved, for a caller whose reply was lost (it timed out, or
--- the connection broke after Redis ran the call): those still reserved until that call's deadline
--- whose bucket names that call's token. Changes nothing.
+-- the connection broke after Redis ran the call): those still reserved until a deadline that call
+-- could have set, whose bucket names that call's token. Changes nothing.
 --
 -- KEYS[1]  the reservations ("delayer:reserved")
--- ARGV[1]  the reserve call's deadline, in whole unix milliseconds
+-- ARGV[1]  the reserve call's time to run, in milliseconds
 -- ARGV[2]  the reserve call's token
 -- ARGV[3]  the job bucket key prefix ("delayer:job_bucket:")
+-- ARGV[4]  how long ago the reserve call was sent, in milliseconds: it ran between then and now
+-- ARGV[5]  the caller's clock, unix seconds: now, only when this Redis user may not run TIME
 --
--- Returns the jobs as reserve.lua returns them, in the order of their ids (one call's jobs share
--- their deadline); {} when there is none.
+-- Returns the jobs as reserve.lua returns them, in the order of their deadlines (one call's jobs
+-- share theirs); {} when there is none.
 
-local reserved, deadline, token, bucket_prefix = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local reserved, token, bucket_prefix = KEYS[1], ARGV[2], ARGV[3]
+local latest = clock(ARGV[5]) + tonumber(ARGV[1]) / 1000
+-- A second more before: this call took a while to reach Redis after ARGV[4] was measured. A
+-- millisecond after: the reserve call's sum may round the other way.
+local first = milliseconds_up(latest - tonumber(ARGV[4]) / 1000 - 1)
+local last = milliseconds_up(latest + 0.001)
 local jobs = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', reserved, deadline, deadline)) do
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', reserved, first, last)) do
   local fields = read_or_false('HMGET', bucket_prefix .. id, 'topic', 'body', 'attempts', 'due',
     'reserved_by')
   if fields and fields[1] and fields[2] and fields[5] == token then

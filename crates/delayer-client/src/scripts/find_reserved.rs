@@ -1,14 +1,16 @@
 //! The find_reserved script (`find_reserved.lua`): what a reserve call whose reply was lost
 //! reserved.
 
+use std::time::Duration;
+
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
+use tokio::time::Instant;
 
-use super::malformed;
 use super::reserve::read_jobs;
+use super::{host_clock, malformed};
 use crate::job::Job;
 use crate::keys::Keys;
-use crate::time::deadline_score;
 
 script_type!(
     /// The find_reserved script: what a reserve call whose reply was lost reserved.
@@ -17,19 +19,21 @@ script_type!(
 );
 
 impl FindReservedScript {
-    /// The jobs still reserved until `deadline` (unix seconds) by the call of `token`.
+    /// The jobs still reserved by the call of `token` for `ttr`, which was `sent` then.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
-        (deadline, token): (f64, &str),
+        (ttr, token, sent): (Duration, &str, Instant),
     ) -> RedisResult<Vec<Job>> {
         let reply = self
             .0
             .key(keys.reserved())
-            .arg(deadline_score(deadline))
+            .arg(ttr.as_millis() as u64)
             .arg(token)
             .arg(keys.bucket_prefix())
+            .arg(sent.elapsed().as_millis() as u64)
+            .arg(host_clock())
             .invoke_async(connection)
             .await?;
         read_jobs(reply).ok_or_else(|| malformed("find_reserved"))

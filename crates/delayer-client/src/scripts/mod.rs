@@ -79,6 +79,11 @@ fn pairs(value: Value) -> Option<Vec<(String, String)>> {
 }
 
 /// A score or time in unix seconds; "" (or nil) means none.
+/// This host's clock as a script's fallback (`now` when the Redis user may not run TIME).
+fn host_clock() -> String {
+    format!("{:.6}", crate::time::unix_now())
+}
+
 fn seconds(value: Value) -> Option<f64> {
     text(value).and_then(|text| text.parse().ok())
 }

@@ -1,14 +1,15 @@
 -- Moves the jobs that are due from the job pool onto their topics' ready lists, atomically.
 --
 -- KEYS[1]  the job pool: sorted set of job ids scored by due time in seconds ("delayer:job_pool")
--- ARGV[1]  now, in (fractional) seconds: a job is due when its score <= now
+-- ARGV[1]  the daemon's clock, unix seconds: now, only when this Redis user may not run TIME (a
+--          job is due when its score <= now, by Redis's clock)
 -- ARGV[2]  the most ids to take in this call (the batch size)
 -- ARGV[3]  the job bucket key prefix ("delayer:job_bucket:"); a bucket is a hash with field `topic`
 -- ARGV[4]  the ready list key prefix ("delayer:ready_queue:"); a topic's ready list is
 --          ARGV[4] .. topic .. ARGV[7]
--- ARGV[5]  when to look at stuck jobs again (a time after now): they are re-scored to it, a
---          microsecond apart in the order they were due, after any job parked there before, so
---          that they keep their order
+-- ARGV[5]  how long after now to look at stuck jobs again, in seconds: they are re-scored to that
+--          time, a microsecond apart in the order they were due, after any job parked there
+--          before, so that they keep their order
 -- ARGV[6]  the registry of topics ("delayer:topics"): every topic moved to is added. Not a declared
 --          key: Redis checks declared keys against the user's ACL before running, and a user
 --          allowed only the legacy keys must still get its jobs moved. "" for none (the cluster
@@ -17,20 +18,24 @@
 -- ARGV[8]  the topic of every job in this pool, whatever its bucket says: the cluster layout's
 --          (only that topic's lists are in the script's slot); "" in the other layouts
 --
--- Returns {taken, next_due, orphans, stuck, first_due, last_due, topic_1, ids_1, topic_2, ids_2, ...}:
+-- Returns {taken, next_due, orphans, stuck, first_due, last_due, now, by_redis, topic_1, ids_1, ...}:
 --   taken     how many due ids this call dealt with (moved + orphans + parked); == ARGV[2]: more
 --             may be due
 --   next_due  the score of the earliest job due after now, or "" when there is none
 --   orphans   ids whose bucket or topic is gone (or not a hash): removed from the pool, pushed nowhere
 --   stuck     {topic, why, count} for each topic whose jobs cannot move: `why` is what its ready
 --             list key holds instead of a list ("string", "hash", ...), or "noperm" when this
---             Redis user may not write it (ACL); its jobs stay in the pool, parked at ARGV[5]
+--             Redis user may not write it (ACL); its jobs stay in the pool, parked ARGV[5] after now
 --   first_due, last_due  the scores of the earliest and the latest job this call took ("" when it
 --             took none): how late the batch was moved, for the daemon's metrics
+--   now       the time the call went by, unix seconds
+--   by_redis  1 when that was Redis's clock, 0 when it was ARGV[1] (TIME refused)
 --   topic_n, ids_n  every topic pushed to, with its ids in due order (earliest is popped first)
 
-local pool, now, limit, registry = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[6]
-local bucket_prefix, ready_prefix, park_at = ARGV[3], ARGV[4], tonumber(ARGV[5])
+local pool, limit, registry = KEYS[1], tonumber(ARGV[2]), ARGV[6]
+local bucket_prefix, ready_prefix = ARGV[3], ARGV[4]
+local seconds, by_redis = clock(ARGV[1])
+local now, park_at = decimal(seconds), seconds + tonumber(ARGV[5])
 local ready_suffix, own_topic = ARGV[7], ARGV[8]
 require_permission('ZREM', pool, 'id')
 require_permission('ZADD', pool, '0', 'id')
@@ -94,7 +99,7 @@ local stuck = {}
 for _, topic in ipairs(stuck_topics) do
   stuck[#stuck + 1] = stuck_by_topic[topic]
 end
-local result = {#due, '', orphans, stuck, first_due, last_due}
+local result = {#due, '', orphans, stuck, first_due, last_due, now, by_redis and 1 or 0}
 -- Pushes come before the ZREM: if Redis refuses the first write (e.g. out of memory), nothing changed.
 for _, topic in ipairs(topics) do
   call_in_slices('LPUSH', ready_prefix .. topic .. ready_suffix, ids_by_topic[topic])

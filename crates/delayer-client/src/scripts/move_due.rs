@@ -20,16 +20,16 @@ script_type!(
 );
 
 impl MoveScript {
-    /// One call as of `now` (unix seconds): moves at most `batch_size` due jobs, and parks those
-    /// that cannot move until [`STUCK_RECHECK`] from now.
+    /// One call, as of now by Redis's clock (`now`, unix seconds, only when this Redis user may
+    /// not run TIME): moves at most `batch_size` due jobs, and parks those that cannot move until
+    /// [`STUCK_RECHECK`] from now.
     pub fn call(&self, keys: &Keys, now: f64, batch_size: usize) -> ScriptInvocation<'_> {
-        let park_at = now + STUCK_RECHECK.as_secs_f64();
         let mut call = self.0.key(keys.pool());
         call.arg(format!("{now:.6}"))
             .arg(batch_size)
             .arg(keys.bucket_prefix())
             .arg(&keys.ready_affixes().prefix)
-            .arg(format!("{park_at:.6}"))
+            .arg(STUCK_RECHECK.as_secs())
             .arg(keys.registry_for_scripts())
             .arg(&keys.ready_affixes().suffix)
             .arg(keys.topic_for_scripts());
@@ -69,6 +69,12 @@ pub struct Batch {
     /// The due times (unix seconds) of the earliest and the latest job the call took.
     pub first_due: Option<f64>,
     pub last_due: Option<f64>,
+    /// The time the call went by, unix seconds: Redis's, unless [`by_redis`](Self::by_redis) is
+    /// false.
+    pub now: f64,
+    /// Whether the call went by Redis's clock: false when this Redis user may not run TIME, and
+    /// the daemon's clock was used instead.
+    pub by_redis: bool,
 }
 
 /// A topic whose jobs cannot move.
@@ -115,6 +121,8 @@ fn read(reply: Value) -> Option<Batch> {
             Value::Array(stuck),
             first_due,
             last_due,
+            now,
+            Value::Int(by_redis),
         ],
         mut items,
     ) = leading(reply)?
@@ -129,6 +137,8 @@ fn read(reply: Value) -> Option<Batch> {
         moved: Vec::new(),
         first_due: seconds(first_due),
         last_due: seconds(last_due),
+        now: seconds(now)?,
+        by_redis: by_redis == 1,
     };
     while let (Some(topic), Some(ids)) = (items.next(), items.next()) {
         batch.moved.push((text(topic)?, texts(ids)?));

@@ -42,6 +42,36 @@ local function attempts_of(value)
   return attempts
 end
 
+-- Now by Redis's clock, in unix seconds, and true; or `fallback` (the caller's clock) and false when
+-- this Redis user may not run TIME. One clock for every host: a daemon or a consumer whose clock is
+-- off must not move a job early, end a reservation early, or push a job off its delay.
+local function clock(fallback)
+  -- Asked first where Redis can say: a refused call would be logged (ACL LOG) at every script.
+  if not may('TIME') then
+    return tonumber(fallback), false
+  end
+  if redis.replicate_commands then
+    -- Redis before 5: a script may write after TIME only when its effects are what replicates.
+    redis.replicate_commands()
+  end
+  local time = redis.pcall('TIME')
+  if type(time) ~= 'table' or time.err then
+    return tonumber(fallback), false
+  end
+  return tonumber(time[1]) + tonumber(time[2]) / 1000000, true
+end
+
+-- `seconds` as Redis is given it: six decimals (a plain Lua number would go as 14 digits, 0.1 ms
+-- at today's unix times).
+local function decimal(seconds)
+  return string.format('%.6f', seconds)
+end
+
+-- Whole unix milliseconds, rounded up (a deadline is never early), as Redis is given them.
+local function milliseconds_up(seconds)
+  return string.format('%.0f', math.ceil(seconds * 1000))
+end
+
 -- Runs a read whose only expected failure is a key of the wrong type: returns false for that
 -- (the caller treats the key as not holding a job), and fails the script on any other error (no
 -- permission, a key on another cluster node), which must never pass for "no job".

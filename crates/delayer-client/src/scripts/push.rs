@@ -3,6 +3,7 @@
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
+use super::{host_clock, malformed, seconds};
 use crate::keys::Keys;
 use crate::time::score;
 
@@ -17,8 +18,9 @@ pub struct NewJob<'a> {
     pub id: &'a str,
     pub topic: &'a str,
     pub body: &'a [u8],
-    /// When it falls due, in unix seconds.
-    pub due: f64,
+    /// When it falls due, in unix seconds, for a job pushed for a time; `None` for one pushed
+    /// with a delay: due that long after now by Redis's clock.
+    pub due: Option<f64>,
     /// The bucket's time to live, in whole seconds.
     pub ttl_seconds: u64,
     /// The delay it was pushed with, in seconds.
@@ -26,12 +28,13 @@ pub struct NewJob<'a> {
 }
 
 impl PushScript {
+    /// Pushes `job`; returns when it falls due, in unix seconds.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         job: &NewJob<'_>,
-    ) -> RedisResult<()> {
+    ) -> RedisResult<f64> {
         if keys.registry_for_scripts().is_empty() {
             // The cluster layout: the registry is in another slot than the job, out of the
             // script's reach. Added first: a job of a topic the daemon does not know never moves.
@@ -41,18 +44,21 @@ impl PushScript {
                 .query_async::<()>(connection)
                 .await?;
         }
-        self.0
+        let due = self
+            .0
             .key(keys.pool())
             .key(keys.bucket(job.id))
             .key(keys.reserved())
             .arg(job.id)
             .arg(job.topic)
             .arg(job.body)
-            .arg(score(job.due))
+            .arg(job.due.map(score).unwrap_or_default())
             .arg(job.ttl_seconds)
             .arg(format!("{:.3}", job.delay))
             .arg(keys.registry_for_scripts())
+            .arg(host_clock())
             .invoke_async(connection)
-            .await
+            .await?;
+        seconds(due).ok_or_else(|| malformed("push"))
     }
 }

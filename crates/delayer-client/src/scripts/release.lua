@@ -5,8 +5,8 @@
 --
 -- KEYS[1]  the reservations ("delayer:reserved")
 -- KEYS[2]  the job pool ("delayer:job_pool")
--- ARGV[1]  now, in unix seconds
--- ARGV[2]  when to deliver the jobs again, in unix seconds
+-- ARGV[1]  the caller's clock, unix seconds: now, only when this Redis user may not run TIME
+-- ARGV[2]  how long after now to deliver the jobs again, in seconds
 -- ARGV[3]  max attempts: a job already reserved this many times is dead instead
 -- ARGV[4]  the job bucket key prefix ("delayer:job_bucket:")
 -- ARGV[5]  the dead list key prefix ("delayer:dead_queue:"); a topic's dead list is
@@ -29,7 +29,7 @@
 -- Returns {ended, next_deadline, retried, dead, dropped, blocked}:
 --   ended          how many reservations this call ended; == ARGV[6]: more may have expired
 --   next_deadline  the earliest deadline still ahead (unix milliseconds), or "" when there is none
---   retried        {topic, id, ...} pairs: back in the pool, due at ARGV[2]
+--   retried        {topic, id, ...} pairs: back in the pool, due ARGV[2] after now
 --   dead           {topic, id, ...} pairs: on their topic's dead list
 --   dropped        ids whose bucket is gone: only their reservation ended
 --   blocked        {topic, id, ...} pairs that should be dead, but whose topic's dead list key holds
@@ -38,7 +38,7 @@
 -- A job pushed again while it was reserved (it is in the pool already) keeps its new due time.
 
 local reserved, pool, registry = KEYS[1], KEYS[2], ARGV[7]
-local now, retry_at, max_attempts = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local max_attempts = tonumber(ARGV[3])
 local bucket_prefix, dead_prefix, limit, mode = ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[8]
 
 -- Checked before the first write: the ZADD that puts a job back must not fail after its ZREM.
@@ -53,11 +53,14 @@ if mode == 'nack' then
   require_permission('PTTL', bucket_prefix .. 'id')
   require_permission('PEXPIRE', bucket_prefix .. 'id', '1')
 end
+local seconds = clock(ARGV[1])
+local now, retry_at = decimal(seconds), decimal(seconds + tonumber(ARGV[2]))
 
 local ids
 if mode == 'lapsed' then
   -- Deadlines are whole milliseconds.
-  ids = redis.call('ZRANGEBYSCORE', reserved, '-inf', math.floor(tonumber(now) * 1000), 'LIMIT', 0, limit)
+  ids = redis.call('ZRANGEBYSCORE', reserved, '-inf', string.format('%.0f', math.floor(seconds * 1000)),
+    'LIMIT', 0, limit)
 else
   local id, attempt = ARGV[9], tonumber(ARGV[10])
   local current = redis.call('ZSCORE', reserved, id)
@@ -83,7 +86,7 @@ for _, id in ipairs(ids) do
   -- A nack far off: the data must outlive the new due time by ARGV[13] (read before any write).
   local keep_for
   if mode == 'nack' and topic then
-    local needed = math.ceil((tonumber(retry_at) - tonumber(now) + tonumber(ARGV[13])) * 1000)
+    local needed = math.ceil((tonumber(ARGV[2]) + tonumber(ARGV[13])) * 1000)
     local left = redis.call('PTTL', bucket)
     if left >= 0 and left < needed then
       keep_for = needed

@@ -5,7 +5,7 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, ScriptInvocation, Value};
 
-use super::{leading, malformed, pairs, seconds, texts};
+use super::{host_clock, leading, malformed, pairs, seconds, texts};
 use crate::keys::Keys;
 use crate::time::from_deadline_score;
 
@@ -34,29 +34,22 @@ pub struct Released {
 }
 
 impl ReleaseScript {
-    /// Ends up to `limit` reservations whose deadline is at or before `now`; their jobs are due
-    /// again at once.
+    /// Ends up to `limit` reservations whose deadline has passed (by Redis's clock); their jobs
+    /// are due again at once.
     pub async fn lapsed(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
-        now: f64,
         max_attempts: u32,
         limit: usize,
     ) -> RedisResult<Released> {
-        let call = self.call(
-            keys,
-            [now, now, 0.0],
-            max_attempts,
-            limit,
-            ("lapsed", "", 0),
-        );
+        let call = self.call(keys, [0.0, 0.0], max_attempts, limit, ("lapsed", "", 0));
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
 
-    /// Ends reservation `attempt` of job `id` (if it is current), the job due again at
-    /// `retry_at`: as a failed attempt (`counted`; its data then kept at least `lifetime` past
-    /// `retry_at`), or as one never really tried (not counted, and never dead).
+    /// Ends reservation `attempt` of job `id` (if it is current), the job due again `retry_in`
+    /// seconds from now: as a failed attempt (`counted`; its data then kept at least `lifetime`
+    /// seconds past that), or as one never really tried (not counted, and never dead).
     #[allow(clippy::too_many_arguments)]
     pub async fn one(
         &self,
@@ -65,30 +58,29 @@ impl ReleaseScript {
         id: &str,
         attempt: u32,
         counted: bool,
-        now: f64,
-        retry_at: f64,
+        retry_in: f64,
         lifetime: f64,
         max_attempts: u32,
     ) -> RedisResult<Released> {
         let mode = if counted { "nack" } else { "give_back" };
-        let times = [now, retry_at, lifetime];
+        let times = [retry_in, lifetime];
         let call = self.call(keys, times, max_attempts, 1, (mode, id, attempt));
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
 
-    /// `[now, retry_at, lifetime]`; `(mode, id, attempt)` are the script's ARGV[8..10].
+    /// `[retry_in, lifetime]` in seconds; `(mode, id, attempt)` are the script's ARGV[8..10].
     fn call(
         &self,
         keys: &Keys,
-        [now, retry_at, lifetime]: [f64; 3],
+        [retry_in, lifetime]: [f64; 2],
         max_attempts: u32,
         limit: usize,
         (mode, id, attempt): (&str, &str, u32),
     ) -> ScriptInvocation<'_> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool())
-            .arg(format!("{now:.6}"))
-            .arg(format!("{retry_at:.6}"))
+            .arg(host_clock())
+            .arg(format!("{retry_in:.6}"))
             .arg(max_attempts)
             .arg(keys.bucket_prefix())
             .arg(&keys.dead_affixes().prefix)

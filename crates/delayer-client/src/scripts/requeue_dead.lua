@@ -4,17 +4,18 @@
 -- KEYS[1]  the topic's dead list ("delayer:dead_queue:<topic>")
 -- KEYS[2]  the job pool ("delayer:job_pool")
 -- KEYS[3]  the reservations ("delayer:reserved")
--- ARGV[1]  now, in unix seconds
+-- ARGV[1]  the caller's clock, unix seconds: now, only when this Redis user may not run TIME
 -- ARGV[2]  the job bucket key prefix ("delayer:job_bucket:")
 -- ARGV[3]  the most jobs to move in this call
 --
 -- Returns {requeued, dropped}: how many went back to the pool, and how many ids were dropped
 -- because their bucket had expired meanwhile or they are dead no more (pushed again since). Fewer than ARGV[3] in all: the list is empty.
 
-local dead, pool, reserved, now, bucket_prefix = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2]
+local dead, pool, reserved, bucket_prefix = KEYS[1], KEYS[2], KEYS[3], ARGV[2]
 require_type(pool, 'zset')
 require_permission('ZADD', pool, '0', 'id')
 require_permission('HDEL', bucket_prefix .. 'id', 'attempts')
+local now = decimal(clock(ARGV[1]))
 
 local requeued, dropped = 0, 0
 for _ = 1, tonumber(ARGV[3]) do

@@ -19,14 +19,13 @@ impl RequeueDeadScript {
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         topic: &str,
-        now: f64,
         limit: usize,
     ) -> RedisResult<(usize, usize)> {
         self.0
             .key(keys.dead(topic))
             .key(keys.pool())
             .key(keys.reserved())
-            .arg(format!("{now:.6}"))
+            .arg(super::host_clock())
             .arg(keys.bucket_prefix())
             .arg(limit)
             .invoke_async(connection)

@@ -5,7 +5,7 @@
 --
 -- KEYS[1]  the reservations: sorted set of job id -> deadline ("delayer:reserved")
 -- KEYS[2]  the job pool ("delayer:job_pool")
--- ARGV[1]  the deadline, in whole unix milliseconds
+-- ARGV[1]  the time to run, in milliseconds: the jobs' deadline is that after now, by Redis's clock
 -- ARGV[2]  the job bucket key prefix ("delayer:job_bucket:")
 -- ARGV[3]  the ready list key prefix ("delayer:ready_queue:")
 -- ARGV[4]  the ready list key suffix ("" in the legacy layout)
@@ -15,7 +15,8 @@
 -- ARGV[7]  the topic whose keys these are (the cluster layout's: there every bucket belongs to its
 --          slot's topic, whatever its `topic` field says, as the move counts it); "" else, and
 --          then an entry whose bucket names another topic is stale (its id pushed again there)
--- ARGV[8..]  the topics, in the order to look at them; a ready list key of the wrong type is passed
+-- ARGV[8]  the caller's clock, unix seconds: now, only when this Redis user may not run TIME
+-- ARGV[9..]  the topics, in the order to look at them; a ready list key of the wrong type is passed
 --            over, and fails the call (before anything changed but dropped ids) when no other
 --            list had a job
 --
@@ -25,7 +26,7 @@
 -- legacy client. An id whose bucket is gone (expired, or removed) is dropped, as a legacy pop would
 -- drop it.
 
-local reserved, pool, deadline = KEYS[1], KEYS[2], ARGV[1]
+local reserved, pool = KEYS[1], KEYS[2]
 local bucket_prefix, ready_prefix, ready_suffix = ARGV[2], ARGV[3], ARGV[4]
 local most, token, own_topic = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 -- Bounds one call's work however many dropped ids a list holds.
@@ -41,7 +42,7 @@ require_permission('HSET', bucket_prefix .. 'id', 'attempts', '1')
 -- Every list's type up front, for the same reason; one of the wrong type is passed over, so that
 -- it does not keep the other topics from being served either. Empty ones need no more look.
 local lists, broken = {}, nil
-for index = 8, #ARGV do
+for index = 9, #ARGV do
   local ready = ready_prefix .. ARGV[index] .. ready_suffix
   local kind = redis.call('TYPE', ready).ok
   if kind == 'list' then
@@ -53,7 +54,7 @@ for index = 8, #ARGV do
   end
 end
 
-local jobs, dropped = {}, 0
+local jobs, dropped, deadline = {}, 0, nil
 for _, list in ipairs(lists) do
   local topic, ready = list[1], list[2]
   while #jobs < most do
@@ -75,6 +76,8 @@ for _, list in ipairs(lists) do
       -- Counted from what was read rather than by HINCRBY, which fails (after the writes) on a
       -- count that is not a whole number: such a count starts again.
       local attempts = attempts_of(fields[4]) + 1
+      -- Read once, before the first write.
+      deadline = deadline or milliseconds_up(clock(ARGV[8]) + tonumber(ARGV[1]) / 1000)
       redis.call('ZADD', reserved, deadline, id)
       redis.call('RPOP', ready)
       redis.call('HSET', bucket, 'attempts', attempts, 'reserved_by', token)

@@ -3,10 +3,12 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 
-use super::{leading, malformed, seconds, text};
+use std::time::Duration;
+
+use super::{host_clock, leading, malformed, seconds, text};
 use crate::job::Job;
 use crate::keys::Keys;
-use crate::time::{deadline_score, from_unix};
+use crate::time::from_unix;
 
 script_type!(
     /// The reserve script: takes ready jobs and records their reservations.
@@ -16,25 +18,26 @@ script_type!(
 
 impl ReserveScript {
     /// Reserves the oldest ready jobs of `topics`, at most `most` (at least 1), those of the first
-    /// topic first, until `deadline` (unix seconds), marked as reserved by `token`; none when
+    /// topic first, for `ttr` from now by Redis's clock, marked as reserved by `token`; none when
     /// every list is empty.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
-        (deadline, token): (f64, &str),
+        (ttr, token): (Duration, &str),
         most: usize,
         topics: &[impl AsRef<str>],
     ) -> RedisResult<Vec<Job>> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool())
-            .arg(deadline_score(deadline))
+            .arg(ttr.as_millis() as u64)
             .arg(keys.bucket_prefix())
             .arg(&keys.ready_affixes().prefix)
             .arg(&keys.ready_affixes().suffix)
             .arg(most.max(1))
             .arg(token)
-            .arg(keys.topic_for_scripts());
+            .arg(keys.topic_for_scripts())
+            .arg(host_clock());
         for topic in topics {
             call.arg(topic.as_ref());
         }

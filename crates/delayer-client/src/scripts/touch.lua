@@ -4,9 +4,10 @@
 --
 -- KEYS[1]  the reservations ("delayer:reserved")
 -- KEYS[2]  the job's bucket
--- ARGV[1]  the new deadline, in whole unix milliseconds
+-- ARGV[1]  the time to run from now, in milliseconds: the new deadline is that after now
 -- ARGV[2]  the id
 -- ARGV[3]  the attempt the reservation was
+-- ARGV[4]  the caller's clock, unix seconds: now, only when this Redis user may not run TIME
 --
 -- Returns 1 when extended, 0 when that reservation is not current.
 
@@ -19,5 +20,6 @@ local attempts = read_or_false('HGET', bucket, 'attempts')
 if tonumber(attempts) ~= tonumber(ARGV[3]) then
   return 0
 end
-redis.call('ZADD', reserved, 'XX', ARGV[1], ARGV[2])
+local deadline = milliseconds_up(clock(ARGV[4]) + tonumber(ARGV[1]) / 1000)
+redis.call('ZADD', reserved, 'XX', deadline, ARGV[2])
 return 1

@@ -3,8 +3,10 @@
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
+use std::time::Duration;
+
+use super::host_clock;
 use crate::keys::Keys;
-use crate::time::deadline_score;
 
 script_type!(
     /// The touch script: extends a reservation.
@@ -13,22 +15,23 @@ script_type!(
 );
 
 impl TouchScript {
-    /// Moves the deadline of reservation `attempt` of job `id` to `deadline` (unix seconds); false
-    /// when that reservation is not current.
+    /// Moves the deadline of reservation `attempt` of job `id` to `ttr` from now (by Redis's
+    /// clock); false when that reservation is not current.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         id: &str,
         attempt: u32,
-        deadline: f64,
+        ttr: Duration,
     ) -> RedisResult<bool> {
         self.0
             .key(keys.reserved())
             .key(keys.bucket(id))
-            .arg(deadline_score(deadline))
+            .arg(ttr.as_millis() as u64)
             .arg(id)
             .arg(attempt)
+            .arg(host_clock())
             .invoke_async(connection)
             .await
     }
