@@ -233,7 +233,7 @@ pub fn start_daemons(
 /// password; `tests/acl.rs` holds the page to it).
 pub const DAEMON_ACL: &str = "~delayer:* +ping +unwatch +select +hello +info +client|tracking \
      +evalsha +script|load +type +zrangebyscore +zrevrangebyscore +zrange +zscore +zadd +zrem \
-     +hget +hmget +hset +hincrby +lpush +sadd +time";
+     +hget +hmget +hset +hdel +hincrby +lpush +sadd +time";
 
 /// `ACL SETUSER user rules...`.
 pub async fn acl(

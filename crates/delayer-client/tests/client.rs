@@ -733,6 +733,41 @@ async fn a_job_pushed_again_to_another_topic_reaches_only_that_topics_consumers(
     assert_eq!(c1, 0, "the stale entry is dropped");
 }
 
+/// A legacy client's push keeps the bucket's other fields: the move makes the job start afresh.
+#[tokio::test]
+async fn a_dead_job_pushed_again_by_a_legacy_client_starts_afresh_and_is_not_requeued_twice() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let settings = Settings {
+        max_attempts: 1,
+        ..Settings::default()
+    };
+    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    client.push("t", "b").id("d").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    assert_eq!(
+        client.nack(&job, Duration::ZERO).await.unwrap(),
+        Nacked::Dead
+    );
+    let message = Message {
+        id: "d".into(),
+        topic: "t".into(),
+        body: "again".into(),
+    };
+    legacy_client::push(&mut redis, &message, 0).await.unwrap();
+    move_until_empty(&mut redis).await;
+
+    assert_eq!(client.requeue_dead("t").await.unwrap(), 0);
+    move_until_empty(&mut redis).await;
+
+    let ready: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
+    assert_eq!(ready, ["d"], "on the ready list once");
+    let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    assert_eq!((job.attempts, job.body_text().unwrap()), (1, "again"));
+    assert_eq!(client.ack(&job).await.unwrap(), Acked::Done);
+}
+
 #[tokio::test]
 async fn a_job_pushed_again_after_it_died_is_not_requeued_early() {
     let server = RedisServer::start();

@@ -47,7 +47,7 @@ local function call_in_slices(command, key, items)
   end
 end
 
-local topics, ids_by_topic, orphans, removed = {}, {}, {}, {}
+local topics, ids_by_topic, orphans, removed, reborn = {}, {}, {}, {}, {}
 -- A stuck topic's jobs would come back first on every call and hold up every later job: parked
 -- out of the due range instead, each call still touches at most `limit` ids.
 local stuck_topics, stuck_by_topic, parked = {}, {}, {}
@@ -58,7 +58,8 @@ if #due > 0 then
   last_due = redis.call('ZSCORE', pool, due[#due])
 end
 for _, id in ipairs(due) do
-  local topic = read_or_false('HGET', bucket_prefix .. id, 'topic')
+  local fields = read_or_false('HMGET', bucket_prefix .. id, 'topic', 'died_at')
+  local topic = fields and fields[1]
   if not topic or topic == '' then
     orphans[#orphans + 1] = id
     removed[#removed + 1] = id
@@ -87,6 +88,9 @@ for _, id in ipairs(due) do
     if ids then
       ids[#ids + 1] = id
       removed[#removed + 1] = id
+      if fields[2] then
+        reborn[#reborn + 1] = id
+      end
     else
       local entry = stuck_by_topic[topic]
       entry[3] = entry[3] + 1
@@ -111,6 +115,16 @@ for _, topic in ipairs(topics) do
   result[#result + 1] = ids_by_topic[topic]
 end
 call_in_slices('ZREM', pool, removed)
+-- A dead job in the pool was pushed again by a legacy client, which leaves its count and death in
+-- place: it starts afresh, as our push starts it, or a requeue of the dead list would deliver it
+-- twice. A user that may not run HDEL (the documented ACL before it was added) still gets its
+-- jobs moved: asked first where Redis can say, and pcall where it cannot (Redis 6).
+for _, id in ipairs(reborn) do
+  local bucket = bucket_prefix .. id
+  if may('HDEL', bucket, 'attempts') then
+    redis.pcall('HDEL', bucket, 'attempts', 'died_at')
+  end
+end
 
 if #parked > 0 then
   -- After what an earlier call (perhaps another daemon's, its clock a little ahead) parked just
