@@ -7,6 +7,7 @@
 
 mod burst;
 mod cluster_drain;
+mod cluster_idle;
 mod consumers;
 mod http_add;
 
@@ -84,6 +85,9 @@ fn main() {
         }
         if runs("cluster") {
             cluster_drain::cluster_drain().await;
+        }
+        if runs("cluster_idle") {
+            cluster_idle::cluster_idle().await;
         }
     });
 }
@@ -460,7 +464,7 @@ fn proc_status_kb(pid: u32, field: &str) -> u64 {
 }
 
 /// User + system CPU time of a process, in clock ticks.
-fn cpu_ticks(pid: u32) -> u64 {
+pub(crate) fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     // Fields after the command name (which is in parentheses and may hold spaces).
     let fields: Vec<&str> = stat
@@ -472,7 +476,7 @@ fn cpu_ticks(pid: u32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
-fn clock_ticks_per_second() -> f64 {
+pub(crate) fn clock_ticks_per_second() -> f64 {
     let output = std::process::Command::new("getconf")
         .arg("CLK_TCK")
         .output()

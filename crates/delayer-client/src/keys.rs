@@ -26,6 +26,8 @@ pub const TOPICS: &str = "delayer:topics";
 /// How every key of a topic placed [`Placement::PerTopic`] begins: the topic follows, as the
 /// hash tag.
 const PER_TOPIC_PREFIX: &str = "delayer:{";
+/// The name of each topic's reservations key, placed per topic (after its hash tag).
+const PER_TOPIC_RESERVED: &str = "reserved";
 
 /// The fields of a job's bucket.
 pub mod field {
@@ -131,13 +133,30 @@ impl Layout {
         })
     }
 
+    /// Placed per topic, what comes before and after the topic in each topic's reservations
+    /// (`delayer:{` and `}:reserved`); `None` with one key for every topic.
+    pub fn topic_reservations(self) -> Option<Affixes> {
+        self.per_topic().then(|| Affixes {
+            prefix: PER_TOPIC_PREFIX.to_string(),
+            suffix: format!("}}:{PER_TOPIC_RESERVED}"),
+        })
+    }
+
     /// The topic whose pool `key` is, placed per topic; `None` for a key this layout would not
     /// have written so (or a layout with one pool for every topic).
     pub fn topic_of_pool(self, key: &str) -> Option<&str> {
-        let pools = self.topic_pools()?;
+        self.topic_in(key, self.topic_pools()?)
+    }
+
+    /// The topic whose reservations `key` is, as [`topic_of_pool`](Self::topic_of_pool).
+    pub fn topic_of_reservations(self, key: &str) -> Option<&str> {
+        self.topic_in(key, self.topic_reservations()?)
+    }
+
+    fn topic_in(self, key: &str, affixes: Affixes) -> Option<&str> {
         let topic = key
-            .strip_prefix(pools.prefix.as_str())?
-            .strip_suffix(pools.suffix.as_str())?;
+            .strip_prefix(affixes.prefix.as_str())?
+            .strip_suffix(affixes.suffix.as_str())?;
         (!topic.is_empty() && self.refusal(topic).is_none()).then_some(topic)
     }
 
@@ -165,7 +184,7 @@ impl Layout {
                     bucket_prefix: tagged(&format!("{bucket}:")),
                     ready: around("ready_queue"),
                     dead: around("dead_queue"),
-                    reserved: tagged("reserved"),
+                    reserved: tagged(PER_TOPIC_RESERVED),
                     // One key for the whole cluster, in a slot of its own: pushers add to it, the
                     // daemon reads it to know which topics' pools to look at.
                     topics: TOPICS.to_string(),
@@ -327,6 +346,11 @@ mod tests {
         assert_eq!(topic_of("delayer:{t}:ready_queue"), None);
         assert_eq!(topic_of("delayer:{}:job_pool"), None, "no topic");
         assert_eq!(Layout::LEGACY.topic_of_pool(JOB_POOL), None);
+        assert_eq!(
+            cluster.topic_of_reservations("delayer:{order.close}:reserved"),
+            Some("order.close")
+        );
+        assert_eq!(cluster.topic_of_reservations("delayer:{t}:job_pool"), None);
         let pools = cluster.topic_pools().unwrap();
         assert_eq!(
             format!("{}t{}", pools.prefix, pools.suffix),

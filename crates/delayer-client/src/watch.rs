@@ -6,8 +6,9 @@
 //! to a matching key, with no change to the server's configuration. Where that is refused (Redis
 //! 5, or an ACL denying `CLIENT`), [`KeyWatch::ensure`] says so and waiters fall back to polling.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
@@ -24,10 +25,12 @@ pub struct KeyWatch {
     redis: Target,
     config: AsyncConnectionConfig,
     prefix: String,
-    /// Only writes to keys ending so count (the others under the prefix are ignored).
-    suffix: Option<String>,
+    /// Only writes to keys ending so count (the others under the prefix are ignored); none: all.
+    suffixes: Vec<String>,
     /// Counts writes (and losses of the watch); waiters subscribe before they look.
     written: watch::Sender<u64>,
+    /// The keys written since [`take_written`](KeyWatch::take_written) last took them.
+    keys: Arc<StdMutex<Written>>,
     lost: Arc<AtomicBool>,
     state: Mutex<State>,
 }
@@ -42,6 +45,37 @@ enum State {
         wanted: Instant,
     },
     Unsupported,
+}
+
+/// The keys written, as far as they are known.
+#[derive(Debug, Default, PartialEq)]
+pub struct Written {
+    /// The keys named (those that end with a suffix asked for).
+    pub keys: HashSet<String>,
+    /// Writes that name no key (a flush), too many keys to keep, or a watch lost: any key may
+    /// have been written.
+    pub any: bool,
+}
+
+/// The most keys [`Written`] names; past that it says `any`.
+const MOST_NAMED: usize = 10_000;
+
+impl Written {
+    fn add(&mut self, keys: &Value, suffixes: &[String]) {
+        match keys {
+            Value::Array(keys) => keys.iter().for_each(|key| self.add(key, suffixes)),
+            Value::BulkString(key) if suffixes.iter().any(|s| key.ends_with(s.as_bytes())) => {
+                match String::from_utf8(key.clone()) {
+                    Ok(key) if self.keys.len() < MOST_NAMED => {
+                        self.keys.insert(key);
+                    }
+                    _ => self.any = true,
+                }
+            }
+            Value::BulkString(_) => {}
+            _ => self.any = true,
+        }
+    }
 }
 
 /// How [`KeyWatch::ensure`] went.
@@ -64,17 +98,26 @@ impl KeyWatch {
             redis: redis.into(),
             config,
             prefix: prefix.to_string(),
-            suffix: None,
+            suffixes: Vec::new(),
             written: watch::Sender::new(0),
+            keys: Arc::default(),
             lost: Arc::new(AtomicBool::new(false)),
             state: Mutex::new(State::NotWatching),
         }
     }
 
-    /// Counts only writes to keys that end with `suffix` (Redis can match prefixes only).
+    /// Counts only writes to keys that end with `suffix`, or with a suffix given before (Redis
+    /// can match prefixes only).
     pub fn only_ending_with(mut self, suffix: &str) -> KeyWatch {
-        self.suffix = Some(suffix.to_string());
+        self.suffixes.push(suffix.to_string());
         self
+    }
+
+    /// The keys written since the last call (with suffixes given, those that end with one):
+    /// take them after [`subscribe`](KeyWatch::subscribe)'s receiver was marked seen, and none
+    /// is missed.
+    pub fn take_written(&self) -> Written {
+        std::mem::take(&mut *self.keys.lock().expect("not poisoned"))
     }
 
     /// Starts watching if not yet (or no longer) watching; quick when already watching.
@@ -134,20 +177,26 @@ impl KeyWatch {
     }
 
     async fn connect(&self) -> RedisResult<MultiplexedConnection> {
-        let (written, lost) = (self.written.clone(), self.lost.clone());
-        let suffix = self.suffix.clone();
+        let (written, lost, keys) = (self.written.clone(), self.lost.clone(), self.keys.clone());
+        let suffixes = self.suffixes.clone();
         let on_push = move |push: PushInfo| -> Result<(), std::convert::Infallible> {
             if push.kind == PushKind::Disconnection {
                 lost.store(true, Ordering::Relaxed);
+                keys.lock().expect("not poisoned").any = true;
             }
-            if let Some(suffix) = &suffix
-                && push.kind == PushKind::Invalidate
-                && !push
-                    .data
+            if push.kind == PushKind::Invalidate {
+                if !suffixes.is_empty()
+                    && !push
+                        .data
+                        .iter()
+                        .any(|keys| names_a_key_ending(keys, &suffixes))
+                {
+                    return Ok(());
+                }
+                let mut keys = keys.lock().expect("not poisoned");
+                push.data
                     .iter()
-                    .any(|keys| names_a_key_ending(keys, suffix))
-            {
-                return Ok(());
+                    .for_each(|named| keys.add(named, &suffixes));
             }
             // Waiters look once for however many writes came meanwhile.
             written.send_modify(|count| *count = count.wrapping_add(1));
@@ -170,12 +219,13 @@ impl KeyWatch {
     }
 }
 
-/// Whether an invalidation's keys include one ending with `suffix`; a flush (no keys) does.
-fn names_a_key_ending(keys: &Value, suffix: &str) -> bool {
+/// Whether an invalidation's keys include one ending with one of `suffixes`; a flush (no keys)
+/// does.
+fn names_a_key_ending(keys: &Value, suffixes: &[String]) -> bool {
     match keys {
         Value::Nil => true,
-        Value::Array(keys) => keys.iter().any(|key| names_a_key_ending(key, suffix)),
-        Value::BulkString(key) => key.ends_with(suffix.as_bytes()),
+        Value::Array(keys) => keys.iter().any(|key| names_a_key_ending(key, suffixes)),
+        Value::BulkString(key) => suffixes.iter().any(|s| key.ends_with(s.as_bytes())),
         _ => false,
     }
 }

@@ -6,28 +6,29 @@
 
 mod nodes;
 mod registry;
+mod schedule;
 mod watch;
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
 use deadpool_redis::redis::{AsyncCommands, ErrorKind, RedisError, RedisResult};
+use delayer_client::MIN_TTR;
 use delayer_client::Target;
 use delayer_client::keys::Layout;
+use delayer_client::watch::Written;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::error;
 
 use super::said::Failed;
 use super::step::{Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
 use crate::redis::{Failure, RedisSettings, describe_redis, describe_refusal, target};
-use crate::text::escape;
 use nodes::ClusterNodes;
 use registry::RegistryRepair;
+use schedule::Schedule;
 use watch::ClusterWatch;
 
 /// Full batches one topic moves before the others' turn: a backlog of a million jobs in one topic
@@ -36,6 +37,15 @@ const BATCHES_PER_TURN: usize = 10;
 /// How long a look waits for the registry before it goes on with the topics it knew: a hung
 /// master holding the registry must not hold up the others' moves for long.
 const REGISTRY_WAIT: Duration = Duration::from_millis(500);
+/// The most topics drained at once: each script call of a drain waits behind those before it on
+/// its master's connection, so more would only make each wait longer (until a reply seems lost),
+/// and a stop waits for every call in flight.
+const MAX_DRAINS: usize = 32;
+/// While every master reports writes, how often the registry is read (new topics are known from
+/// their first push) and how often a topic nobody wrote to is looked at, as safety nets: a
+/// registry of 20,000 idle topics then costs Redis a few dozen script calls a second.
+const REGISTRY_EVERY: Duration = Duration::from_secs(10);
+const IDLE_RECHECK: Duration = Duration::from_secs(600);
 
 /// Moves due jobs from each topic's pool to its ready list, across a cluster.
 pub struct ClusterMover {
@@ -49,17 +59,6 @@ pub struct ClusterMover {
     registry: String,
     step: Step,
     registry_repair: RegistryRepair,
-}
-
-/// When each topic is to be drained next.
-#[derive(Default)]
-struct Schedule {
-    /// The next look at each topic, in unix seconds; a topic not here is looked at now.
-    due: HashMap<String, f64>,
-    /// Topics being drained now.
-    draining: HashSet<String>,
-    /// Topics of the registry that the cluster layout cannot hold, said once each.
-    refused: HashSet<String>,
 }
 
 impl ClusterMover {
@@ -102,24 +101,18 @@ impl ClusterMover {
         let mut watch = ClusterWatch::new(&self.redis);
         let mut schedule = Schedule::default();
         let mut drains = FuturesUnordered::new();
-        let mut topics: Vec<String> = Vec::new();
         // Whether the registry was read once: from then on the drains go on with the topics
         // known, whatever becomes of the registry's master.
         let mut ready = false;
-        let mut retry_wait = Duration::ZERO;
-        let mut look = true;
-        let mut looked_at = Instant::now();
-        // A client pushed (to some topic) since the last look.
-        let mut pushed = false;
+        let mut read_registry_at = Instant::now();
         loop {
-            if look && !shutdown.is_cancelled() {
-                watch.seen();
-                looked_at = Instant::now();
+            if !shutdown.is_cancelled() && Instant::now() >= read_registry_at {
+                read_registry_at = Instant::now() + self.read_registry_every(&watch);
                 match self.read_registry().await {
                     Ok(registry) => {
                         self.step.metrics().looked(true);
                         self.step.said().drained(None);
-                        topics = schedule.usable(registry, self.layout);
+                        schedule.know(registry, self.layout, self.step.now());
                         watch.ensure(self.nodes.masters());
                         ready = true;
                     }
@@ -127,47 +120,66 @@ impl ClusterMover {
                     Err(error) => {
                         self.step.metrics().looked(false);
                         let failed = Failed::not_a_move(describe_redis(&error, &self.redis));
-                        retry_wait = self.step.said().failed(None, &failed);
+                        read_registry_at = Instant::now() + self.step.said().failed(None, &failed);
                     }
                 }
             }
-            look = false;
             if ready && !shutdown.is_cancelled() {
-                let now = self.step.now();
-                for topic in &topics {
-                    if schedule.starts(topic, now) {
-                        drains.push(self.drain(topic.clone(), shutdown));
-                    }
+                let room = MAX_DRAINS.saturating_sub(drains.len());
+                for topic in schedule.take_due(self.step.now(), room) {
+                    drains.push(self.drain(topic, shutdown));
                 }
             }
             if shutdown.is_cancelled() && drains.is_empty() {
                 return;
             }
-            let mut wait = if ready {
-                wait_until(schedule.next(&topics), self.step.now(), timer_interval)
-            } else {
-                retry_wait
-            };
-            if pushed {
-                // Every topic is looked at again, but not more often than MIN_LOOK_GAP.
-                wait =
-                    wait.min((looked_at + MIN_LOOK_GAP).saturating_duration_since(Instant::now()));
+            let mut wait = read_registry_at.saturating_duration_since(Instant::now());
+            if ready && drains.len() < MAX_DRAINS {
+                wait = wait.min(wait_until(schedule.next(), self.step.now(), timer_interval));
             }
             tokio::select! {
                 Some((topic, drained)) = drains.next() => {
-                    self.finished(&mut schedule, topic, drained);
+                    self.finished(&mut schedule, &watch, topic, drained);
                 }
-                () = tokio::time::sleep(wait) => {
-                    if std::mem::take(&mut pushed) {
-                        schedule.due.clear();
-                    }
-                    look = true;
-                }
+                () = tokio::time::sleep(wait) => {}
                 // Taken note of at once: a wake-up is never lost to a drain ending meanwhile.
-                () = watch.written(), if !pushed => pushed = true,
+                () = watch.written() => {
+                    if self.woken(&mut schedule, watch.take_written()) {
+                        read_registry_at = Instant::now();
+                    }
+                }
                 () = shutdown.cancelled(), if !shutdown.is_cancelled() => {}
             }
         }
+    }
+
+    /// How long until the registry is read again: while every master reports writes, a new
+    /// topic is known from its first push, and the registry is only a safety net.
+    fn read_registry_every(&self, watch: &ClusterWatch) -> Duration {
+        if watch.watches_all(&self.nodes.masters()) {
+            REGISTRY_EVERY
+        } else {
+            self.step.settings().timer_interval
+        }
+    }
+
+    /// Wakes the topics whose keys were `written`: a pool's topic now, a reservation's topic when
+    /// the earliest reservation could lapse. True when any key may have been written (a watch
+    /// began or lost some): then every topic is woken, and the registry is to be read again.
+    fn woken(&self, schedule: &mut Schedule, written: Written) -> bool {
+        let now = self.step.now();
+        if written.any {
+            schedule.wake_all(now);
+            return true;
+        }
+        for key in &written.keys {
+            if let Some(topic) = self.layout.topic_of_pool(key) {
+                schedule.wake(topic, now);
+            } else if let Some(topic) = self.layout.topic_of_reservations(key) {
+                schedule.wake(topic, now + MIN_TTR.as_secs_f64());
+            }
+        }
+        false
     }
 
     /// The topics of the registry (the slot map read first, if not known yet). Bounded by
@@ -208,23 +220,29 @@ impl ClusterMover {
     fn finished(
         &self,
         schedule: &mut Schedule,
+        watch: &ClusterWatch,
         topic: String,
         drained: Result<Option<f64>, Failed>,
     ) {
-        schedule.draining.remove(&topic);
         self.step.metrics().looked(drained.is_ok());
         let now = self.step.now();
         let due = match drained {
             Ok(next_due) => {
                 self.step.said().drained(Some(&topic));
-                // At least every timer_interval, as with one Redis: a push the watches missed (or
-                // a Redis that cannot report them) waits no longer than that.
-                let latest = now + self.step.settings().timer_interval.as_secs_f64();
+                // While every master reports writes, a topic nobody wrote to has nothing new:
+                // looked at again only as a safety net. Else at least every timer_interval, as
+                // with one Redis: a push that could not be reported waits no longer than that.
+                let recheck = if watch.watches_all(&self.nodes.masters()) {
+                    IDLE_RECHECK
+                } else {
+                    self.step.settings().timer_interval
+                };
+                let latest = now + recheck.as_secs_f64();
                 next_due.map_or(latest, |due| due.min(latest))
             }
             Err(failed) => now + self.step.said().failed(Some(&topic), &failed).as_secs_f64(),
         };
-        schedule.due.insert(topic, due);
+        schedule.drained(topic, due, now + MIN_LOOK_GAP.as_secs_f64());
     }
 
     /// Drains `topic` (see [`Step::drain`]) for one turn of [`BATCHES_PER_TURN`] full batches at
@@ -257,41 +275,5 @@ impl ClusterMover {
             Failed::call(&error, &self.redis)
         });
         (topic, drained)
-    }
-}
-
-impl Schedule {
-    /// The registry's topics that `layout` can hold; each of the others is said once.
-    fn usable(&mut self, registry: Vec<String>, layout: Layout) -> Vec<String> {
-        registry
-            .into_iter()
-            .filter(|topic| match layout.refusal(topic) {
-                None => true,
-                Some(why) => {
-                    if self.refused.insert(topic.clone()) {
-                        error!(
-                            "Topic {} of the registry is left alone: it {why}",
-                            escape::field(topic)
-                        );
-                    }
-                    false
-                }
-            })
-            .collect()
-    }
-
-    /// Whether `topic` is due for a drain at `now`; if so, it is marked as being drained.
-    fn starts(&mut self, topic: &str, now: f64) -> bool {
-        let due = self.due.get(topic).is_none_or(|due| *due <= now);
-        due && self.draining.insert(topic.to_string())
-    }
-
-    /// When the next of `topics` not being drained is due.
-    fn next(&self, topics: &[String]) -> Option<f64> {
-        topics
-            .iter()
-            .filter(|topic| !self.draining.contains(*topic))
-            .map(|topic| self.due.get(topic).copied().unwrap_or(0.0))
-            .min_by(f64::total_cmp)
     }
 }

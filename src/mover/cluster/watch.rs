@@ -1,5 +1,6 @@
-//! Wakes the cluster mover when any master's job pools are written, so that a job pushed to fall
-//! due before the next look is moved in time (as `wakeup` does for one Redis). A cluster's writes
+//! Wakes the cluster mover when any master's job pools or reservations are written, and tells
+//! which topics' keys they were, so that a job pushed to fall due before the next look is moved in
+//! time (as `wakeup` does for one Redis) and only its topic is looked at. A cluster's writes
 //! happen on its masters, so each is watched on a connection of its own, connected in the
 //! background: a master that hangs must not hold up the loop, which moves the other masters' jobs
 //! meanwhile.
@@ -10,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use delayer_client::Target;
 use delayer_client::connection;
-use delayer_client::watch::{Ensured, KeyWatch};
+use delayer_client::watch::{Ensured, KeyWatch, Written};
 use futures_util::future::select_all;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -65,16 +66,35 @@ impl ClusterWatch {
         self.refreshing = Some(tokio::spawn(async move { shared.refresh(masters).await }));
     }
 
-    /// Forgets the writes so far: the look about to start sees them.
-    pub fn seen(&mut self) {
-        self.subscribe_new();
+    /// Takes the writes so far: the keys written on every master watched, and `any` when a
+    /// watch began (writes made before it are not known) or lost some.
+    pub fn take_written(&mut self) -> Written {
+        let began = self.subscribe_new();
         for written in self.written.values_mut() {
             written.mark_unchanged();
         }
+        let mut all = Written {
+            any: began,
+            ..Written::default()
+        };
+        for (_, watch) in self.shared.masters.lock().expect("not poisoned").iter() {
+            let written = watch.take_written();
+            all.any |= written.any;
+            all.keys.extend(written.keys);
+        }
+        all
     }
 
-    /// Completes when a pool was written on any master since the last [`seen`](Self::seen), or
-    /// when a watch began (writes made before it did are looked for that way).
+    /// Whether writes are reported from each of `masters`: then a topic nobody wrote to needs
+    /// no look.
+    pub fn watches_all(&self, masters: &[String]) -> bool {
+        let watching = self.shared.watching.lock().expect("not poisoned");
+        !masters.is_empty() && masters.iter().all(|master| watching.contains(master))
+    }
+
+    /// Completes when a pool or reservations key was written on any master since the last
+    /// [`take_written`](Self::take_written), or when a watch began (writes made before it did
+    /// are looked for that way).
     pub async fn written(&mut self) {
         if self.subscribe_new() {
             return;
@@ -171,8 +191,13 @@ impl Shared {
 
     fn watch(&self, address: &str) -> Option<KeyWatch> {
         let node = node_info(&self.redis, address).ok()?;
-        let pools = self.redis.layout.topic_pools()?;
+        let layout = self.redis.layout;
+        let (pools, reservations) = (layout.topic_pools()?, layout.topic_reservations()?);
         let watch = KeyWatch::new(Target::from(node), connection::config(), &pools.prefix);
-        Some(watch.only_ending_with(&pools.suffix))
+        Some(
+            watch
+                .only_ending_with(&pools.suffix)
+                .only_ending_with(&reservations.suffix),
+        )
     }
 }
