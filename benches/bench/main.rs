@@ -1,7 +1,7 @@
 //! The benchmark: `cargo bench --bench bench [-- SCENARIO...]` with scenarios `batch`, `drain`,
 //! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve`, `e2e` (the client's; see
-//! `consumers`), `http` (adds over HTTP) and `cluster` (a drain on 1 and 3 cluster masters),
-//! default: all. It starts its own redis-server and the release `delayer` binary (access log on,
+//! `consumers`), `http` (adds over HTTP), `scrape` (80 scrapers against 200,000 topics) and
+//! `cluster` (a drain on 1 and 3 cluster masters), default: all. It starts its own redis-server and the release `delayer` binary (access log on,
 //! to a file), and prints each figure beside a reference measured in the same run, since this
 //! machine is shared and noisy: compare ratios, not absolute numbers.
 
@@ -10,6 +10,7 @@ mod cluster_drain;
 mod cluster_idle;
 mod consumers;
 mod http_add;
+mod scrape;
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
@@ -82,6 +83,9 @@ fn main() {
         }
         if runs("http") {
             http_add::http_add(&server).await;
+        }
+        if runs("scrape") {
+            scrape::scrape(&server).await;
         }
         if runs("cluster") {
             cluster_drain::cluster_drain().await;
