@@ -85,6 +85,19 @@ impl Client {
         })
     }
 
+    /// One page of the registry (SSCAN): `count` topics or so from `cursor` (0 to begin), and the
+    /// cursor of the next page (0 after the last). A topic may come twice in one pass, as SSCAN
+    /// gives it; one there throughout the pass comes at least once.
+    pub async fn topics_page(&self, cursor: u64, count: usize) -> Result<(u64, Vec<String>)> {
+        Ok(redis::cmd("SSCAN")
+            .arg(self.keys().topics())
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut self.connection().await?)
+            .await?)
+    }
+
     /// The queues now.
     pub async fn stats(&self) -> Result<Stats> {
         let now = self.now().await?;
@@ -204,13 +217,13 @@ impl Client {
         Ok(by_topic)
     }
 
-    /// The pools' counts, and the length of each of `topics`' ready lists: O(1) and O(log n)
-    /// commands only, never a scan.
+    /// The pool's counts (in the cluster layout, those of `topics`' pools), and the length of each
+    /// of `topics`' ready lists: O(1) and O(log n) commands only, never a scan.
     pub async fn lengths(&self, topics: &[String]) -> Result<Lengths> {
         let now = self.now().await?;
-        // One pool, or in the cluster layout one per topic of the registry.
+        // One pool, or in the cluster layout one per topic.
         let pools = if self.per_topic() {
-            self.topics().await?
+            topics.to_vec()
         } else {
             vec![String::new()]
         };
