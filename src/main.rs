@@ -91,7 +91,7 @@ fn dispatch(args: Args) -> Result<()> {
         }
         Some(command) => {
             let config = Config::load(&path)?;
-            runtime(1)?.block_on(cli::commands::run(&config, command))
+            runtime()?.block_on(cli::commands::run(&config, command))
         }
     }
 }
@@ -105,7 +105,7 @@ fn serve(path: &Path, serving: Serving) -> Result<()> {
     };
     let mut reading = Config::read(path)?;
     if serving.check_config {
-        return runtime(1)?.block_on(cli::check::run(reading));
+        return runtime()?.block_on(cli::check::run(reading));
     }
     if !reading.errors.is_empty() {
         // Told with the values' problems, so that a start does not fail on one after another;
@@ -138,10 +138,8 @@ fn run(config: &Config, readiness: &mut Readiness, early: Option<EarlySignals>) 
     let _pid_file = config.pid.as_deref().map(PidFile::acquire).transpose()?;
     // Dropped last: the stop line must reach the log.
     let _logs = logging::init(&config.log)?;
-    // The mover alone is one loop: one thread. An HTTP server answers many connections at once,
-    // and on a second thread keeps pace with the client library's own pushes (see the bench).
-    let threads = if config.http.is_some() { 2 } else { 1 };
-    let result = runtime(threads)?.block_on(async {
+    // The mover is one loop: one thread. An HTTP server runs on threads of its own (see http).
+    let result = runtime()?.block_on(async {
         let stop = Stop::on_signals(early)?;
         let service = Service::start(config).await?;
         // Once the start can no longer fail; a daemon has no terminal to show it on.
@@ -161,16 +159,9 @@ fn run(config: &Config, readiness: &mut Readiness, early: Option<EarlySignals>) 
     result
 }
 
-/// A runtime on the calling thread alone, or on `threads` worker threads.
-fn runtime(threads: usize) -> Result<tokio::runtime::Runtime> {
-    let mut builder = if threads > 1 {
-        let mut builder = tokio::runtime::Builder::new_multi_thread();
-        builder.worker_threads(threads);
-        builder
-    } else {
-        tokio::runtime::Builder::new_current_thread()
-    };
-    builder
+/// A runtime on the calling thread alone.
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")

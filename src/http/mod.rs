@@ -1,5 +1,5 @@
 //! The HTTP server (`[http]`): go-delay-queue's job API and ours, Prometheus metrics, a health
-//! check and a status page, served beside the mover on the same runtime and stopped with it
+//! check and a status page, served beside the mover on threads of its own and stopped with it
 //! (requests in flight finish).
 
 mod jobs;
@@ -15,7 +15,6 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use delayer_client::Client;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 use tracing::info;
@@ -31,6 +30,9 @@ const JSON_ESCAPE_FACTOR: usize = 6;
 const REQUEST_SLACK: usize = 64 << 10;
 /// The longest a request may take; blocking pops and reserves wait at most `MAX_WAIT`.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// The server's threads: its own, so that no request, however many come, keeps the mover (on the
+/// daemon's main thread) from its work or from the CPU.
+const THREADS: usize = 2;
 
 /// The `[http]` section.
 #[derive(Debug, Clone)]
@@ -43,7 +45,7 @@ pub struct HttpSettings {
 
 /// The server, bound and ready to serve.
 pub struct Http {
-    listener: TcpListener,
+    listener: std::net::TcpListener,
     state: Arc<AppState>,
 }
 
@@ -69,8 +71,8 @@ impl Http {
         timer_interval: Duration,
         redis_address: String,
     ) -> Result<Http> {
-        let listener = TcpListener::bind(settings.listen)
-            .await
+        let listener = std::net::TcpListener::bind(settings.listen)
+            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
             .with_context(|| format!("cannot listen on {} ([http] listen)", settings.listen))?;
         Ok(Http {
             listener,
@@ -85,19 +87,34 @@ impl Http {
         })
     }
 
-    /// Serves until a stop, then lets the requests in flight finish (for a few seconds at most).
+    /// Serves, on [`THREADS`] threads of its own, until a stop; then lets the requests in
+    /// flight finish (for a few seconds at most).
     pub async fn serve(self, stop: &Stop) -> Result<()> {
-        let address = self.listener.local_addr()?;
-        info!(
-            "Serving HTTP on http://{address}: the job API, /metrics, /healthz, and a status page at /"
-        );
-        let stopping = self.state.stopping.clone();
-        let router = router(self.state);
-        tokio::join!(server::serve(self.listener, router, stop), async {
-            stop.graceful.cancelled().await;
-            stopping.cancel();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(THREADS)
+            .thread_name("delayer-http")
+            .enable_all()
+            .build()
+            .context("cannot start the HTTP server's threads")?;
+        let stop = stop.clone();
+        let served = runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(self.listener)?;
+            let address = listener.local_addr()?;
+            info!(
+                "Serving HTTP on http://{address}: the job API, /metrics, /healthz, and a status page at /"
+            );
+            let stopping = self.state.stopping.clone();
+            let router = router(self.state);
+            tokio::join!(server::serve(listener, router, &stop), async {
+                stop.graceful.cancelled().await;
+                stopping.cancel();
+            });
+            anyhow::Ok(())
         });
-        Ok(())
+        let served = served.await;
+        // Tasks left (a census under way) end with the threads, without blocking this one.
+        runtime.shutdown_background();
+        served.context("the HTTP server failed")?
     }
 }
 
