@@ -2,12 +2,11 @@
 //! nanoseconds a batch), in Prometheus's text format, and the figures `/healthz` and the status page
 //! show.
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
-use std::sync::atomic::AtomicU64;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
 
-use delayer_client::Lengths;
 use delayer_client::scripts::move_due::Batch;
 use delayer_client::scripts::release::Released;
 use delayer_client::time::unix_now;
@@ -18,8 +17,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::text::escape::capped;
+
 /// How many recent move lags the status page's percentiles are taken from.
 const RECENT_LAGS: usize = 10_000;
+/// The most topics with series of their own unless `[http] max_listed_topics` says otherwise.
+pub const DEFAULT_LISTED_TOPICS: usize = 500;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TopicLabel {
@@ -45,10 +48,18 @@ pub struct Metrics {
     waiting: Gauge,
     due_now: Gauge,
     ready: Family<TopicLabel, Gauge>,
+    topics: Gauge,
+    unlisted_topics: Gauge,
+    unlisted_ready: Gauge,
+    census_at: Gauge<f64, AtomicU64>,
     /// The topics `ready` has a series for.
     measured: Mutex<HashSet<String>>,
-    /// Every topic this daemon moved a job to: the ready lists `/metrics` measures (no SCAN).
-    topics: Mutex<BTreeSet<String>>,
+    /// The topics the counters have series for, by label, each with whether the label is the
+    /// topic whole (not cut): the first [`listed`](Self::listed) counted since the start; the
+    /// others are counted as topic "".
+    counted: Mutex<HashMap<String, bool>>,
+    /// The most topics a per-topic family has series for (`[http] max_listed_topics`).
+    listed: AtomicUsize,
     /// The last [`RECENT_LAGS`] move lags, in seconds, for the status page.
     recent_lags: Mutex<VecDeque<f64>>,
 }
@@ -68,6 +79,9 @@ impl Default for Metrics {
         let (redis_up, waiting, due_now) = (Gauge::default(), Gauge::default(), Gauge::default());
         let last_look = Gauge::<f64, AtomicU64>::default();
         let ready = Family::<TopicLabel, Gauge>::default();
+        let (topics, unlisted_topics, unlisted_ready) =
+            (Gauge::default(), Gauge::default(), Gauge::default());
+        let census_at = Gauge::<f64, AtomicU64>::default();
 
         let mut registry = Registry::with_prefix("delayer");
         registry.register(
@@ -116,7 +130,31 @@ impl Default for Metrics {
             "Jobs in the pool that are due now",
             due_now.clone(),
         );
-        registry.register("ready_jobs", "Jobs on a topic's ready list", ready.clone());
+        registry.register(
+            "ready_jobs",
+            "Jobs on a topic's ready list, for the topics with the most",
+            ready.clone(),
+        );
+        registry.register(
+            "ready_jobs_unlisted",
+            "Jobs on the ready lists of the topics ready_jobs leaves out",
+            unlisted_ready.clone(),
+        );
+        registry.register(
+            "topics",
+            "Topics whose ready lists were read: the registry's and those counted here",
+            topics.clone(),
+        );
+        registry.register(
+            "topics_unlisted",
+            "Topics ready_jobs leaves out (beyond [http] max_listed_topics)",
+            unlisted_topics.clone(),
+        );
+        registry.register(
+            "census_timestamp_seconds",
+            "When jobs_waiting, jobs_due, ready_jobs and topics were read (unix time)",
+            census_at.clone(),
+        );
         Metrics {
             registry,
             moved,
@@ -130,8 +168,13 @@ impl Default for Metrics {
             waiting,
             due_now,
             ready,
+            topics,
+            unlisted_topics,
+            unlisted_ready,
+            census_at,
             measured: Mutex::default(),
-            topics: Mutex::default(),
+            counted: Mutex::default(),
+            listed: AtomicUsize::new(DEFAULT_LISTED_TOPICS),
             recent_lags: Mutex::new(VecDeque::with_capacity(RECENT_LAGS)),
         }
     }
@@ -145,17 +188,10 @@ impl Metrics {
         if batch.moved.is_empty() {
             return;
         }
-        let mut topics = self.topics.lock().expect("not poisoned");
         for (topic, ids) in &batch.moved {
-            let label = TopicLabel {
-                topic: topic.clone(),
-            };
+            let label = self.label(topic);
             self.moved.get_or_create(&label).inc_by(ids.len() as u64);
-            if !topics.contains(topic) {
-                topics.insert(topic.clone());
-            }
         }
-        drop(topics);
         // Each job's due time lies between the batch's first and last (it takes them in due
         // order); spread evenly, which is exact for a whole second's burst.
         let count = batch.moved_count();
@@ -182,16 +218,41 @@ impl Metrics {
     pub fn released(&self, released: &Released, took: Duration) {
         self.script("release", took);
         for (topic, _) in released.retried.iter().chain(&released.blocked) {
-            let label = TopicLabel {
-                topic: topic.clone(),
-            };
-            self.delivered_again.get_or_create(&label).inc();
+            self.delivered_again.get_or_create(&self.label(topic)).inc();
         }
         for (topic, _) in &released.dead {
-            let label = TopicLabel {
-                topic: topic.clone(),
-            };
-            self.died.get_or_create(&label).inc();
+            self.died.get_or_create(&self.label(topic)).inc();
+        }
+    }
+
+    /// The most topics a per-topic family has series for; the others are summed.
+    pub fn set_listed(&self, most: usize) {
+        self.listed.store(most, Ordering::Relaxed);
+    }
+
+    /// How many topics a per-topic family has series for, at most.
+    pub fn listed(&self) -> usize {
+        self.listed.load(Ordering::Relaxed)
+    }
+
+    /// The label of `topic`'s counters: its own while it is one of the first [`listed`] topics
+    /// counted; else "", which sums the rest. A counter's series must not come and go, so those
+    /// first topics keep theirs.
+    ///
+    /// [`listed`]: Self::listed
+    fn label(&self, topic: &str) -> TopicLabel {
+        let label = capped(topic);
+        let mut counted = self.counted.lock().expect("not poisoned");
+        if !counted.contains_key(label.as_ref()) {
+            if counted.len() >= self.listed() {
+                return TopicLabel {
+                    topic: String::new(),
+                };
+            }
+            counted.insert(label.to_string(), label == topic);
+        }
+        TopicLabel {
+            topic: label.into_owned(),
         }
     }
 
@@ -216,13 +277,15 @@ impl Metrics {
         (self.redis_up.get() == 1, self.last_look.get())
     }
 
-    /// The topics moved to so far.
-    pub fn topics(&self) -> Vec<String> {
-        self.topics
-            .lock()
-            .expect("not poisoned")
+    /// The topics the counters have series for (at most [`listed`](Self::listed)), less those
+    /// too long for a label to name whole: those this daemon moved jobs to first, whether or not
+    /// the registry lists them.
+    pub fn counted_topics(&self) -> Vec<String> {
+        let counted = self.counted.lock().expect("not poisoned");
+        counted
             .iter()
-            .cloned()
+            .filter(|(_, whole)| **whole)
+            .map(|(topic, _)| topic.clone())
             .collect()
     }
 
@@ -243,30 +306,61 @@ impl Metrics {
         Some((at(0.5), at(0.99), lags[lags.len() - 1]))
     }
 
-    /// The Prometheus text format, with what Redis holds as of `lengths` (when it answered).
-    pub fn encode(&self, lengths: Option<&Lengths>) -> String {
-        if let Some(lengths) = lengths {
-            self.waiting.set(lengths.waiting as i64);
-            self.due_now.set(lengths.due_now as i64);
-            let now: HashSet<String> = lengths.ready.iter().map(|(t, _)| t.clone()).collect();
-            let mut measured = self.measured.lock().expect("not poisoned");
-            // A list left out (of the wrong type now) must not keep its last length.
-            for topic in measured.difference(&now) {
-                self.ready.remove(&TopicLabel {
-                    topic: topic.clone(),
-                });
-            }
-            for (topic, length) in &lengths.ready {
-                let label = TopicLabel {
-                    topic: topic.clone(),
-                };
-                self.ready.get_or_create(&label).set(*length as i64);
-            }
-            *measured = now;
+    /// What Redis holds, as a census read it: the gauges take its figures.
+    pub fn hold(&self, census: &Census) {
+        self.waiting.set(census.waiting as i64);
+        self.due_now.set(census.due_now as i64);
+        self.topics.set(census.topics as i64);
+        self.unlisted_topics.set(census.unlisted_topics as i64);
+        self.unlisted_ready.set(census.unlisted_ready as i64);
+        self.census_at.set(census.read_at);
+        let now: HashSet<String> = census.listed.iter().map(|(t, _)| t.clone()).collect();
+        let mut measured = self.measured.lock().expect("not poisoned");
+        // A topic no longer listed (fewer jobs than others now, or a list of the wrong type)
+        // must not keep its last length.
+        for topic in measured.difference(&now) {
+            self.ready.remove(&TopicLabel {
+                topic: topic.clone(),
+            });
         }
+        for (topic, length) in &census.listed {
+            let label = TopicLabel {
+                topic: topic.clone(),
+            };
+            self.ready.get_or_create(&label).set(*length as i64);
+        }
+        *measured = now;
+    }
+
+    /// The Prometheus text format.
+    pub fn encode(&self) -> String {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)
             .expect("writing to a String cannot fail");
         text
     }
+}
+
+/// What Redis holds, read in whole: the pools' counts, and the ready lists' lengths of the
+/// topics with the most ready jobs and the sum of the others'.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Census {
+    /// Jobs in the pool (or pools).
+    pub waiting: u64,
+    /// Of those, the ones due now.
+    pub due_now: u64,
+    /// When the next job not yet due falls due.
+    pub next_due: Option<SystemTime>,
+    /// Topics whose ready lists were read (those holding another type of value included, which
+    /// are left out of the rest).
+    pub topics: u64,
+    /// The topics with the most ready jobs, most first (ties by name), as labels name them;
+    /// at most `[http] max_listed_topics`.
+    pub listed: Vec<(String, u64)>,
+    /// The other topics whose ready lists were read.
+    pub unlisted_topics: u64,
+    /// Their ready jobs.
+    pub unlisted_ready: u64,
+    /// When the read began (unix time).
+    pub read_at: f64,
 }

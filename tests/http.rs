@@ -367,13 +367,14 @@ async fn metrics_parse_and_move_with_the_work() {
     let looked = metrics["delayer_last_look_timestamp_seconds"];
     assert!((delayer_client::time::unix_now() - looked).abs() < 5.0);
 
-    // A ready list that something else overwrote is left out, not reported at its last length.
+    // A ready list that something else overwrote is left out, not reported at its last length
+    // (once the figures, a second old at most, are read again).
     let _: () = redis.set(ready_queue("mail"), "x").await.unwrap();
-    let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
-    assert!(
-        !metrics.contains_key("delayer_ready_jobs{topic=\"mail\"}"),
-        "{metrics:?}"
-    );
+    let mut metrics = HashMap::new();
+    support::wait_until_sync(Duration::from_secs(5), "mail's series to go", || {
+        metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+        !metrics.contains_key("delayer_ready_jobs{topic=\"mail\"}")
+    });
     assert_eq!(metrics["delayer_jobs_waiting"], 1.0);
     daemon.stop();
 }
@@ -755,5 +756,115 @@ async fn a_body_at_the_limit_is_taken_however_its_json_escapes_it() {
     assert_eq!(answer.status, 200, "{}", answer.body);
     let stored: Vec<u8> = redis.hget("delayer:job_bucket:big", "body").await.unwrap();
     assert_eq!(stored, "é".repeat(1 << 19).into_bytes());
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn metrics_and_the_status_page_stay_small_and_are_read_once_for_all_scrapers_however_many_topics()
+ {
+    const TOPICS: usize = 20_000;
+    const LISTED: usize = 20;
+    const SCRAPERS: usize = 16;
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    // Topics anyone who pushes can add; the first 100 with 1 to 100 ready jobs, and one with 500.
+    let names: Vec<String> = (0..TOPICS).map(|index| format!("t-{index:05}")).collect();
+    let mut pipe = delayer_client::redis::pipe();
+    pipe.sadd(delayer_client::keys::TOPICS, &names).ignore();
+    pipe.sadd(delayer_client::keys::TOPICS, "big").ignore();
+    for (index, topic) in names.iter().take(100).enumerate() {
+        let ids: Vec<String> = (0..=index).map(|id| id.to_string()).collect();
+        pipe.lpush(ready_queue(topic), ids).ignore();
+    }
+    let ids: Vec<String> = (0..500).map(|id| id.to_string()).collect();
+    pipe.lpush(ready_queue("big"), ids).ignore();
+    pipe.query_async::<()>(&mut redis).await.unwrap();
+    let (daemon, _logs, http) = serving(&server, "many", &format!("max_listed_topics = {LISTED}"));
+    // 30 topics moved to: more than have counters of their own.
+    for index in 0..30 {
+        let message = Message {
+            id: format!("m{index}"),
+            topic: format!("m-{index:02}"),
+            body: "b".into(),
+        };
+        legacy_client::push(&mut redis, &message, 0).await.unwrap();
+    }
+    support::wait_for_empty_pool(&redis, Duration::from_secs(5)).await;
+    let all_topics = TOPICS + 1 + 30;
+
+    let llen_calls = |stats: &HashMap<String, (u64, u64)>| stats.get("llen").map_or(0, |s| s.0);
+    let before = llen_calls(&support::command_stats(&mut redis).await);
+    let start = std::sync::Arc::new(std::sync::Barrier::new(SCRAPERS));
+    let scrapers: Vec<_> = (0..SCRAPERS)
+        .map(|index| {
+            let (http, start) = (http.clone(), start.clone());
+            std::thread::spawn(move || {
+                let path = if index % 2 == 0 { "/metrics" } else { "/" };
+                start.wait();
+                (path, request(&http, "GET", path, &[], b""))
+            })
+        })
+        .collect();
+    for scraper in scrapers {
+        let (path, answer) = scraper.join().unwrap();
+        assert_eq!(answer.status, 200, "{path}");
+        assert!(
+            answer.body.len() < 16_000,
+            "{path}: {} bytes",
+            answer.body.len()
+        );
+    }
+    let read = llen_calls(&support::command_stats(&mut redis).await) - before;
+    assert!(
+        read <= all_topics as u64 + 10,
+        "{SCRAPERS} scrapes read {read} ready lists: one census reads {all_topics}"
+    );
+
+    let mut metrics = HashMap::new();
+    support::wait_until_sync(Duration::from_secs(10), "a whole census", || {
+        metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+        metrics.get("delayer_topics") == Some(&(all_topics as f64))
+    });
+    let series = |family: &str| -> HashMap<String, f64> {
+        metrics
+            .iter()
+            .filter_map(|(name, value)| {
+                let topic = name.strip_prefix(family)?.strip_prefix("{topic=\"")?;
+                Some((topic.strip_suffix("\"}")?.to_string(), *value))
+            })
+            .collect()
+    };
+    let mut listed: Vec<(String, f64)> = series("delayer_ready_jobs").into_iter().collect();
+    listed.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut expected = vec![("big".to_string(), 500.0)];
+    expected.extend(
+        (81..100)
+            .rev()
+            .map(|index| (format!("t-{index:05}"), index as f64 + 1.0)),
+    );
+    assert_eq!(listed, expected);
+    let all_ready = 500 + (1..=100).sum::<usize>() + 30;
+    let listed_ready: f64 = listed.iter().map(|(_, ready)| ready).sum();
+    assert_eq!(
+        metrics["delayer_ready_jobs_unlisted"],
+        all_ready as f64 - listed_ready
+    );
+    assert_eq!(
+        metrics["delayer_topics_unlisted"],
+        (all_topics - LISTED) as f64
+    );
+    let moved = series("delayer_jobs_moved_total");
+    assert_eq!(moved.len(), LISTED + 1, "{moved:?}");
+    assert_eq!(moved[""], 10.0, "the topics beyond the first {LISTED}");
+    assert_eq!(moved.values().sum::<f64>(), 30.0);
+
+    let page = request(&http, "GET", "/", &[], b"").body;
+    assert_eq!(page.matches("<tr><td>").count(), LISTED, "{page}");
+    let more = format!(
+        "And {} more topics with {} ready jobs in all",
+        all_topics - LISTED,
+        all_ready as f64 - listed_ready
+    );
+    assert!(page.contains(&more), "{page}");
     daemon.stop();
 }

@@ -13,6 +13,7 @@ use delayer_client::keys::{Layout, Names};
 use super::Config;
 use super::values::{addresses, assign, boolean, choice, name_of, number, path, seconds};
 use crate::http::HttpSettings;
+use crate::metrics::DEFAULT_LISTED_TOPICS;
 use crate::redis::{SentinelSettings, TlsSettings, address_list};
 use crate::service::logging::{LogFormat, LogLevel, LogRotation};
 
@@ -384,6 +385,7 @@ pub(super) const KEYS: &[Key] = &[
                 Ok(Some(HttpSettings {
                     listen,
                     token: None,
+                    max_listed_topics: DEFAULT_LISTED_TOPICS,
                 })),
             )
         },
@@ -401,6 +403,18 @@ pub(super) const KEYS: &[Key] = &[
             None => Ok(()),
         },
         show: |config| config.http.as_ref()?.token.clone(),
+    },
+    Key {
+        section: "http",
+        name: "max_listed_topics",
+        default: "500",
+        doc: "most topics /metrics and the status page name one by one; the others are summed",
+        secret: false,
+        set: |config, raw| match &mut config.http {
+            Some(http) => assign(&mut http.max_listed_topics, number(raw, 0..=100_000)),
+            None => Ok(()),
+        },
+        show: |config| Some(config.http.as_ref()?.max_listed_topics.to_string()),
     },
 ];
 

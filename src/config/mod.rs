@@ -516,6 +516,12 @@ mod tests {
         let http = config.http.unwrap();
         assert_eq!(http.listen.to_string(), "127.0.0.1:9277");
         assert_eq!(http.token.as_deref(), Some("s3cret"));
+        let listed = parse("[http]\nlisten = 127.0.0.1:0\nmax_listed_topics = 0\n").unwrap();
+        assert_eq!(listed.http.unwrap().max_listed_topics, 0);
+        assert!(
+            error_of("[http]\nlisten = 127.0.0.1:0\nmax_listed_topics = -1\n")
+                .contains("[http] max_listed_topics = \"-1\": expected a whole number")
+        );
         assert!(error_of("[http]\nlisten = somewhere\n").contains("[http] listen = \"somewhere\""));
         assert!(error_of("[http]\ntoken = s3cret\n").contains("[http] listen = \"\": expected"));
         assert!(
@@ -729,12 +735,18 @@ mod tests {
 
     #[test]
     fn the_defaults_are_the_key_tables_and_the_clients() {
-        let config = parse("").unwrap();
-        for key in KEYS {
-            if let Some(shown) = (key.show)(&config).filter(|shown| !shown.is_empty()) {
-                assert_eq!(shown, key.default, "[{}] {}", key.section, key.name);
+        // With [http] on, for its keys.
+        for config in [
+            parse("").unwrap(),
+            parse("[http]\nlisten = 127.0.0.1:0\n").unwrap(),
+        ] {
+            for key in KEYS.iter().filter(|key| key.name != "listen") {
+                if let Some(shown) = (key.show)(&config).filter(|shown| !shown.is_empty()) {
+                    assert_eq!(shown, key.default, "[{}] {}", key.section, key.name);
+                }
             }
         }
+        let config = parse("").unwrap();
         assert_eq!(
             config.mover.max_attempts,
             delayer_client::DEFAULT_MAX_ATTEMPTS

@@ -2,6 +2,8 @@
 //! check and a status page, served beside the mover on threads of its own and stopped with it
 //! (requests in flight finish).
 
+mod census;
+mod figures;
 mod jobs;
 mod pages;
 mod server;
@@ -21,6 +23,7 @@ use tracing::info;
 
 use crate::metrics::Metrics;
 use crate::service::Stop;
+use figures::Figures;
 
 /// A request may be this many times the largest body, plus [`REQUEST_SLACK`]: the body's JSON
 /// encoding with every byte escaped (`\u00e9` for each byte of a non-ASCII character, as PHP's
@@ -41,6 +44,8 @@ pub struct HttpSettings {
     pub listen: SocketAddr,
     /// `token`: when set, the job API wants `Authorization: Bearer <token>`.
     pub token: Option<String>,
+    /// `max_listed_topics`: the most topics `/metrics` and the status page name one by one.
+    pub max_listed_topics: usize,
 }
 
 /// The server, bound and ready to serve.
@@ -53,6 +58,8 @@ pub struct Http {
 struct AppState {
     client: Client,
     metrics: Arc<Metrics>,
+    /// What `/metrics` and the status page show, shared by their readers.
+    figures: Arc<Figures>,
     token: Option<String>,
     timer_interval: Duration,
     redis_address: String,
@@ -74,9 +81,11 @@ impl Http {
         let listener = std::net::TcpListener::bind(settings.listen)
             .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
             .with_context(|| format!("cannot listen on {} ([http] listen)", settings.listen))?;
+        metrics.set_listed(settings.max_listed_topics);
         Ok(Http {
             listener,
             state: Arc::new(AppState {
+                figures: Arc::new(Figures::new(client.clone(), metrics.clone())),
                 client,
                 metrics,
                 token: settings.token.clone(),

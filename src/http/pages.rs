@@ -4,21 +4,23 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{Html, IntoResponse, Response};
-use delayer_client::Lengths;
-use delayer_client::time::unix_now;
+use delayer_client::time::{from_unix, unix_now};
 
 use super::AppState;
+use super::figures::Reading;
+use crate::metrics::Census;
 
-/// Everything the daemon counted, and what the pool and the ready lists it has seen hold now
-/// (ZCARD, ZCOUNT and LLEN; never a scan). While Redis does not answer, the holdings are the last
-/// ones read and `delayer_redis_up` says so.
+/// Everything the daemon counted, and what the pool and the ready lists hold (see `census`):
+/// the same text for every scraper within a second. While Redis does not answer, the holdings
+/// are the last ones read and `delayer_redis_up` says so.
 pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let lengths = lengths(&state).await.ok();
-    let text = state.metrics.encode(lengths.as_ref());
+    let reading = state.figures.reading().await;
+    let text = state.figures.metrics_page(&reading);
     let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     ([(CONTENT_TYPE, content_type)], text).into_response()
 }
@@ -53,10 +55,13 @@ fn health(state: &AppState) -> Result<String, String> {
     Ok(format!("ok: looked at the job pool {since:.3} s ago\n"))
 }
 
-/// Topics and their ready jobs, jobs waiting, the next due time, how late moves are; refreshed
-/// every few seconds.
-pub(super) async fn status(State(state): State<Arc<AppState>>) -> Html<String> {
-    let lengths = lengths(&state).await;
+/// Topics and their ready jobs (those with the most), jobs waiting, the next due time, how late
+/// moves are; refreshed every few seconds. All but the health line is made once a second at most.
+pub(super) async fn status(State(state): State<Arc<AppState>>) -> Html<Bytes> {
+    let reading = state.figures.reading().await;
+    let figures = state
+        .figures
+        .status_page(&reading, || status_figures(&state, &reading));
     let mut page = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"5\">\
          <title>delayer</title><style>body{font:15px/1.5 system-ui,sans-serif;margin:2em;color:#222}\
@@ -67,26 +72,32 @@ pub(super) async fn status(State(state): State<Arc<AppState>>) -> Html<String> {
         Ok(fine) => write!(page, "<p>{}</p>", escape(&fine)).unwrap(),
         Err(trouble) => write!(page, "<p class=\"bad\">{}</p>", escape(&trouble)).unwrap(),
     }
-    let lengths = match lengths {
-        Ok(lengths) => lengths,
-        Err(error) => {
-            let error = escape(&error.to_string());
-            write!(
-                page,
-                "<p class=\"bad\">Redis at {}: {error}</p>",
-                escape(&state.redis_address)
-            )
-            .unwrap();
-            Lengths::default()
-        }
-    };
-    let next = lengths
+    let mut page = page.into_bytes();
+    page.extend_from_slice(&figures);
+    Html(Bytes::from(page))
+}
+
+/// The status page below its health line.
+fn status_figures(state: &AppState, reading: &Reading) -> String {
+    let mut page = String::new();
+    if let Some(error) = &reading.error {
+        write!(
+            page,
+            "<p class=\"bad\">Redis at {}: {}</p>",
+            escape(&state.redis_address),
+            escape(error)
+        )
+        .unwrap();
+    }
+    let empty = Census::default();
+    let census = reading.census.as_deref().unwrap_or(&empty);
+    let next = census
         .next_due
         .map_or_else(|| "none".to_string(), crate::text::time::local);
     write!(
         page,
         "<p>Jobs waiting: <b>{}</b> ({} due now). Next due: {next}.</p>",
-        lengths.waiting, lengths.due_now
+        census.waiting, census.due_now
     )
     .unwrap();
     match state.metrics.recent_lag_percentiles() {
@@ -102,7 +113,7 @@ pub(super) async fn status(State(state): State<Arc<AppState>>) -> Html<String> {
         None => page.push_str("<p>No job moved yet.</p>"),
     }
     page.push_str("<table><tr><th>topic</th><th>ready</th></tr>");
-    for (topic, ready) in &lengths.ready {
+    for (topic, ready) in &census.listed {
         write!(
             page,
             "<tr><td>{}</td><td class=\"n\">{ready}</td></tr>",
@@ -110,8 +121,28 @@ pub(super) async fn status(State(state): State<Arc<AppState>>) -> Html<String> {
         )
         .unwrap();
     }
-    page.push_str("</table></body></html>");
-    Html(page)
+    page.push_str("</table>");
+    if census.unlisted_topics > 0 {
+        write!(
+            page,
+            "<p>And {} more topics with {} ready jobs in all ([http] max_listed_topics = {}).</p>",
+            census.unlisted_topics,
+            census.unlisted_ready,
+            state.metrics.listed()
+        )
+        .unwrap();
+    }
+    if let Some(at) = from_unix(census.read_at).filter(|_| census.read_at > 0.0) {
+        write!(
+            page,
+            "<p>Read from Redis at {}: {} topics.</p>",
+            crate::text::time::local(at),
+            census.topics
+        )
+        .unwrap();
+    }
+    page.push_str("</body></html>");
+    page
 }
 
 /// Topics are whatever clients wrote: escaped, so that none can inject markup into the page.
@@ -128,17 +159,6 @@ fn escape(text: &str) -> String {
         }
     }
     escaped
-}
-
-/// What the pool and the ready lists hold: those of the topics this daemon moved jobs to, and
-/// those of the registry, so that a backlog shows from a restart on, before anything moves.
-async fn lengths(state: &AppState) -> delayer_client::Result<Lengths> {
-    let mut topics = state.metrics.topics();
-    // Without the registry (a user not allowed SMEMBERS, say), those this daemon moved to.
-    topics.extend(state.client.topics().await.unwrap_or_default());
-    topics.sort();
-    topics.dedup();
-    state.client.lengths(&topics).await
 }
 
 #[cfg(test)]

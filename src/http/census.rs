@@ -1,0 +1,175 @@
+//! What Redis holds, for `/metrics` and the status page: the pool's counts and every ready list's
+//! length, read over the registry a slice at a time, at most [`TOPICS_PER_SECOND`], keeping the
+//! topics with the most ready jobs and the sums of the others. However many topics there are, a
+//! census asks Redis for as much a second and keeps as much in memory.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet};
+use std::time::Duration;
+
+use delayer_client::time::unix_now;
+use delayer_client::{Client, Lengths};
+use tokio::time::Instant;
+
+use crate::metrics::Census;
+use crate::text::escape::capped;
+
+/// Topics asked for in one SSCAN, and whose ready lists are read in one pipeline.
+const SLICE: usize = 1000;
+/// The most topics read a second: 200,000 topics take 4 s, and Redis spends a few ms a second.
+const TOPICS_PER_SECOND: f64 = 50_000.0;
+
+/// Reads what Redis holds: the topics this daemon counted (`own`), then those of the registry.
+/// Names the `listed` topics with the most ready jobs and sums the others. Without the registry
+/// (a user not allowed SSCAN, say), `own` alone.
+pub async fn take(
+    client: &Client,
+    own: Vec<String>,
+    listed: usize,
+) -> delayer_client::Result<Census> {
+    let started = Instant::now();
+    let mut tally = Tally::new(listed, unix_now());
+    let summed = client.keys().per_topic();
+    tally.add(&own, client.lengths(&own).await?, summed);
+    let own: HashSet<String> = own.into_iter().collect();
+    let mut cursor = 0;
+    let mut first = true;
+    loop {
+        let (next, mut topics) = match client.topics_page(cursor, SLICE).await {
+            Ok(page) => page,
+            Err(_) if first => break,
+            Err(error) => return Err(error),
+        };
+        first = false;
+        topics.retain(|topic| !own.contains(topic));
+        if !topics.is_empty() {
+            let lengths = client.lengths(&topics).await?;
+            tally.add(&topics, lengths, summed);
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+        let pace = Duration::from_secs_f64(tally.census.topics as f64 / TOPICS_PER_SECOND);
+        tokio::time::sleep_until(started + pace).await;
+    }
+    Ok(tally.into_census())
+}
+
+/// A census as it is read.
+struct Tally {
+    census: Census,
+    /// The `most` topics with the most ready jobs so far, the one with the fewest on top.
+    top: BinaryHeap<Reverse<(u64, Reverse<String>)>>,
+    /// Their names.
+    names: HashSet<String>,
+    most: usize,
+}
+
+impl Tally {
+    fn new(most: usize, read_at: f64) -> Tally {
+        Tally {
+            census: Census {
+                read_at,
+                ..Census::default()
+            },
+            top: BinaryHeap::with_capacity(most + 1),
+            names: HashSet::with_capacity(most + 1),
+            most,
+        }
+    }
+
+    /// The lengths read of `topics`: in the cluster layout (`summed`) each slice's pools are its
+    /// topics' own, to add up; else each slice reads the one pool again, and the last read holds.
+    fn add(&mut self, topics: &[String], lengths: Lengths, summed: bool) {
+        let census = &mut self.census;
+        if summed {
+            census.waiting += lengths.waiting;
+            census.due_now += lengths.due_now;
+            census.next_due = census.next_due.into_iter().chain(lengths.next_due).min();
+        } else {
+            (census.waiting, census.due_now) = (lengths.waiting, lengths.due_now);
+            census.next_due = lengths.next_due;
+        }
+        census.topics += topics.len() as u64;
+        for (topic, ready) in lengths.ready {
+            let topic = capped(&topic).into_owned();
+            // SSCAN may give a topic twice: one listed is not counted again (one that is not is,
+            // rarely, in the sums).
+            if self.names.contains(&topic) {
+                continue;
+            }
+            self.names.insert(topic.clone());
+            self.top.push(Reverse((ready, Reverse(topic))));
+            if self.top.len() > self.most {
+                let Reverse((ready, Reverse(topic))) = self.top.pop().expect("not empty");
+                self.names.remove(&topic);
+                self.census.unlisted_topics += 1;
+                self.census.unlisted_ready += ready;
+            }
+        }
+    }
+
+    fn into_census(self) -> Census {
+        let mut census = self.census;
+        census.listed = self
+            .top
+            .into_sorted_vec()
+            .into_iter()
+            .map(|Reverse((ready, Reverse(topic)))| (topic, ready))
+            .collect();
+        census
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tally;
+    use delayer_client::Lengths;
+
+    fn slice(topics: &[(&str, u64)], waiting: u64) -> (Vec<String>, Lengths) {
+        let names = topics.iter().map(|(topic, _)| topic.to_string()).collect();
+        let lengths = Lengths {
+            waiting,
+            ready: topics.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
+            ..Lengths::default()
+        };
+        (names, lengths)
+    }
+
+    #[test]
+    fn keeps_the_topics_with_the_most_and_sums_the_others_once() {
+        let mut tally = Tally::new(3, 0.0);
+        let (names, lengths) = slice(&[("a", 5), ("b", 1), ("c", 9), ("d", 5)], 10);
+        tally.add(&names, lengths, false);
+        // SSCAN gave "c" and "a" again; "e" is of the wrong type (not among the lengths read).
+        let (mut names, mut lengths) = slice(&[("c", 9), ("a", 5), ("f", 2)], 12);
+        names.push("e".into());
+        lengths.ready.retain(|(topic, _)| topic != "e");
+        tally.add(&names, lengths, false);
+        let census = tally.into_census();
+        // Ties by name.
+        let listed: Vec<(&str, u64)> = census
+            .listed
+            .iter()
+            .map(|(t, n)| (t.as_str(), *n))
+            .collect();
+        assert_eq!(listed, [("c", 9), ("a", 5), ("d", 5)]);
+        assert_eq!((census.unlisted_topics, census.unlisted_ready), (2, 3));
+        assert_eq!(census.topics, 8);
+        assert_eq!(census.waiting, 12, "the one pool, as last read");
+    }
+
+    #[test]
+    fn sums_the_pools_of_the_cluster_layout_and_lists_none_when_told_so() {
+        let mut tally = Tally::new(0, 0.0);
+        for topics in [[("a", 1)], [("b", 2)]] {
+            let (names, lengths) = slice(&topics, 4);
+            tally.add(&names, lengths, true);
+        }
+        let census = tally.into_census();
+        assert!(census.listed.is_empty());
+        assert_eq!((census.unlisted_topics, census.unlisted_ready), (2, 3));
+        assert_eq!(census.waiting, 8);
+    }
+}

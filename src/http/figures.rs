@@ -1,0 +1,165 @@
+//! The figures `/metrics` and the status page show, computed once for all their readers: one
+//! census of Redis at a time, taken when the last is over a second old, and each page's text
+//! made at most once a second or census. A thousand scrapers cost what one does.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use delayer_client::Client;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::census;
+use crate::metrics::{Census, Metrics};
+
+/// How old figures may be before a reader asks for new ones.
+const MAX_AGE: Duration = Duration::from_secs(1);
+/// How long a reader waits for a census under way before it takes the last one. One whose last
+/// census took longer takes the last at once: a census of a large registry takes seconds (see
+/// `census`), and a scrape must not.
+const FRESH_WAIT: Duration = Duration::from_secs(1);
+
+/// The last census taken (or tried), and the pages made from it.
+pub struct Figures {
+    client: Client,
+    metrics: Arc<Metrics>,
+    latest: watch::Sender<Arc<Reading>>,
+    /// Whether a census is under way.
+    taking: AtomicBool,
+    metrics_page: Mutex<Option<Page>>,
+    status_page: Mutex<Option<Page>>,
+}
+
+/// The outcome of the latest census.
+pub struct Reading {
+    /// Counts the censuses tried.
+    generation: u64,
+    /// When it ended; `None` before the first.
+    at: Option<Instant>,
+    /// How long it took.
+    took: Duration,
+    /// The last census read whole, this one or an earlier one.
+    pub census: Option<Arc<Census>>,
+    /// Why this one failed.
+    pub error: Option<String>,
+}
+
+/// A page's text, as of a reading.
+struct Page {
+    generation: u64,
+    made: Instant,
+    text: Bytes,
+}
+
+impl Figures {
+    pub fn new(client: Client, metrics: Arc<Metrics>) -> Figures {
+        let first = Reading {
+            generation: 0,
+            at: None,
+            took: Duration::ZERO,
+            census: None,
+            error: None,
+        };
+        Figures {
+            client,
+            metrics,
+            latest: watch::Sender::new(Arc::new(first)),
+            taking: AtomicBool::new(false),
+            metrics_page: Mutex::default(),
+            status_page: Mutex::default(),
+        }
+    }
+
+    /// The latest reading: a new one if the last is over [`MAX_AGE`] old and one comes within
+    /// [`FRESH_WAIT`] (or there is none yet); the census is taken once, whoever else asks
+    /// meanwhile.
+    pub async fn reading(self: &Arc<Self>) -> Arc<Reading> {
+        let mut latest = self.latest.subscribe();
+        let reading = latest.borrow_and_update().clone();
+        if reading.at.is_some_and(|at| at.elapsed() < MAX_AGE) {
+            return reading;
+        }
+        if !self.taking.swap(true, Ordering::AcqRel) {
+            // A task of its own: a reader that goes away does not stop it half way.
+            tokio::spawn(self.clone().take(reading.generation + 1));
+        }
+        let wait = if reading.took < FRESH_WAIT || reading.census.is_none() {
+            FRESH_WAIT
+        } else {
+            Duration::ZERO
+        };
+        if tokio::time::timeout(wait, latest.changed()).await.is_err() {
+            return reading;
+        }
+        latest.borrow().clone()
+    }
+
+    async fn take(self: Arc<Self>, generation: u64) {
+        let _taking = Taking(&self.taking);
+        let started = Instant::now();
+        let own = self.metrics.counted_topics();
+        let taken = census::take(&self.client, own, self.metrics.listed()).await;
+        let last = self.latest.borrow().census.clone();
+        let reading = match taken {
+            Ok(census) => {
+                self.metrics.hold(&census);
+                Reading {
+                    generation,
+                    at: Some(Instant::now()),
+                    took: started.elapsed(),
+                    census: Some(Arc::new(census)),
+                    error: None,
+                }
+            }
+            // The holdings stay as last read; `delayer_redis_up` says whether Redis answers.
+            Err(error) => Reading {
+                generation,
+                at: Some(Instant::now()),
+                took: started.elapsed(),
+                census: last,
+                error: Some(error.to_string()),
+            },
+        };
+        self.latest.send_replace(Arc::new(reading));
+    }
+
+    /// `/metrics`'s text as of `reading`.
+    pub fn metrics_page(&self, reading: &Reading) -> Bytes {
+        page(&self.metrics_page, reading, || self.metrics.encode())
+    }
+
+    /// The status page's text as of `reading`, made by `make`.
+    pub fn status_page(&self, reading: &Reading, make: impl FnOnce() -> String) -> Bytes {
+        page(&self.status_page, reading, make)
+    }
+}
+
+/// Says that no census is under way any more when dropped, even by a panic.
+struct Taking<'a>(&'a AtomicBool);
+
+impl Drop for Taking<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// The text in `slot` if it was made from `reading` (or a later one) within [`MAX_AGE`]; else
+/// made again by `make` (once: other readers wait for it).
+fn page(slot: &Mutex<Option<Page>>, reading: &Reading, make: impl FnOnce() -> String) -> Bytes {
+    let mut slot = slot.lock().expect("not poisoned");
+    if let Some(page) = &*slot
+        && (page.generation > reading.generation
+            || page.generation == reading.generation && page.made.elapsed() < MAX_AGE)
+    {
+        return page.text.clone();
+    }
+    let text = Bytes::from(make());
+    *slot = Some(Page {
+        generation: reading.generation,
+        made: Instant::now(),
+        text: text.clone(),
+    });
+    text
+}
