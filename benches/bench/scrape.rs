@@ -81,7 +81,8 @@ pub async fn scrape(server: &RedisServer) {
                 let path = if scraper % 2 == 0 { "/metrics" } else { "/" };
                 while running.load(Ordering::Relaxed) {
                     let sent = Instant::now();
-                    let answer = get(&address, path, Duration::from_secs(60));
+                    let answer = get(&address, path, Duration::from_secs(60))
+                        .map(|(status, body)| (status, body.len()));
                     let took = sent.elapsed().as_secs_f64() * 1000.0;
                     scrapes.lock().unwrap().push((path, answer, took));
                 }
@@ -118,6 +119,10 @@ pub async fn scrape(server: &RedisServer) {
     }
     let (peak_rss_kb, rss_after_kb) = (proc_status_kb(pid, "VmHWM"), proc_status_kb(pid, "VmRSS"));
     let lags = arrivals.join().unwrap();
+    let (daemon_p50, daemon_p99) = (
+        daemon_lag_bound(&address, 0.5).unwrap_or(f64::NAN),
+        daemon_lag_bound(&address, 0.99).unwrap_or(f64::NAN),
+    );
     stop(&mut daemon);
 
     let commands: u64 = after.0.values().map(|(calls, _)| calls).sum::<u64>()
@@ -138,6 +143,9 @@ pub async fn scrape(server: &RedisServer) {
     println!(
         "| move lag p50 / p99 / max ms ({} of {jobs} jobs arrived) | {p50:.1} / {p99:.1} / {max:.1} |",
         late.len()
+    );
+    println!(
+        "| the daemon's own move lag, p50 / p99 within (its histogram's buckets) | {daemon_p50} / {daemon_p99} ms |"
     );
     println!(
         "| daemon peak RSS (VmHWM) | {:.1} MB |",
@@ -205,9 +213,9 @@ fn consume(server: &RedisServer, jobs: usize) -> JoinHandle<Vec<Option<f64>>> {
     })
 }
 
-/// GETs `path` on a connection of its own: the status and the body's size, `None` when no
-/// whole answer came within `timeout`.
-fn get(address: &str, path: &str, timeout: Duration) -> Option<(u16, usize)> {
+/// GETs `path` on a connection of its own: the status and the body, `None` when no whole answer
+/// came within `timeout`.
+fn get(address: &str, path: &str, timeout: Duration) -> Option<(u16, Vec<u8>)> {
     let mut stream = TcpStream::connect(address).ok()?;
     stream.set_read_timeout(Some(timeout)).ok()?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
@@ -221,5 +229,26 @@ fn get(address: &str, path: &str, timeout: Duration) -> Option<(u16, usize)> {
         .nth(1)?
         .parse()
         .ok()?;
-    Some((status, reply.len() - head - 4))
+    Some((status, reply.split_off(head + 4)))
+}
+
+/// The least bucket bound (ms) of the daemon's `delayer_move_lag_seconds` under which a `share`
+/// of its moves fell, from its `/metrics`: how late it moved jobs by Redis's clock, apart from
+/// how soon the bench's consumers, on the same 2 cores as 80 scrapers, popped them.
+fn daemon_lag_bound(address: &str, share: f64) -> Option<f64> {
+    let (_, body) = get(address, "/metrics", Duration::from_secs(10))?;
+    let body = String::from_utf8(body).ok()?;
+    let buckets: Vec<(f64, f64)> = body
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("delayer_move_lag_seconds_bucket{le=\"")?;
+            let (bound, count) = rest.split_once("\"} ")?;
+            Some((bound.parse().ok()?, count.parse().ok()?))
+        })
+        .collect();
+    let total = buckets.last()?.1;
+    buckets
+        .iter()
+        .find(|(_, count)| *count >= share * total)
+        .map(|(bound, _)| bound * 1000.0)
 }
