@@ -45,19 +45,7 @@ async fn drain(masters: usize) -> f64 {
     let jobs = (0..JOBS).map(|index| (format!("job-{index:06}"), topic(index), now - 1.0));
     add_jobs(&connection, jobs).await;
 
-    let dir = tempfile::tempdir().unwrap();
-    let config: PathBuf = dir.path().join("cluster.conf");
-    std::fs::write(
-        &config,
-        format!(
-            "[delayer]\naccess_log = {}\nerror_log = {}\n\n[redis]\ncluster = {}\n",
-            dir.path().join("access.log").display(),
-            dir.path().join("error.log").display(),
-            cluster.addresses()
-        ),
-    )
-    .unwrap();
-    let mut daemon = Daemon::start(&config);
+    let (mut daemon, _dir) = start_daemon(&cluster);
     let mut first_move = None;
     let seconds = loop {
         let left = waiting(&connection).await;
@@ -82,6 +70,24 @@ async fn drain(masters: usize) -> f64 {
     }
     assert_eq!(ready, JOBS, "every job moved once");
     seconds
+}
+
+/// The release daemon on `cluster`, logging into the directory that comes back (kept while it
+/// runs).
+pub(crate) fn start_daemon(cluster: &RedisCluster) -> (Daemon, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config: PathBuf = dir.path().join("cluster.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "[delayer]\naccess_log = {}\nerror_log = {}\n\n[redis]\ncluster = {}\n",
+            dir.path().join("access.log").display(),
+            dir.path().join("error.log").display(),
+            cluster.addresses()
+        ),
+    )
+    .unwrap();
+    (Daemon::start(&config), dir)
 }
 
 /// Jobs left in all pools, asked of every pool at once: each answer waits for the script call

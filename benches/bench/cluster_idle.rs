@@ -4,14 +4,13 @@
 //! (200 jobs due over 2 s), and how long a stop takes.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use delayer_client::keys::Layout;
 use delayer_client::redis;
 use delayer_testkit::cluster::{RedisCluster, add_jobs};
 
-use crate::support::Daemon;
+use crate::cluster_drain::start_daemon;
 use crate::{clock_ticks_per_second, cpu_ticks};
 
 const IDLE: [usize; 2] = [0, 20_000];
@@ -49,19 +48,7 @@ async fn run(idle: usize) {
     )
     .await;
 
-    let dir = tempfile::tempdir().unwrap();
-    let config: PathBuf = dir.path().join("cluster.conf");
-    std::fs::write(
-        &config,
-        format!(
-            "[delayer]\naccess_log = {}\nerror_log = {}\n\n[redis]\ncluster = {}\n",
-            dir.path().join("access.log").display(),
-            dir.path().join("error.log").display(),
-            cluster.addresses()
-        ),
-    )
-    .unwrap();
-    let mut daemon = Daemon::start(&config);
+    let (mut daemon, _dir) = start_daemon(&cluster);
     // The first look at every topic, then quiet.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (before, ticks, started) = (
