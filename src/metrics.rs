@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
+use delayer_client::Topic;
 use delayer_client::scripts::move_due::Batch;
 use delayer_client::scripts::release::Released;
 use delayer_client::time::unix_now;
@@ -54,10 +55,10 @@ pub struct Metrics {
     census_at: Gauge<f64, AtomicU64>,
     /// The topics `ready` has a series for.
     measured: Mutex<HashSet<String>>,
-    /// The topics the counters have series for, by label, each with whether the label is the
-    /// topic whole (not cut): the first [`listed`](Self::listed) counted since the start; the
+    /// The topics the counters have series for, by label, each with the topic when the label
+    /// names it whole (not cut): the first [`listed`](Self::listed) counted since the start; the
     /// others are counted as topic "".
-    counted: Mutex<HashMap<String, bool>>,
+    counted: Mutex<HashMap<String, Option<Topic>>>,
     /// The most topics a per-topic family has series for (`[http] max_listed_topics`).
     listed: AtomicUsize,
     /// The last [`RECENT_LAGS`] move lags, in seconds, for the status page.
@@ -240,7 +241,7 @@ impl Metrics {
     /// first topics keep theirs.
     ///
     /// [`listed`]: Self::listed
-    fn label(&self, topic: &str) -> TopicLabel {
+    fn label(&self, topic: &Topic) -> TopicLabel {
         let label = capped(topic);
         let mut counted = self.counted.lock().expect("not poisoned");
         if !counted.contains_key(label.as_ref()) {
@@ -249,7 +250,9 @@ impl Metrics {
                     topic: String::new(),
                 };
             }
-            counted.insert(label.to_string(), label == topic);
+            // Whole when it is the topic as it prints (escaped, when it is not UTF-8), not cut.
+            let whole = label == topic.to_string();
+            counted.insert(label.to_string(), whole.then(|| topic.clone()));
         }
         TopicLabel {
             topic: label.into_owned(),
@@ -280,13 +283,9 @@ impl Metrics {
     /// The topics the counters have series for (at most [`listed`](Self::listed)), less those
     /// too long for a label to name whole: those this daemon moved jobs to first, whether or not
     /// the registry lists them.
-    pub fn counted_topics(&self) -> Vec<String> {
+    pub fn counted_topics(&self) -> Vec<Topic> {
         let counted = self.counted.lock().expect("not poisoned");
-        counted
-            .iter()
-            .filter(|(_, whole)| **whole)
-            .map(|(topic, _)| topic.clone())
-            .collect()
+        counted.values().flatten().cloned().collect()
     }
 
     /// The median, 99th percentile and maximum of the recent move lags, in seconds.

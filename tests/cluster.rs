@@ -387,7 +387,10 @@ async fn the_cli_the_http_api_and_the_client_speak_the_cluster_layout() {
         .await
         .unwrap()
         .expect("a job reserved");
-    assert_eq!((job.id.as_str(), job.topic.as_str()), ("r1", "b"));
+    assert_eq!(
+        (job.id.to_str(), job.topic.to_str()),
+        (Some("r1"), Some("b"))
+    );
     assert_eq!(client.ack(&job).await.unwrap(), Acked::Done);
     assert_eq!(client.get("r1").await.unwrap().state, State::Unknown);
 
@@ -546,7 +549,7 @@ async fn odd_data_in_the_cluster_layout_moves_or_is_refused_clearly() {
         .await
         .unwrap()
         .into_iter()
-        .map(|job| (job.id, job.topic))
+        .map(|job| (job.id.to_string(), job.topic.to_string()))
         .collect::<Vec<_>>();
     taken.sort();
     assert_eq!(
@@ -802,7 +805,7 @@ async fn a_topic_the_registry_lost_is_added_back_once_its_master_has_failed_over
             async move {
                 let client = try_cluster_client(cluster).await.ok()?;
                 let topics = client.topics().await.ok()?;
-                topics.contains(&"lost".to_string()).then_some(())
+                topics.contains(&"lost".into()).then_some(())
             }
         },
     )
@@ -877,7 +880,7 @@ async fn batches_on_a_cluster_keep_the_jobs_of_sound_topics_when_another_topics_
         .await
         .unwrap();
     let jobs: Vec<_> = std::iter::once(first).chain(more).collect();
-    let ids: Vec<&str> = jobs.iter().map(|job| job.id.as_str()).collect();
+    let ids: Vec<String> = jobs.iter().map(|job| job.id.to_string()).collect();
     assert_eq!(ids, ["a1", "a2"]);
     let error = client
         .reserve_many(&["a", "b"], Duration::from_secs(30), 10, Duration::ZERO)

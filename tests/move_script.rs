@@ -9,6 +9,7 @@ use delayer_client::keys::{JOB_POOL, Layout, job_bucket, ready_queue};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
 use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK, Stuck, StuckBecause};
+use delayer_client::{JobId, Topic};
 use support::RedisServer;
 
 /// A realistic unix time: scores this large are where a double's precision runs out.
@@ -180,10 +181,10 @@ async fn moves_several_topics_in_one_call() {
         batch.moved,
         [
             (
-                "order.close".to_string(),
-                vec!["o1".to_string(), "o2".to_string()]
+                Topic::from("order.close"),
+                vec![JobId::from("o1"), "o2".into()]
             ),
-            ("member:remind".to_string(), vec!["m1".to_string()]),
+            ("member:remind".into(), vec!["m1".into()]),
         ]
     );
     assert_eq!(ready(&mut redis, "order.close").await, ["o1", "o2"]);

@@ -82,8 +82,8 @@ pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> f64 {
                     }
                     Pusher::RawScript => {
                         let job = NewJob {
-                            id: &id,
-                            topic: "t",
+                            id: id.as_bytes(),
+                            topic: b"t",
                             body: b"body",
                             due: None,
                             ttl_seconds: 3600 + 604_800,

@@ -310,7 +310,7 @@ async fn lateness_run(
 
     let arrivals = Arc::new(Mutex::new(Vec::with_capacity(jobs)));
     let received = Arc::new(AtomicUsize::new(0));
-    let keys: Vec<String> = TOPICS.iter().map(|topic| ready_queue(topic)).collect();
+    let keys: Vec<Vec<u8>> = TOPICS.iter().map(ready_queue).collect();
     let mut consumers = Vec::new();
     for _ in 0..CONSUMERS {
         let (mut connection, arrivals, received, keys) = (

@@ -190,7 +190,7 @@ fn consume(server: &RedisServer, jobs: usize) -> JoinHandle<Vec<Option<f64>>> {
     std::thread::spawn(move || {
         let client = redis::Client::open(info).unwrap();
         let mut connection = client.get_connection().unwrap();
-        let keys: Vec<String> = LIVE.iter().map(|topic| ready_queue(topic)).collect();
+        let keys: Vec<Vec<u8>> = LIVE.iter().map(ready_queue).collect();
         let mut arrivals = vec![None; jobs];
         let mut received = 0;
         let mut idle = 0;

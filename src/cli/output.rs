@@ -1,6 +1,6 @@
 //! What the job commands print: jobs as JSON, and the queues as JSON or a table.
 
-use delayer_client::{Job, JobInfo, Stats};
+use delayer_client::{Job, JobInfo, Stats, Topic};
 use serde_json::{Value, json};
 
 use crate::text::body;
@@ -9,8 +9,8 @@ use crate::text::time::rfc3339;
 
 pub(super) fn info_json(info: &JobInfo) -> Value {
     let mut json = json!({
-        "id": info.id,
-        "topic": info.topic,
+        "id": info.id.to_str_lossy(),
+        "topic": info.topic.as_ref().map(Topic::to_str_lossy),
         "body": info.body.as_deref().map(body::text),
         "state": info.state.name(),
         "due": info.due.map(rfc3339),
@@ -23,8 +23,8 @@ pub(super) fn info_json(info: &JobInfo) -> Value {
 
 pub(super) fn popped_json(job: &Job) -> Value {
     let mut json = json!({
-        "id": job.id,
-        "topic": job.topic,
+        "id": job.id.to_str_lossy(),
+        "topic": job.topic.to_str_lossy(),
         "body": body::text(&job.body),
         "state": "popped",
         "due": job.due.map(rfc3339),
@@ -46,7 +46,7 @@ pub(super) fn stats_json(stats: &Stats) -> Value {
         .iter()
         .map(|topic| {
             json!({
-                "topic": topic.topic,
+                "topic": topic.topic.to_str_lossy(),
                 "ready": topic.ready,
                 "reserved": topic.reserved,
                 "dead": topic.dead,
@@ -72,7 +72,7 @@ pub(super) fn stats_table(stats: &Stats) -> String {
     let width = stats
         .topics
         .iter()
-        .map(|topic| topic.topic.chars().count())
+        .map(|topic| escape::field(&topic.topic).chars().count())
         .max()
         .unwrap_or(0)
         .max("topic".len());

@@ -8,7 +8,7 @@ use std::collections::{BinaryHeap, HashSet};
 use std::time::Duration;
 
 use delayer_client::time::unix_now;
-use delayer_client::{Client, Lengths};
+use delayer_client::{Client, Lengths, Topic};
 use tokio::time::Instant;
 
 use crate::metrics::Census;
@@ -20,18 +20,19 @@ const SLICE: usize = 1000;
 const TOPICS_PER_SECOND: f64 = 50_000.0;
 
 /// Reads what Redis holds: the topics this daemon counted (`own`), then those of the registry.
-/// Names the `listed` topics with the most ready jobs and sums the others. Without the registry
-/// (a user not allowed SSCAN, say), `own` alone.
+/// Names the `listed` topics with the most ready jobs and sums the others; a topic that is not
+/// UTF-8 is read by its bytes and named escaped, as its log lines and counters name it. Without
+/// the registry (a user not allowed SSCAN, say), `own` alone.
 pub async fn take(
     client: &Client,
-    own: Vec<String>,
+    own: Vec<Topic>,
     listed: usize,
 ) -> delayer_client::Result<Census> {
     let started = Instant::now();
     let mut tally = Tally::new(listed, unix_now());
     let summed = client.keys().per_topic();
     tally.add(&own, client.lengths(&own).await?, summed);
-    let own: HashSet<String> = own.into_iter().collect();
+    let own: HashSet<Topic> = own.into_iter().collect();
     let mut cursor = 0;
     let mut first = true;
     loop {
@@ -81,7 +82,7 @@ impl Tally {
 
     /// The lengths read of `topics`: in the cluster layout (`summed`) each slice's pools are its
     /// topics' own, to add up; else each slice reads the one pool again, and the last read holds.
-    fn add(&mut self, topics: &[String], lengths: Lengths, summed: bool) {
+    fn add(&mut self, topics: &[Topic], lengths: Lengths, summed: bool) {
         let census = &mut self.census;
         if summed {
             census.waiting += lengths.waiting;
@@ -125,13 +126,16 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::Tally;
-    use delayer_client::Lengths;
+    use delayer_client::{Lengths, Topic};
 
-    fn slice(topics: &[(&str, u64)], waiting: u64) -> (Vec<String>, Lengths) {
-        let names = topics.iter().map(|(topic, _)| topic.to_string()).collect();
+    fn slice(topics: &[(&str, u64)], waiting: u64) -> (Vec<Topic>, Lengths) {
+        let names = topics
+            .iter()
+            .map(|(topic, _)| Topic::from(*topic))
+            .collect();
         let lengths = Lengths {
             waiting,
-            ready: topics.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
+            ready: topics.iter().map(|(t, n)| (Topic::from(*t), *n)).collect(),
             ..Lengths::default()
         };
         (names, lengths)
@@ -171,5 +175,20 @@ mod tests {
         assert!(census.listed.is_empty());
         assert_eq!((census.unlisted_topics, census.unlisted_ready), (2, 3));
         assert_eq!(census.waiting, 8);
+    }
+
+    #[test]
+    fn a_topic_that_is_not_utf8_is_listed_escaped() {
+        let mut tally = Tally::new(2, 0.0);
+        let (mut names, mut lengths) = slice(&[("a", 1)], 0);
+        let odd = Topic::from(&b"t\xff"[..]);
+        names.push(odd.clone());
+        lengths.ready.push((odd, 3));
+        tally.add(&names, lengths, false);
+        let census = tally.into_census();
+        assert_eq!(
+            census.listed,
+            [(r#""t\xff""#.to_string(), 3), ("a".to_string(), 1)]
+        );
     }
 }

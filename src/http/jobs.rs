@@ -21,6 +21,7 @@ use chrono::DateTime;
 use delayer_client::time::to_unix;
 use delayer_client::{
     Acked, Error, HeldJob, Job, JobInfo, MIN_TTR, Nacked, Receipt, Removed, State as JobState,
+    Topic,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -187,7 +188,10 @@ pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>
     }
     match push.await {
         // Both names: go-delay-queue's README says `id`, some of its servers answer `job_id`.
-        Ok(id) => ok("added", json!({"id": id, "job_id": id})),
+        Ok(id) => {
+            let id = id.to_str_lossy();
+            ok("added", json!({"id": id, "job_id": id}))
+        }
         Err(error) => refused(error),
     }
 }
@@ -221,8 +225,8 @@ pub(super) async fn get(State(state): State<Arc<AppState>>, Body(job): Body<JobI
 /// delay in whole seconds, as its Go clients decode them), then ours.
 #[derive(Serialize)]
 struct InfoJson<'a> {
-    topic: Option<&'a str>,
-    id: &'a str,
+    topic: Option<Cow<'a, str>>,
+    id: Cow<'a, str>,
     exec_time: Option<i64>,
     delay: Option<u64>,
     body: Option<Cow<'a, str>>,
@@ -236,8 +240,8 @@ struct InfoJson<'a> {
 impl InfoJson<'_> {
     fn of(info: &JobInfo) -> InfoJson<'_> {
         InfoJson {
-            topic: info.topic.as_deref(),
-            id: &info.id,
+            topic: info.topic.as_ref().map(Topic::to_str_lossy),
+            id: info.id.to_str_lossy(),
             // `as` saturates: a score beyond i64 (a legacy writer's) cannot fail the answer.
             exec_time: info.due.map(|due| to_unix(due).ceil() as i64),
             delay: info.delay.map(|delay| delay.as_secs_f64().ceil() as u64),
@@ -253,8 +257,8 @@ impl InfoJson<'_> {
 /// A job as `pop` and `reserve` answer it.
 #[derive(Serialize)]
 struct TakenJson<'a> {
-    id: &'a str,
-    topic: &'a str,
+    id: Cow<'a, str>,
+    topic: Cow<'a, str>,
     body: Cow<'a, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     body_base64: Option<String>,
@@ -265,8 +269,8 @@ struct TakenJson<'a> {
 impl TakenJson<'_> {
     fn of(job: &Job) -> TakenJson<'_> {
         TakenJson {
-            id: &job.id,
-            topic: &job.topic,
+            id: job.id.to_str_lossy(),
+            topic: job.topic.to_str_lossy(),
             body: body::text(&job.body),
             body_base64: body::base64(&job.body),
             attempt: job.attempts,
@@ -420,9 +424,9 @@ pub(super) struct Reservation {
 impl Reservation {
     fn receipt(&self) -> Receipt {
         Receipt {
-            id: self.job_id.clone(),
+            id: self.job_id.clone().into(),
             attempt: self.attempt,
-            topic: self.topic.clone(),
+            topic: self.topic.clone().map(Topic::from),
         }
     }
 }

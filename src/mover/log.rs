@@ -12,6 +12,7 @@ use crate::text::escape;
 use delayer_client::keys::Keys;
 use delayer_client::scripts::move_due::{Batch, Stuck, StuckBecause};
 use delayer_client::scripts::release::Released;
+use delayer_client::{JobId, Topic};
 
 /// Logs the jobs a batch moved and the orphans it dropped.
 pub fn moves(batch: &Batch) {
@@ -144,7 +145,7 @@ pub fn released(released: &Released, max_attempts: u32, keys: &Keys) {
 
 /// Ids as a JSON array, for the `ids` field of JSON log lines (the text lines print the message
 /// alone, so this is only written there).
-struct JsonIds<'a>(&'a [String]);
+struct JsonIds<'a>(&'a [JobId]);
 
 impl Display for JsonIds<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> std::fmt::Result {
@@ -154,10 +155,10 @@ impl Display for JsonIds<'_> {
 }
 
 /// (topic, id) pairs grouped by topic, topics in their first order.
-fn by_topic(pairs: &[(String, String)]) -> Vec<(&str, Vec<String>)> {
-    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+fn by_topic(pairs: &[(Topic, JobId)]) -> Vec<(&Topic, Vec<JobId>)> {
+    let mut groups: Vec<(&Topic, Vec<JobId>)> = Vec::new();
     for (topic, id) in pairs {
-        match groups.iter_mut().find(|(seen, _)| seen == topic) {
+        match groups.iter_mut().find(|(seen, _)| *seen == topic) {
             Some((_, ids)) => ids.push(id.clone()),
             None => groups.push((topic, vec![id.clone()])),
         }
@@ -170,9 +171,9 @@ fn by_topic(pairs: &[(String, String)]) -> Vec<(&str, Vec<String>)> {
 #[derive(Debug, Default)]
 pub struct StuckTopics {
     /// Already reported, not yet seen moving again.
-    reported: HashSet<String>,
+    reported: HashSet<Topic>,
     /// Found in the current drain, not reported yet: why, and how many jobs were parked so far.
-    found: BTreeMap<String, (StuckBecause, usize)>,
+    found: BTreeMap<Topic, (StuckBecause, usize)>,
 }
 
 impl StuckTopics {

@@ -3,10 +3,13 @@
 //! Anyone who can write to Redis chooses ids and topics, so they must not be able to forge a log line
 //! (an id holding `\n[info] ... Service stopped`) or blur a list (an id holding a comma). Plain text,
 //! which is every id and topic the legacy clients are used with, prints as it is, as the original did;
-//! anything else prints as a double-quoted string with Rust's escapes (`"a,b"`, `"x\n[info]"`).
+//! anything else prints as a double-quoted string with Rust's escapes (`"a,b"`, `"x\n[info]"`), and
+//! bytes that are not UTF-8 as `\xNN` (`"job-\xff\xfe"`), as the client's ids print.
 
 use std::borrow::Cow;
 use std::fmt::{self, Write};
+
+use delayer_client::name::{Quoted, Text};
 
 /// The most bytes of one id or topic a log line carries whole: anyone who writes to Redis chooses
 /// them, and a megabyte id must not be written into the log at every move.
@@ -14,39 +17,54 @@ const MAX_FIELD: usize = 256;
 /// How much of a longer one is kept, before its length and a hash that tells it from others.
 const KEPT_OF_LONG: usize = 64;
 
-/// `text` as it is when it is plain (no control character, nothing that delimits a log line's
-/// fields), else quoted and escaped; one longer than [`MAX_FIELD`] bytes is cut (see [`capped`]).
-pub fn field(text: &str) -> Cow<'_, str> {
-    if text.len() > MAX_FIELD {
-        Cow::Owned(capped(text).into_owned())
-    } else if is_plain(text) {
-        Cow::Borrowed(text)
-    } else {
-        Cow::Owned(format!("{text:?}"))
+/// `text` as it is when it is plain (UTF-8, no control character, nothing that delimits a log
+/// line's fields), else quoted and escaped; one longer than [`MAX_FIELD`] bytes is cut (see
+/// [`capped`]).
+pub fn field<T: AsRef<[u8]> + ?Sized>(text: &T) -> Cow<'_, str> {
+    let bytes = text.as_ref();
+    if bytes.len() > MAX_FIELD {
+        return Cow::Owned(capped(bytes).into_owned());
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(text) if is_plain(text) => Cow::Borrowed(text),
+        _ => Cow::Owned(Quoted(bytes).to_string()),
     }
 }
 
-/// `text` whole when it has at most [`MAX_FIELD`] bytes; else its first [`KEPT_OF_LONG`] bytes,
-/// quoted, then how many bytes were left out and a hash of the whole (FNV-1a), as
-/// `"5d41402a..."…+1048512B#9c1d3b4a5e6f7081`: one line still tells long ids apart.
-pub fn capped(text: &str) -> Cow<'_, str> {
-    if text.len() <= MAX_FIELD {
-        return Cow::Borrowed(text);
+/// `text` whole when it has at most [`MAX_FIELD`] bytes (quoted with escapes when it is not
+/// UTF-8); else its first [`KEPT_OF_LONG`] bytes, quoted, then how many bytes were left out and a
+/// hash of the whole (FNV-1a), as `"5d41402a..."…+1048512B#9c1d3b4a5e6f7081`: one line still tells
+/// long ids apart.
+pub fn capped<T: AsRef<[u8]> + ?Sized>(text: &T) -> Cow<'_, str> {
+    let bytes = text.as_ref();
+    if bytes.len() <= MAX_FIELD {
+        return match std::str::from_utf8(bytes) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => Cow::Owned(Text(bytes).to_string()),
+        };
     }
+    // Cut before a character's continuation bytes (at most three), so that text stays text.
     let mut kept = KEPT_OF_LONG;
-    while !text.is_char_boundary(kept) {
+    while kept > KEPT_OF_LONG - 3 && bytes[kept] & 0xC0 == 0x80 {
         kept -= 1;
     }
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
     });
-    let left_out = text.len() - kept;
-    Cow::Owned(format!("{:?}…+{left_out}B#{hash:016x}", &text[..kept]))
+    let left_out = bytes.len() - kept;
+    Cow::Owned(format!(
+        "{}…+{left_out}B#{hash:016x}",
+        Quoted(&bytes[..kept])
+    ))
 }
 
 /// `ids` joined with commas, each as [`field`] prints it.
-pub fn list(ids: &[String]) -> String {
-    let mut joined = String::with_capacity(ids.iter().map(|id| id.len().min(MAX_FIELD) + 1).sum());
+pub fn list<T: AsRef<[u8]>>(ids: &[T]) -> String {
+    let mut joined = String::with_capacity(
+        ids.iter()
+            .map(|id| id.as_ref().len().min(MAX_FIELD) + 1)
+            .sum(),
+    );
     for (index, id) in ids.iter().enumerate() {
         if index > 0 {
             joined.push(',');
@@ -170,6 +188,19 @@ mod tests {
             "x".repeat(256),
             "up to the limit, whole"
         );
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_quoted_with_escapes() {
+        assert_eq!(field(b"job-\xff\xfe".as_slice()), r#""job-\xff\xfe""#);
+        assert_eq!(capped(b"t\xff".as_slice()), r#""t\xff""#);
+        let long = [b'a'; 300]
+            .iter()
+            .chain(b"\xff")
+            .copied()
+            .collect::<Vec<u8>>();
+        assert!(field(&long).starts_with(&format!("{:?}…+237B#", "a".repeat(64))));
+        assert_eq!(list(&[b"a".to_vec(), b"\xc3".to_vec()]), r#"a,"\xc3""#);
     }
 
     #[test]

@@ -4,19 +4,21 @@ use std::time::SystemTime;
 
 use redis::RedisError;
 
+use crate::name::{JobId, Topic};
+
 /// The errors of [`Client`](crate::Client) and [`Worker`](crate::Worker).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     #[error("the topic is empty")]
     EmptyTopic,
     #[error("the topic {0:?} {1}")]
-    TopicRefused(String, &'static str),
+    TopicRefused(Topic, &'static str),
     #[error(
         "job {id:?} is in several topics ({}): in the cluster layout ids are per topic; name \
          the topic",
-        topics.join(", ")
+        topics.iter().map(Topic::to_string).collect::<Vec<_>>().join(", ")
     )]
-    AmbiguousId { id: String, topics: Vec<String> },
+    AmbiguousId { id: JobId, topics: Vec<Topic> },
     #[error("the id is empty")]
     EmptyId,
     #[error(
@@ -33,14 +35,14 @@ pub enum Error {
     )]
     TooFar(f64),
     #[error("no job {0:?}")]
-    UnknownJob(String),
+    UnknownJob(JobId),
     #[error(
         "job {0:?} is not reserved: its time to run passed and it was delivered again, or it was \
          never reserved"
     )]
-    NotReserved(String),
+    NotReserved(JobId),
     #[error("job {0:?} expired or is incomplete: its bucket has no topic or no body")]
-    Incomplete(String),
+    Incomplete(JobId),
     #[error("{key} holds the wrong type of value for delayer ({detail})")]
     WrongType { key: String, detail: String },
     #[error("Redis: {0}")]
@@ -50,8 +52,9 @@ pub enum Error {
 impl Error {
     /// A WRONGTYPE reply from Redis about `key` becomes [`Error::WrongType`]; anything else is a
     /// Redis error. A script's own check names the key it found (`KEY holds a string, not a
-    /// list`): that key is the one at fault.
-    pub(crate) fn about_key(error: RedisError, key: &str) -> Error {
+    /// list`): that key is the one at fault. (Keys are bytes: one that is not UTF-8 is named
+    /// with U+FFFD in the message, as Redis's own reply names it.)
+    pub(crate) fn about_key(error: RedisError, key: impl AsRef<[u8]>) -> Error {
         if error.code() == Some("WRONGTYPE") {
             let detail = error.detail().unwrap_or("WRONGTYPE");
             // Redis appends where in a script an error was raised: not the user's business.
@@ -59,9 +62,12 @@ impl Error {
                 Some((said, place)) if place.contains(", on @user_script:") => said,
                 _ => detail,
             };
-            let key = detail.rsplit_once(" holds a ").map_or(key, |(key, _)| key);
+            let key = match detail.rsplit_once(" holds a ") {
+                Some((named, _)) => named.to_string(),
+                None => String::from_utf8_lossy(key.as_ref()).into_owned(),
+            };
             Error::WrongType {
-                key: key.to_string(),
+                key,
                 detail: detail.to_string(),
             }
         } else {

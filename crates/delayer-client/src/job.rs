@@ -6,11 +6,13 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
+use crate::name::{JobId, Topic};
+
 /// A job a consumer received.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
-    pub id: String,
-    pub topic: String,
+    pub id: JobId,
+    pub topic: Topic,
     pub body: Vec<u8>,
     /// How many times it was reserved, this time included (0 for a job popped the legacy way).
     pub attempts: u32,
@@ -56,10 +58,10 @@ impl State {
 /// What [`Client::get`](crate::Client::get) tells about a job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobInfo {
-    pub id: String,
+    pub id: JobId,
     pub state: State,
     /// `None` when the job is unknown.
-    pub topic: Option<String>,
+    pub topic: Option<Topic>,
     pub body: Option<Vec<u8>>,
     /// When it falls or fell due: known while it waits, and for jobs our clients pushed.
     pub due: Option<SystemTime>,
@@ -73,9 +75,9 @@ pub struct JobInfo {
 
 impl JobInfo {
     /// What is known of a job there is no trace of.
-    pub fn unknown(id: &str) -> JobInfo {
+    pub fn unknown(id: impl Into<JobId>) -> JobInfo {
         JobInfo {
-            id: id.to_string(),
+            id: id.into(),
             state: State::Unknown,
             topic: None,
             body: None,
@@ -94,11 +96,11 @@ impl JobInfo {
 /// [`reserve`]: crate::Client::reserve
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Receipt {
-    pub id: String,
+    pub id: JobId,
     pub attempt: u32,
     /// The job's topic, when known (as from a [`Job`]): in the cluster layout, where a job's
     /// keys depend on its topic, it spares a look through every topic for the id.
-    pub topic: Option<String>,
+    pub topic: Option<Topic>,
 }
 
 impl From<&Job> for Receipt {

@@ -48,19 +48,20 @@ pub mod field {
     pub const RESERVED_BY: &str = "reserved_by";
 }
 
-/// The bucket key of job `id` in the legacy layout.
-pub fn job_bucket(id: &str) -> String {
-    format!("{JOB_BUCKET_PREFIX}{id}")
+/// The bucket key of job `id` in the legacy layout. Keys are bytes, as ids and topics are (see
+/// [`JobId`](crate::JobId)).
+pub fn job_bucket(id: impl AsRef<[u8]>) -> Vec<u8> {
+    [JOB_BUCKET_PREFIX.as_bytes(), id.as_ref()].concat()
 }
 
 /// The ready list key of `topic` in the legacy layout.
-pub fn ready_queue(topic: &str) -> String {
-    format!("{READY_QUEUE_PREFIX}{topic}")
+pub fn ready_queue(topic: impl AsRef<[u8]>) -> Vec<u8> {
+    [READY_QUEUE_PREFIX.as_bytes(), topic.as_ref()].concat()
 }
 
 /// The dead list key of `topic` in the legacy layout.
-pub fn dead_queue(topic: &str) -> String {
-    format!("{DEAD_QUEUE_PREFIX}{topic}")
+pub fn dead_queue(topic: impl AsRef<[u8]>) -> Vec<u8> {
+    [DEAD_QUEUE_PREFIX.as_bytes(), topic.as_ref()].concat()
 }
 
 /// What the pool and the buckets are called.
@@ -116,11 +117,20 @@ impl Layout {
     }
 
     /// Why this layout cannot hold `topic`, if it cannot: placed per topic, a topic that starts
-    /// with `}` makes an empty hash tag, which would scatter its keys over the cluster.
-    pub fn refusal(self, topic: &str) -> Option<&'static str> {
-        (self.per_topic() && topic.starts_with('}')).then_some(
-            "starts with '}', so its keys could not share a hash slot in the cluster layout",
-        )
+    /// with `}` makes an empty hash tag, which would scatter its keys over the cluster; and one
+    /// that is not UTF-8 cannot be named in key names, which are text there (the cluster layout
+    /// is ours alone: no legacy client writes it).
+    pub fn refusal(self, topic: impl AsRef<[u8]>) -> Option<&'static str> {
+        let topic = topic.as_ref();
+        if !self.per_topic() {
+            None
+        } else if topic.starts_with(b"}") {
+            Some("starts with '}', so its keys could not share a hash slot in the cluster layout")
+        } else if std::str::from_utf8(topic).is_err() {
+            Some("is not UTF-8, which the cluster layout's key names do not hold")
+        } else {
+            None
+        }
     }
 
     /// Placed per topic, what comes before and after the topic in each topic's pool
@@ -232,8 +242,8 @@ impl Affixes {
         }
     }
 
-    fn around(&self, topic: &str) -> String {
-        format!("{}{topic}{}", self.prefix, self.suffix)
+    fn around(&self, topic: &[u8]) -> Vec<u8> {
+        [self.prefix.as_bytes(), topic, self.suffix.as_bytes()].concat()
     }
 }
 
@@ -249,8 +259,8 @@ impl Keys {
     }
 
     /// The hash holding job `id`'s fields.
-    pub fn bucket(&self, id: &str) -> String {
-        format!("{}{id}", self.bucket_prefix)
+    pub fn bucket(&self, id: impl AsRef<[u8]>) -> Vec<u8> {
+        [self.bucket_prefix.as_bytes(), id.as_ref()].concat()
     }
 
     /// What every bucket key starts with.
@@ -259,8 +269,8 @@ impl Keys {
     }
 
     /// The list `topic`'s due job ids wait in.
-    pub fn ready(&self, topic: &str) -> String {
-        self.ready.around(topic)
+    pub fn ready(&self, topic: impl AsRef<[u8]>) -> Vec<u8> {
+        self.ready.around(topic.as_ref())
     }
 
     /// What comes before and after the topic in a ready list's key.
@@ -269,8 +279,8 @@ impl Keys {
     }
 
     /// The list of `topic`'s jobs that failed too often.
-    pub fn dead(&self, topic: &str) -> String {
-        self.dead.around(topic)
+    pub fn dead(&self, topic: impl AsRef<[u8]>) -> Vec<u8> {
+        self.dead.around(topic.as_ref())
     }
 
     /// What comes before and after the topic in a dead list's key.
@@ -310,19 +320,31 @@ mod tests {
     fn each_layout_names_its_keys() {
         let legacy = Layout::LEGACY.keys("");
         assert_eq!(legacy.pool(), JOB_POOL);
-        assert_eq!(legacy.bucket("5d41"), format!("{JOB_BUCKET_PREFIX}5d41"));
-        assert_eq!(legacy.ready("t"), format!("{READY_QUEUE_PREFIX}t"));
-        assert_eq!(legacy.dead("t"), format!("{DEAD_QUEUE_PREFIX}t"));
+        let text = |key: Vec<u8>| String::from_utf8(key).unwrap();
+        assert_eq!(
+            text(legacy.bucket("5d41")),
+            format!("{JOB_BUCKET_PREFIX}5d41")
+        );
+        assert_eq!(text(legacy.ready("t")), format!("{READY_QUEUE_PREFIX}t"));
+        assert_eq!(text(legacy.dead("t")), format!("{DEAD_QUEUE_PREFIX}t"));
+        assert_eq!(
+            legacy.bucket(b"\xff"),
+            b"delayer:job_bucket:\xff",
+            "any bytes"
+        );
         assert_eq!((legacy.reserved(), legacy.topics()), (RESERVED, TOPICS));
         assert_eq!(legacy.registry_for_scripts(), TOPICS);
         let jop = Layout::JOP.keys("");
         assert_eq!(jop.pool(), JOP_POOL);
-        assert_eq!(jop.bucket("5d41"), format!("{JOP_BUCKET_PREFIX}5d41"));
+        assert_eq!(text(jop.bucket("5d41")), format!("{JOP_BUCKET_PREFIX}5d41"));
         let cluster = Layout::CLUSTER.keys("order.close");
         assert_eq!(cluster.pool(), "delayer:{order.close}:job_pool");
-        assert_eq!(cluster.bucket("7"), "delayer:{order.close}:job_bucket:7");
-        assert_eq!(cluster.ready("x"), "delayer:{x}:ready_queue");
-        assert_eq!(cluster.dead("x"), "delayer:{x}:dead_queue");
+        assert_eq!(
+            text(cluster.bucket("7")),
+            "delayer:{order.close}:job_bucket:7"
+        );
+        assert_eq!(text(cluster.ready("x")), "delayer:{x}:ready_queue");
+        assert_eq!(text(cluster.dead("x")), "delayer:{x}:dead_queue");
         assert_eq!(cluster.reserved(), "delayer:{order.close}:reserved");
         assert_eq!(cluster.topics(), TOPICS);
         assert_eq!(cluster.registry_for_scripts(), "");
@@ -351,6 +373,11 @@ mod tests {
             Some("order.close")
         );
         assert_eq!(cluster.topic_of_reservations("delayer:{t}:job_pool"), None);
+        assert!(
+            cluster.refusal(b"t\xff").is_some(),
+            "its key names are text"
+        );
+        assert_eq!(Layout::LEGACY.refusal(b"t\xff"), None);
         let pools = cluster.topic_pools().unwrap();
         assert_eq!(
             format!("{}t{}", pools.prefix, pools.suffix),

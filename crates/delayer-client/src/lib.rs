@@ -28,6 +28,7 @@ pub mod connection;
 mod error;
 mod job;
 pub mod keys;
+pub mod name;
 pub mod scripts;
 mod settings;
 mod shared_connection;
@@ -43,6 +44,7 @@ pub use client::stats::{Lengths, Stats, TopicStats};
 pub use connection::Target;
 pub use error::{Error, Result, unanswered};
 pub use job::{Job, JobInfo, Receipt, State};
+pub use name::{JobId, Topic};
 pub use redis;
 pub use scripts::ack::Acked;
 pub use settings::{

@@ -8,7 +8,9 @@ use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{AsyncCommands, ErrorKind};
 use delayer_client::scripts::release::ReleaseScript;
 use delayer_client::time::deadline_score;
-use delayer_client::{Acked, Client, Error, Nacked, Receipt, Removed, Settings, State};
+use delayer_client::{
+    Acked, Client, Error, JobId, Nacked, Receipt, Removed, Settings, State, Topic,
+};
 use delayer_testkit::jobs::{move_due_jobs, move_until_empty};
 use delayer_testkit::legacy_client::{self, Message};
 use delayer_testkit::proxy::ForgetfulProxy;
@@ -44,7 +46,11 @@ async fn a_job_pushed_here_is_popped_by_the_legacy_clients_intact() {
         .await
         .unwrap();
 
-    assert_eq!(id.len(), 32, "a unique id like the md5s users make");
+    assert_eq!(
+        id.as_bytes().len(),
+        32,
+        "a unique id like the md5s users make"
+    );
     let [(pooled, score)] = &pool(&mut redis).await[..] else {
         panic!("one job in the pool")
     };
@@ -72,7 +78,7 @@ async fn a_job_pushed_here_is_popped_by_the_legacy_clients_intact() {
     assert_eq!(
         popped,
         Some(Message {
-            id,
+            id: id.to_string(),
             topic: "order.close".into(),
             body: "order 42".into()
         })
@@ -99,7 +105,7 @@ async fn a_job_pushed_by_a_legacy_client_is_popped_reserved_and_got_here() {
 
     let popped = client.pop("mail").await.unwrap().unwrap();
     assert_eq!(
-        (popped.id.as_str(), popped.body_text().unwrap()),
+        (popped.id.to_str().unwrap(), popped.body_text().unwrap()),
         ("legacy-1", "body of legacy-1")
     );
     let bpopped = client
@@ -109,12 +115,15 @@ async fn a_job_pushed_by_a_legacy_client_is_popped_reserved_and_got_here() {
         .unwrap();
     assert_eq!(bpopped.id, "legacy-2");
     let reserved = reserve_now(&client, "mail", Duration::from_secs(30)).await;
-    assert_eq!((reserved.id.as_str(), reserved.attempts), ("legacy-3", 1));
+    assert_eq!(
+        (reserved.id.to_str().unwrap(), reserved.attempts),
+        ("legacy-3", 1)
+    );
     assert_eq!(reserved.due, None, "legacy clients do not record it");
 
     let got = client.get("legacy-3").await.unwrap();
     assert_eq!(got.state, State::Reserved);
-    assert_eq!(got.topic.as_deref(), Some("mail"));
+    assert_eq!(got.topic.as_ref().and_then(Topic::to_str), Some("mail"));
     assert_eq!(got.body.as_deref(), Some(&b"body of legacy-3"[..]));
     assert_eq!(got.attempts, 1);
     assert!(got.deadline.unwrap() > SystemTime::now() + Duration::from_secs(29));
@@ -507,8 +516,8 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
     // script before that write.
     let script = delayer_client::scripts::push::PushScript::default();
     let job = delayer_client::scripts::push::NewJob {
-        id: "forever",
-        topic: "t",
+        id: b"forever",
+        topic: b"t",
         body: b"b",
         due: Some(1e16),
         ttl_seconds: u64::MAX,
@@ -524,7 +533,7 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
     let _: () = redis.set(ready_queue("broken"), "x").await.unwrap();
     let error = client.pop("broken").await.unwrap_err();
     assert!(
-        matches!(&error, Error::WrongType { key, .. } if key == &keys::ready_queue("broken")),
+        matches!(&error, Error::WrongType { key, .. } if key.as_bytes() == keys::ready_queue("broken")),
         "{error}"
     );
 }
@@ -725,7 +734,7 @@ async fn a_job_pushed_again_to_another_topic_reaches_only_that_topics_consumers(
     assert_eq!(taken, None, "c1's entry is stale: x is c2's now");
     let taken = reserve_now(&client, "c2", Duration::from_secs(30)).await;
     assert_eq!(
-        (taken.topic.as_str(), taken.body.as_slice()),
+        (taken.topic.to_str().unwrap(), taken.body.as_slice()),
         ("c2", &b"two"[..])
     );
     assert_eq!(client.ack(&taken).await.unwrap(), Acked::Done);
@@ -849,7 +858,13 @@ async fn reserve_many_takes_the_oldest_jobs_topic_by_topic_and_ack_many_finishes
 
     let taken: Vec<(&str, &str, u32)> = jobs
         .iter()
-        .map(|job| (job.id.as_str(), job.topic.as_str(), job.attempts))
+        .map(|job| {
+            (
+                job.id.to_str().unwrap(),
+                job.topic.to_str().unwrap(),
+                job.attempts,
+            )
+        })
         .collect();
     assert_eq!(
         taken,
@@ -881,7 +896,7 @@ async fn reserve_many_takes_the_oldest_jobs_topic_by_topic_and_ack_many_finishes
         topic: None,
     };
     let empty = Receipt {
-        id: String::new(),
+        id: JobId::default(),
         attempt: 1,
         topic: None,
     };
@@ -939,8 +954,12 @@ async fn a_ready_list_of_the_wrong_type_is_passed_over_and_fails_only_a_look_tha
         .reserve_many(&["b", "a"], Duration::from_secs(30), 10, Duration::ZERO)
         .await
         .unwrap();
-    let ids: Vec<&str> = jobs.iter().map(|job| job.id.as_str()).collect();
-    assert_eq!(ids, [id.as_str()], "topic a served past the broken b");
+    let ids: Vec<&str> = jobs.iter().map(|job| job.id.to_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [id.to_str().unwrap()],
+        "topic a served past the broken b"
+    );
 
     for most in [1, 10] {
         let error = client
@@ -948,7 +967,7 @@ async fn a_ready_list_of_the_wrong_type_is_passed_over_and_fails_only_a_look_tha
             .await
             .unwrap_err();
         assert!(
-            matches!(&error, Error::WrongType { key, .. } if *key == bad),
+            matches!(&error, Error::WrongType { key, .. } if key.as_bytes() == bad),
             "{error}"
         );
     }
@@ -985,7 +1004,7 @@ async fn an_attempt_count_that_is_not_a_whole_number_starts_again_and_fails_noth
 
     let mut attempts: Vec<(&str, u32)> = jobs
         .iter()
-        .map(|job| (job.id.as_str(), job.attempts))
+        .map(|job| (job.id.to_str().unwrap(), job.attempts))
         .collect();
     attempts.sort();
     assert_eq!(attempts, [("huge", 1), ("odd", 1), ("sound", 3)]);
@@ -1017,7 +1036,7 @@ async fn a_reserve_whose_reply_was_lost_finds_the_jobs_it_reserved() {
 
     let ids: Vec<(&str, u32)> = jobs
         .iter()
-        .map(|job| (job.id.as_str(), job.attempts))
+        .map(|job| (job.id.to_str().unwrap(), job.attempts))
         .collect();
     assert_eq!(ids, [("j1", 1), ("j2", 1), ("j3", 1)]);
     let acked = client.ack_many(&jobs).await;

@@ -9,10 +9,10 @@ use delayer_client::keys::{JOB_POOL, Layout, RESERVED, ready_queue};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::scripts::release::ReleaseScript;
-use delayer_client::{Client, Settings, State, Worker};
+use delayer_client::{Client, JobId, Settings, State, Topic, Worker};
 use delayer_testkit::jobs::{command_stats, move_due_jobs, move_until_empty};
 use delayer_testkit::proxy::ForgetfulProxy;
-use delayer_testkit::{RedisServer, wait_for};
+use delayer_testkit::{RedisServer, legacy_client, wait_for};
 use tokio::sync::oneshot;
 
 async fn client(server: &RedisServer) -> Client {
@@ -32,7 +32,8 @@ async fn ready_jobs(
             client
                 .push(topic, format!("{topic} {index}"))
                 .await
-                .unwrap(),
+                .unwrap()
+                .to_string(),
         );
     }
     move_until_empty(redis).await;
@@ -661,4 +662,53 @@ async fn an_ack_redis_did_not_answer_is_sent_again_and_the_job_runs_once() {
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 1, "run once");
+}
+
+/// Ids and topics are bytes: a job whose id (or topic) is not UTF-8, as the legacy clients can
+/// push it, is handled once and acked, not handed out again after each ack that could not name it.
+#[tokio::test]
+async fn a_job_whose_id_or_topic_is_not_utf8_runs_once() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let jobs: [(&[u8], &[u8]); 2] = [(b"job-\xff\xfe", b"mail"), (b"job-2", b"t\xff")];
+    for (id, topic) in jobs {
+        legacy_client::push_bytes(&mut redis, [id, topic, b"b"], 0)
+            .await
+            .unwrap();
+    }
+    move_until_empty(&mut redis).await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (stop, stopped) = stop_signal();
+    let mut worker = Worker::new(client.clone()).ttr(Duration::from_secs(1));
+    for (_, topic) in jobs {
+        let seen = seen.clone();
+        worker = worker.handle(topic, move |job| {
+            seen.lock().unwrap().push((job.id, job.topic));
+            async { Ok::<(), String>(()) }
+        });
+    }
+    let running = tokio::spawn(worker.run(stopped));
+
+    wait_for(Duration::from_secs(10), "both jobs acked", || {
+        let mut redis = redis.clone();
+        async move {
+            let left: usize = redis
+                .exists(&jobs.map(|(id, _)| delayer_client::keys::job_bucket(id)))
+                .await
+                .unwrap();
+            (left == 0).then_some(())
+        }
+    })
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    let mut expected: Vec<(JobId, Topic)> =
+        jobs.map(|(id, topic)| (id.into(), topic.into())).into();
+    expected.sort();
+    assert_eq!(seen, expected, "each handled once, its id and topic whole");
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(reserved, 0);
 }

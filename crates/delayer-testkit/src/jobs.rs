@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use delayer_client::JobId;
 use delayer_client::keys::{JOB_POOL, Layout, job_bucket, ready_queue};
+use delayer_client::name::Text;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 
@@ -172,15 +174,16 @@ pub async fn move_until_empty(redis: &mut MultiplexedConnection) {
 /// Waits until `topic`'s ready list holds at least `count` ids, and returns them (newest first).
 pub async fn wait_for_ready(
     redis: &MultiplexedConnection,
-    topic: &str,
+    topic: impl AsRef<[u8]>,
     count: usize,
-) -> Vec<String> {
-    let what = format!("{count} jobs on the ready list of {topic}");
+) -> Vec<JobId> {
+    let topic = topic.as_ref();
+    let what = format!("{count} jobs on the ready list of {}", Text(topic));
     wait_for(Duration::from_secs(10), &what, || {
         let mut redis = redis.clone();
         let key = ready_queue(topic);
         async move {
-            let ids: Vec<String> = redis.lrange(key, 0, -1).await.unwrap();
+            let ids: Vec<JobId> = redis.lrange(key, 0, -1).await.unwrap();
             (ids.len() >= count).then_some(ids)
         }
     })

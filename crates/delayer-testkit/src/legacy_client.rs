@@ -44,23 +44,45 @@ pub async fn push_in(
     message: &Message,
     delay: i64,
 ) -> RedisResult<()> {
-    let keys = layout.keys(&message.topic);
-    let bucket = keys.bucket(&message.id);
+    let Message { id, topic, body } = message;
+    let job = [id, topic, body].map(String::as_bytes);
+    push_bytes_in(layout, connection, job, delay).await
+}
+
+/// [`push`] of a job whose `[id, topic, body]` are any bytes, as the PHP and Go clients can
+/// write them (a PHP string is bytes; so is a Go string).
+pub async fn push_bytes(
+    connection: &mut MultiplexedConnection,
+    job: [&[u8]; 3],
+    delay: i64,
+) -> RedisResult<()> {
+    push_bytes_in(Layout::LEGACY, connection, job, delay).await
+}
+
+async fn push_bytes_in(
+    layout: Layout,
+    connection: &mut MultiplexedConnection,
+    [id, topic, body]: [&[u8]; 3],
+    delay: i64,
+) -> RedisResult<()> {
+    // The legacy clients' layouts have one pool for every topic: the topic names no key here.
+    let keys = layout.keys("");
+    let bucket = keys.bucket(id);
     redis::pipe()
         .atomic()
         .cmd("HMSET")
         .arg(&bucket)
         .arg("topic")
-        .arg(&message.topic)
+        .arg(topic)
         .arg("body")
-        .arg(&message.body)
+        .arg(body)
         .cmd("EXPIRE")
         .arg(&bucket)
         .arg(delay + READY_MAX_LIFETIME)
         .cmd("ZADD")
         .arg(keys.pool())
         .arg(now_seconds() + delay)
-        .arg(&message.id)
+        .arg(id)
         .query_async::<()>(connection)
         .await
 }
@@ -110,7 +132,7 @@ pub async fn bpop(
 /// `HGETALL bucket`; topic or body missing → "expired or incomplete" (None); else `DEL bucket`.
 async fn fetch(
     connection: &mut MultiplexedConnection,
-    bucket: &str,
+    bucket: &[u8],
     id: String,
 ) -> RedisResult<Option<Message>> {
     let fields: std::collections::HashMap<String, String> = redis::cmd("HGETALL")

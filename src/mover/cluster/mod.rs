@@ -14,10 +14,9 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use deadpool_redis::redis::{AsyncCommands, ErrorKind, RedisError, RedisResult};
-use delayer_client::MIN_TTR;
-use delayer_client::Target;
 use delayer_client::keys::Layout;
 use delayer_client::watch::Written;
+use delayer_client::{MIN_TTR, Target, Topic};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
@@ -184,7 +183,7 @@ impl ClusterMover {
 
     /// The topics of the registry (the slot map read first, if not known yet). Bounded by
     /// [`REGISTRY_WAIT`]: the drains under way are not polled meanwhile.
-    async fn read_registry(&self) -> RedisResult<Vec<String>> {
+    async fn read_registry(&self) -> RedisResult<Vec<Topic>> {
         if self.nodes.masters().is_empty() {
             self.nodes.refresh().await?;
         }
@@ -196,7 +195,7 @@ impl ClusterMover {
             }
         };
         let read = tokio::time::timeout(REGISTRY_WAIT, connection.smembers(&self.registry));
-        let topics: RedisResult<Vec<String>> = read.await.unwrap_or_else(|_| {
+        let topics: RedisResult<Vec<Topic>> = read.await.unwrap_or_else(|_| {
             Err(RedisError::from((
                 ErrorKind::Io,
                 "the registry's master did not answer within",

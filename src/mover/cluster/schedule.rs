@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use delayer_client::Topic;
 use delayer_client::keys::Layout;
 use tracing::error;
 
@@ -18,23 +19,31 @@ pub(super) struct Schedule {
     /// Topics being drained now, each with the earliest time it was woken for meanwhile.
     draining: HashMap<String, Option<f64>>,
     /// Topics of the registry that the cluster layout cannot hold, said once each.
-    refused: HashSet<String>,
+    refused: HashSet<Topic>,
 }
 
 impl Schedule {
     /// Takes note of the registry's `topics`: those not known yet are looked at `now`. Each one
-    /// that `layout` cannot hold is said once and left alone.
-    pub(super) fn know(&mut self, topics: Vec<String>, layout: Layout, now: f64) {
+    /// that `layout` cannot hold (one that is not UTF-8 among them: see [`Layout::refusal`]) is
+    /// said once and left alone.
+    pub(super) fn know(&mut self, topics: Vec<Topic>, layout: Layout, now: f64) {
         for topic in topics {
-            if let Some(why) = layout.refusal(&topic) {
-                if self.refused.insert(topic.clone()) {
-                    error!(
-                        "Topic {} of the registry is left alone: it {why}",
-                        escape::field(&topic)
-                    );
+            let text = match (layout.refusal(&topic), topic.to_str()) {
+                (None, Some(text)) => text,
+                (why, _) => {
+                    if !self.refused.contains(&topic) {
+                        let why = why.unwrap_or("is not UTF-8");
+                        error!(
+                            "Topic {} of the registry is left alone: it {why}",
+                            escape::field(&topic)
+                        );
+                        self.refused.insert(topic);
+                    }
+                    continue;
                 }
-            } else if !self.due.contains_key(&topic) && !self.draining.contains_key(&topic) {
-                self.set(topic, now);
+            };
+            if !self.due.contains_key(text) && !self.draining.contains_key(text) {
+                self.set(text.to_string(), now);
             }
         }
     }
@@ -107,8 +116,8 @@ fn micros(at: f64) -> i64 {
 mod tests {
     use super::*;
 
-    fn topics(names: &[&str]) -> Vec<String> {
-        names.iter().map(|name| name.to_string()).collect()
+    fn topics(names: &[&str]) -> Vec<Topic> {
+        names.iter().map(|name| Topic::from(*name)).collect()
     }
 
     #[test]
@@ -141,7 +150,12 @@ mod tests {
     #[test]
     fn topics_the_layout_cannot_hold_are_left_alone() {
         let mut schedule = Schedule::default();
-        schedule.know(topics(&["}bad", "good"]), Layout::CLUSTER, 0.0);
+        let mut registry = topics(&["}bad", "good"]);
+        registry.push(Topic::from(&b"t\xff"[..]));
+        schedule.know(registry.clone(), Layout::CLUSTER, 0.0);
         assert_eq!(schedule.take_due(0.0, 5), ["good"]);
+        schedule.know(registry, Layout::CLUSTER, 0.0);
+        assert_eq!(schedule.refused.len(), 2, "each said once");
+        assert!(schedule.take_due(0.0, 5).is_empty());
     }
 }

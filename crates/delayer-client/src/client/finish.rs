@@ -56,9 +56,9 @@ impl Client {
             if !named.insert((&reservation.id, per_topic.then_some(&reservation.topic))) {
                 continue;
             }
-            let keys = match check_id(&reservation.id) {
+            let keys = match check_id(reservation.id.as_bytes()) {
                 Ok(()) => {
-                    self.keys_of(&reservation.id, reservation.topic.as_deref())
+                    self.keys_of(reservation.id.as_bytes(), reservation.topic.as_ref())
                         .await
                 }
                 Err(error) => Err(error),
@@ -86,9 +86,14 @@ impl Client {
         };
         for (keys, members) in &groups {
             for members in members.chunks(MAX_BATCH) {
-                let pairs: Vec<(&str, u32)> = members
+                let pairs: Vec<(&[u8], u32)> = members
                     .iter()
-                    .map(|&index| (reservations[index].id.as_str(), reservations[index].attempt))
+                    .map(|&index| {
+                        (
+                            reservations[index].id.as_bytes(),
+                            reservations[index].attempt,
+                        )
+                    })
                     .collect();
                 let codes = self
                     .inner
@@ -141,11 +146,11 @@ impl Client {
         retry_in: Duration,
     ) -> Result<Nacked> {
         let Receipt { id, attempt, topic } = reservation;
-        check_id(&id)?;
+        check_id(id.as_bytes())?;
         if retry_in > MAX_DELAY {
             return Err(Error::TooFar(retry_in.as_secs_f64()));
         }
-        let Some(keys) = self.keys_of(&id, topic.as_deref()).await? else {
+        let Some(keys) = self.keys_of(id.as_bytes(), topic.as_ref()).await? else {
             return Err(Error::NotReserved(id));
         };
         let released = self
@@ -155,7 +160,7 @@ impl Client {
             .one(
                 &mut self.connection().await?,
                 &keys,
-                &id,
+                id.as_bytes(),
                 attempt,
                 counted,
                 retry_in.as_secs_f64(),
@@ -185,8 +190,8 @@ impl Client {
     /// reservation is not current.
     pub async fn touch(&self, reservation: impl Into<Receipt>, ttr: Duration) -> Result<()> {
         let Receipt { id, attempt, topic } = reservation.into();
-        check_id(&id)?;
-        let Some(keys) = self.keys_of(&id, topic.as_deref()).await? else {
+        check_id(id.as_bytes())?;
+        let Some(keys) = self.keys_of(id.as_bytes(), topic.as_ref()).await? else {
             return Err(Error::NotReserved(id));
         };
         let ttr = ttr.max(MIN_TTR);
@@ -194,7 +199,13 @@ impl Client {
             .inner
             .scripts
             .touch
-            .run(&mut self.connection().await?, &keys, &id, attempt, ttr)
+            .run(
+                &mut self.connection().await?,
+                &keys,
+                id.as_bytes(),
+                attempt,
+                ttr,
+            )
             .await
             .map_err(|error| Error::about_key(error, keys.reserved()))?;
         if touched {

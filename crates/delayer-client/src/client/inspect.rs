@@ -9,6 +9,7 @@ use super::{Client, check_id, check_topic_in};
 use crate::error::{Error, Result};
 use crate::job::{JobInfo, State};
 use crate::keys::field;
+use crate::name::JobId;
 use crate::time::{from_deadline_score, from_unix};
 
 /// Dead jobs requeued per script call.
@@ -18,12 +19,13 @@ const REQUEUE_BATCH: usize = 1000;
 type Lookup = (
     RedisResult<Option<f64>>,
     RedisResult<Option<f64>>,
-    RedisResult<HashMap<String, Vec<u8>>>,
+    RedisResult<HashMap<Vec<u8>, Vec<u8>>>,
 );
 
 impl Client {
     /// Where a job is, and what it holds.
-    pub async fn get(&self, id: &str) -> Result<JobInfo> {
+    pub async fn get(&self, id: impl AsRef<[u8]>) -> Result<JobInfo> {
+        let id = id.as_ref();
         check_id(id)?;
         let Some(keys) = self.keys_of(id, None).await? else {
             return Ok(JobInfo::unknown(id));
@@ -41,28 +43,24 @@ impl Client {
         let due = due.map_err(|error| Error::about_key(error, keys.pool()))?;
         let deadline = deadline.map_err(|error| Error::about_key(error, keys.reserved()))?;
         let fields = fields.map_err(|error| Error::about_key(error, &bucket))?;
-        let text = |name: &str| {
-            fields
-                .get(name)
-                .map(|value| String::from_utf8_lossy(value).into_owned())
-        };
-        let number = |name: &str| text(name).and_then(|value| value.parse::<f64>().ok());
-        let state = if !fields.contains_key(field::TOPIC) {
+        let field = |name: &str| fields.get(name.as_bytes());
+        let number = |name: &str| std::str::from_utf8(field(name)?).ok()?.parse::<f64>().ok();
+        let state = if field(field::TOPIC).is_none() {
             State::Unknown
         } else if due.is_some() {
             State::Waiting
         } else if deadline.is_some() {
             State::Reserved
-        } else if fields.contains_key(field::DIED_AT) {
+        } else if field(field::DIED_AT).is_some() {
             State::Dead
         } else {
             State::Ready
         };
         Ok(JobInfo {
-            id: id.to_string(),
+            id: id.into(),
             state,
-            topic: text(field::TOPIC),
-            body: fields.get(field::BODY).cloned(),
+            topic: field(field::TOPIC).map(|topic| topic.clone().into()),
+            body: field(field::BODY).cloned(),
             due: due.or_else(|| number(field::DUE)).and_then(from_unix),
             delay: number(field::DELAY).and_then(|delay| Duration::try_from_secs_f64(delay).ok()),
             // As the scripts count it: a whole number below 2^31 - 1, anything else none.
@@ -76,7 +74,8 @@ impl Client {
     }
 
     /// The ids on `topic`'s dead list, oldest first, at most `limit`.
-    pub async fn dead(&self, topic: &str, limit: usize) -> Result<Vec<String>> {
+    pub async fn dead(&self, topic: impl AsRef<[u8]>, limit: usize) -> Result<Vec<JobId>> {
+        let topic = topic.as_ref();
         check_topic_in(self.layout(), topic)?;
         let dead = self.keys_for(topic).dead(topic);
         if limit == 0 {
@@ -84,7 +83,7 @@ impl Client {
         }
         // LPUSHed: the oldest are at the end.
         let last = isize::try_from(limit).unwrap_or(isize::MAX);
-        let mut ids: Vec<String> = self
+        let mut ids: Vec<JobId> = self
             .connection()
             .await?
             .lrange(&dead, -last, -1)
@@ -96,7 +95,8 @@ impl Client {
 
     /// Moves every dead job of `topic` back to the pool, due now, its attempts counted afresh.
     /// Returns how many went back (those whose data had expired are dropped).
-    pub async fn requeue_dead(&self, topic: &str) -> Result<usize> {
+    pub async fn requeue_dead(&self, topic: impl AsRef<[u8]>) -> Result<usize> {
+        let topic = topic.as_ref();
         check_topic_in(self.layout(), topic)?;
         let mut total = 0;
         loop {
@@ -111,7 +111,7 @@ impl Client {
                     REQUEUE_BATCH,
                 )
                 .await
-                .map_err(|error| Error::about_key(error, &self.keys_for(topic).dead(topic)))?;
+                .map_err(|error| Error::about_key(error, self.keys_for(topic).dead(topic)))?;
             total += requeued;
             if requeued + dropped < REQUEUE_BATCH {
                 return Ok(total);

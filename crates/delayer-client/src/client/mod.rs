@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use crate::connection::{self, Connection, Target};
 use crate::error::{Error, Result};
 use crate::keys::{Keys, Layout};
+use crate::name::Topic;
 use crate::scripts::ack::AckScript;
 use crate::scripts::find_reserved::FindReservedScript;
 use crate::scripts::push::PushScript;
@@ -129,10 +130,11 @@ impl Client {
         &self.inner.keys
     }
 
-    /// The key names of `topic`'s jobs.
-    pub fn keys_for(&self, topic: &str) -> Cow<'_, Keys> {
+    /// The key names of `topic`'s jobs. (In the cluster layout, whose key names are text, a
+    /// topic that is not UTF-8 is refused before its keys are needed: see [`Layout::refusal`].)
+    pub fn keys_for(&self, topic: impl AsRef<[u8]>) -> Cow<'_, Keys> {
         if self.per_topic() {
-            Cow::Owned(self.layout().keys(topic))
+            Cow::Owned(self.layout().keys(&String::from_utf8_lossy(topic.as_ref())))
         } else {
             Cow::Borrowed(&self.inner.keys)
         }
@@ -149,7 +151,7 @@ impl Client {
 
     /// `topics` in groups that one script call can serve: all at once, or placed per topic
     /// (each in a slot of its own) one by one.
-    fn script_groups<'t>(&self, topics: &'t [&'t str]) -> Vec<&'t [&'t str]> {
+    fn script_groups<'t, T>(&self, topics: &'t [T]) -> Vec<&'t [T]> {
         if self.per_topic() {
             topics.chunks(1).collect()
         } else {
@@ -160,7 +162,7 @@ impl Client {
     /// The key names of job `id`'s data. In the cluster layout, where they depend on the topic:
     /// those of `topic` when known, else of the first topic of the registry (in name order) that
     /// holds the id; `None` when none does.
-    async fn keys_of(&self, id: &str, topic: Option<&str>) -> Result<Option<Cow<'_, Keys>>> {
+    async fn keys_of(&self, id: &[u8], topic: Option<&Topic>) -> Result<Option<Cow<'_, Keys>>> {
         if !self.per_topic() {
             return Ok(Some(Cow::Borrowed(&self.inner.keys)));
         }
@@ -175,7 +177,7 @@ impl Client {
             if self.layout().refusal(&topic).is_some() {
                 continue;
             }
-            let keys = self.layout().keys(&topic);
+            let keys = self.keys_for(&topic);
             // Its data, or (an orphan) its pool entry alone.
             let (data, pooled): (bool, Option<f64>) = redis::pipe()
                 .exists(keys.bucket(id))
@@ -190,7 +192,7 @@ impl Client {
             [] => Ok(None),
             [topic] => Ok(Some(self.keys_for(topic))),
             _ => Err(Error::AmbiguousId {
-                id: id.to_string(),
+                id: id.into(),
                 topics: found,
             }),
         }
@@ -224,17 +226,17 @@ impl Client {
 }
 
 /// A topic must not be empty, and must fit the layout (see [`Layout::refusal`]).
-pub(crate) fn check_topic_in(layout: Layout, topic: &str) -> Result<()> {
+pub(crate) fn check_topic_in(layout: Layout, topic: &[u8]) -> Result<()> {
     if topic.is_empty() {
         return Err(Error::EmptyTopic);
     }
     match layout.refusal(topic) {
-        Some(why) => Err(Error::TopicRefused(topic.to_string(), why)),
+        Some(why) => Err(Error::TopicRefused(topic.into(), why)),
         None => Ok(()),
     }
 }
 
-fn check_id(id: &str) -> Result<()> {
+fn check_id(id: &[u8]) -> Result<()> {
     if id.is_empty() {
         Err(Error::EmptyId)
     } else {

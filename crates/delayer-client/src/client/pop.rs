@@ -12,6 +12,7 @@ use super::{Client, check_topic_in};
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::keys::field;
+use crate::name::JobId;
 use crate::time::from_unix;
 
 /// How often `bpop` of several topics in the cluster layout looks at each.
@@ -24,14 +25,14 @@ pub struct HeldJob {
     /// The job, as a pop hands it out.
     pub job: Job,
     /// The list it was taken from, and its data.
-    ready: String,
-    bucket: String,
+    ready: Vec<u8>,
+    bucket: Vec<u8>,
 }
 
 impl Client {
     /// The legacy pop: takes the oldest ready job of `topic` and deletes its data, so a consumer
     /// that dies before finishing it loses it. `None` when there is none.
-    pub async fn pop(&self, topic: &str) -> Result<Option<Job>> {
+    pub async fn pop(&self, topic: impl AsRef<[u8]>) -> Result<Option<Job>> {
         match self.pop_held(topic).await? {
             Some(held) => self.finish_pop(held).await.map(Some),
             None => Ok(None),
@@ -40,7 +41,11 @@ impl Client {
 
     /// The legacy blocking pop: like [`pop`](Client::pop) on the first of `topics` that has a
     /// job, waiting up to `timeout` for one (`Duration::ZERO`: for ever, as BRPOP's 0).
-    pub async fn bpop(&self, topics: &[&str], timeout: Duration) -> Result<Option<Job>> {
+    pub async fn bpop(
+        &self,
+        topics: &[impl AsRef<[u8]>],
+        timeout: Duration,
+    ) -> Result<Option<Job>> {
         match self.bpop_held(topics, timeout).await? {
             Some(held) => self.finish_pop(held).await.map(Some),
             None => Ok(None),
@@ -52,10 +57,11 @@ impl Client {
     ///
     /// [`finish_pop`]: Client::finish_pop
     /// [`put_back`]: Client::put_back
-    pub async fn pop_held(&self, topic: &str) -> Result<Option<HeldJob>> {
+    pub async fn pop_held(&self, topic: impl AsRef<[u8]>) -> Result<Option<HeldJob>> {
+        let topic = topic.as_ref();
         check_topic_in(self.layout(), topic)?;
         let ready = self.keys_for(topic).ready(topic);
-        let id: Option<String> = self
+        let id: Option<JobId> = self
             .connection()
             .await?
             .rpop(&ready, None)
@@ -75,19 +81,23 @@ impl Client {
     ///
     /// [`finish_pop`]: Client::finish_pop
     /// [`put_back`]: Client::put_back
-    pub async fn bpop_held(&self, topics: &[&str], timeout: Duration) -> Result<Option<HeldJob>> {
+    pub async fn bpop_held(
+        &self,
+        topics: &[impl AsRef<[u8]>],
+        timeout: Duration,
+    ) -> Result<Option<HeldJob>> {
         for topic in topics {
-            check_topic_in(self.layout(), topic)?;
+            check_topic_in(self.layout(), topic.as_ref())?;
         }
         if self.per_topic() && topics.len() > 1 {
             return self.bpop_polling(topics, timeout).await;
         }
-        let ready: Vec<String> = topics
+        let ready: Vec<Vec<u8>> = topics
             .iter()
             .map(|topic| self.keys_for(topic).ready(topic))
             .collect();
         let mut connection = self.blocking_connection().await?;
-        let popped: Option<(String, String)> = redis::cmd("BRPOP")
+        let popped: Option<(Vec<u8>, JobId)> = redis::cmd("BRPOP")
             .arg(&ready)
             .arg(timeout.as_secs_f64())
             .query_async(&mut connection)
@@ -101,14 +111,14 @@ impl Client {
                         .expect("not poisoned")
                         .clear();
                 }
-                Error::about_key(error, &ready.join(" "))
+                Error::about_key(error, ready.join(&b' '))
             })?;
         let held = match popped {
             Some((list, id)) => {
                 let topic = topics
                     .iter()
                     .zip(&ready)
-                    .find_map(|(topic, ready)| (*ready == list).then_some(*topic))
+                    .find_map(|(topic, ready)| (*ready == list).then_some(topic.as_ref()))
                     .unwrap_or_default();
                 Some(self.read_held(id, topic, list, &mut connection).await?)
             }
@@ -139,7 +149,11 @@ impl Client {
 
     /// `bpop_held` of several topics in the cluster layout, where one BRPOP cannot wait on lists
     /// in different slots: pops each in turn, every [`POLL_TOPICS`] until `timeout`.
-    async fn bpop_polling(&self, topics: &[&str], timeout: Duration) -> Result<Option<HeldJob>> {
+    async fn bpop_polling(
+        &self,
+        topics: &[impl AsRef<[u8]>],
+        timeout: Duration,
+    ) -> Result<Option<HeldJob>> {
         let until = (timeout > Duration::ZERO).then(|| Instant::now() + timeout);
         loop {
             for topic in topics {
@@ -159,26 +173,29 @@ impl Client {
     /// A pop's second half: reads the data of job `id`, taken from `ready` (`topic`'s list).
     async fn read_held(
         &self,
-        id: String,
-        topic: &str,
-        ready: String,
+        id: JobId,
+        topic: &[u8],
+        ready: Vec<u8>,
         connection: &mut (impl redis::aio::ConnectionLike + Send + Sync),
     ) -> Result<HeldJob> {
         let bucket = self.keys_for(topic).bucket(&id);
-        let fields: HashMap<String, Vec<u8>> = connection
+        // Field names as bytes too: a field that is not UTF-8 must not fail the read.
+        let mut fields: HashMap<Vec<u8>, Vec<u8>> = connection
             .hgetall(&bucket)
             .await
             .map_err(|error| Error::about_key(error, &bucket))?;
-        let (Some(topic), Some(body)) = (fields.get(field::TOPIC), fields.get(field::BODY)) else {
+        let mut take = |name: &str| fields.remove(name.as_bytes());
+        let (Some(topic), Some(body), due) =
+            (take(field::TOPIC), take(field::BODY), take(field::DUE))
+        else {
             return Err(Error::Incomplete(id));
         };
         let job = Job {
-            topic: String::from_utf8_lossy(topic).into_owned(),
-            body: body.clone(),
+            topic: topic.into(),
+            body,
             attempts: 0,
-            due: fields
-                .get(field::DUE)
-                .and_then(|due| String::from_utf8_lossy(due).parse().ok())
+            due: due
+                .and_then(|due| std::str::from_utf8(&due).ok()?.parse().ok())
                 .and_then(from_unix),
             id,
         };

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use super::{Client, check_id, check_topic_in};
 use crate::error::{Error, Result};
 use crate::job::unique_id;
+use crate::name::{JobId, Topic};
 use crate::scripts::push::NewJob;
 use crate::settings::MAX_DELAY;
 use crate::time::{to_unix, unix_now};
@@ -27,7 +28,7 @@ pub enum Removed {
 impl Client {
     /// A new job on `topic`, due at once unless [`Push::delay`] or [`Push::at`] say otherwise;
     /// `.await` it for its id.
-    pub fn push(&self, topic: impl Into<String>, body: impl Into<Vec<u8>>) -> Push<'_> {
+    pub fn push(&self, topic: impl Into<Topic>, body: impl Into<Vec<u8>>) -> Push<'_> {
         Push::new(self, topic.into(), body.into())
     }
 
@@ -43,12 +44,13 @@ impl Client {
             .push
             .run(&mut connection, &keys, job)
             .await
-            .map_err(|error| Error::about_key(error, &keys.bucket(job.id)))
+            .map_err(|error| Error::about_key(error, keys.bucket(job.id)))
     }
 
     /// Removes a job wherever it is, as the legacy clients do (`ZREM` from the pool and `DEL` of
     /// its data, and its reservation if any), and says what it found.
-    pub async fn remove(&self, id: &str) -> Result<Removed> {
+    pub async fn remove(&self, id: impl AsRef<[u8]>) -> Result<Removed> {
+        let id = id.as_ref();
         check_id(id)?;
         let Some(keys) = self.keys_of(id, None).await? else {
             return Ok(Removed::Unknown);
@@ -77,9 +79,9 @@ const PAST_TOLERANCE: Duration = Duration::from_secs(1);
 #[must_use = "a push does nothing until it is awaited"]
 pub struct Push<'a> {
     client: &'a Client,
-    topic: String,
+    topic: Topic,
     body: Vec<u8>,
-    id: Option<String>,
+    id: Option<JobId>,
     due: Due,
 }
 
@@ -89,7 +91,7 @@ enum Due {
 }
 
 impl<'a> Push<'a> {
-    pub(crate) fn new(client: &'a Client, topic: String, body: Vec<u8>) -> Push<'a> {
+    pub(crate) fn new(client: &'a Client, topic: Topic, body: Vec<u8>) -> Push<'a> {
         Push {
             client,
             topic,
@@ -113,14 +115,14 @@ impl<'a> Push<'a> {
 
     /// The job's id; without one, a new unique id is made. Pushing an id that exists replaces
     /// that job (as with the legacy clients).
-    pub fn id(mut self, id: impl Into<String>) -> Push<'a> {
+    pub fn id(mut self, id: impl Into<JobId>) -> Push<'a> {
         self.id = Some(id.into());
         self
     }
 
     /// Pushes the job and returns its id.
-    pub async fn send(self) -> Result<String> {
-        check_topic_in(self.client.layout(), &self.topic)?;
+    pub async fn send(self) -> Result<JobId> {
+        check_topic_in(self.client.layout(), self.topic.as_bytes())?;
         if self.body.is_empty() {
             return Err(Error::EmptyBody);
         }
@@ -134,7 +136,7 @@ impl<'a> Push<'a> {
         let id = match self.id {
             Some(id) if id.is_empty() => return Err(Error::EmptyId),
             Some(id) => id,
-            None => unique_id(),
+            None => unique_id().into(),
         };
         // A delay counts from now by Redis's clock; a time is the caller's, taken as it is.
         let (delay, due) = match self.due {
@@ -154,8 +156,8 @@ impl<'a> Push<'a> {
         let lifetime = self.client.settings().ready_max_lifetime.as_secs();
         let ttl_seconds = (delay.ceil() as u64).saturating_add(lifetime);
         let job = NewJob {
-            id: &id,
-            topic: &self.topic,
+            id: id.as_bytes(),
+            topic: self.topic.as_bytes(),
             body: &self.body,
             due,
             ttl_seconds,
@@ -167,8 +169,8 @@ impl<'a> Push<'a> {
 }
 
 impl<'a> IntoFuture for Push<'a> {
-    type Output = Result<String>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Result<String>> + Send + 'a>>;
+    type Output = Result<JobId>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Result<JobId>> + Send + 'a>>;
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.send())

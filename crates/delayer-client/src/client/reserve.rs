@@ -30,7 +30,7 @@ impl Client {
     /// Waits up to `timeout` for a job (`Duration::ZERO`: only looks once).
     pub async fn reserve(
         &self,
-        topics: &[&str],
+        topics: &[impl AsRef<[u8]>],
         ttr: Duration,
         timeout: Duration,
     ) -> Result<Option<Job>> {
@@ -43,7 +43,7 @@ impl Client {
     /// rather than left reserved by nobody until its time to run passes.
     pub async fn reserve_or(
         &self,
-        topics: &[&str],
+        topics: &[impl AsRef<[u8]>],
         ttr: Duration,
         timeout: Duration,
         give_up: impl Future<Output = ()>,
@@ -59,7 +59,7 @@ impl Client {
     /// first; empty when none came.
     pub async fn reserve_many(
         &self,
-        topics: &[&str],
+        topics: &[impl AsRef<[u8]>],
         ttr: Duration,
         most: usize,
         timeout: Duration,
@@ -71,13 +71,14 @@ impl Client {
     /// Reserves up to `most` jobs, waiting up to `timeout` for the first, or until `give_up`.
     pub(crate) async fn reserve_up_to(
         &self,
-        topics: &[&str],
+        topics: &[impl AsRef<[u8]>],
         ttr: Duration,
         most: usize,
         timeout: Duration,
         give_up: impl Future<Output = ()>,
     ) -> Result<Vec<Job>> {
-        for topic in topics {
+        let topics: Vec<&[u8]> = topics.iter().map(AsRef::as_ref).collect();
+        for topic in &topics {
             check_topic_in(self.layout(), topic)?;
         }
         if most == 0 {
@@ -88,7 +89,7 @@ impl Client {
         // A first look without the watch of the ready lists, whose reports cost Redis and this
         // client a message for each job taken while it runs: a busy consumer (or one that only
         // looks) never needs it, and one that stays busy stops it.
-        let jobs = self.reserve_once(topics, ttr, most).await?;
+        let jobs = self.reserve_once(&topics, ttr, most).await?;
         if !jobs.is_empty() {
             self.inner.ready_lists.release_unused(WATCH_UNUSED);
         }
@@ -114,7 +115,7 @@ impl Client {
             };
             // Subscribed before looking: a job pushed meanwhile wakes us.
             let mut written = self.inner.ready_lists.subscribe();
-            let jobs = self.reserve_once(topics, ttr, most).await?;
+            let jobs = self.reserve_once(&topics, ttr, most).await?;
             let now = Instant::now();
             if !jobs.is_empty() || now >= until {
                 return Ok(jobs);
@@ -132,7 +133,7 @@ impl Client {
     /// One look for up to `most` jobs to reserve for `ttr`: one script call for all `topics`, or
     /// in the cluster layout (where they are in different slots) one per topic, in order, until
     /// it has `most`.
-    async fn reserve_once(&self, topics: &[&str], ttr: Duration, most: usize) -> Result<Vec<Job>> {
+    async fn reserve_once(&self, topics: &[&[u8]], ttr: Duration, most: usize) -> Result<Vec<Job>> {
         let mut connection = self.connection().await?;
         let groups = self.script_groups(topics);
         let (mut jobs, mut failed) = (Vec::new(), None);
@@ -176,7 +177,7 @@ impl Client {
         &self,
         connection: &mut Commands,
         keys: &Keys,
-        topics: &[&str],
+        topics: &[&[u8]],
         ttr: Duration,
         most: usize,
     ) -> Result<Vec<Job>> {
@@ -209,7 +210,7 @@ impl Client {
         &self,
         keys: &Keys,
         call: (Duration, &str, Instant),
-        topics: &[&str],
+        topics: &[&[u8]],
         most: usize,
     ) -> Option<Vec<Job>> {
         let found = match self.connection().await {
@@ -234,7 +235,7 @@ impl Client {
         // another topic) is left to lapse rather than given to a consumer of other topics. More
         // than asked for: a cluster connection ran the call twice. The rest are delivered again
         // once their time to run ends.
-        jobs.retain(|job| topics.contains(&job.topic.as_str()));
+        jobs.retain(|job| topics.contains(&job.topic.as_bytes()));
         jobs.truncate(most);
         if jobs.is_empty() {
             return None;

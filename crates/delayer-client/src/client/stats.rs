@@ -9,6 +9,7 @@ use redis::{AsyncCommands, FromRedisValue, Pipeline, RedisError, RedisResult, Va
 use super::Client;
 use crate::error::{Error, Result};
 use crate::keys::{Keys, field};
+use crate::name::{JobId, Text, Topic};
 use crate::time::{from_unix, unix_now};
 
 /// The queues at one moment.
@@ -27,7 +28,7 @@ pub struct Stats {
 /// One topic's lists.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopicStats {
-    pub topic: String,
+    pub topic: Topic,
     /// Due jobs waiting for a consumer.
     pub ready: u64,
     /// Jobs taken by consumers, not acked yet.
@@ -52,19 +53,19 @@ pub struct Lengths {
     /// When the next job not yet due falls due.
     pub next_due: Option<SystemTime>,
     /// Each topic asked about, with its ready list's length.
-    pub ready: Vec<(String, u64)>,
+    pub ready: Vec<(Topic, u64)>,
     /// Topics left out of the counts: their ready list, or in the cluster layout their pool,
     /// holds another type of value.
-    pub unreadable: Vec<String>,
+    pub unreadable: Vec<Topic>,
 }
 
 /// A pool's ZCARD, its ZCOUNT of jobs due now, and its first job not due yet with its score.
-type PoolCounts = (u64, u64, Vec<(String, f64)>);
+type PoolCounts = (u64, u64, Vec<(JobId, f64)>);
 
 impl Client {
     /// The topics of the registry (`delayer:topics`): every topic our pushes, the daemon's moves
     /// and its dead lists have seen.
-    pub async fn topics(&self) -> Result<Vec<String>> {
+    pub async fn topics(&self) -> Result<Vec<Topic>> {
         Ok(self
             .connection()
             .await?
@@ -88,7 +89,7 @@ impl Client {
     /// One page of the registry (SSCAN): `count` topics or so from `cursor` (0 to begin), and the
     /// cursor of the next page (0 after the last). A topic may come twice in one pass, as SSCAN
     /// gives it; one there throughout the pass comes at least once.
-    pub async fn topics_page(&self, cursor: u64, count: usize) -> Result<(u64, Vec<String>)> {
+    pub async fn topics_page(&self, cursor: u64, count: usize) -> Result<(u64, Vec<Topic>)> {
         Ok(redis::cmd("SSCAN")
             .arg(self.keys().topics())
             .arg(cursor)
@@ -107,19 +108,19 @@ impl Client {
         topics.sort();
         topics.dedup();
         let lengths = self.lengths(&topics).await?;
-        let ready: HashMap<&String, u64> = lengths.ready.iter().map(|(t, n)| (t, *n)).collect();
+        let ready: HashMap<&Topic, u64> = lengths.ready.iter().map(|(t, n)| (t, *n)).collect();
         // Each list on its own: one of the wrong type must not hide the other's count.
         let dead: Vec<Option<u64>> = self
             .per_topic_tolerant(&topics, |pipe, keys, topic| {
                 pipe.llen(keys.dead(topic));
             })
             .await?;
-        let next: Vec<Option<Option<String>>> = self
+        let next: Vec<Option<Option<JobId>>> = self
             .per_topic_tolerant(&topics, |pipe, keys, topic| {
                 pipe.lindex(keys.ready(topic), -1);
             })
             .await?;
-        let oldest: BTreeMap<String, String> = topics
+        let oldest: BTreeMap<Topic, JobId> = topics
             .iter()
             .zip(&next)
             .filter_map(|(topic, next)| Some((topic.clone(), next.clone()??)))
@@ -127,7 +128,7 @@ impl Client {
         let ages = self.ready_ages(&oldest, now).await?;
 
         let per_topic = self.per_topic();
-        let unreadable: HashSet<&String> = lengths.unreadable.iter().collect();
+        let unreadable: HashSet<&Topic> = lengths.unreadable.iter().collect();
         let mut rows = Vec::with_capacity(topics.len());
         for ((topic, dead), next) in topics.iter().zip(dead).zip(next) {
             let unread = dead.is_none()
@@ -159,12 +160,12 @@ impl Client {
 
     /// Which of `topic`'s keys hold the wrong type of value, in words: its ready and dead lists,
     /// and in the cluster layout its own pool and reservations too.
-    async fn wrong_keys(&self, topic: &str) -> Result<String> {
+    async fn wrong_keys(&self, topic: &Topic) -> Result<String> {
         let keys = self.keys_for(topic);
         let mut expected = vec![(keys.ready(topic), "list"), (keys.dead(topic), "list")];
         if keys.per_topic() {
-            expected.push((keys.pool().to_string(), "zset"));
-            expected.push((keys.reserved().to_string(), "zset"));
+            expected.push((keys.pool().into(), "zset"));
+            expected.push((keys.reserved().into(), "zset"));
         }
         let mut pipe = redis::pipe();
         for (key, _) in &expected {
@@ -175,14 +176,16 @@ impl Client {
             .iter()
             .zip(kinds)
             .filter(|((_, expected), kind)| kind != expected && kind != "none")
-            .map(|((key, expected), kind)| format!("{key} holds a {kind}, not a {expected}"))
+            .map(|((key, expected), kind)| {
+                format!("{} holds a {kind}, not a {expected}", Text(key))
+            })
             .collect::<Vec<_>>()
             .join("; "))
     }
 
     /// How many jobs of each topic are reserved. Reservations are few (what consumers hold right
     /// now): with one set of them for all topics, their topics are read one by one.
-    async fn reserved_by_topic(&self, topics: &[String]) -> Result<HashMap<String, u64>> {
+    async fn reserved_by_topic(&self, topics: &[Topic]) -> Result<HashMap<Topic, u64>> {
         if self.per_topic() {
             // A reservations key of the wrong type fails that topic's reserves, with its name.
             let counts: Vec<Option<u64>> = self
@@ -197,15 +200,15 @@ impl Client {
                 .collect());
         }
         let mut redis = self.connection().await?;
-        let reserved: Vec<String> = redis.zrange(self.keys().reserved(), 0, -1).await?;
-        let mut by_topic: HashMap<String, u64> = HashMap::new();
+        let reserved: Vec<JobId> = redis.zrange(self.keys().reserved(), 0, -1).await?;
+        let mut by_topic: HashMap<Topic, u64> = HashMap::new();
         if !reserved.is_empty() {
             let mut pipe = redis::pipe();
             for id in &reserved {
                 pipe.hget(self.keys().bucket(id), field::TOPIC);
             }
             // A bucket of the wrong type is one job's trouble, not the stats'.
-            let topics: Vec<RedisResult<Option<String>>> =
+            let topics: Vec<RedisResult<Option<Topic>>> =
                 pipe.ignore_errors().query_async(&mut redis).await?;
             for topic in topics {
                 let Some(topic) = tolerate(topic)?.flatten() else {
@@ -219,13 +222,13 @@ impl Client {
 
     /// The pool's counts (in the cluster layout, those of `topics`' pools), and the length of each
     /// of `topics`' ready lists: O(1) and O(log n) commands only, never a scan.
-    pub async fn lengths(&self, topics: &[String]) -> Result<Lengths> {
+    pub async fn lengths(&self, topics: &[Topic]) -> Result<Lengths> {
         let now = self.now().await?;
         // One pool, or in the cluster layout one per topic.
         let pools = if self.per_topic() {
             topics.to_vec()
         } else {
-            vec![String::new()]
+            vec![Topic::default()]
         };
         let counts: Vec<Option<PoolCounts>> = self
             .per_topic_tolerant(&pools, |pipe, keys, _| {
@@ -280,10 +283,10 @@ impl Client {
     /// ready_max_lifetime when pushing.
     async fn ready_ages(
         &self,
-        oldest: &BTreeMap<String, String>,
+        oldest: &BTreeMap<Topic, JobId>,
         now: f64,
-    ) -> Result<HashMap<String, Duration>> {
-        let topics: Vec<String> = oldest.keys().cloned().collect();
+    ) -> Result<HashMap<Topic, Duration>> {
+        let topics: Vec<Topic> = oldest.keys().cloned().collect();
         let found: Vec<Option<(Option<f64>, i64)>> = self
             .per_topic_tolerant(&topics, |pipe, keys, topic| {
                 let bucket = keys.bucket(&oldest[topic]);
@@ -312,8 +315,8 @@ impl Client {
     /// another master).
     async fn per_topic_tolerant<T: FromRedisValue>(
         &self,
-        topics: &[String],
-        commands: impl Fn(&mut Pipeline, &Keys, &str),
+        topics: &[Topic],
+        commands: impl Fn(&mut Pipeline, &Keys, &Topic),
     ) -> Result<Vec<Option<T>>> {
         // Redis refuses an empty pipeline.
         if topics.is_empty() {

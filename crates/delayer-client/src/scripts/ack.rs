@@ -31,7 +31,7 @@ impl AckScript {
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
-        reservations: &[(&str, u32)],
+        reservations: &[(&[u8], u32)],
     ) -> RedisResult<Vec<Option<Acked>>> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool());

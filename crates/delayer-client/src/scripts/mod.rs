@@ -49,31 +49,32 @@ fn leading<const N: usize>(reply: Value) -> Option<([Value; N], std::vec::IntoIt
     Some((first.try_into().ok()?, items))
 }
 
-/// Ids and topics are whatever bytes clients wrote; those that are not UTF-8 are read lossily.
-fn text(value: Value) -> Option<String> {
+/// A bulk string's bytes: an id or a topic, whatever bytes clients wrote (see [`JobId`]).
+///
+/// [`JobId`]: crate::JobId
+fn name<T: From<Vec<u8>>>(value: Value) -> Option<T> {
     match value {
-        Value::BulkString(bytes) => Some(
-            String::from_utf8(bytes)
-                .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned()),
-        ),
+        Value::BulkString(bytes) => Some(T::from(bytes)),
         _ => None,
     }
 }
 
-fn texts(value: Value) -> Option<Vec<String>> {
+fn names<T: From<Vec<u8>>>(value: Value) -> Option<Vec<T>> {
     match value {
-        Value::Array(items) => items.into_iter().map(text).collect(),
+        Value::Array(items) => items.into_iter().map(name).collect(),
         _ => None,
     }
 }
 
 /// A flat array {a1, b1, a2, b2, ...} read as pairs.
-fn pairs(value: Value) -> Option<Vec<(String, String)>> {
-    let items = texts(value)?;
+fn pairs<A: From<Vec<u8>>, B: From<Vec<u8>>>(value: Value) -> Option<Vec<(A, B)>> {
+    let Value::Array(items) = value else {
+        return None;
+    };
     let mut items = items.into_iter();
     let mut pairs = Vec::new();
     while let Some(first) = items.next() {
-        pairs.push((first, items.next()?));
+        pairs.push((name(first)?, name(items.next()?)?));
     }
     Some(pairs)
 }
@@ -85,5 +86,6 @@ fn host_clock() -> String {
 }
 
 fn seconds(value: Value) -> Option<f64> {
-    text(value).and_then(|text| text.parse().ok())
+    let bytes: Vec<u8> = name(value)?;
+    std::str::from_utf8(&bytes).ok()?.parse().ok()
 }

@@ -5,8 +5,9 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, ScriptInvocation, Value};
 
-use super::{leading, malformed, seconds, text, texts};
+use super::{leading, malformed, name, names, seconds};
 use crate::keys::Keys;
+use crate::name::{JobId, Topic};
 
 /// How long a job whose ready list key is not a list stays parked before it is looked at again.
 /// Each look at a parked job costs Redis about as much as a move, so a minute keeps even a million
@@ -61,11 +62,11 @@ pub struct Batch {
     /// When the earliest job that is not due yet falls due, in unix seconds.
     pub next_due: Option<f64>,
     /// Ids dropped from the pool because their bucket or its topic is gone.
-    pub orphans: Vec<String>,
+    pub orphans: Vec<JobId>,
     /// Topics whose jobs cannot move; their jobs were parked.
     pub stuck: Vec<Stuck>,
     /// Each topic pushed to, with its ids in due order.
-    pub moved: Vec<(String, Vec<String>)>,
+    pub moved: Vec<(Topic, Vec<JobId>)>,
     /// The due times (unix seconds) of the earliest and the latest job the call took.
     pub first_due: Option<f64>,
     pub last_due: Option<f64>,
@@ -80,7 +81,7 @@ pub struct Batch {
 /// A topic whose jobs cannot move.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stuck {
-    pub topic: String,
+    pub topic: Topic,
     pub why: StuckBecause,
     /// How many of its jobs this call parked in the pool, to be looked at again later.
     pub parked: usize,
@@ -132,7 +133,7 @@ fn read(reply: Value) -> Option<Batch> {
     let mut batch = Batch {
         taken: usize::try_from(taken).ok()?,
         next_due: seconds(next_due),
-        orphans: texts(orphans)?,
+        orphans: names(orphans)?,
         stuck: stuck.into_iter().map(read_stuck).collect::<Option<_>>()?,
         moved: Vec::new(),
         first_due: seconds(first_due),
@@ -141,7 +142,7 @@ fn read(reply: Value) -> Option<Batch> {
         by_redis: by_redis == 1,
     };
     while let (Some(topic), Some(ids)) = (items.next(), items.next()) {
-        batch.moved.push((text(topic)?, texts(ids)?));
+        batch.moved.push((name(topic)?, names(ids)?));
     }
     Some(batch)
 }
@@ -150,9 +151,9 @@ fn read_stuck(entry: Value) -> Option<Stuck> {
     let ([topic, why, Value::Int(parked)], _) = leading(entry)? else {
         return None;
     };
-    let why = text(why)?;
+    let why = String::from_utf8_lossy(&name::<Vec<u8>>(why)?).into_owned();
     Some(Stuck {
-        topic: text(topic)?,
+        topic: name(topic)?,
         why: if why == "noperm" {
             StuckBecause::NoPermission
         } else {

@@ -15,8 +15,8 @@ script_type!(
 
 /// One job to push.
 pub struct NewJob<'a> {
-    pub id: &'a str,
-    pub topic: &'a str,
+    pub id: &'a [u8],
+    pub topic: &'a [u8],
     pub body: &'a [u8],
     /// When it falls due, in unix seconds, for a job pushed for a time; `None` for one pushed
     /// with a delay: due that long after now by Redis's clock.

@@ -5,8 +5,9 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, ScriptInvocation, Value};
 
-use super::{host_clock, leading, malformed, pairs, seconds, texts};
+use super::{host_clock, leading, malformed, names, pairs, seconds};
 use crate::keys::Keys;
+use crate::name::{JobId, Topic};
 use crate::time::from_deadline_score;
 
 script_type!(
@@ -23,14 +24,14 @@ pub struct Released {
     /// The earliest deadline still ahead, in unix seconds.
     pub next_deadline: Option<f64>,
     /// (topic, id) of the jobs put back in the pool.
-    pub retried: Vec<(String, String)>,
+    pub retried: Vec<(Topic, JobId)>,
     /// (topic, id) of the jobs moved to their topic's dead list.
-    pub dead: Vec<(String, String)>,
+    pub dead: Vec<(Topic, JobId)>,
     /// Ids whose bucket was gone: only their reservation ended.
-    pub dropped: Vec<String>,
+    pub dropped: Vec<JobId>,
     /// (topic, id) of jobs that should be dead, but whose dead list key is not a list (or not
     /// writable): put back in the pool instead.
-    pub blocked: Vec<(String, String)>,
+    pub blocked: Vec<(Topic, JobId)>,
 }
 
 impl ReleaseScript {
@@ -43,7 +44,7 @@ impl ReleaseScript {
         max_attempts: u32,
         limit: usize,
     ) -> RedisResult<Released> {
-        let call = self.call(keys, [0.0, 0.0], max_attempts, limit, ("lapsed", "", 0));
+        let call = self.call(keys, [0.0, 0.0], max_attempts, limit, ("lapsed", b"", 0));
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
 
@@ -55,7 +56,7 @@ impl ReleaseScript {
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
-        id: &str,
+        id: &[u8],
         attempt: u32,
         counted: bool,
         retry_in: f64,
@@ -75,7 +76,7 @@ impl ReleaseScript {
         [retry_in, lifetime]: [f64; 2],
         max_attempts: u32,
         limit: usize,
-        (mode, id, attempt): (&str, &str, u32),
+        (mode, id, attempt): (&str, &[u8], u32),
     ) -> ScriptInvocation<'_> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool())
@@ -116,7 +117,7 @@ fn read(reply: Value) -> Option<Released> {
         next_deadline: seconds(next_deadline).map(from_deadline_score),
         retried: pairs(retried)?,
         dead: pairs(dead)?,
-        dropped: texts(dropped)?,
+        dropped: names(dropped)?,
         blocked: pairs(blocked)?,
     })
 }

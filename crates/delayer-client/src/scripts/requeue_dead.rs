@@ -18,7 +18,7 @@ impl RequeueDeadScript {
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
-        topic: &str,
+        topic: &[u8],
         limit: usize,
     ) -> RedisResult<(usize, usize)> {
         self.0

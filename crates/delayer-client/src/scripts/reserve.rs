@@ -5,7 +5,7 @@ use redis::{RedisResult, Value};
 
 use std::time::Duration;
 
-use super::{host_clock, leading, malformed, seconds, text};
+use super::{host_clock, leading, malformed, name, seconds};
 use crate::job::Job;
 use crate::keys::Keys;
 use crate::time::from_unix;
@@ -26,7 +26,7 @@ impl ReserveScript {
         keys: &Keys,
         (ttr, token): (Duration, &str),
         most: usize,
-        topics: &[impl AsRef<str>],
+        topics: &[impl AsRef<[u8]>],
     ) -> RedisResult<Vec<Job>> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool())
@@ -75,8 +75,8 @@ fn read(reply: Value) -> Option<Job> {
         return None;
     };
     Some(Job {
-        id: text(id)?,
-        topic: text(topic)?,
+        id: name(id)?,
+        topic: name(topic)?,
         body,
         attempts: u32::try_from(attempts).ok()?,
         due: seconds(due).and_then(from_unix),

@@ -21,7 +21,7 @@ impl TouchScript {
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
-        id: &str,
+        id: &[u8],
         attempt: u32,
         ttr: Duration,
     ) -> RedisResult<bool> {

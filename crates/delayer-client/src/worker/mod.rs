@@ -46,6 +46,7 @@ use tracing::{info, warn};
 use crate::client::Client;
 use crate::error::Result;
 use crate::job::{Job, Receipt};
+use crate::name::Topic;
 use crate::settings::{MAX_BATCH, MIN_TTR};
 use slots::{Handler, Shared};
 
@@ -67,7 +68,7 @@ const TROUBLE_WAIT: Duration = Duration::from_millis(500);
 /// Runs handlers for reserved jobs; see the module docs.
 pub struct Worker {
     client: Client,
-    handlers: HashMap<String, Handler>,
+    handlers: HashMap<Topic, Handler>,
     concurrency: usize,
     ttr: Duration,
     stop_timeout: Duration,
@@ -89,7 +90,7 @@ impl Worker {
     }
 
     /// Runs `handler` for each job of `topic`: `Ok` finishes the job, `Err` retries it later.
-    pub fn handle<F, Fut, E>(mut self, topic: impl Into<String>, handler: F) -> Worker
+    pub fn handle<F, Fut, E>(mut self, topic: impl Into<Topic>, handler: F) -> Worker
     where
         F: Fn(Job) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
@@ -150,7 +151,7 @@ impl Worker {
     }
 
     async fn serve(self, mut stopped: watch::Receiver<bool>) -> Result<()> {
-        let topics: Vec<String> = self.handlers.keys().cloned().collect();
+        let topics: Vec<Topic> = self.handlers.keys().cloned().collect();
         let slots = Arc::new(Semaphore::new(self.concurrency));
         let mut running = JoinSet::new();
         info!(topics = ?topics, concurrency = self.concurrency, "worker started");

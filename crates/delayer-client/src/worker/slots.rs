@@ -17,6 +17,7 @@ use crate::client::Client;
 use crate::client::finish::Nacked;
 use crate::error::{Error, unanswered};
 use crate::job::{Job, Receipt};
+use crate::name::Topic;
 use crate::scripts::ack::Acked;
 use crate::settings::MAX_BATCH;
 
@@ -30,8 +31,8 @@ pub(super) type Handler =
 /// What the worker's slots share.
 pub(super) struct Shared {
     pub(super) client: Client,
-    pub(super) handlers: HashMap<String, Handler>,
-    pub(super) topics: Vec<String>,
+    pub(super) handlers: HashMap<Topic, Handler>,
+    pub(super) topics: Vec<Topic>,
     /// Counts reserves, each starting with another topic.
     pub(super) turn: AtomicUsize,
     pub(super) ttr: Duration,
@@ -66,11 +67,11 @@ enum Outcome {
 impl Shared {
     /// The topics to reserve from, starting with another one each time, so that a busy topic
     /// cannot starve the rest.
-    pub(super) fn order(&self) -> Vec<&str> {
+    pub(super) fn order(&self) -> Vec<&Topic> {
         let turn = self.turn.fetch_add(1, Ordering::Relaxed);
         let count = self.topics.len();
         (0..count)
-            .map(|index| self.topics[(turn + index) % count].as_str())
+            .map(|index| &self.topics[(turn + index) % count])
             .collect()
     }
 
@@ -239,7 +240,9 @@ impl Shared {
                         warn!(id = %id, "cannot ack the job yet ({error}): trying again");
                         again.push((*reservation).clone());
                     }
-                    Err(error) => warn!(id = %id, "cannot ack the job: {error}"),
+                    Err(error) => {
+                        warn!(id = %id, "cannot ack the job ({error}): it is delivered again once its time to run passes")
+                    }
                 }
             }
             again
