@@ -3,7 +3,7 @@
 use delayer_client::{Job, JobInfo, Stats, Topic};
 use serde_json::{Value, json};
 
-use crate::text::body;
+use crate::text::bytes;
 use crate::text::escape;
 use crate::text::time::rfc3339;
 
@@ -11,7 +11,7 @@ pub(super) fn info_json(info: &JobInfo) -> Value {
     let mut json = json!({
         "id": info.id.to_str_lossy(),
         "topic": info.topic.as_ref().map(Topic::to_str_lossy),
-        "body": info.body.as_deref().map(body::text),
+        "body": info.body.as_deref().map(bytes::text),
         "state": info.state.name(),
         "due": info.due.map(rfc3339),
         "attempts": info.attempts,
@@ -25,7 +25,7 @@ pub(super) fn popped_json(job: &Job) -> Value {
     let mut json = json!({
         "id": job.id.to_str_lossy(),
         "topic": job.topic.to_str_lossy(),
-        "body": body::text(&job.body),
+        "body": bytes::text(&job.body),
         "state": "popped",
         "due": job.due.map(rfc3339),
     });
@@ -35,7 +35,7 @@ pub(super) fn popped_json(job: &Job) -> Value {
 
 /// Adds `body_base64` to a job's `json` when its body is not UTF-8.
 fn with_body_base64(json: &mut Value, body: Option<&[u8]>) {
-    if let Some(encoded) = body.and_then(body::base64) {
+    if let Some(encoded) = body.and_then(bytes::base64) {
         json["body_base64"] = Value::String(encoded);
     }
 }

@@ -1,7 +1,8 @@
 //! The job API: go-delay-queue's `add`, `remove` and `get`, as it answers them, and ours (`pop`,
-//! `reserve`, `ack`, `nack`). Each is a POST of JSON answered `{"code": 0, "message": ...,
+//! `reserve`, `ack`, `nack`, `touch`). Each is a POST of JSON answered `{"code": 0, "message": ...,
 //! "data": ...}`; a failure's code is its HTTP status (400, 401, 404, 409, 413, 503) and its message
-//! names the problem. Nothing is written unless the whole request is good.
+//! names the problem. Nothing is written unless the whole request is good. Ids and topics that are
+//! not UTF-8 come with their bytes in base64 (`id_base64`, `topic_base64`) and are named so back.
 
 use std::borrow::Cow;
 use std::fmt::Display;
@@ -20,8 +21,8 @@ use axum::response::{IntoResponse, Response};
 use chrono::DateTime;
 use delayer_client::time::to_unix;
 use delayer_client::{
-    Acked, Error, HeldJob, Job, JobInfo, MIN_TTR, Nacked, Receipt, Removed, State as JobState,
-    Topic,
+    Acked, Error, HeldJob, Job, JobId, JobInfo, MIN_TTR, Nacked, Receipt, Removed,
+    State as JobState, Topic,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -31,7 +32,7 @@ use tracing::{info, warn};
 
 use super::AppState;
 use crate::text::time::rfc3339;
-use crate::text::{body, escape};
+use crate::text::{bytes, escape};
 
 /// The longest a pop or reserve waits for a job, in seconds.
 const MAX_WAIT: f64 = 30.0;
@@ -84,7 +85,18 @@ fn refused(error: Error) -> Response {
         }
         Error::Redis(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
-    refuse(status, error)
+    match &error {
+        // Most likely the text of an id that is not UTF-8, sent back in place of its bytes.
+        Error::UnknownJob(id) | Error::NotReserved(id)
+            if id
+                .to_str()
+                .is_some_and(|id| id.contains(char::REPLACEMENT_CHARACTER)) =>
+        {
+            let hint = "an id that is not UTF-8 is named by the id_base64 its reply gave";
+            refuse(status, format!("{error} ({hint})"))
+        }
+        _ => refuse(status, error),
+    }
 }
 
 /// A JSON request body, whatever its Content-Type says (go-delay-queue's clients often send none);
@@ -189,32 +201,70 @@ pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>
     match push.await {
         // Both names: go-delay-queue's README says `id`, some of its servers answer `job_id`.
         Ok(id) => {
-            let id = id.to_str_lossy();
+            let id = bytes::text(id.as_bytes());
             ok("added", json!({"id": id, "job_id": id}))
         }
         Err(error) => refused(error),
     }
 }
 
-#[derive(Deserialize)]
-pub(super) struct JobId {
-    job_id: String,
+/// An id or a topic as a request names it: as text (`job_id`, `topic`), or by the base64 of its
+/// bytes (`id_base64`, `topic_base64`), as a reply gives one that is not UTF-8. `None` when
+/// neither is given; what is wrong otherwise.
+fn named(
+    (text_name, text): (&str, Option<String>),
+    (base64_name, base64): (&str, Option<String>),
+) -> Result<Option<Vec<u8>>, String> {
+    match (text, base64) {
+        (Some(_), Some(_)) => Err(format!("give {text_name} or {base64_name}, not both")),
+        (Some(text), None) => Ok(Some(text.into_bytes())),
+        (None, Some(encoded)) => bytes::from_base64(base64_name, &encoded).map(Some),
+        (None, None) => Ok(None),
+    }
 }
 
-pub(super) async fn remove(State(state): State<Arc<AppState>>, Body(job): Body<JobId>) -> Response {
-    match state.client.remove(&job.job_id).await {
+/// A job named by `job_id` or `id_base64`.
+#[derive(Deserialize)]
+pub(super) struct JobName {
+    job_id: Option<String>,
+    id_base64: Option<String>,
+}
+
+impl JobName {
+    /// The id named; what is wrong otherwise.
+    fn id(self) -> Result<JobId, String> {
+        match named(("job_id", self.job_id), ("id_base64", self.id_base64))? {
+            Some(id) => Ok(id.into()),
+            None => Err("job_id is missing (or id_base64, for an id that is not UTF-8)".into()),
+        }
+    }
+}
+
+pub(super) async fn remove(
+    State(state): State<Arc<AppState>>,
+    Body(job): Body<JobName>,
+) -> Response {
+    let id = match job.id() {
+        Ok(id) => id,
+        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
+    };
+    match state.client.remove(&id).await {
         Ok(Removed::Waiting) => ok("removed", ()),
         Ok(Removed::Due) => ok(
             "removed; it had fallen due, so a consumer that takes it now finds it gone",
             (),
         ),
-        Ok(Removed::Unknown) => refuse(StatusCode::NOT_FOUND, format!("no job {:?}", job.job_id)),
+        Ok(Removed::Unknown) => refused(Error::UnknownJob(id)),
         Err(error) => refused(error),
     }
 }
 
-pub(super) async fn get(State(state): State<Arc<AppState>>, Body(job): Body<JobId>) -> Response {
-    match state.client.get(&job.job_id).await {
+pub(super) async fn get(State(state): State<Arc<AppState>>, Body(job): Body<JobName>) -> Response {
+    let id = match job.id() {
+        Ok(id) => id,
+        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
+    };
+    match state.client.get(&id).await {
         Ok(info) if info.state == JobState::Unknown => ok("ok", ()),
         Ok(info) => ok("ok", InfoJson::of(&info)),
         Err(error) => refused(error),
@@ -222,11 +272,16 @@ pub(super) async fn get(State(state): State<Arc<AppState>>, Body(job): Body<JobI
 }
 
 /// A job as `get` answers it: go-delay-queue's fields in its order (exec_time in unix seconds,
-/// delay in whole seconds, as its Go clients decode them), then ours.
+/// delay in whole seconds, as its Go clients decode them), then ours. Each of topic, id and body
+/// that is not UTF-8 is followed by its bytes in base64.
 #[derive(Serialize)]
 struct InfoJson<'a> {
     topic: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topic_base64: Option<String>,
     id: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id_base64: Option<String>,
     exec_time: Option<i64>,
     delay: Option<u64>,
     body: Option<Cow<'a, str>>,
@@ -239,14 +294,17 @@ struct InfoJson<'a> {
 
 impl InfoJson<'_> {
     fn of(info: &JobInfo) -> InfoJson<'_> {
+        let topic = info.topic.as_ref().map(Topic::as_bytes);
         InfoJson {
-            topic: info.topic.as_ref().map(Topic::to_str_lossy),
-            id: info.id.to_str_lossy(),
+            topic: topic.map(bytes::text),
+            topic_base64: topic.and_then(bytes::base64),
+            id: bytes::text(info.id.as_bytes()),
+            id_base64: bytes::base64(info.id.as_bytes()),
             // `as` saturates: a score beyond i64 (a legacy writer's) cannot fail the answer.
             exec_time: info.due.map(|due| to_unix(due).ceil() as i64),
             delay: info.delay.map(|delay| delay.as_secs_f64().ceil() as u64),
-            body: info.body.as_deref().map(body::text),
-            body_base64: info.body.as_deref().and_then(body::base64),
+            body: info.body.as_deref().map(bytes::text),
+            body_base64: info.body.as_deref().and_then(bytes::base64),
             state: info.state.name(),
             due: info.due.map(rfc3339),
             attempts: info.attempts,
@@ -258,7 +316,11 @@ impl InfoJson<'_> {
 #[derive(Serialize)]
 struct TakenJson<'a> {
     id: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id_base64: Option<String>,
     topic: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topic_base64: Option<String>,
     body: Cow<'a, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     body_base64: Option<String>,
@@ -269,10 +331,12 @@ struct TakenJson<'a> {
 impl TakenJson<'_> {
     fn of(job: &Job) -> TakenJson<'_> {
         TakenJson {
-            id: job.id.to_str_lossy(),
-            topic: job.topic.to_str_lossy(),
-            body: body::text(&job.body),
-            body_base64: body::base64(&job.body),
+            id: bytes::text(job.id.as_bytes()),
+            id_base64: bytes::base64(job.id.as_bytes()),
+            topic: bytes::text(job.topic.as_bytes()),
+            topic_base64: bytes::base64(job.topic.as_bytes()),
+            body: bytes::text(&job.body),
+            body_base64: bytes::base64(&job.body),
             attempt: job.attempts,
             due: job.due.map(rfc3339),
         }
@@ -297,7 +361,8 @@ fn wait(value: Option<f64>) -> Result<Duration, String> {
 
 #[derive(Deserialize)]
 pub(super) struct Pop {
-    topic: String,
+    topic: Option<String>,
+    topic_base64: Option<String>,
     wait: Option<f64>,
 }
 
@@ -309,9 +374,14 @@ pub(super) async fn pop(State(state): State<Arc<AppState>>, Body(pop): Body<Pop>
         Ok(wait) => wait,
         Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
     };
+    let topic = match named(("topic", pop.topic), ("topic_base64", pop.topic_base64)) {
+        Ok(Some(topic)) if !topic.is_empty() => topic,
+        Ok(_) => return refuse(StatusCode::BAD_REQUEST, "topic is missing or empty"),
+        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
+    };
     let (answer, answered) = oneshot::channel();
     tokio::spawn(async move {
-        let held = match blocking_pop(&state, &pop.topic, wait, &answer).await {
+        let held = match blocking_pop(&state, &topic, wait, &answer).await {
             Ok(Some(held)) => held,
             other => {
                 let _ = answer.send(other.map(|_| None));
@@ -348,7 +418,7 @@ pub(super) async fn pop(State(state): State<Arc<AppState>>, Body(pop): Body<Pop>
 /// always let finish: the job it may take is then answered or put back, never dropped.
 async fn blocking_pop(
     state: &AppState,
-    topic: &str,
+    topic: &[u8],
     wait: Duration,
     answer: &oneshot::Sender<delayer_client::Result<Option<Job>>>,
 ) -> delayer_client::Result<Option<HeldJob>> {
@@ -373,28 +443,49 @@ async fn blocking_pop(
 pub(super) struct Reserve {
     topic: Option<String>,
     topics: Option<Vec<String>>,
+    topic_base64: Option<String>,
+    topics_base64: Option<Vec<String>>,
     ttr: Option<f64>,
     wait: Option<f64>,
 }
 
+impl Reserve {
+    /// The topics named, as text and in base64, in that order; what is wrong otherwise.
+    fn topics(&mut self) -> Result<Vec<Vec<u8>>, String> {
+        let text = self.topic.take().into_iter();
+        let text = text.chain(self.topics.take().into_iter().flatten());
+        let mut topics: Vec<Vec<u8>> = text.map(String::into_bytes).collect();
+        let encoded = self.topic_base64.take().into_iter();
+        for encoded in encoded.chain(self.topics_base64.take().into_iter().flatten()) {
+            topics.push(bytes::from_base64("topic_base64", &encoded)?);
+        }
+        Ok(topics)
+    }
+}
+
+/// A time to run given as `ttr` (seconds; [`DEFAULT_TTR`] when none), or what is wrong with it.
+fn ttr(value: Option<f64>) -> Result<Duration, String> {
+    match seconds("ttr", value.unwrap_or(DEFAULT_TTR))? {
+        ttr if ttr < MIN_TTR => Err(format!(
+            "ttr {ttr:?} is under the least time to run, {} s",
+            MIN_TTR.as_secs()
+        )),
+        ttr => Ok(ttr),
+    }
+}
+
 pub(super) async fn reserve(
     State(state): State<Arc<AppState>>,
-    Body(reserve): Body<Reserve>,
+    Body(mut reserve): Body<Reserve>,
 ) -> Response {
-    let topics: Vec<String> = reserve
-        .topic
-        .into_iter()
-        .chain(reserve.topics.into_iter().flatten())
-        .collect();
-    if topics.is_empty() {
-        return refuse(StatusCode::BAD_REQUEST, "give a topic, or topics");
-    }
-    let ttr = match seconds("ttr", reserve.ttr.unwrap_or(DEFAULT_TTR)) {
-        Ok(ttr) if ttr < MIN_TTR => {
-            let least = MIN_TTR.as_secs();
-            let wrong = format!("ttr {ttr:?} is under the least time to run, {least} s");
-            return refuse(StatusCode::BAD_REQUEST, wrong);
+    let topics = match reserve.topics() {
+        Ok(topics) if topics.is_empty() => {
+            return refuse(StatusCode::BAD_REQUEST, "give a topic, or topics");
         }
+        Ok(topics) => topics,
+        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
+    };
+    let ttr = match ttr(reserve.ttr) {
         Ok(ttr) => ttr,
         Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
     };
@@ -402,7 +493,6 @@ pub(super) async fn reserve(
         Ok(wait) => wait,
         Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
     };
-    let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
     let stopping = state.stopping.cancelled();
     match state.client.reserve_or(&topics, ttr, wait, stopping).await {
         Ok(job) => ok("ok", job.as_ref().map(TakenJson::of)),
@@ -410,24 +500,32 @@ pub(super) async fn reserve(
     }
 }
 
+/// A reservation, as ack, nack and touch name it: the job (`job_id` or `id_base64`) and the
+/// attempt, with what each of them takes besides.
 #[derive(Deserialize)]
 pub(super) struct Reservation {
-    job_id: String,
+    #[serde(flatten)]
+    job: JobName,
     attempt: u32,
     /// For nack: seconds until it is delivered again.
     retry_in: Option<f64>,
-    /// The job's topic, if the caller knows it: with Redis Cluster it spares a look through
-    /// every topic for the id.
+    /// For touch: seconds from now that the job must be acked within.
+    ttr: Option<f64>,
+    /// The job's topic (`topic`, or `topic_base64`), if the caller knows it: with Redis Cluster
+    /// it spares a look through every topic for the id.
     topic: Option<String>,
+    topic_base64: Option<String>,
 }
 
 impl Reservation {
-    fn receipt(&self) -> Receipt {
-        Receipt {
-            id: self.job_id.clone().into(),
+    /// The receipt named; what is wrong otherwise.
+    fn receipt(self) -> Result<Receipt, String> {
+        let topic = named(("topic", self.topic), ("topic_base64", self.topic_base64))?;
+        Ok(Receipt {
+            id: self.job.id()?,
             attempt: self.attempt,
-            topic: self.topic.clone().map(Topic::from),
-        }
+            topic: topic.map(Topic::from),
+        })
     }
 }
 
@@ -435,7 +533,11 @@ pub(super) async fn ack(
     State(state): State<Arc<AppState>>,
     Body(reservation): Body<Reservation>,
 ) -> Response {
-    let acked = match state.client.ack(reservation.receipt()).await {
+    let receipt = match reservation.receipt() {
+        Ok(receipt) => receipt,
+        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
+    };
+    let acked = match state.client.ack(receipt).await {
         Ok(acked) => acked,
         Err(error) => return refused(error),
     };
@@ -461,7 +563,11 @@ pub(super) async fn nack(
         Ok(retry_in) => retry_in,
         Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
     };
-    match state.client.nack(reservation.receipt(), retry_in).await {
+    let receipt = match reservation.receipt() {
+        Ok(receipt) => receipt,
+        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
+    };
+    match state.client.nack(receipt, retry_in).await {
         Ok(nacked) => {
             let outcome = match nacked {
                 Nacked::Retry => "retry",
@@ -470,6 +576,26 @@ pub(super) async fn nack(
             };
             ok("nacked", json!({"outcome": outcome}))
         }
+        Err(error) => refused(error),
+    }
+}
+
+/// Extends a reservation: the job must be acked within `ttr` seconds from now (60 when not
+/// given), or it is delivered again.
+pub(super) async fn touch(
+    State(state): State<Arc<AppState>>,
+    Body(reservation): Body<Reservation>,
+) -> Response {
+    let ttr = match ttr(reservation.ttr) {
+        Ok(ttr) => ttr,
+        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
+    };
+    let receipt = match reservation.receipt() {
+        Ok(receipt) => receipt,
+        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
+    };
+    match state.client.touch(receipt, ttr).await {
+        Ok(()) => ok("touched", ()),
         Err(error) => refused(error),
     }
 }

@@ -139,6 +139,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/reserve", post(jobs::reserve))
         .route("/ack", post(jobs::ack))
         .route("/nack", post(jobs::nack))
+        .route("/touch", post(jobs::touch))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             jobs::authorize,

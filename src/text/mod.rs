@@ -1,6 +1,6 @@
 //! Text for people and programs: what comes from Redis escaped for logs, times as JSON and people
-//! read them, a job's body in JSON.
+//! read them, bytes (bodies, ids, topics) in JSON.
 
-pub mod body;
+pub mod bytes;
 pub mod escape;
 pub mod time;
