@@ -1,6 +1,7 @@
 //! Ids and topics that are not UTF-8, as the PHP and Go clients can write them (their strings are
-//! bytes): moved by the daemon and logged escaped, taken over HTTP without a byte lost, each
-//! named back by its bytes in base64, and listed escaped by /metrics and the status page.
+//! bytes): moved by the daemon and logged escaped, taken over HTTP and from the command line
+//! without a byte lost, each named back by its bytes in base64, and listed escaped by /metrics
+//! and the status page.
 
 mod support;
 
@@ -12,7 +13,9 @@ use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use serde_json::{Value, json};
 use support::http_client::{Answer, post, request, serving};
-use support::{RedisServer, legacy_client, wait_for, wait_for_ready};
+use support::{
+    DaemonSetup, RedisServer, delayer_succeeds, legacy_client, wait_for, wait_for_ready,
+};
 
 const JOBS: &str = "/delay-queue/api/jobs";
 /// An id that is not UTF-8, pushed on topic `mail`.
@@ -101,6 +104,48 @@ async fn moved_logged_escaped_and_popped_over_http_whole() {
     assert_eq!(popped["body_base64"], base64(b"body \xfe"));
     wait_until_gone(&redis, b"job-2", TOPIC).await;
     daemon.stop();
+}
+
+#[tokio::test]
+async fn the_cli_names_them_in_base64_and_pops_them_whole() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, _logs) = server.daemon_config("cli", "");
+    push_both(&mut redis).await;
+    support::move_until_empty(&mut redis).await;
+    let run = |args: &[&str]| delayer_succeeds(&config, args);
+    let json = |text: String| -> Value { serde_json::from_str(&text).unwrap() };
+
+    let got = json(run(&["get", "--id-base64", &base64(ID)]));
+    assert_eq!(
+        (&got["state"], &got["id_base64"]),
+        (&json!("ready"), &json!(base64(ID)))
+    );
+    let popped = json(run(&["pop", "mail"]));
+    assert_eq!(popped["id_base64"], base64(ID), "{popped}");
+    assert_eq!(popped["state"], "popped");
+    wait_until_gone(&redis, ID, b"mail").await;
+    let popped = json(run(&["pop", "--topic-base64", &base64(TOPIC)]));
+    assert_eq!(popped["id"], "job-2", "{popped}");
+    assert_eq!(popped["topic_base64"], base64(TOPIC));
+    assert_eq!(popped["body_base64"], base64(b"body \xfe"));
+    wait_until_gone(&redis, b"job-2", TOPIC).await;
+
+    // Plain text lines print such an id as the log does.
+    legacy_client::push_bytes(&mut redis, [ID, b"mail", b"later"], 3600)
+        .await
+        .unwrap();
+    let removed = run(&["remove", "--id-base64", &base64(ID)]);
+    assert_eq!(removed.trim(), r#"removed "job-\xff\xfe""#);
+    wait_until_gone(&redis, ID, b"mail").await;
+    let stats = json(run(&["stats", "--json"]));
+    let topics = stats["topics"].as_array().unwrap();
+    assert!(
+        topics
+            .iter()
+            .any(|topic| topic["topic_base64"] == base64(TOPIC)),
+        "{stats}"
+    );
 }
 
 #[tokio::test]

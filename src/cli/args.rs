@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use delayer_client::{JobId, Topic};
+
+use crate::text::bytes;
 
 /// The command line.
 #[derive(Parser)]
@@ -76,22 +79,27 @@ pub enum Command {
         #[arg(long, value_parser = parse_time)]
         at: Option<std::time::SystemTime>,
         /// The job's id [default: a new unique one]
-        #[arg(long)]
+        #[arg(long, conflicts_with = "id_base64")]
         id: Option<String>,
+        /// The job's id as the base64 of its bytes, for one that is not UTF-8
+        #[arg(long, value_name = "BASE64", value_parser = id_base64)]
+        id_base64: Option<JobId>,
     },
     /// Print a job as JSON: id, topic, body, state, due, attempts; exits 1 when there is no
     /// such job
     #[command(after_help = "Example: delayer get 5d41402abc4b2a76b9719d911017c592")]
     Get {
-        /// The job's id, as push printed it
-        id: String,
+        /// The job
+        #[command(flatten)]
+        id: IdArg,
     },
     /// Take the oldest ready job of a topic (as the legacy clients' pop: it is gone once
     /// printed); prints it as JSON, or null when there is none
     #[command(after_help = "Example: delayer pop order.close --wait 5s")]
     Pop {
         /// The topic whose ready list to take from
-        topic: String,
+        #[command(flatten)]
+        topic: TopicArg,
         /// Wait up to this long for a job
         #[arg(long, value_parser = parse_duration)]
         wait: Option<Duration>,
@@ -100,8 +108,9 @@ pub enum Command {
     /// remove does; exits 1 when there is no such job
     #[command(after_help = "Example: delayer remove 5d41402abc4b2a76b9719d911017c592")]
     Remove {
-        /// The job's id, as push printed it
-        id: String,
+        /// The job
+        #[command(flatten)]
+        id: IdArg,
     },
     /// Jobs waiting and due, and per topic the ready, reserved and dead jobs
     #[command(after_help = "Example: delayer stats --json")]
@@ -116,7 +125,8 @@ pub enum Command {
     )]
     Dead {
         /// The topic whose dead list to look at
-        topic: String,
+        #[command(flatten)]
+        topic: TopicArg,
         /// Put them all back in the pool, due now, with their attempts counted afresh
         #[arg(long)]
         requeue: bool,
@@ -124,6 +134,56 @@ pub enum Command {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
+}
+
+/// A job named by its id, or by the base64 of its bytes (what `id_base64` in the JSON printed).
+#[derive(clap::Args)]
+pub struct IdArg {
+    /// The job's id, as push printed it
+    #[arg(required_unless_present = "id_base64", conflicts_with = "id_base64")]
+    id: Option<String>,
+    /// Instead of ID: its bytes in base64, for an id that is not UTF-8 (as "id_base64" printed it)
+    #[arg(long, value_name = "BASE64", value_parser = id_base64)]
+    id_base64: Option<JobId>,
+}
+
+impl IdArg {
+    pub fn id(self) -> JobId {
+        self.id_base64
+            .or(self.id.map(JobId::from))
+            .expect("clap requires one of them")
+    }
+}
+
+/// A topic named as text, or by the base64 of its bytes (what `topic_base64` in the JSON printed).
+#[derive(clap::Args)]
+pub struct TopicArg {
+    /// The topic
+    #[arg(
+        required_unless_present = "topic_base64",
+        conflicts_with = "topic_base64"
+    )]
+    topic: Option<String>,
+    /// Instead of TOPIC: its bytes in base64, for a topic that is not UTF-8 (as "topic_base64"
+    /// printed it)
+    #[arg(long, value_name = "BASE64", value_parser = topic_base64)]
+    topic_base64: Option<Topic>,
+}
+
+impl TopicArg {
+    pub fn topic(self) -> Topic {
+        self.topic_base64
+            .or(self.topic.map(Topic::from))
+            .expect("clap requires one of them")
+    }
+}
+
+fn id_base64(text: &str) -> Result<JobId, String> {
+    bytes::from_base64("the id", text).map(JobId::from)
+}
+
+fn topic_base64(text: &str) -> Result<Topic, String> {
+    bytes::from_base64("the topic", text).map(Topic::from)
 }
 
 /// `90s`, `5m`, `2h`, `1d`, `250ms`, `1.5s`; a bare number is seconds.

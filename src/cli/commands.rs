@@ -7,13 +7,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use delayer_client::{Client, Error, Removed, State};
+use delayer_client::{Client, Error, JobId, Removed, State};
 use serde_json::Value;
 
 use super::Command;
 use super::output::{info_json, popped_json, stats_json, stats_table};
 use crate::config::Config;
 use crate::redis::target;
+use crate::text::escape;
 use crate::text::time::rfc3339;
 
 /// Runs one job command against the Redis of `config`.
@@ -30,6 +31,7 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             delay,
             at,
             id,
+            id_base64,
         } => {
             let limit = config.max_body_bytes;
             let body = match (body, body_file) {
@@ -44,7 +46,7 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             if let Some(at) = at {
                 push = push.at(at);
             }
-            if let Some(id) = id {
+            if let Some(id) = id_base64.or(id.map(JobId::from)) {
                 push = push.id(id);
             }
             let id = push.await.map_err(|error| match error {
@@ -54,9 +56,10 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
                 }
                 other => other.into(),
             })?;
-            println!("{id}");
+            println!("{}", escape::field(&id));
         }
         Command::Get { id } => {
+            let id = id.id();
             let info = client.get(&id).await?;
             if info.state == State::Unknown {
                 bail!("no job {id:?} (finished, removed, or never pushed)");
@@ -64,6 +67,7 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             println!("{}", info_json(&info));
         }
         Command::Pop { topic, wait } => {
+            let topic = topic.topic();
             let job = match wait {
                 Some(wait) => {
                     client
@@ -74,13 +78,18 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             };
             println!("{}", job.as_ref().map_or(Value::Null, popped_json));
         }
-        Command::Remove { id } => match client.remove(&id).await? {
-            Removed::Waiting => println!("removed {id}"),
-            Removed::Due => println!(
-                "removed {id}, which had fallen due: a consumer that takes it now finds it gone"
-            ),
-            Removed::Unknown => bail!("no job {id:?} (finished, removed, or never pushed)"),
-        },
+        Command::Remove { id } => {
+            let id = id.id();
+            let shown = escape::field(&id);
+            match client.remove(&id).await? {
+                Removed::Waiting => println!("removed {shown}"),
+                Removed::Due => println!(
+                    "removed {shown}, which had fallen due: a consumer that takes it now finds \
+                     it gone"
+                ),
+                Removed::Unknown => bail!("no job {id:?} (finished, removed, or never pushed)"),
+            }
+        }
         Command::Stats { json } => {
             let stats = client.stats().await?;
             if json {
@@ -94,17 +103,21 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             requeue: true,
             ..
         } => {
+            let topic = topic.topic();
             let requeued = client.requeue_dead(&topic).await?;
             let jobs = if requeued == 1 { "job" } else { "jobs" };
+            let topic = escape::field(&topic);
             println!("requeued {requeued} dead {jobs} of topic {topic}");
         }
         Command::Dead { topic, limit, .. } => {
+            let topic = topic.topic();
             // One more than asked: to tell that there are more.
             let ids = client.dead(&topic, limit.saturating_add(1)).await?;
             for id in ids.iter().take(limit) {
                 println!("{}", info_json(&client.get(id).await?));
             }
             if ids.len() > limit {
+                let topic = escape::field(&topic);
                 eprintln!(
                     "the oldest {limit} dead jobs of topic {topic} are listed; there are more \
                      (--limit N lists more, delayer stats counts them)"

@@ -1,4 +1,6 @@
-//! What the job commands print: jobs as JSON, and the queues as JSON or a table.
+//! What the job commands print: jobs as JSON, and the queues as JSON or a table. An id, topic or
+//! body that is not UTF-8 prints as text and, beside it, as its bytes in base64 (`id_base64`,
+//! `topic_base64`, `body_base64`), as the HTTP API answers it.
 
 use delayer_client::{Job, JobInfo, Stats, Topic};
 use serde_json::{Value, json};
@@ -8,35 +10,40 @@ use crate::text::escape;
 use crate::text::time::rfc3339;
 
 pub(super) fn info_json(info: &JobInfo) -> Value {
+    let topic = info.topic.as_ref().map(Topic::as_bytes);
     let mut json = json!({
-        "id": info.id.to_str_lossy(),
-        "topic": info.topic.as_ref().map(Topic::to_str_lossy),
+        "id": bytes::text(info.id.as_bytes()),
+        "topic": topic.map(bytes::text),
         "body": info.body.as_deref().map(bytes::text),
         "state": info.state.name(),
         "due": info.due.map(rfc3339),
         "attempts": info.attempts,
         "deadline": info.deadline.map(rfc3339),
     });
-    with_body_base64(&mut json, info.body.as_deref());
+    with_base64(&mut json, "id", Some(info.id.as_bytes()));
+    with_base64(&mut json, "topic", topic);
+    with_base64(&mut json, "body", info.body.as_deref());
     json
 }
 
 pub(super) fn popped_json(job: &Job) -> Value {
     let mut json = json!({
-        "id": job.id.to_str_lossy(),
-        "topic": job.topic.to_str_lossy(),
+        "id": bytes::text(job.id.as_bytes()),
+        "topic": bytes::text(job.topic.as_bytes()),
         "body": bytes::text(&job.body),
         "state": "popped",
         "due": job.due.map(rfc3339),
     });
-    with_body_base64(&mut json, Some(&job.body));
+    with_base64(&mut json, "id", Some(job.id.as_bytes()));
+    with_base64(&mut json, "topic", Some(job.topic.as_bytes()));
+    with_base64(&mut json, "body", Some(&job.body));
     json
 }
 
-/// Adds `body_base64` to a job's `json` when its body is not UTF-8.
-fn with_body_base64(json: &mut Value, body: Option<&[u8]>) {
-    if let Some(encoded) = body.and_then(bytes::base64) {
-        json["body_base64"] = Value::String(encoded);
+/// Adds `<field>_base64` to `json` when the field's bytes are not UTF-8.
+fn with_base64(json: &mut Value, field: &str, value: Option<&[u8]>) {
+    if let Some(encoded) = value.and_then(bytes::base64) {
+        json[format!("{field}_base64")] = Value::String(encoded);
     }
 }
 
@@ -45,14 +52,16 @@ pub(super) fn stats_json(stats: &Stats) -> Value {
         .topics
         .iter()
         .map(|topic| {
-            json!({
-                "topic": topic.topic.to_str_lossy(),
+            let mut json = json!({
+                "topic": bytes::text(topic.topic.as_bytes()),
                 "ready": topic.ready,
                 "reserved": topic.reserved,
                 "dead": topic.dead,
                 "oldest_ready_age_seconds": topic.oldest_ready_age.map(|age| age.as_secs_f64()),
                 "problem": topic.problem,
-            })
+            });
+            with_base64(&mut json, "topic", Some(topic.topic.as_bytes()));
+            json
         })
         .collect();
     json!({
