@@ -69,6 +69,14 @@ fn refuse(status: StatusCode, message: impl Display) -> Response {
     (status, Json(reply)).into_response()
 }
 
+/// What a handler answers: a refusal is an `Err`, so that `?` refuses.
+type Answer = Result<Response, Response>;
+
+/// The refusal of a request that is not good: 400, `wrong` saying why.
+fn bad(wrong: impl Display) -> Response {
+    refuse(StatusCode::BAD_REQUEST, wrong)
+}
+
 /// The HTTP status for each of the client's errors.
 fn refused(error: Error) -> Response {
     let status = match &error {
@@ -111,12 +119,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
         let bytes = Bytes::from_request(request, state)
             .await
             .map_err(|rejection| refuse(rejection.status(), rejection.body_text()))?;
-        serde_json::from_slice(&bytes).map(Body).map_err(|error| {
-            refuse(
-                StatusCode::BAD_REQUEST,
-                format!("the request is not the JSON expected: {error}"),
-            )
-        })
+        serde_json::from_slice(&bytes)
+            .map(Body)
+            .map_err(|error| bad(format!("the request is not the JSON expected: {error}")))
     }
 }
 
@@ -171,41 +176,31 @@ pub(super) struct Add {
     body: Option<String>,
 }
 
-pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>) -> Response {
+pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>) -> Answer {
     let Some(topic) = add.topic.filter(|topic| !topic.is_empty()) else {
-        return refuse(StatusCode::BAD_REQUEST, "topic is missing or empty");
+        return Err(bad("topic is missing or empty"));
     };
     let mut push = state.client.push(topic, add.body.unwrap_or_default());
     match (add.delay, add.at) {
-        (Some(_), Some(_)) => {
-            return refuse(StatusCode::BAD_REQUEST, "give delay or at, not both");
+        (Some(_), Some(_)) => return Err(bad("give delay or at, not both")),
+        (Some(delay), None) => push = push.delay(seconds("delay", delay).map_err(bad)?),
+        (None, Some(at)) => {
+            let at = DateTime::parse_from_rfc3339(&at).map_err(|_| {
+                bad(format!(
+                    "at {at:?} is not an RFC 3339 time like 2026-12-24T18:00:00Z"
+                ))
+            })?;
+            push = push.at(at.into());
         }
-        (Some(delay), None) => match seconds("delay", delay) {
-            Ok(delay) => push = push.delay(delay),
-            Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
-        },
-        (None, Some(at)) => match DateTime::parse_from_rfc3339(&at) {
-            Ok(at) => push = push.at(at.into()),
-            Err(_) => {
-                return refuse(
-                    StatusCode::BAD_REQUEST,
-                    format!("at {at:?} is not an RFC 3339 time like 2026-12-24T18:00:00Z"),
-                );
-            }
-        },
         (None, None) => {}
     }
     if let Some(id) = add.id {
         push = push.id(id);
     }
-    match push.await {
-        // Both names: go-delay-queue's README says `id`, some of its servers answer `job_id`.
-        Ok(id) => {
-            let id = bytes::text(id.as_bytes());
-            ok("added", json!({"id": id, "job_id": id}))
-        }
-        Err(error) => refused(error),
-    }
+    let id = push.await.map_err(refused)?;
+    let id = bytes::text(id.as_bytes());
+    // Both names: go-delay-queue's README says `id`, some of its servers answer `job_id`.
+    Ok(ok("added", json!({"id": id, "job_id": id})))
 }
 
 /// An id or a topic as a request names it: as text (`job_id`, `topic`), or by the base64 of its
@@ -240,34 +235,25 @@ impl JobName {
     }
 }
 
-pub(super) async fn remove(
-    State(state): State<Arc<AppState>>,
-    Body(job): Body<JobName>,
-) -> Response {
-    let id = match job.id() {
-        Ok(id) => id,
-        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
-    };
-    match state.client.remove(&id).await {
-        Ok(Removed::Waiting) => ok("removed", ()),
-        Ok(Removed::Due) => ok(
+pub(super) async fn remove(State(state): State<Arc<AppState>>, Body(job): Body<JobName>) -> Answer {
+    let id = job.id().map_err(bad)?;
+    match state.client.remove(&id).await.map_err(refused)? {
+        Removed::Waiting => Ok(ok("removed", ())),
+        Removed::Due => Ok(ok(
             "removed; it had fallen due, so a consumer that takes it now finds it gone",
             (),
-        ),
-        Ok(Removed::Unknown) => refused(Error::UnknownJob(id)),
-        Err(error) => refused(error),
+        )),
+        Removed::Unknown => Err(refused(Error::UnknownJob(id))),
     }
 }
 
-pub(super) async fn get(State(state): State<Arc<AppState>>, Body(job): Body<JobName>) -> Response {
-    let id = match job.id() {
-        Ok(id) => id,
-        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
-    };
-    match state.client.get(&id).await {
-        Ok(info) if info.state == JobState::Unknown => ok("ok", ()),
-        Ok(info) => ok("ok", InfoJson::of(&info)),
-        Err(error) => refused(error),
+pub(super) async fn get(State(state): State<Arc<AppState>>, Body(job): Body<JobName>) -> Answer {
+    let id = job.id().map_err(bad)?;
+    let info = state.client.get(&id).await.map_err(refused)?;
+    if info.state == JobState::Unknown {
+        Ok(ok("ok", ()))
+    } else {
+        Ok(ok("ok", InfoJson::of(&info)))
     }
 }
 
@@ -369,16 +355,12 @@ pub(super) struct Pop {
 /// The legacy pop: the job is gone once answered. The pop runs in a task of its own and deletes
 /// the job's data only once the job is handed to this handler: a caller that goes away drops the
 /// handler, not the pop, and a job taken meanwhile is put back where it was, as it was.
-pub(super) async fn pop(State(state): State<Arc<AppState>>, Body(pop): Body<Pop>) -> Response {
-    let wait = match wait(pop.wait) {
-        Ok(wait) => wait,
-        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
-    };
-    let topic = match named(("topic", pop.topic), ("topic_base64", pop.topic_base64)) {
-        Ok(Some(topic)) if !topic.is_empty() => topic,
-        Ok(_) => return refuse(StatusCode::BAD_REQUEST, "topic is missing or empty"),
-        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
-    };
+pub(super) async fn pop(State(state): State<Arc<AppState>>, Body(pop): Body<Pop>) -> Answer {
+    let wait = wait(pop.wait).map_err(bad)?;
+    let topic = named(("topic", pop.topic), ("topic_base64", pop.topic_base64))
+        .map_err(bad)?
+        .filter(|topic| !topic.is_empty())
+        .ok_or_else(|| bad("topic is missing or empty"))?;
     let (answer, answered) = oneshot::channel();
     tokio::spawn(async move {
         let held = match blocking_pop(&state, &topic, wait, &answer).await {
@@ -404,12 +386,12 @@ pub(super) async fn pop(State(state): State<Arc<AppState>>, Body(pop): Body<Pop>
         }
     });
     match answered.await {
-        Ok(Ok(job)) => ok("ok", job.as_ref().map(TakenJson::of)),
-        Ok(Err(error)) => refused(error),
-        Err(_) => refuse(
+        Ok(Ok(job)) => Ok(ok("ok", job.as_ref().map(TakenJson::of))),
+        Ok(Err(error)) => Err(refused(error)),
+        Err(_) => Err(refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "the pop stopped without an answer",
-        ),
+        )),
     }
 }
 
@@ -477,27 +459,17 @@ fn ttr(value: Option<f64>) -> Result<Duration, String> {
 pub(super) async fn reserve(
     State(state): State<Arc<AppState>>,
     Body(mut reserve): Body<Reserve>,
-) -> Response {
-    let topics = match reserve.topics() {
-        Ok(topics) if topics.is_empty() => {
-            return refuse(StatusCode::BAD_REQUEST, "give a topic, or topics");
-        }
-        Ok(topics) => topics,
-        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
-    };
-    let ttr = match ttr(reserve.ttr) {
-        Ok(ttr) => ttr,
-        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
-    };
-    let wait = match wait(reserve.wait) {
-        Ok(wait) => wait,
-        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
-    };
-    let stopping = state.stopping.cancelled();
-    match state.client.reserve_or(&topics, ttr, wait, stopping).await {
-        Ok(job) => ok("ok", job.as_ref().map(TakenJson::of)),
-        Err(error) => refused(error),
+) -> Answer {
+    let topics = reserve.topics().map_err(bad)?;
+    if topics.is_empty() {
+        return Err(bad("give a topic, or topics"));
     }
+    let ttr = ttr(reserve.ttr).map_err(bad)?;
+    let wait = wait(reserve.wait).map_err(bad)?;
+    let stopping = state.stopping.cancelled();
+    let reserved = state.client.reserve_or(&topics, ttr, wait, stopping);
+    let job = reserved.await.map_err(refused)?;
+    Ok(ok("ok", job.as_ref().map(TakenJson::of)))
 }
 
 /// A reservation, as ack, nack and touch name it: the job (`job_id` or `id_base64`) and the
@@ -532,16 +504,9 @@ impl Reservation {
 pub(super) async fn ack(
     State(state): State<Arc<AppState>>,
     Body(reservation): Body<Reservation>,
-) -> Response {
-    let receipt = match reservation.receipt() {
-        Ok(receipt) => receipt,
-        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
-    };
-    let acked = match state.client.ack(receipt).await {
-        Ok(acked) => acked,
-        Err(error) => return refused(error),
-    };
-    let (message, acked) = match acked {
+) -> Answer {
+    let receipt = reservation.receipt().map_err(bad)?;
+    let (message, acked) = match state.client.ack(receipt).await.map_err(refused)? {
         Acked::Done => ("acked", "done"),
         Acked::Late => (
             "acked after its time to run, before anyone else took it",
@@ -552,32 +517,26 @@ pub(super) async fn ack(
             "stale",
         ),
     };
-    ok(message, json!({"acked": acked}))
+    Ok(ok(message, json!({"acked": acked})))
 }
 
 pub(super) async fn nack(
     State(state): State<Arc<AppState>>,
     Body(reservation): Body<Reservation>,
-) -> Response {
-    let retry_in = match seconds("retry_in", reservation.retry_in.unwrap_or(0.0)) {
-        Ok(retry_in) => retry_in,
-        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
+) -> Answer {
+    let retry_in = seconds("retry_in", reservation.retry_in.unwrap_or(0.0)).map_err(bad)?;
+    let receipt = reservation.receipt().map_err(bad)?;
+    let outcome = match state
+        .client
+        .nack(receipt, retry_in)
+        .await
+        .map_err(refused)?
+    {
+        Nacked::Retry => "retry",
+        Nacked::Dead => "dead",
+        Nacked::Gone => "gone",
     };
-    let receipt = match reservation.receipt() {
-        Ok(receipt) => receipt,
-        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
-    };
-    match state.client.nack(receipt, retry_in).await {
-        Ok(nacked) => {
-            let outcome = match nacked {
-                Nacked::Retry => "retry",
-                Nacked::Dead => "dead",
-                Nacked::Gone => "gone",
-            };
-            ok("nacked", json!({"outcome": outcome}))
-        }
-        Err(error) => refused(error),
-    }
+    Ok(ok("nacked", json!({"outcome": outcome})))
 }
 
 /// Extends a reservation: the job must be acked within `ttr` seconds from now (60 when not
@@ -585,19 +544,11 @@ pub(super) async fn nack(
 pub(super) async fn touch(
     State(state): State<Arc<AppState>>,
     Body(reservation): Body<Reservation>,
-) -> Response {
-    let ttr = match ttr(reservation.ttr) {
-        Ok(ttr) => ttr,
-        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
-    };
-    let receipt = match reservation.receipt() {
-        Ok(receipt) => receipt,
-        Err(wrong) => return refuse(StatusCode::BAD_REQUEST, wrong),
-    };
-    match state.client.touch(receipt, ttr).await {
-        Ok(()) => ok("touched", ()),
-        Err(error) => refused(error),
-    }
+) -> Answer {
+    let ttr = ttr(reservation.ttr).map_err(bad)?;
+    let receipt = reservation.receipt().map_err(bad)?;
+    state.client.touch(receipt, ttr).await.map_err(refused)?;
+    Ok(ok("touched", ()))
 }
 
 #[cfg(test)]
