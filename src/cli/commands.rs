@@ -14,7 +14,6 @@ use super::Command;
 use super::output::{info_json, popped_json, stats_json, stats_table};
 use crate::config::Config;
 use crate::redis::target;
-use crate::text::escape;
 use crate::text::time::rfc3339;
 
 /// Runs one job command against the Redis of `config`.
@@ -56,7 +55,7 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
                 }
                 other => other.into(),
             })?;
-            println!("{}", escape::field(&id));
+            println!("{id}");
         }
         Command::Get { id } => {
             let id = id.id();
@@ -80,12 +79,10 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
         }
         Command::Remove { id } => {
             let id = id.id();
-            let shown = escape::field(&id);
             match client.remove(&id).await? {
-                Removed::Waiting => println!("removed {shown}"),
+                Removed::Waiting => println!("removed {id}"),
                 Removed::Due => println!(
-                    "removed {shown}, which had fallen due: a consumer that takes it now finds \
-                     it gone"
+                    "removed {id}, which had fallen due: a consumer that takes it now finds it gone"
                 ),
                 Removed::Unknown => bail!("no job {id:?} (finished, removed, or never pushed)"),
             }
@@ -106,7 +103,6 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             let topic = topic.topic();
             let requeued = client.requeue_dead(&topic).await?;
             let jobs = if requeued == 1 { "job" } else { "jobs" };
-            let topic = escape::field(&topic);
             println!("requeued {requeued} dead {jobs} of topic {topic}");
         }
         Command::Dead { topic, limit, .. } => {
@@ -117,7 +113,6 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
                 println!("{}", info_json(&client.get(id).await?));
             }
             if ids.len() > limit {
-                let topic = escape::field(&topic);
                 eprintln!(
                     "the oldest {limit} dead jobs of topic {topic} are listed; there are more \
                      (--limit N lists more, delayer stats counts them)"
