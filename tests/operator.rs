@@ -42,7 +42,12 @@ fn check_config_refuses_a_typo_that_the_daemon_only_warns_about() {
     // The daemon itself reads the original's files, whatever else they hold: a warning.
     let mut daemon = Daemon::start(&config);
     logs.wait_for_line("Service started successfully");
-    assert!(read(&logs.error).contains("unknown key [delayer] timer_intervall"));
+    // Each log has its own writer thread: the warning may land after the start line.
+    support::wait_until_sync(
+        Duration::from_secs(5),
+        "the warning in the error log",
+        || read(&logs.error).contains("unknown key [delayer] timer_intervall"),
+    );
     daemon.signal("TERM");
     assert!(daemon.wait(Duration::from_secs(5)).success());
 }
