@@ -742,23 +742,29 @@ async fn a_job_pushed_again_to_another_topic_reaches_only_that_topics_consumers(
     assert_eq!(c1, 0, "the stale entry is dropped");
 }
 
-/// A legacy client's push keeps the bucket's other fields: the move makes the job start afresh.
-#[tokio::test]
-async fn a_dead_job_pushed_again_by_a_legacy_client_starts_afresh_and_is_not_requeued_twice() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
+/// A client whose jobs die at their first failure, and job `d` of topic `t` dead by it.
+async fn dead_job_d(server: &RedisServer, redis: &mut MultiplexedConnection) -> Client {
     let settings = Settings {
         max_attempts: 1,
         ..Settings::default()
     };
     let client = Client::connect_with(server.info(), settings).await.unwrap();
     client.push("t", "b").id("d").await.unwrap();
-    move_until_empty(&mut redis).await;
+    move_until_empty(redis).await;
     let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
     assert_eq!(
         client.nack(&job, Duration::ZERO).await.unwrap(),
         Nacked::Dead
     );
+    client
+}
+
+/// A legacy client's push keeps the bucket's other fields: the move makes the job start afresh.
+#[tokio::test]
+async fn a_dead_job_pushed_again_by_a_legacy_client_starts_afresh_and_is_not_requeued_twice() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = dead_job_d(&server, &mut redis).await;
     let message = Message {
         id: "d".into(),
         topic: "t".into(),
@@ -781,18 +787,7 @@ async fn a_dead_job_pushed_again_by_a_legacy_client_starts_afresh_and_is_not_req
 async fn a_job_pushed_again_after_it_died_is_not_requeued_early() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let settings = Settings {
-        max_attempts: 1,
-        ..Settings::default()
-    };
-    let client = Client::connect_with(server.info(), settings).await.unwrap();
-    client.push("t", "b").id("d").await.unwrap();
-    move_until_empty(&mut redis).await;
-    let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
-    assert_eq!(
-        client.nack(&job, Duration::ZERO).await.unwrap(),
-        Nacked::Dead
-    );
+    let client = dead_job_d(&server, &mut redis).await;
     client
         .push("t", "again")
         .id("d")
