@@ -81,6 +81,8 @@ fn bad(wrong: impl Display) -> Response {
 fn refused(error: Error) -> Response {
     let status = match &error {
         Error::EmptyTopic
+        | Error::DuplicateId(_)
+        | Error::InBatch { .. }
         | Error::EmptyId
         | Error::EmptyBody
         | Error::InThePast(_)

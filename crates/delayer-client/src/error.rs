@@ -34,6 +34,12 @@ pub enum Error {
         max = crate::settings::MAX_DELAY.as_secs()
     )]
     TooFar(f64),
+    #[error("job {0:?} is in the batch more than once")]
+    DuplicateId(JobId),
+    /// A job of a [`push_many`](crate::Client::push_many) batch is refused (`index` counts from
+    /// 0): none of the batch was written.
+    #[error("job {index} of the batch: {error}")]
+    InBatch { index: usize, error: Box<Error> },
     #[error("no job {0:?}")]
     UnknownJob(JobId),
     #[error(

@@ -39,7 +39,7 @@ mod worker;
 pub use client::Client;
 pub use client::finish::Nacked;
 pub use client::pop::HeldJob;
-pub use client::push::{Push, Removed};
+pub use client::push::{NewPush, Push, Removed};
 pub use client::stats::{Lengths, Stats, TopicStats};
 pub use connection::Target;
 pub use error::{Error, Result, unanswered};
@@ -49,7 +49,7 @@ pub use redis;
 pub use scripts::ack::Acked;
 pub use settings::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_READY_MAX_LIFETIME, MAX_BATCH, MAX_DELAY,
-    MIN_TTR, Settings,
+    MAX_PUSH_BATCH, MIN_TTR, Settings,
 };
 pub use worker::{
     DEFAULT_CONCURRENCY, DEFAULT_FIRST_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_STOP_TIMEOUT,

@@ -1,6 +1,7 @@
 //! Pushing and removing jobs, as the legacy clients do: `client.push(topic, body).delay(d).await`
 //! returns the new job's id.
 
+use std::collections::{HashMap, HashSet};
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
@@ -10,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::job::unique_id;
 use crate::name::{JobId, Topic};
 use crate::scripts::push::NewJob;
-use crate::settings::MAX_DELAY;
+use crate::settings::{MAX_DELAY, MAX_PUSH_BATCH};
 use crate::time::{to_unix, unix_now};
 
 /// What [`Client::remove`] found.
@@ -79,54 +80,110 @@ const PAST_TOLERANCE: Duration = Duration::from_secs(1);
 #[must_use = "a push does nothing until it is awaited"]
 pub struct Push<'a> {
     client: &'a Client,
-    topic: Topic,
-    body: Vec<u8>,
-    id: Option<JobId>,
-    due: Due,
-}
-
-enum Due {
-    In(Duration),
-    At(SystemTime),
+    job: NewPush,
 }
 
 impl<'a> Push<'a> {
     pub(crate) fn new(client: &'a Client, topic: Topic, body: Vec<u8>) -> Push<'a> {
         Push {
             client,
-            topic,
-            body,
+            job: NewPush::new(topic, body),
+        }
+    }
+
+    /// Due `delay` from now (delayq's ProcessIn), to the millisecond.
+    pub fn delay(self, delay: Duration) -> Push<'a> {
+        self.with(|job| job.delay(delay))
+    }
+
+    /// Due at `time` (delayq's ProcessAt), to the millisecond; a time in the past is an error.
+    pub fn at(self, time: SystemTime) -> Push<'a> {
+        self.with(|job| job.at(time))
+    }
+
+    /// The job's id; without one, a new unique id is made. Pushing an id that exists replaces
+    /// that job (as with the legacy clients).
+    pub fn id(self, id: impl Into<JobId>) -> Push<'a> {
+        self.with(|job| job.id(id))
+    }
+
+    fn with(self, change: impl FnOnce(NewPush) -> NewPush) -> Push<'a> {
+        Push {
+            client: self.client,
+            job: change(self.job),
+        }
+    }
+
+    /// Pushes the job and returns its id.
+    pub async fn send(self) -> Result<JobId> {
+        let job = self.job.checked(self.client)?;
+        self.client.push_validated(&job.script_job()).await?;
+        Ok(job.id)
+    }
+}
+
+impl<'a> IntoFuture for Push<'a> {
+    type Output = Result<JobId>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Result<JobId>> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.send())
+    }
+}
+
+/// A job for [`Client::push_many`]: what [`Client::push`] takes, built the same way
+/// (`NewPush::new(topic, body).delay(d).id(id)`), without a client.
+#[derive(Debug, Clone)]
+pub struct NewPush {
+    topic: Topic,
+    body: Vec<u8>,
+    id: Option<JobId>,
+    due: Due,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Due {
+    In(Duration),
+    At(SystemTime),
+}
+
+impl NewPush {
+    /// A new job on `topic`, due at once unless [`delay`](NewPush::delay) or
+    /// [`at`](NewPush::at) say otherwise.
+    pub fn new(topic: impl Into<Topic>, body: impl Into<Vec<u8>>) -> NewPush {
+        NewPush {
+            topic: topic.into(),
+            body: body.into(),
             id: None,
             due: Due::In(Duration::ZERO),
         }
     }
 
-    /// Due `delay` from now (delayq's ProcessIn), to the millisecond.
-    pub fn delay(mut self, delay: Duration) -> Push<'a> {
+    /// As [`Push::delay`].
+    pub fn delay(mut self, delay: Duration) -> NewPush {
         self.due = Due::In(delay);
         self
     }
 
-    /// Due at `time` (delayq's ProcessAt), to the millisecond; a time in the past is an error.
-    pub fn at(mut self, time: SystemTime) -> Push<'a> {
+    /// As [`Push::at`].
+    pub fn at(mut self, time: SystemTime) -> NewPush {
         self.due = Due::At(time);
         self
     }
 
-    /// The job's id; without one, a new unique id is made. Pushing an id that exists replaces
-    /// that job (as with the legacy clients).
-    pub fn id(mut self, id: impl Into<JobId>) -> Push<'a> {
+    /// As [`Push::id`].
+    pub fn id(mut self, id: impl Into<JobId>) -> NewPush {
         self.id = Some(id.into());
         self
     }
 
-    /// Pushes the job and returns its id.
-    pub async fn send(self) -> Result<JobId> {
-        check_topic_in(self.client.layout(), self.topic.as_bytes())?;
+    /// The job as the push script takes it, or why it may not be pushed.
+    fn checked(self, client: &Client) -> Result<Checked> {
+        check_topic_in(client.layout(), self.topic.as_bytes())?;
         if self.body.is_empty() {
             return Err(Error::EmptyBody);
         }
-        let limit = self.client.settings().max_body_bytes;
+        let limit = client.settings().max_body_bytes;
         if self.body.len() > limit {
             return Err(Error::BodyTooLarge {
                 size: self.body.len(),
@@ -153,26 +210,111 @@ impl<'a> Push<'a> {
             return Err(Error::TooFar(delay));
         }
         // As the legacy clients set it: the delay (whole seconds, rounded up) plus the lifetime.
-        let lifetime = self.client.settings().ready_max_lifetime.as_secs();
-        let ttl_seconds = (delay.ceil() as u64).saturating_add(lifetime);
-        let job = NewJob {
-            id: id.as_bytes(),
-            topic: self.topic.as_bytes(),
-            body: &self.body,
+        let lifetime = client.settings().ready_max_lifetime.as_secs();
+        Ok(Checked {
+            id,
+            topic: self.topic,
+            body: self.body,
             due,
-            ttl_seconds,
+            ttl_seconds: (delay.ceil() as u64).saturating_add(lifetime),
             delay,
-        };
-        self.client.push_validated(&job).await?;
-        Ok(id)
+        })
     }
 }
 
-impl<'a> IntoFuture for Push<'a> {
-    type Output = Result<JobId>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Result<JobId>> + Send + 'a>>;
+/// A job that passed the client's checks, ready for the script.
+struct Checked {
+    id: JobId,
+    topic: Topic,
+    body: Vec<u8>,
+    due: Option<f64>,
+    ttl_seconds: u64,
+    delay: f64,
+}
 
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.send())
+impl Checked {
+    fn script_job(&self) -> NewJob<'_> {
+        NewJob {
+            id: self.id.as_bytes(),
+            topic: self.topic.as_bytes(),
+            body: &self.body,
+            due: self.due,
+            ttl_seconds: self.ttl_seconds,
+            delay: self.delay,
+        }
+    }
+}
+
+impl Client {
+    /// Pushes every job of `jobs` and returns their ids in order, [`MAX_PUSH_BATCH`] jobs a
+    /// script call (in the cluster layout, each topic's jobs in calls of their own), each call
+    /// writing all its jobs or none, with the layout and guarantees of [`push`](Client::push).
+    ///
+    /// Every job is checked before anything is sent: a job that [`push`](Client::push) would
+    /// refuse, or an id given twice (pushed one after the other, the second would replace the
+    /// first), refuses the whole batch with [`Error::InBatch`] naming it, and nothing is written.
+    /// A refusal by Redis (a key of the wrong type, an ACL) comes from one call: that call wrote
+    /// nothing, those before it (of a batch over [`MAX_PUSH_BATCH`] or over several topics in the
+    /// cluster layout) are written. A bucket of the wrong type is named by its job's index.
+    pub async fn push_many(&self, jobs: impl IntoIterator<Item = NewPush>) -> Result<Vec<JobId>> {
+        let mut checked = Vec::new();
+        let mut seen = HashSet::new();
+        for (index, job) in jobs.into_iter().enumerate() {
+            let in_batch = |error| Error::InBatch {
+                index,
+                error: Box::new(error),
+            };
+            let job = job.checked(self).map_err(in_batch)?;
+            if !seen.insert(job.id.clone()) {
+                return Err(in_batch(Error::DuplicateId(job.id)));
+            }
+            checked.push(job);
+        }
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        if self.per_topic() {
+            let mut by_topic: HashMap<&Topic, usize> = HashMap::new();
+            for (index, job) in checked.iter().enumerate() {
+                let group = *by_topic.entry(&job.topic).or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                });
+                groups[group].push(index);
+            }
+        } else {
+            groups.push((0..checked.len()).collect());
+        }
+        let mut connection = self.connection().await?;
+        for group in &groups {
+            let keys = self.keys_for(checked[group[0]].topic.as_bytes());
+            for call in group.chunks(MAX_PUSH_BATCH) {
+                let jobs: Vec<NewJob<'_>> = call
+                    .iter()
+                    .map(|&index| checked[index].script_job())
+                    .collect();
+                let refused = self
+                    .inner
+                    .scripts
+                    .push_many
+                    .run(&mut connection, &keys, &jobs)
+                    .await;
+                refused.map_err(|error| {
+                    let error = Error::about_key(error, keys.pool());
+                    let Error::WrongType { key, .. } = &error else {
+                        return error;
+                    };
+                    match call
+                        .iter()
+                        .find(|&&index| keys.bucket(checked[index].id.as_bytes()) == key.as_bytes())
+                    {
+                        Some(&index) => Error::InBatch {
+                            index,
+                            error: Box::new(error),
+                        },
+                        None => error,
+                    }
+                })?;
+            }
+        }
+        Ok(checked.into_iter().map(|job| job.id).collect())
     }
 }

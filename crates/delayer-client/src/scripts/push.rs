@@ -1,4 +1,5 @@
-//! The push script (`push.lua`): a job's bucket and pool entry, written together or not at all.
+//! The push scripts (`push.lua`, `push_many.lua`): a job's bucket and pool entry, written
+//! together or not at all; for a batch, every job's or none.
 
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
@@ -11,6 +12,12 @@ script_type!(
     /// The push script: writes a job.
     PushScript,
     "push.lua"
+);
+
+script_type!(
+    /// The batch push script: writes several jobs of one pool.
+    PushManyScript,
+    "push_many.lua"
 );
 
 /// One job to push.
@@ -35,15 +42,7 @@ impl PushScript {
         keys: &Keys,
         job: &NewJob<'_>,
     ) -> RedisResult<f64> {
-        if keys.registry_for_scripts().is_empty() {
-            // The cluster layout: the registry is in another slot than the job, out of the
-            // script's reach. Added first: a job of a topic the daemon does not know never moves.
-            redis::cmd("SADD")
-                .arg(keys.topics())
-                .arg(job.topic)
-                .query_async::<()>(connection)
-                .await?;
-        }
+        register_first(connection, keys, [job.topic]).await?;
         let due = self
             .0
             .key(keys.pool())
@@ -61,4 +60,58 @@ impl PushScript {
             .await?;
         seconds(due).ok_or_else(|| malformed("push"))
     }
+}
+
+impl PushManyScript {
+    /// Pushes `jobs` in one call: all of them, or none when one is refused. They must share the
+    /// keys `keys` names (one pool; in the cluster layout, one topic) and be at most
+    /// [`MAX_PUSH_BATCH`](crate::MAX_PUSH_BATCH), with no id twice.
+    pub async fn run(
+        &self,
+        connection: &mut impl ConnectionLike,
+        keys: &Keys,
+        jobs: &[NewJob<'_>],
+    ) -> RedisResult<()> {
+        let mut topics: Vec<&[u8]> = jobs.iter().map(|job| job.topic).collect();
+        topics.sort_unstable();
+        topics.dedup();
+        register_first(connection, keys, topics).await?;
+        let mut call = self.0.key(keys.pool());
+        call.key(keys.reserved());
+        for job in jobs {
+            call.key(keys.bucket(job.id));
+        }
+        call.arg(keys.registry_for_scripts()).arg(host_clock());
+        for job in jobs {
+            call.arg(job.id)
+                .arg(job.topic)
+                .arg(job.body)
+                .arg(job.due.map(score).unwrap_or_default())
+                .arg(job.ttl_seconds)
+                .arg(format!("{:.3}", job.delay));
+        }
+        let written: usize = call.invoke_async(connection).await?;
+        if written != jobs.len() {
+            return Err(malformed("push_many"));
+        }
+        Ok(())
+    }
+}
+
+/// In the cluster layout, adds `topics` to the registry, which is in another slot than their
+/// jobs, out of the script's reach. Added first: a job of a topic the daemon does not know never
+/// moves. (Elsewhere the scripts add them.)
+async fn register_first<'t>(
+    connection: &mut impl ConnectionLike,
+    keys: &Keys,
+    topics: impl IntoIterator<Item = &'t [u8]>,
+) -> RedisResult<()> {
+    if keys.registry_for_scripts().is_empty() {
+        redis::cmd("SADD")
+            .arg(keys.topics())
+            .arg(topics.into_iter().collect::<Vec<_>>())
+            .query_async::<()>(connection)
+            .await?;
+    }
+    Ok(())
 }

@@ -1,0 +1,75 @@
+-- Adds several jobs in one call, each as push.lua adds one (its bucket {topic, body, due, delay}
+-- and its pool entry), all checked before the first write: one bad job and nothing is written.
+-- Every job's keys are in one slot (one pool; in the cluster layout, one topic's).
+--
+-- KEYS[1]    the job pool ("delayer:job_pool")
+-- KEYS[2]    the reservations ("delayer:reserved")
+-- KEYS[2+i]  job i's bucket ("delayer:job_bucket:<id>")
+-- ARGV[1]    the registry of topics ("delayer:topics"), or "" for none (the cluster layout, where
+--            the client adds the topics first): not a declared key, as in push.lua
+-- ARGV[2]    the caller's clock, unix seconds: now, only when this Redis user may not run TIME
+-- ARGV[3..]  six a job, in the order of KEYS: id, topic, body, due ("" for a delay), the bucket's
+--            time to live in seconds, the delay in seconds (each as push.lua's ARGV[1..6])
+--
+-- Returns how many jobs it wrote (all of them), or an error naming the job's key that holds the
+-- wrong type, whose time to live is out of range, or that this Redis user may not write.
+
+local pool, reserved, topics = KEYS[1], KEYS[2], ARGV[1]
+local count = #KEYS - 2
+if #ARGV ~= 2 + 6 * count then
+  error({err = 'ERR push_many wants six arguments a job'})
+end
+
+require_type(pool, 'zset')
+require_permission('ZADD', pool, '0', ARGV[3])
+-- Whether each bucket exists: a new one has no reservation fields to clear.
+local existed, by_delay = {}, false
+for i = 1, count do
+  local bucket, at = KEYS[2 + i], 2 + 6 * (i - 1)
+  local ttl = tonumber(ARGV[at + 5])
+  if not ttl or ttl < 1 or ttl > 4294967296 then
+    error({err = 'ERR the time to live ' .. ARGV[at + 5] .. ' s of ' .. bucket .. ' is not 1 to 2^32 s'})
+  end
+  local kind = redis.call('TYPE', bucket).ok
+  if kind ~= 'none' and kind ~= 'hash' then
+    error({err = 'WRONGTYPE ' .. bucket .. ' holds a ' .. kind .. ', not a hash'})
+  end
+  existed[i] = kind ~= 'none'
+  require_permission('EXPIRE', bucket, '1')
+  by_delay = by_delay or ARGV[at + 4] == ''
+end
+
+-- Read before the first write (Redis before 5 allows writes after TIME only when asked first).
+local now = by_delay and clock(ARGV[2])
+local scored, ids, named = {}, {}, {}
+for i = 1, count do
+  local bucket, at = KEYS[2 + i], 2 + 6 * (i - 1)
+  local id, topic, due = ARGV[at + 1], ARGV[at + 2], ARGV[at + 4]
+  if due == '' then
+    due = string.format('%.3f', math.ceil((now + tonumber(ARGV[at + 6])) * 1000) / 1000)
+  end
+  -- The first write is the only one Redis may refuse for want of memory: nothing is half done.
+  redis.call('HSET', bucket, 'topic', topic, 'body', ARGV[at + 3], 'due', due, 'delay', ARGV[at + 6])
+  if existed[i] then
+    -- Pushing an id again starts it afresh, as push.lua does.
+    redis.call('HDEL', bucket, 'attempts', 'died_at')
+  end
+  redis.call('EXPIRE', bucket, ARGV[at + 5])
+  scored[#scored + 1] = due
+  scored[#scored + 1] = id
+  ids[#ids + 1] = id
+  named[topic] = true
+end
+-- A batch is at most 1,000 jobs (the client's MAX_PUSH_BATCH): 2,000 arguments, within unpack's
+-- limit.
+redis.call('ZADD', pool, unpack(scored))
+-- pcall: a registry or reservation key of the wrong type must not fail a push that is done.
+redis.pcall('ZREM', reserved, unpack(ids))
+if topics ~= '' then
+  local list = {}
+  for topic in pairs(named) do
+    list[#list + 1] = topic
+  end
+  redis.pcall('SADD', topics, unpack(list))
+end
+return count

@@ -1,0 +1,188 @@
+//! `push_many` against a real redis-server: a batch writes what as many single pushes write, in
+//! one script call per 1,000 jobs, and one bad job (refused here or by Redis) writes nothing.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use delayer_client::keys::{JOB_POOL, TOPICS, job_bucket};
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::{Client, Error, MAX_PUSH_BATCH, NewPush};
+use delayer_testkit::RedisServer;
+use delayer_testkit::jobs::{move_until_empty, script_runs};
+use delayer_testkit::legacy_client;
+
+/// What delayer wrote: the pool (id, score), each bucket's fields (`due` and `delay`, which
+/// depend on when it was pushed, by name only) and TTL, and the registry.
+struct Written {
+    pool: Vec<(String, f64)>,
+    buckets: HashMap<String, (Vec<(String, String)>, i64)>,
+    registry: Vec<String>,
+}
+
+async fn written(redis: &mut MultiplexedConnection) -> Written {
+    let pool: Vec<(String, f64)> = redis.zrange_withscores(JOB_POOL, 0, -1).await.unwrap();
+    let mut buckets = HashMap::new();
+    for (id, _) in &pool {
+        let mut fields: Vec<(String, String)> = redis.hgetall(job_bucket(id)).await.unwrap();
+        for (name, value) in &mut fields {
+            if name == "due" || (name == "delay" && value != "1.500" && value != "0.000") {
+                value.clear();
+            }
+        }
+        fields.sort();
+        let ttl: i64 = redis.ttl(job_bucket(id)).await.unwrap();
+        buckets.insert(id.clone(), (fields, ttl));
+    }
+    let mut registry: Vec<String> = redis.smembers(TOPICS).await.unwrap();
+    registry.sort();
+    Written {
+        pool,
+        buckets,
+        registry,
+    }
+}
+
+/// Job `index` of the test's batch: its topic, body and id, and when it falls due (a delay, a
+/// time, or now), in a closure that sets them on a single push or on a [`NewPush`].
+macro_rules! job {
+    ($index:expr, $at:expr, $make:expr) => {{
+        let index = $index;
+        let job = $make(format!("topic.{}", index % 3), format!("body {index}"))
+            .id(format!("job-{index:05}"));
+        match index % 3 {
+            0 => job.delay(Duration::from_millis(1500)),
+            1 => job.at($at),
+            _ => job,
+        }
+    }};
+}
+
+#[tokio::test]
+async fn push_many_writes_what_single_pushes_write_and_legacy_clients_pop_them() {
+    let (singles, batch) = (RedisServer::start(), RedisServer::start());
+    let at = SystemTime::now() + Duration::from_secs(2);
+    let count = MAX_PUSH_BATCH + 500;
+
+    let client = Client::connect(singles.info()).await.unwrap();
+    for index in 0..count {
+        job!(index, at, |topic, body| client.push(topic, body))
+            .await
+            .unwrap();
+    }
+    let client = Client::connect(batch.info()).await.unwrap();
+    let mut redis = batch.connect().await;
+    let runs_before = script_runs(&mut redis).await;
+    let ids = client
+        .push_many((0..count).map(|index| job!(index, at, NewPush::new)))
+        .await
+        .unwrap();
+    assert_eq!(
+        script_runs(&mut redis).await - runs_before,
+        2,
+        "one call per {MAX_PUSH_BATCH} jobs"
+    );
+    let expected: Vec<String> = (0..count).map(|index| format!("job-{index:05}")).collect();
+    assert_eq!(ids, expected, "the ids, in order");
+
+    let singles = written(&mut singles.connect().await).await;
+    let batch = written(&mut redis).await;
+    assert_eq!(batch.registry, singles.registry);
+    assert_eq!(batch.pool.len(), count);
+    for ((id, single), (batch_id, score)) in singles.pool.iter().zip(&batch.pool) {
+        assert_eq!(id, batch_id);
+        // Delays count from Redis's clock at each push: the two runs are a moment apart.
+        assert!(
+            (single - score).abs() < 1.0,
+            "{id}: {single} against {score}"
+        );
+        let ((single_fields, single_ttl), (fields, ttl)) =
+            (&singles.buckets[id], &batch.buckets[id]);
+        assert_eq!(fields, single_fields, "{id}");
+        assert!(
+            (single_ttl - ttl).abs() <= 2,
+            "{id}: TTL {single_ttl} against {ttl}"
+        );
+    }
+    let batch_pool = batch.pool;
+    let score = |id: &str| {
+        batch_pool
+            .iter()
+            .find(|(pooled, _)| pooled == id)
+            .unwrap()
+            .1
+    };
+    let now: (u64, u64) = delayer_client::redis::cmd("TIME")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let redis_now = now.0 as f64 + now.1 as f64 / 1e6;
+    assert!(score("job-00000") > redis_now && score("job-00000") < redis_now + 1.5);
+    let at_seconds = delayer_client::time::to_unix(at);
+    assert!(
+        (score("job-00001") - at_seconds).abs() < 0.002,
+        "the time given"
+    );
+
+    move_until_empty(&mut redis).await;
+    let popped = legacy_client::pop(&mut redis, "topic.2")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (popped.id.as_str(), popped.body.as_str()),
+        ("job-00002", "body 2")
+    );
+}
+
+#[tokio::test]
+async fn a_batch_with_one_bad_job_writes_nothing() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let good = || (0..5).map(|index| NewPush::new("t", "b").id(format!("good-{index}")));
+
+    let refusals = [
+        (
+            NewPush::new("t", ""),
+            "job 5 of the batch: the body is empty",
+        ),
+        (
+            NewPush::new("", "b"),
+            "job 5 of the batch: the topic is empty",
+        ),
+        (
+            NewPush::new("t", "b").id("good-1"),
+            "job 5 of the batch: job \"good-1\" is in the batch more than once",
+        ),
+        (
+            NewPush::new("t", "b").at(SystemTime::now() - Duration::from_secs(60)),
+            "is in the past",
+        ),
+    ];
+    for (bad, said) in refusals {
+        let error = client.push_many(good().chain([bad])).await.unwrap_err();
+        assert!(
+            matches!(error, Error::InBatch { index: 5, .. }),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains(said), "{error}");
+    }
+
+    // Refused by the script: one bucket key of the wrong type, in the second half of the batch.
+    let _: () = redis.set(job_bucket("good-3"), "not a hash").await.unwrap();
+    let error = client.push_many(good()).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::InBatch { index: 3, error } if matches!(**error, Error::WrongType { .. })),
+        "{error:?}"
+    );
+    let pooled: usize = redis.zcard(JOB_POOL).await.unwrap();
+    let buckets: Vec<Vec<u8>> = redis.keys("delayer:job_bucket:*").await.unwrap();
+    assert_eq!(
+        (pooled, buckets),
+        (0, vec![job_bucket("good-3")]),
+        "nothing written"
+    );
+    let registry: usize = redis.scard(TOPICS).await.unwrap();
+    assert_eq!(registry, 0);
+}
