@@ -640,3 +640,52 @@ async fn cli_errors_say_each_cause_once_and_nothing_of_the_scripts_insides() {
         )
     );
 }
+
+#[tokio::test]
+async fn the_cli_pushes_a_job_per_line_of_standard_input_or_none_when_one_is_bad() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, _logs) = server.daemon_config("stdin", "");
+    let push = |input: &str| {
+        let mut child = delayer_command()
+            .arg("-c")
+            .arg(&config)
+            .args(["push", "mail", "--stdin", "--delay", "1h"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        (
+            output.status.success(),
+            String::from_utf8(output.stdout).unwrap(),
+            String::from_utf8(output.stderr).unwrap(),
+        )
+    };
+
+    let (ok, _, error) = push("one\n\nthree\n");
+    assert!(!ok);
+    assert!(error.contains("line 2 of standard input"), "{error}");
+    assert!(error.contains("the body is empty"), "{error}");
+    let pooled: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert_eq!(pooled, 0, "nothing written");
+
+    let bodies: Vec<String> = (0..1500).map(|index| format!("reminder {index}")).collect();
+    let (ok, ids, error) = push(&(bodies.join("\r\n") + "\r\n"));
+    assert!(ok, "{error}");
+    let ids: Vec<&str> = ids.lines().collect();
+    assert_eq!(ids.len(), 1500);
+    for (id, body) in [(ids[0], &bodies[0]), (ids[1499], &bodies[1499])] {
+        let stored: Option<String> = redis.hget(job_bucket(id), "body").await.unwrap();
+        assert_eq!(stored.as_ref(), Some(body), "the line without its end");
+    }
+    let pooled: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert_eq!(pooled, 1500);
+}

@@ -868,3 +868,64 @@ async fn metrics_and_the_status_page_stay_small_and_are_read_once_for_all_scrape
     assert!(page.contains(&more), "{page}");
     daemon.stop();
 }
+
+#[tokio::test]
+async fn a_batch_add_answers_the_ids_in_order_and_one_bad_job_adds_none() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "batch", "");
+    let add = |body: serde_json::Value| post(&http, &format!("{JOBS}/add"), &body);
+
+    for (batch, said) in [
+        (
+            json!({"jobs": [{"topic": "t", "body": "b"}, {"topic": "t", "delay": -1, "body": "b"}]}),
+            "job 1 of the batch: delay -1 is negative",
+        ),
+        (
+            json!({"jobs": [{"topic": "t", "body": "b"}, {"topic": "t", "body": ""}]}),
+            "job 1 of the batch: the body is empty",
+        ),
+        (
+            json!({"jobs": [{"id": "a", "topic": "t", "body": "b"}, {"id": "a", "topic": "u", "body": "c"}]}),
+            "job 1 of the batch: job \"a\" is in the batch more than once",
+        ),
+        (json!({"jobs": []}), "jobs is empty"),
+        (
+            json!({"topic": "t", "body": "b", "jobs": [{"topic": "t", "body": "b"}]}),
+            "not both",
+        ),
+    ] {
+        let refused = add(batch);
+        assert_eq!(refused.status, 400, "{}", refused.body);
+        assert!(
+            refused.json()["message"].as_str().unwrap().contains(said),
+            "{}",
+            refused.body
+        );
+        let pooled: usize = redis.zcard(JOB_POOL).await.unwrap();
+        assert_eq!(pooled, 0, "nothing written");
+    }
+
+    let added = add(json!({"jobs": [
+        {"id": "first", "topic": "order", "body": "1"},
+        {"topic": "order", "delay": 3600, "body": "2"},
+        {"id": "third", "topic": "mail", "at": "2050-01-01T00:00:00Z", "body": "3"},
+    ]}));
+    assert_eq!(added.status, 200, "{}", added.body);
+    let ids = added.json()["data"]["ids"].clone();
+    let ids: Vec<String> = serde_json::from_value(ids).unwrap();
+    assert_eq!((ids.len(), &ids[0][..], &ids[2][..]), (3, "first", "third"));
+    let third: Option<f64> = redis.zscore(JOB_POOL, "third").await.unwrap();
+    assert_eq!(third, Some(2_524_608_000.0));
+    let second: Option<f64> = redis.zscore(JOB_POOL, &ids[1]).await.unwrap();
+    assert!(
+        second.is_some(),
+        "the job without an id is pooled under the id answered"
+    );
+    let popped = legacy_client::bpop(&mut redis, "order", 5).await.unwrap();
+    assert_eq!(
+        popped.map(|job| (job.id, job.body)),
+        Some(("first".into(), "1".into()))
+    );
+    daemon.stop();
+}

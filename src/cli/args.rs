@@ -56,22 +56,31 @@ pub enum Command {
     /// Move jobs as they fall due (what `delayer` does without a subcommand)
     #[command(after_help = "Example: delayer serve -c /etc/delayer/delayer.conf -d")]
     Serve(Serving),
-    /// Push a job; prints its id
+    /// Push a job (or with --stdin one per line); prints its id (one per line)
     #[command(
         after_help = "Examples:\n  delayer push order.close '{\"order\":42}' --delay 30m\n  \
                             delayer push mail.remind 'user 7' --at 2026-12-24T18:00:00+01:00 --id remind-7\n  \
-                            delayer push report.build --body-file request.bin --delay 1h"
+                            delayer push report.build --body-file request.bin --delay 1h\n  \
+                            cut -f1 orders.tsv | delayer push order.close --stdin --delay 30m > ids.txt"
     )]
     Push {
         /// The topic whose ready list the job goes to when due
         topic: String,
-        /// The job's body (or --body-file)
-        #[arg(required_unless_present = "body_file", conflicts_with = "body_file")]
+        /// The job's body (or --body-file, or --stdin)
+        #[arg(
+            required_unless_present_any = ["body_file", "stdin"],
+            conflicts_with_all = ["body_file", "stdin"]
+        )]
         body: Option<String>,
         /// Read the body from this file, `-` for standard input: for bodies that are not text,
         /// or too long for a command line
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "stdin")]
         body_file: Option<PathBuf>,
+        /// Push one job per line of standard input, the line its body (without the line end),
+        /// each with a new id and the same --delay or --at; every line is checked before the
+        /// first is written, and they go in batches of 1,000 a call
+        #[arg(long, conflicts_with_all = ["id", "id_base64"])]
+        stdin: bool,
         /// Due after this long: 90s, 5m, 2h, 1d, 250ms, 1.5s [default: now]
         #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
         delay: Option<Duration>,

@@ -2,12 +2,12 @@
 //! Redis through the client library, does one thing, and prints the result.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{BufRead, Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use delayer_client::{Client, Error, JobId, Removed, State};
+use delayer_client::{Client, Error, JobId, NewPush, Removed, State};
 use serde_json::Value;
 
 use super::Command;
@@ -29,14 +29,40 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             body_file,
             delay,
             at,
+            stdin,
             id,
             id_base64,
         } => {
+            if stdin {
+                let mut jobs = Vec::new();
+                for line in std::io::stdin().lock().split(b'\n') {
+                    let mut body = line.context("cannot read standard input")?;
+                    if body.last() == Some(&b'\r') {
+                        body.pop();
+                    }
+                    let job = NewPush::new(topic.clone(), body);
+                    jobs.push(match (delay, at) {
+                        (Some(delay), _) => job.delay(delay),
+                        (_, Some(at)) => job.at(at),
+                        (None, None) => job,
+                    });
+                }
+                let ids = client.push_many(jobs).await.map_err(|error| match error {
+                    Error::InBatch { index, error } => push_refused(*error)
+                        .context(format!("line {} of standard input", index + 1)),
+                    other => push_refused(other),
+                })?;
+                let mut out = std::io::stdout().lock();
+                for id in ids {
+                    writeln!(out, "{id}")?;
+                }
+                return Ok(());
+            }
             let limit = config.max_body_bytes;
             let body = match (body, body_file) {
                 (Some(body), _) => body.into_bytes(),
                 (None, Some(path)) => read_body(&path, limit)?,
-                (None, None) => unreachable!("clap requires a body or --body-file"),
+                (None, None) => unreachable!("clap requires a body, --body-file or --stdin"),
             };
             let mut push = client.push(topic, body);
             if let Some(delay) = delay {
@@ -48,13 +74,7 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             if let Some(id) = id_base64.or(id.map(JobId::from)) {
                 push = push.id(id);
             }
-            let id = push.await.map_err(|error| match error {
-                Error::InThePast(at) => anyhow::anyhow!("--at {} is in the past", rfc3339(at)),
-                too_large @ Error::BodyTooLarge { .. } => {
-                    anyhow::anyhow!("{too_large} ([delayer] max_body_bytes)")
-                }
-                other => other.into(),
-            })?;
+            let id = push.await.map_err(push_refused)?;
             println!("{id}");
         }
         Command::Get { id } => {
@@ -121,6 +141,17 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A push's refusal in the words of the command line.
+fn push_refused(error: Error) -> anyhow::Error {
+    match error {
+        Error::InThePast(at) => anyhow::anyhow!("--at {} is in the past", rfc3339(at)),
+        too_large @ Error::BodyTooLarge { .. } => {
+            anyhow::anyhow!("{too_large} ([delayer] max_body_bytes)")
+        }
+        other => other.into(),
+    }
 }
 
 /// The body in the file at `path` (`-`: standard input), read no further than `limit` bytes and

@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::DateTime;
 use delayer_client::time::to_unix;
 use delayer_client::{
-    Acked, Error, HeldJob, Job, JobId, JobInfo, MIN_TTR, Nacked, Receipt, Removed,
+    Acked, Error, HeldJob, Job, JobId, JobInfo, MIN_TTR, Nacked, NewPush, Receipt, Removed,
     State as JobState, Topic,
 };
 use serde::de::DeserializeOwned;
@@ -79,22 +79,7 @@ fn bad(wrong: impl Display) -> Response {
 
 /// The HTTP status for each of the client's errors.
 fn refused(error: Error) -> Response {
-    let status = match &error {
-        Error::EmptyTopic
-        | Error::DuplicateId(_)
-        | Error::InBatch { .. }
-        | Error::EmptyId
-        | Error::EmptyBody
-        | Error::InThePast(_)
-        | Error::TooFar(_)
-        | Error::TopicRefused(..) => StatusCode::BAD_REQUEST,
-        Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        Error::UnknownJob(_) | Error::Incomplete(_) => StatusCode::NOT_FOUND,
-        Error::NotReserved(_) | Error::WrongType { .. } | Error::AmbiguousId { .. } => {
-            StatusCode::CONFLICT
-        }
-        Error::Redis(_) => StatusCode::SERVICE_UNAVAILABLE,
-    };
+    let status = status_of(&error);
     match &error {
         // Most likely the text of an id that is not UTF-8, sent back in place of its bytes.
         Error::UnknownJob(id) | Error::NotReserved(id)
@@ -106,6 +91,26 @@ fn refused(error: Error) -> Response {
             refuse(status, format!("{error} ({hint})"))
         }
         _ => refuse(status, error),
+    }
+}
+
+/// The HTTP status for one of the client's errors (a batch's: its job's).
+fn status_of(error: &Error) -> StatusCode {
+    match error {
+        Error::EmptyTopic
+        | Error::DuplicateId(_)
+        | Error::EmptyId
+        | Error::EmptyBody
+        | Error::InThePast(_)
+        | Error::TooFar(_)
+        | Error::TopicRefused(..) => StatusCode::BAD_REQUEST,
+        Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        Error::UnknownJob(_) | Error::Incomplete(_) => StatusCode::NOT_FOUND,
+        Error::NotReserved(_) | Error::WrongType { .. } | Error::AmbiguousId { .. } => {
+            StatusCode::CONFLICT
+        }
+        Error::InBatch { error, .. } => status_of(error),
+        Error::Redis(_) => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
@@ -167,6 +172,7 @@ fn same(given: &[u8], secret: &[u8]) -> bool {
     differ == 0
 }
 
+/// A job to add, or (`jobs`) several.
 #[derive(Deserialize)]
 pub(super) struct Add {
     id: Option<String>,
@@ -176,33 +182,70 @@ pub(super) struct Add {
     /// Ours: an RFC 3339 time instead of a delay.
     at: Option<String>,
     body: Option<String>,
+    /// Ours: the batch form, each job as the single form gives one, all added or none.
+    jobs: Option<Vec<Add>>,
+}
+
+impl Add {
+    /// The job this names, or what is wrong with it.
+    fn job(self) -> Result<NewPush, String> {
+        if self.jobs.is_some() {
+            return Err("give jobs, or one job's fields, not both".into());
+        }
+        let Some(topic) = self.topic.filter(|topic| !topic.is_empty()) else {
+            return Err("topic is missing or empty".into());
+        };
+        let mut job = NewPush::new(topic, self.body.unwrap_or_default());
+        match (self.delay, self.at) {
+            (Some(_), Some(_)) => return Err("give delay or at, not both".into()),
+            (Some(delay), None) => job = job.delay(seconds("delay", delay)?),
+            (None, Some(at)) => {
+                let at = DateTime::parse_from_rfc3339(&at).map_err(|_| {
+                    format!("at {at:?} is not an RFC 3339 time like 2026-12-24T18:00:00Z")
+                })?;
+                job = job.at(at.into());
+            }
+            (None, None) => {}
+        }
+        if let Some(id) = self.id {
+            job = job.id(id);
+        }
+        Ok(job)
+    }
 }
 
 pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>) -> Answer {
-    let Some(topic) = add.topic.filter(|topic| !topic.is_empty()) else {
-        return Err(bad("topic is missing or empty"));
-    };
-    let mut push = state.client.push(topic, add.body.unwrap_or_default());
-    match (add.delay, add.at) {
-        (Some(_), Some(_)) => return Err(bad("give delay or at, not both")),
-        (Some(delay), None) => push = push.delay(seconds("delay", delay).map_err(bad)?),
-        (None, Some(at)) => {
-            let at = DateTime::parse_from_rfc3339(&at).map_err(|_| {
-                bad(format!(
-                    "at {at:?} is not an RFC 3339 time like 2026-12-24T18:00:00Z"
-                ))
+    let Some(batch) = add.jobs else {
+        let job = add.job().map_err(bad)?;
+        let ids = state
+            .client
+            .push_many([job])
+            .await
+            .map_err(|error| match error {
+                Error::InBatch { error, .. } => refused(*error),
+                error => refused(error),
             })?;
-            push = push.at(at.into());
-        }
-        (None, None) => {}
+        let id = bytes::text(ids[0].as_bytes());
+        // Both names: go-delay-queue's README says `id`, some of its servers answer `job_id`.
+        return Ok(ok("added", json!({"id": id, "job_id": id})));
+    };
+    if add.topic.is_some() || add.id.is_some() || add.body.is_some() {
+        return Err(bad("give jobs, or one job's fields, not both"));
     }
-    if let Some(id) = add.id {
-        push = push.id(id);
+    if batch.is_empty() {
+        return Err(bad("jobs is empty: give at least one job"));
     }
-    let id = push.await.map_err(refused)?;
-    let id = bytes::text(id.as_bytes());
-    // Both names: go-delay-queue's README says `id`, some of its servers answer `job_id`.
-    Ok(ok("added", json!({"id": id, "job_id": id})))
+    let jobs = batch
+        .into_iter()
+        .enumerate()
+        .map(|(index, add)| {
+            add.job()
+                .map_err(|wrong| bad(format!("job {index} of the batch: {wrong}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let ids = state.client.push_many(jobs).await.map_err(refused)?;
+    let ids: Vec<_> = ids.iter().map(|id| bytes::text(id.as_bytes())).collect();
+    Ok(ok("added", json!({"ids": ids})))
 }
 
 /// An id or a topic as a request names it: as text (`job_id`, `topic`), or by the base64 of its
