@@ -910,3 +910,42 @@ async fn batches_on_a_cluster_keep_the_jobs_of_sound_topics_when_another_topics_
         assert_eq!(client.get(id).await.unwrap().state, State::Unknown, "{id}");
     }
 }
+
+#[tokio::test]
+async fn push_many_on_a_cluster_writes_each_topics_jobs_in_its_own_slot_and_registers_them() {
+    let cluster = RedisCluster::start(3);
+    let mut connection = cluster.connect().await;
+    let client = cluster_client(&cluster).await;
+    // Topics on different masters, interleaved: each topic's jobs go in a call of their own.
+    let topics = ["a", "b", "c", "d", "e", "f"];
+    let jobs = (0..60).map(|index| {
+        delayer_client::NewPush::new(topics[index % 6], format!("body {index}"))
+            .id(format!("job-{index}"))
+            .delay(Duration::from_secs(3600))
+    });
+    let ids = client.push_many(jobs).await.unwrap();
+    let expected: Vec<String> = (0..60).map(|index| format!("job-{index}")).collect();
+    assert_eq!(ids, expected, "the ids, in order");
+    for (offset, topic) in topics.iter().enumerate() {
+        let keys = Layout::CLUSTER.keys(topic);
+        let mut pooled: Vec<String> = connection.zrange(keys.pool(), 0, -1).await.unwrap();
+        pooled.sort();
+        let mut own: Vec<String> = (offset..60)
+            .step_by(6)
+            .map(|index| format!("job-{index}"))
+            .collect();
+        own.sort();
+        assert_eq!(pooled, own, "{topic}'s pool");
+        let body: String = connection
+            .hget(keys.bucket(format!("job-{offset}")), "body")
+            .await
+            .unwrap();
+        assert_eq!(body, format!("body {offset}"));
+    }
+    let mut registered: Vec<String> = connection
+        .smembers(Layout::CLUSTER.keys("").topics())
+        .await
+        .unwrap();
+    registered.sort();
+    assert_eq!(registered, topics);
+}
