@@ -11,7 +11,7 @@ use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::scripts::push::{NewJob, PushScript};
 use delayer_client::time::unix_now;
-use delayer_client::{Client, DEFAULT_CONCURRENCY, Worker};
+use delayer_client::{Client, DEFAULT_CONCURRENCY, NewPush, Worker};
 use tokio::task::JoinSet;
 
 use super::support::legacy_client::{self, Message};
@@ -27,48 +27,82 @@ const BATCH: usize = 64;
 /// Concurrent tasks sharing one connection: the multiplexed connection pipelines their commands.
 pub(super) const IN_FLIGHT: usize = 64;
 
-/// Pushes: the client against the same script call sent raw, and the legacy clients' MULTI.
+/// Pushes: the client against the same script call sent raw, the legacy clients' MULTI, and
+/// `push_many` in batches of [`PUSH_BATCH`].
 pub async fn push(server: &RedisServer) {
     println!(
         "\n## Push ({PUSHES} jobs, {IN_FLIGHT} in flight on one connection; best of {RUNS})\n"
     );
-    println!("| client jobs/s | same script raw jobs/s | client / raw | legacy MULTI jobs/s |");
-    println!("|---:|---:|---:|---:|");
-    let mut best = [f64::MAX; 3];
+    println!(
+        "| client jobs/s | same script raw jobs/s | client / raw | legacy MULTI jobs/s | push_many {PUSH_BATCH} a call jobs/s | client / legacy | push_many / legacy |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    let mut best = [f64::MAX; 4];
+    let mut least_cpu = [f64::MAX; 4];
     for _ in 0..RUNS {
-        let runs = [
-            push_run(server, Pusher::Client).await,
-            push_run(server, Pusher::RawScript).await,
-            push_run(server, Pusher::LegacyMulti).await,
-        ];
-        for (best, run) in best.iter_mut().zip(runs) {
-            *best = best.min(run);
+        for (index, pusher) in [
+            Pusher::Client,
+            Pusher::RawScript,
+            Pusher::LegacyMulti,
+            Pusher::Many,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let run = push_run(server, pusher).await;
+            best[index] = best[index].min(run.seconds);
+            least_cpu[index] = least_cpu[index].min(run.redis_cpu_seconds);
         }
     }
-    let [client, raw, legacy] = best.map(|seconds| PUSHES as f64 / seconds);
+    let [client, raw, legacy, many] = best.map(|seconds| PUSHES as f64 / seconds);
     println!(
-        "| {client:.0} | {raw:.0} | {:.2} | {legacy:.0} |",
-        client / raw
+        "| {client:.0} | {raw:.0} | {:.2} | {legacy:.0} | {many:.0} | {:.2} | {:.2} |",
+        client / raw,
+        client / legacy,
+        many / legacy
     );
+    let [client, raw, legacy, many] = least_cpu.map(|seconds| seconds * 1e6 / PUSHES as f64);
+    println!("\n### Redis CPU per job while pushing (µs, user + system, least of {RUNS})\n");
+    println!("| client | same script raw | legacy MULTI | push_many {PUSH_BATCH} a call |");
+    println!("|---:|---:|---:|---:|");
+    println!("| {client:.1} | {raw:.1} | {legacy:.1} | {many:.1} |");
 }
+
+/// Jobs a `push_many` call of the bench pushes.
+const PUSH_BATCH: usize = 1_000;
 
 #[derive(Clone, Copy)]
 pub(super) enum Pusher {
     Client,
     RawScript,
     LegacyMulti,
+    /// `push_many`, [`PUSH_BATCH`] jobs a call.
+    Many,
 }
 
-/// Seconds to push [`PUSHES`] jobs (delay 1 h, so the pool only grows).
-pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> f64 {
-    let redis = fresh(server).await;
+/// How long pushing [`PUSHES`] jobs took (delay 1 h, so the pool only grows), and Redis's CPU
+/// time in it.
+pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> Run {
+    let mut redis = fresh(server).await;
     let client = Client::connect(server.info()).await.unwrap();
     let script = Arc::new(PushScript::default());
+    let cpu_before = redis_cpu_seconds(&mut redis).await;
     let started = Instant::now();
     let mut tasks = JoinSet::new();
     for task in 0..IN_FLIGHT {
         let (client, mut redis, script) = (client.clone(), redis.clone(), script.clone());
         tasks.spawn(async move {
+            if let Pusher::Many = pusher {
+                for batch in (task..PUSHES / PUSH_BATCH).step_by(IN_FLIGHT) {
+                    let jobs = (batch * PUSH_BATCH..(batch + 1) * PUSH_BATCH).map(|index| {
+                        NewPush::new("t", "body")
+                            .delay(Duration::from_secs(3600))
+                            .id(format!("{index:08}"))
+                    });
+                    client.push_many(jobs).await.unwrap();
+                }
+                return;
+            }
             for index in (task..PUSHES).step_by(IN_FLIGHT) {
                 let id = format!("{index:08}");
                 match pusher {
@@ -94,6 +128,7 @@ pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> f64 {
                             .await
                             .unwrap();
                     }
+                    Pusher::Many => unreachable!("pushed above"),
                     Pusher::LegacyMulti => {
                         let message = Message {
                             id,
@@ -110,10 +145,13 @@ pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> f64 {
     }
     tasks.join_all().await;
     let seconds = started.elapsed().as_secs_f64();
-    let mut redis = redis;
+    let redis_cpu_seconds = redis_cpu_seconds(&mut redis).await - cpu_before;
     let pushed: usize = redis.zcard(delayer_client::keys::JOB_POOL).await.unwrap();
     assert_eq!(pushed, PUSHES, "every push landed");
-    seconds
+    Run {
+        seconds,
+        redis_cpu_seconds,
+    }
 }
 
 /// Consuming ready jobs: reserve + ack (at least once) against RPOP + DEL and the legacy pop
@@ -190,9 +228,9 @@ enum Consume {
     LegacyPop,
 }
 
-/// One consume run: how long `consumers` took to take every ready job, and Redis's CPU time in it.
-struct Run {
-    seconds: f64,
+/// One run: how long it took, and Redis's CPU time in it.
+pub(super) struct Run {
+    pub(super) seconds: f64,
     redis_cpu_seconds: f64,
 }
 

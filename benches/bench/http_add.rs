@@ -26,7 +26,7 @@ pub async fn http_add(server: &RedisServer) {
     let mut client = f64::MAX;
     let mut http = (f64::MAX, Vec::new());
     for _ in 0..RUNS {
-        client = client.min(push_run(server, Pusher::Client).await);
+        client = client.min(push_run(server, Pusher::Client).await.seconds);
         let run = http_run(server, &address).await;
         if run.0 < http.0 {
             http = run;
