@@ -240,9 +240,10 @@ pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>
         .enumerate()
         .map(|(index, add)| {
             add.job()
-                .map_err(|wrong| bad(format!("job {index} of the batch: {wrong}")))
+                .map_err(|wrong| format!("job {index} of the batch: {wrong}"))
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bad)?;
     let ids = state.client.push_many(jobs).await.map_err(refused)?;
     let ids: Vec<_> = ids.iter().map(|id| bytes::text(id.as_bytes())).collect();
     Ok(ok("added", json!({"ids": ids})))
