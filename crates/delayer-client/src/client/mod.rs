@@ -20,7 +20,7 @@ use crate::keys::{Keys, Layout};
 use crate::name::Topic;
 use crate::scripts::ack::AckScript;
 use crate::scripts::find_reserved::FindReservedScript;
-use crate::scripts::push::{PushManyScript, PushScript};
+use crate::scripts::push::PushScript;
 use crate::scripts::release::ReleaseScript;
 use crate::scripts::requeue_dead::RequeueDeadScript;
 use crate::scripts::reserve::ReserveScript;
@@ -56,7 +56,6 @@ struct Inner {
 #[derive(Default)]
 struct Scripts {
     push: PushScript,
-    push_many: PushManyScript,
     reserve: ReserveScript,
     find_reserved: FindReservedScript,
     ack: AckScript,

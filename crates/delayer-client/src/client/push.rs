@@ -33,21 +33,6 @@ impl Client {
         Push::new(self, topic.into(), body.into())
     }
 
-    /// Writes a job that [`Push`] validated.
-    pub(crate) async fn push_validated(
-        &self,
-        job: &crate::scripts::push::NewJob<'_>,
-    ) -> Result<f64> {
-        let mut connection = self.connection().await?;
-        let keys = self.keys_for(job.topic);
-        self.inner
-            .scripts
-            .push
-            .run(&mut connection, &keys, job)
-            .await
-            .map_err(|error| Error::about_key(error, keys.bucket(job.id)))
-    }
-
     /// Removes a job wherever it is, as the legacy clients do (`ZREM` from the pool and `DEL` of
     /// its data, and its reservation if any), and says what it found.
     pub async fn remove(&self, id: impl AsRef<[u8]>) -> Result<Removed> {
@@ -116,9 +101,15 @@ impl<'a> Push<'a> {
 
     /// Pushes the job and returns its id.
     pub async fn send(self) -> Result<JobId> {
-        let job = self.job.checked(self.client)?;
-        self.client.push_validated(&job.script_job()).await?;
-        Ok(job.id)
+        let mut ids = self
+            .client
+            .push_many([self.job])
+            .await
+            .map_err(|error| match error {
+                Error::InBatch { error, .. } => *error,
+                error => error,
+            })?;
+        Ok(ids.remove(0))
     }
 }
 
@@ -294,7 +285,7 @@ impl Client {
                 let refused = self
                     .inner
                     .scripts
-                    .push_many
+                    .push
                     .run(&mut connection, &keys, &jobs)
                     .await;
                 refused.map_err(|error| {

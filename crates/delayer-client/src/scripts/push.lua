@@ -1,52 +1,85 @@
--- Adds a job: its bucket {topic, body, due} and its entry in the job pool, like the legacy clients'
--- MULTI/HMSET/EXPIRE/ZADD/EXEC, but checked first: a key of the wrong type makes the whole push
--- fail, where a transaction would still add the id to the pool without its bucket.
+-- Adds jobs, each as the legacy clients' MULTI/HMSET/EXPIRE/ZADD/EXEC adds one (its bucket
+-- {topic, body, due, delay} and its entry in the job pool), but all checked before the first
+-- write: one bad job, or a key of the wrong type, and nothing is written, where a transaction
+-- would still add an id to the pool without its bucket. Every job's keys are in one slot (one
+-- pool; in the cluster layout, one topic's).
 --
--- KEYS[1]  the job pool ("delayer:job_pool")
--- KEYS[2]  the job's bucket ("delayer:job_bucket:<id>")
--- KEYS[3]  the reservations ("delayer:reserved")
--- ARGV[1]  the id
--- ARGV[2]  the topic
--- ARGV[3]  the body
--- ARGV[4]  when it falls due, in unix seconds (fractional), for a job pushed for a time; "" for one
---          pushed with a delay: due ARGV[6] after now, by Redis's clock, to the millisecond and
---          rounded up
--- ARGV[5]  the bucket's time to live in seconds (the delay plus the ready lifetime, as the legacy
---          clients set it)
--- ARGV[6]  the delay it was pushed with, in seconds (for those who ask how it was pushed)
--- ARGV[7]  the registry of topics ("delayer:topics"), or "" for none (the cluster layout, where it
---          lives in another slot and the client adds the topic first). Not a declared key, so
---          that the script's keys stay in the job's slot
--- ARGV[8]  the caller's clock, unix seconds: now, only when this Redis user may not run TIME
+-- KEYS[1]    the job pool ("delayer:job_pool")
+-- KEYS[2]    the reservations ("delayer:reserved")
+-- KEYS[2+i]  job i's bucket ("delayer:job_bucket:<id>")
+-- ARGV[1]    the registry of topics ("delayer:topics"), or "" for none (the cluster layout, where
+--            it lives in another slot and the client adds the topics first). Not a declared key,
+--            so that the script's keys stay in the jobs' slot
+-- ARGV[2]    the caller's clock, unix seconds: now, only when this Redis user may not run TIME
+-- ARGV[3..]  six a job, in the order of KEYS:
+--              id, topic, body;
+--              when it falls due, in unix seconds (fractional), for a job pushed for a time; ""
+--              for one pushed with a delay: due the delay after now, by Redis's clock, to the
+--              millisecond and rounded up;
+--              the bucket's time to live in seconds (the delay plus the ready lifetime, as the
+--              legacy clients set it);
+--              the delay it was pushed with, in seconds (for those who ask how it was pushed)
 --
--- Returns the job's score (when it falls due, unix seconds), or an error naming the key that holds the wrong type (the bucket or the pool) or
--- that this Redis user may not write.
+-- Returns how many jobs it wrote (all of them), or an error naming the job's key that holds the
+-- wrong type, whose time to live is out of range, or that this Redis user may not write.
 
-local pool, bucket, reserved, topics = KEYS[1], KEYS[2], KEYS[3], ARGV[7]
--- EXPIRE refuses a time to live past what Redis can hold: refused here, before any write.
-local ttl = tonumber(ARGV[5])
-if not ttl or ttl < 1 or ttl > 4294967296 then
-  error({err = 'ERR the time to live ' .. ARGV[5] .. ' s of ' .. bucket .. ' is not 1 to 2^32 s'})
+local pool, reserved, topics = KEYS[1], KEYS[2], ARGV[1]
+local count = #KEYS - 2
+if #ARGV ~= 2 + 6 * count then
+  error({err = 'ERR push wants six arguments a job'})
 end
+
 require_type(pool, 'zset')
-require_type(bucket, 'hash')
-require_permission('EXPIRE', bucket, '1')
-require_permission('ZADD', pool, '0', ARGV[1])
-
-local due = ARGV[4]
-if due == '' then
-  due = string.format('%.3f', math.ceil((clock(ARGV[8]) + tonumber(ARGV[6])) * 1000) / 1000)
+require_permission('ZADD', pool, '0', ARGV[3])
+-- Whether each bucket exists: a new one has no reservation fields to clear.
+local existed, by_delay = {}, false
+for i = 1, count do
+  local bucket, at = KEYS[2 + i], 2 + 6 * (i - 1)
+  local ttl = tonumber(ARGV[at + 5])
+  if not ttl or ttl < 1 or ttl > 4294967296 then
+    error({err = 'ERR the time to live ' .. ARGV[at + 5] .. ' s of ' .. bucket .. ' is not 1 to 2^32 s'})
+  end
+  local kind = redis.call('TYPE', bucket).ok
+  if kind ~= 'none' and kind ~= 'hash' then
+    error({err = 'WRONGTYPE ' .. bucket .. ' holds a ' .. kind .. ', not a hash'})
+  end
+  existed[i] = kind ~= 'none'
+  require_permission('EXPIRE', bucket, '1')
+  by_delay = by_delay or ARGV[at + 4] == ''
 end
 
--- The first write is the only one Redis may refuse for want of memory: nothing is half done.
-redis.call('HSET', bucket, 'topic', ARGV[2], 'body', ARGV[3], 'due', due, 'delay', ARGV[6])
--- Pushing an id again starts it afresh: a reservation or a death of the old job does not carry over.
-redis.call('HDEL', bucket, 'attempts', 'died_at')
-redis.call('EXPIRE', bucket, ARGV[5])
-redis.call('ZADD', pool, due, ARGV[1])
+-- Read before the first write (Redis before 5 allows writes after TIME only when asked first).
+local now = by_delay and clock(ARGV[2])
+local scored, ids, named = {}, {}, {}
+for i = 1, count do
+  local bucket, at = KEYS[2 + i], 2 + 6 * (i - 1)
+  local id, topic, due = ARGV[at + 1], ARGV[at + 2], ARGV[at + 4]
+  if due == '' then
+    due = string.format('%.3f', math.ceil((now + tonumber(ARGV[at + 6])) * 1000) / 1000)
+  end
+  -- The first write is the only one Redis may refuse for want of memory: nothing is half done.
+  redis.call('HSET', bucket, 'topic', topic, 'body', ARGV[at + 3], 'due', due, 'delay', ARGV[at + 6])
+  if existed[i] then
+    -- Pushing an id again starts it afresh: a reservation or a death of the old job does not
+    -- carry over.
+    redis.call('HDEL', bucket, 'attempts', 'died_at')
+  end
+  redis.call('EXPIRE', bucket, ARGV[at + 5])
+  scored[#scored + 1] = due
+  scored[#scored + 1] = id
+  ids[#ids + 1] = id
+  named[topic] = true
+end
+-- A batch is at most 1,000 jobs (the client's MAX_PUSH_BATCH): 2,000 arguments, within unpack's
+-- limit.
+redis.call('ZADD', pool, unpack(scored))
 -- pcall: a registry or reservation key of the wrong type must not fail a push that is done.
-redis.pcall('ZREM', reserved, ARGV[1])
+redis.pcall('ZREM', reserved, unpack(ids))
 if topics ~= '' then
-  redis.pcall('SADD', topics, ARGV[2])
+  local list = {}
+  for topic in pairs(named) do
+    list[#list + 1] = topic
+  end
+  redis.pcall('SADD', topics, unpack(list))
 end
-return due
+return count

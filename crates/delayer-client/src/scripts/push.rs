@@ -1,23 +1,17 @@
-//! The push scripts (`push.lua`, `push_many.lua`): a job's bucket and pool entry, written
-//! together or not at all; for a batch, every job's or none.
+//! The push script (`push.lua`): each job's bucket and pool entry, every job's of a
+//! batch written or none.
 
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
-use super::{host_clock, malformed, seconds};
+use super::{host_clock, malformed};
 use crate::keys::Keys;
 use crate::time::score;
 
 script_type!(
-    /// The push script: writes a job.
+    /// The push script: writes one or more jobs of one pool.
     PushScript,
     "push.lua"
-);
-
-script_type!(
-    /// The batch push script: writes several jobs of one pool.
-    PushManyScript,
-    "push_many.lua"
 );
 
 /// One job to push.
@@ -35,34 +29,6 @@ pub struct NewJob<'a> {
 }
 
 impl PushScript {
-    /// Pushes `job`; returns when it falls due, in unix seconds.
-    pub async fn run(
-        &self,
-        connection: &mut impl ConnectionLike,
-        keys: &Keys,
-        job: &NewJob<'_>,
-    ) -> RedisResult<f64> {
-        register_first(connection, keys, [job.topic]).await?;
-        let due = self
-            .0
-            .key(keys.pool())
-            .key(keys.bucket(job.id))
-            .key(keys.reserved())
-            .arg(job.id)
-            .arg(job.topic)
-            .arg(job.body)
-            .arg(job.due.map(score).unwrap_or_default())
-            .arg(job.ttl_seconds)
-            .arg(format!("{:.3}", job.delay))
-            .arg(keys.registry_for_scripts())
-            .arg(host_clock())
-            .invoke_async(connection)
-            .await?;
-        seconds(due).ok_or_else(|| malformed("push"))
-    }
-}
-
-impl PushManyScript {
     /// Pushes `jobs` in one call: all of them, or none when one is refused. They must share the
     /// keys `keys` names (one pool; in the cluster layout, one topic) and be at most
     /// [`MAX_PUSH_BATCH`](crate::MAX_PUSH_BATCH), with no id twice.
@@ -92,7 +58,7 @@ impl PushManyScript {
         }
         let written: usize = call.invoke_async(connection).await?;
         if written != jobs.len() {
-            return Err(malformed("push_many"));
+            return Err(malformed("push"));
         }
         Ok(())
     }
