@@ -219,21 +219,22 @@ async fn bad_requests_are_refused_naming_the_problem_and_write_nothing() {
         ),
         Bad::new(
             TOKEN,
-            br#"{"topic": "t", "at": "2001-01-01T00:00:00Z", "body": "b"}"#,
+            br#"{"topic": "t", "at": "2001-01-01T00:00:00+02:00", "body": "b"}"#,
             400,
-            "in the past",
+            // Quoted as given, not as the unix seconds it comes to.
+            r#"at "2001-01-01T00:00:00+02:00" is in the past"#,
         ),
         Bad::new(
             TOKEN,
             json!({"topic": "t", "body": huge}).to_string().as_bytes(),
             413,
-            "over the limit of 1048576 bytes",
+            "over the limit of 1048576 bytes ([delayer] max_body_bytes)",
         ),
         Bad::new(
             TOKEN,
             &vec![b'x'; 6 * (1 << 20) + (64 << 10) + 1],
             413,
-            "length limit exceeded",
+            "a job body of at most 1048576 bytes ([delayer] max_body_bytes)",
         ),
         Bad::new(
             &[],
@@ -277,6 +278,92 @@ async fn bad_requests_are_refused_naming_the_problem_and_write_nothing() {
     assert_eq!(added.status, 200, "{}", added.body);
     // The pages are not the job API: no token needed.
     assert_eq!(request(&http, "GET", "/healthz", &[], b"").status, 200);
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods_are_answered_in_the_envelope_and_get_takes_remove_and_get_by_query()
+ {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "edges", "");
+    let refusals = [
+        ("GET", "/nowhere", 404, "no such path: /nowhere"),
+        ("POST", &format!("{JOBS}/nothing"), 404, "no such path"),
+        (
+            "GET",
+            &format!("{JOBS}/add"),
+            405,
+            "does not take a GET: the job API takes a POST of JSON",
+        ),
+        (
+            "DELETE",
+            &format!("{JOBS}/remove"),
+            405,
+            "does not take a DELETE",
+        ),
+        ("POST", "/metrics", 405, "/metrics takes a GET, not a POST"),
+    ];
+    for (method, path, status, says) in refusals {
+        let answer = request(&http, method, path, &[], b"{}");
+        assert_eq!(answer.status, status, "{method} {path}: {}", answer.body);
+        let answer = answer.json();
+        assert_eq!(answer["code"].as_u64(), Some(u64::from(status)), "{answer}");
+        assert!(
+            answer["message"].as_str().unwrap().contains(says),
+            "{answer}"
+        );
+        assert!(answer["data"].is_null(), "{answer}");
+    }
+
+    // As go-delay-queue's server serves them (its routers.go): GET with the id in the query.
+    post(
+        &http,
+        &format!("{JOBS}/add"),
+        &json!({"id": "a b&c", "topic": "t", "delay": 3600, "body": "b"}),
+    );
+    let got = request(
+        &http,
+        "GET",
+        &format!("{JOBS}/get?job_id=a+b%26c"),
+        &[],
+        b"",
+    );
+    assert_eq!(got.status, 200, "{}", got.body);
+    let got = got.json();
+    assert_eq!(
+        (got["data"]["id"].as_str(), got["data"]["topic"].as_str()),
+        (Some("a b&c"), Some("t")),
+        "{got}"
+    );
+    let missing = request(&http, "GET", &format!("{JOBS}/get"), &[], b"");
+    assert_eq!(missing.status, 400, "{}", missing.body);
+    let removed = request(
+        &http,
+        "GET",
+        &format!("{JOBS}/remove?job_id=a%20b%26c"),
+        &[],
+        b"",
+    );
+    assert_eq!(
+        (removed.status, removed.json()["code"].as_u64()),
+        (200, Some(0)),
+        "{}",
+        removed.body
+    );
+    let waiting: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert_eq!(waiting, 0, "the job is gone from the pool");
+    let again = request(
+        &http,
+        "GET",
+        &format!("{JOBS}/remove?job_id=a%20b%26c"),
+        &[],
+        b"",
+    );
+    assert_eq!(
+        (again.status, again.json()["code"].as_u64()),
+        (404, Some(404))
+    );
     daemon.stop();
 }
 

@@ -1,7 +1,8 @@
 //! The job API: go-delay-queue's `add`, `remove` and `get`, as it answers them, and ours (`pop`,
 //! `reserve`, `ack`, `nack`, `touch`). Each is a POST of JSON answered `{"code": 0, "message": ...,
-//! "data": ...}`; a failure's code is its HTTP status (400, 401, 404, 409, 413, 503) and its message
-//! names the problem. Nothing is written unless the whole request is good. Ids and topics that are
+//! "data": ...}` (`remove` and `get` also take go-delay-queue's server's `GET ...?job_id=ID`); a
+//! failure's code is its HTTP status (400, 401, 404, 405, 409, 413, 503) and its message names the
+//! problem. Nothing is written unless the whole request is good. Ids and topics that are
 //! not UTF-8 come with their bytes in base64 (`id_base64`, `topic_base64`) and are named so back.
 
 use std::borrow::Cow;
@@ -13,9 +14,9 @@ use tokio::time::Instant;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request, State};
-use axum::http::StatusCode;
+use axum::extract::{FromRequest, OriginalUri, Request, State};
 use axum::http::header::AUTHORIZATION;
+use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::DateTime;
@@ -60,7 +61,7 @@ fn ok(message: &str, data: impl Serialize) -> Response {
 }
 
 /// A failure: `status` as the HTTP status and the code, `message` saying what is wrong.
-fn refuse(status: StatusCode, message: impl Display) -> Response {
+pub(super) fn refuse(status: StatusCode, message: impl Display) -> Response {
     let reply = Reply {
         code: status.as_u16(),
         message: &message.to_string(),
@@ -90,6 +91,7 @@ fn refused(error: Error) -> Response {
             let hint = "an id that is not UTF-8 is named by the id_base64 its reply gave";
             refuse(status, format!("{error} ({hint})"))
         }
+        Error::BodyTooLarge { .. } => refuse(status, format!("{error} ([delayer] max_body_bytes)")),
         _ => refuse(status, error),
     }
 }
@@ -116,20 +118,58 @@ fn status_of(error: &Error) -> StatusCode {
 
 /// A JSON request body, whatever its Content-Type says (go-delay-queue's clients often send none);
 /// a malformed one is refused in go-delay-queue's shape (400, or 413 when too large), with serde's
-/// words for what is wrong.
+/// words for what is wrong. A GET's fields are its query's (go-delay-queue's server serves
+/// `remove` and `get` so), each a string.
 pub(super) struct Body<T>(T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+impl<T: DeserializeOwned> FromRequest<Arc<AppState>> for Body<T> {
     type Rejection = Response;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+    async fn from_request(request: Request, state: &Arc<AppState>) -> Result<Self, Response> {
+        if request.method() == Method::GET {
+            let query = request.uri().query().unwrap_or_default();
+            let fields = form_urlencoded::parse(query.as_bytes())
+                .map(|(name, value)| (name.into_owned(), value.into_owned().into()))
+                .collect();
+            return serde_json::from_value(serde_json::Value::Object(fields))
+                .map(Body)
+                .map_err(|error| bad(format!("the query is not the one expected: {error}")));
+        }
         let bytes = Bytes::from_request(request, state)
             .await
-            .map_err(|rejection| refuse(rejection.status(), rejection.body_text()))?;
+            .map_err(|rejection| match rejection.status() {
+                StatusCode::PAYLOAD_TOO_LARGE => refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "the request is too large for a job body of at most {} bytes ([delayer] max_body_bytes)",
+                        state.client.settings().max_body_bytes
+                    ),
+                ),
+                status => refuse(status, rejection.body_text()),
+            })?;
         serde_json::from_slice(&bytes)
             .map(Body)
             .map_err(|error| bad(format!("the request is not the JSON expected: {error}")))
     }
+}
+
+/// A path the server does not serve: 404, in the job API's shape.
+pub(super) async fn no_such_path(OriginalUri(uri): OriginalUri) -> Response {
+    refuse(
+        StatusCode::NOT_FOUND,
+        format!("no such path: {}", uri.path()),
+    )
+}
+
+/// A method a path is not served by: 405, in the job API's shape.
+pub(super) async fn no_such_method(method: Method, OriginalUri(uri): OriginalUri) -> Response {
+    let message = match uri.path() {
+        path if path.starts_with("/delay-queue/") => {
+            format!("{path} does not take a {method}: the job API takes a POST of JSON")
+        }
+        path => format!("{path} takes a GET, not a {method}"),
+    };
+    refuse(StatusCode::METHOD_NOT_ALLOWED, message)
 }
 
 /// With `[http] token` set, the job API wants `Authorization: Bearer <token>`.
@@ -216,13 +256,14 @@ impl Add {
 
 pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>) -> Answer {
     let Some(batch) = add.jobs else {
+        let at = [add.at.clone()];
         let job = add.job().map_err(bad)?;
         let ids = state
             .client
             .push_many([job])
             .await
             .map_err(|error| match error {
-                Error::InBatch { error, .. } => refused(*error),
+                Error::InBatch { error, .. } => refused_push(*error, &at),
                 error => refused(error),
             })?;
         let id = bytes::text(ids[0].as_bytes());
@@ -235,6 +276,7 @@ pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>
     if batch.is_empty() {
         return Err(bad("jobs is empty: give at least one job"));
     }
+    let ats: Vec<_> = batch.iter().map(|add| add.at.clone()).collect();
     let jobs = batch
         .into_iter()
         .enumerate()
@@ -244,9 +286,31 @@ pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(bad)?;
-    let ids = state.client.push_many(jobs).await.map_err(refused)?;
+    let ids = state
+        .client
+        .push_many(jobs)
+        .await
+        .map_err(|error| refused_push(error, &ats))?;
     let ids: Vec<_> = ids.iter().map(|id| bytes::text(id.as_bytes())).collect();
     Ok(ok("added", json!({"ids": ids})))
+}
+
+/// A push's refusal, with an `at` in the past quoted as the client wrote it (`ats`, by the job's
+/// index), not as the unix seconds it came to.
+fn refused_push(error: Error, ats: &[Option<String>]) -> Response {
+    match &error {
+        Error::InBatch { index, error: inner } => match (&**inner, ats.get(*index)) {
+            (Error::InThePast(_), Some(Some(at))) => {
+                bad(format!("job {index} of the batch: at {at:?} is in the past"))
+            }
+            _ => refused(error),
+        },
+        Error::InThePast(_) => match ats.first() {
+            Some(Some(at)) => bad(format!("at {at:?} is in the past")),
+            _ => refused(error),
+        },
+        _ => refused(error),
+    }
 }
 
 /// An id or a topic as a request names it: as text (`job_id`, `topic`), or by the base64 of its

@@ -133,13 +133,15 @@ fn router(state: Arc<AppState>) -> Router {
     let request_limit = JSON_ESCAPE_FACTOR * max_body + REQUEST_SLACK;
     let jobs = Router::new()
         .route("/add", post(jobs::add))
-        .route("/remove", post(jobs::remove))
-        .route("/get", post(jobs::get))
+        // go-delay-queue's server also serves these two as GET ...?job_id=ID.
+        .route("/remove", post(jobs::remove).get(jobs::remove))
+        .route("/get", post(jobs::get).get(jobs::get))
         .route("/pop", post(jobs::pop))
         .route("/reserve", post(jobs::reserve))
         .route("/ack", post(jobs::ack))
         .route("/nack", post(jobs::nack))
         .route("/touch", post(jobs::touch))
+        .method_not_allowed_fallback(jobs::no_such_method)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             jobs::authorize,
@@ -149,6 +151,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(pages::metrics))
         .route("/healthz", get(pages::healthz))
         .route("/", get(pages::status))
+        .method_not_allowed_fallback(jobs::no_such_method)
+        .fallback(jobs::no_such_path)
         .layer(DefaultBodyLimit::max(request_limit))
         .layer(TimeoutLayer::with_status_code(
             axum::http::StatusCode::REQUEST_TIMEOUT,
