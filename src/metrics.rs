@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use delayer_client::Topic;
@@ -35,9 +35,21 @@ struct ScriptLabel {
     script: &'static str,
 }
 
+/// The text formats `/metrics` speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// OpenMetrics 1.0.0.
+    OpenMetrics,
+    /// Prometheus's text format 0.0.4.
+    Prometheus,
+}
+
 /// The daemon's figures.
 pub struct Metrics {
+    /// What the daemon counts itself: always known.
     registry: Registry,
+    /// What Redis holds, as the last census read it: known only while Redis answers.
+    holdings: Registry,
     moved: Family<TopicLabel, Counter>,
     orphans: Counter,
     delivered_again: Family<TopicLabel, Counter>,
@@ -49,11 +61,14 @@ pub struct Metrics {
     waiting: Gauge,
     due_now: Gauge,
     ready: Family<TopicLabel, Gauge>,
+    dead: Family<TopicLabel, Gauge>,
+    unlisted_dead: Gauge,
+    reserved: Gauge,
     topics: Gauge,
     unlisted_topics: Gauge,
     unlisted_ready: Gauge,
     census_at: Gauge<f64, AtomicU64>,
-    /// The topics `ready` has a series for.
+    /// The topics `ready` and `dead` have series for.
     measured: Mutex<HashSet<String>>,
     /// The topics the counters have series for, by label, each with the topic when the label
     /// names it whole (not cut): the first [`listed`](Self::listed) counted since the start; the
@@ -61,6 +76,8 @@ pub struct Metrics {
     counted: Mutex<HashMap<String, Option<Topic>>>,
     /// The most topics a per-topic family has series for (`[http] max_listed_topics`).
     listed: AtomicUsize,
+    /// Whether a look has ended, well or not.
+    looked: AtomicBool,
     /// The last [`RECENT_LAGS`] move lags, in seconds, for the status page.
     recent_lags: Mutex<VecDeque<f64>>,
 }
@@ -83,8 +100,15 @@ impl Default for Metrics {
         let (topics, unlisted_topics, unlisted_ready) =
             (Gauge::default(), Gauge::default(), Gauge::default());
         let census_at = Gauge::<f64, AtomicU64>::default();
+        let dead = Family::<TopicLabel, Gauge>::default();
+        let (unlisted_dead, reserved) = (Gauge::default(), Gauge::default());
+        // Each series from the start, so that increase() sees the first call.
+        for script in ["move", "release"] {
+            let _ = script_seconds.get_or_create(&ScriptLabel { script });
+        }
 
         let mut registry = Registry::with_prefix("delayer");
+        let mut holdings = Registry::with_prefix("delayer");
         registry.register(
             "jobs_moved",
             "Jobs moved to their ready lists",
@@ -125,39 +149,55 @@ impl Default for Metrics {
             "When the daemon last looked at the pool successfully (unix time)",
             last_look.clone(),
         );
-        registry.register("jobs_waiting", "Jobs in the pool", waiting.clone());
-        registry.register(
+        holdings.register("jobs_waiting", "Jobs in the pool", waiting.clone());
+        holdings.register(
             "jobs_due",
             "Jobs in the pool that are due now",
             due_now.clone(),
         );
-        registry.register(
+        holdings.register(
             "ready_jobs",
             "Jobs on a topic's ready list, for the topics with the most",
             ready.clone(),
         );
-        registry.register(
+        holdings.register(
             "ready_jobs_unlisted",
             "Jobs on the ready lists of the topics ready_jobs leaves out",
             unlisted_ready.clone(),
         );
-        registry.register(
+        holdings.register(
             "topics",
             "Topics whose ready lists were read: the registry's and those counted here",
             topics.clone(),
         );
-        registry.register(
+        holdings.register(
             "topics_unlisted",
             "Topics ready_jobs leaves out (beyond [http] max_listed_topics)",
             unlisted_topics.clone(),
         );
-        registry.register(
+        holdings.register(
             "census_timestamp_seconds",
             "When jobs_waiting, jobs_due, ready_jobs and topics were read (unix time)",
             census_at.clone(),
         );
+        holdings.register(
+            "dead_jobs",
+            "Jobs on a topic's dead list, for the topics ready_jobs names",
+            dead.clone(),
+        );
+        holdings.register(
+            "dead_jobs_unlisted",
+            "Jobs on the dead lists of the topics ready_jobs leaves out",
+            unlisted_dead.clone(),
+        );
+        holdings.register(
+            "reserved_jobs",
+            "Jobs reserved by consumers and not yet acked",
+            reserved.clone(),
+        );
         Metrics {
             registry,
+            holdings,
             moved,
             orphans,
             delivered_again,
@@ -169,6 +209,9 @@ impl Default for Metrics {
             waiting,
             due_now,
             ready,
+            dead,
+            unlisted_dead,
+            reserved,
             topics,
             unlisted_topics,
             unlisted_ready,
@@ -176,6 +219,7 @@ impl Default for Metrics {
             measured: Mutex::default(),
             counted: Mutex::default(),
             listed: AtomicUsize::new(DEFAULT_LISTED_TOPICS),
+            looked: AtomicBool::new(false),
             recent_lags: Mutex::new(VecDeque::with_capacity(RECENT_LAGS)),
         }
     }
@@ -269,10 +313,16 @@ impl Metrics {
 
     /// A look ended: Redis answered all of it (`true`), or failed it.
     pub fn looked(&self, answered: bool) {
+        self.looked.store(true, Ordering::Relaxed);
         self.redis_up.set(i64::from(answered));
         if answered {
             self.last_look.set(unix_now());
         }
+    }
+
+    /// Whether a look has ended yet, well or not.
+    pub fn has_looked(&self) -> bool {
+        self.looked.load(Ordering::Relaxed)
     }
 
     /// Whether Redis answered the last look, and when the last successful look was (unix time).
@@ -312,32 +362,90 @@ impl Metrics {
         self.topics.set(census.topics as i64);
         self.unlisted_topics.set(census.unlisted_topics as i64);
         self.unlisted_ready.set(census.unlisted_ready as i64);
+        self.unlisted_dead.set(census.unlisted_dead as i64);
+        self.reserved.set(census.reserved as i64);
         self.census_at.set(census.read_at);
+        // The counters of each topic listed (as far as they may have series) from the start: a
+        // series that appears at its first event hides that event from increase().
+        let mut labels: Vec<TopicLabel> =
+            census.listed_topics.iter().map(|t| self.label(t)).collect();
+        if census.unlisted_topics > 0 {
+            labels.push(TopicLabel {
+                topic: String::new(),
+            });
+        }
+        for label in &labels {
+            let _ = self.moved.get_or_create(label);
+            let _ = self.delivered_again.get_or_create(label);
+            let _ = self.died.get_or_create(label);
+        }
         let now: HashSet<String> = census.listed.iter().map(|(t, _)| t.clone()).collect();
         let mut measured = self.measured.lock().expect("not poisoned");
         // A topic no longer listed (fewer jobs than others now, or a list of the wrong type)
         // must not keep its last length.
         for topic in measured.difference(&now) {
-            self.ready.remove(&TopicLabel {
-                topic: topic.clone(),
-            });
-        }
-        for (topic, length) in &census.listed {
             let label = TopicLabel {
                 topic: topic.clone(),
             };
-            self.ready.get_or_create(&label).set(*length as i64);
+            self.ready.remove(&label);
+            self.dead.remove(&label);
+        }
+        for ((topic, ready), (_, dead)) in census.listed.iter().zip(&census.dead) {
+            let label = TopicLabel {
+                topic: topic.clone(),
+            };
+            self.ready.get_or_create(&label).set(*ready as i64);
+            self.dead.get_or_create(&label).set(*dead as i64);
         }
         *measured = now;
     }
 
-    /// The Prometheus text format.
-    pub fn encode(&self) -> String {
+    /// The figures in `format`; what Redis holds only when it is known (`holdings`): while Redis
+    /// does not answer, an old or zero count would pass for a fresh one.
+    pub fn encode(&self, holdings: bool, format: Format) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.registry)
-            .expect("writing to a String cannot fail");
-        text
+        let unfailing = "writing to a String cannot fail";
+        encode_registry(&mut text, &self.registry).expect(unfailing);
+        if holdings {
+            encode_registry(&mut text, &self.holdings).expect(unfailing);
+        }
+        match format {
+            Format::OpenMetrics => {
+                encode_eof(&mut text).expect(unfailing);
+                text
+            }
+            Format::Prometheus => prometheus_text(&text),
+        }
     }
+}
+
+/// OpenMetrics text (without `# EOF`) as Prometheus's text format 0.0.4: a counter family is
+/// named as its samples are (`x_total`), and there are no `# UNIT` lines.
+fn prometheus_text(open_metrics: &str) -> String {
+    let counters: HashSet<&str> = open_metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut text = String::with_capacity(open_metrics.len() + 64 * counters.len());
+    for line in open_metrics.lines() {
+        if line.starts_with("# UNIT ") {
+            continue;
+        }
+        let family = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, rest) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{prefix}{name}_total {rest}"))
+        });
+        match family {
+            Some(line) => text.push_str(&line),
+            None => text.push_str(line),
+        }
+        text.push('\n');
+    }
+    text
 }
 
 /// What Redis holds, read in whole: the pools' counts, and the ready lists' lengths of the
@@ -356,10 +464,18 @@ pub struct Census {
     /// The topics with the most ready jobs, most first (ties by name), as labels name them;
     /// at most `[http] max_listed_topics`.
     pub listed: Vec<(String, u64)>,
+    /// The listed topics themselves, in the same order.
+    pub listed_topics: Vec<Topic>,
+    /// The listed topics' dead jobs, in the same order.
+    pub dead: Vec<(String, u64)>,
     /// The other topics whose ready lists were read.
     pub unlisted_topics: u64,
     /// Their ready jobs.
     pub unlisted_ready: u64,
+    /// Their dead jobs.
+    pub unlisted_dead: u64,
+    /// Jobs reserved.
+    pub reserved: u64,
     /// When the read began (unix time).
     pub read_at: f64,
 }

@@ -13,11 +13,16 @@ use delayer_client::keys::{JOB_POOL, ready_queue};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use serde_json::json;
-use support::http_client::{post, request, serving};
+use support::http_client::{post, request, serving, serving_with};
 use support::legacy_client::{self, Message};
 use support::{DaemonSetup, RedisServer, read, wait_for_ready};
 
 const JOBS: &str = "/delay-queue/api/jobs";
+/// The `Accept` header of a scraper that asks for OpenMetrics, as Prometheus sends it.
+const OPEN_METRICS: (&str, &str) = (
+    "Accept",
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+);
 
 #[tokio::test]
 async fn a_job_added_over_http_reaches_a_legacy_consumer_and_get_and_remove_answer_as_go_delay_queue()
@@ -391,9 +396,12 @@ impl Bad {
     }
 }
 
-/// Prometheus's text format: `name{labels} value` lines, `#` comments, `# EOF` last.
+/// Prometheus's text format: `name{labels} value` lines, `#` comments, `# EOF` last in OpenMetrics.
 fn samples(text: &str) -> HashMap<String, f64> {
-    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    assert!(
+        !text.contains("# EOF") || text.trim_end().ends_with("# EOF"),
+        "{text}"
+    );
     text.lines()
         .filter(|line| !line.starts_with('#') && !line.is_empty())
         .map(|line| {
@@ -434,7 +442,7 @@ async fn metrics_parse_and_move_with_the_work() {
     })
     .await;
 
-    let answer = request(&http, "GET", "/metrics", &[], b"");
+    let answer = request(&http, "GET", "/metrics", &[OPEN_METRICS], b"");
     assert_eq!(answer.status, 200);
     assert!(
         answer
@@ -463,6 +471,194 @@ async fn metrics_parse_and_move_with_the_work() {
         !metrics.contains_key("delayer_ready_jobs{topic=\"mail\"}")
     });
     assert_eq!(metrics["delayer_jobs_waiting"], 1.0);
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn every_series_is_there_from_the_start_and_a_first_burst_of_dead_jobs_counts_from_0() {
+    let server = RedisServer::start();
+    let redis = server.connect().await;
+    let (daemon, _logs, http) = serving_with(&server, "dead", "max_attempts = 1", "");
+    for id in ["a", "b", "c"] {
+        post(
+            &http,
+            &format!("{JOBS}/add"),
+            &json!({"id": id, "topic": "work", "body": "b"}),
+        );
+    }
+    wait_for_ready(&redis, "work", 3).await;
+    let scrape = || samples(&request(&http, "GET", "/metrics", &[], b"").body);
+    let before = scrape();
+    for series in [
+        "delayer_jobs_dead_total{topic=\"work\"}",
+        "delayer_jobs_delivered_again_total{topic=\"work\"}",
+        "delayer_dead_jobs{topic=\"work\"}",
+        "delayer_reserved_jobs",
+    ] {
+        assert_eq!(before.get(series), Some(&0.0), "{series}: {before:?}");
+    }
+    for _ in 0..3 {
+        let reserved = post(
+            &http,
+            &format!("{JOBS}/reserve"),
+            &json!({"topic": "work", "ttr": 1}),
+        );
+        assert_eq!(reserved.status, 200, "{}", reserved.body);
+    }
+    let mut after = HashMap::new();
+    support::wait_until_sync(Duration::from_secs(10), "three dead jobs counted", || {
+        after = scrape();
+        after.get("delayer_jobs_dead_total{topic=\"work\"}") == Some(&3.0)
+            && after.get("delayer_dead_jobs{topic=\"work\"}") == Some(&3.0)
+    });
+    assert_eq!(after["delayer_reserved_jobs"], 0.0);
+    let dead: usize = redis
+        .clone()
+        .llen(delayer_client::keys::dead_queue("work"))
+        .await
+        .unwrap();
+    assert_eq!(dead, 3, "the dead list holds them");
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn metrics_leave_out_what_redis_holds_while_it_is_stopped_and_healthz_names_redis() {
+    let mut server = RedisServer::start();
+    let (daemon, _logs, http) = serving(&server, "holdings", "");
+    post(
+        &http,
+        &format!("{JOBS}/add"),
+        &json!({"topic": "t", "delay": 3600, "body": "b"}),
+    );
+    let scrape = |accept: &[(&str, &str)]| request(&http, "GET", "/metrics", accept, b"").body;
+    support::wait_until_sync(Duration::from_secs(5), "the job counted", || {
+        samples(&scrape(&[])).get("delayer_jobs_waiting") == Some(&1.0)
+    });
+
+    server.stop(true);
+    let mut text = String::new();
+    support::wait_until_sync(Duration::from_secs(15), "the holdings left out", || {
+        text = scrape(&[]);
+        let metrics = samples(&text);
+        metrics.get("delayer_redis_up") == Some(&0.0)
+            && !metrics.contains_key("delayer_jobs_waiting")
+    });
+    for text in [text, scrape(&[OPEN_METRICS])] {
+        let metrics = samples(&text);
+        for held in [
+            "delayer_jobs_waiting",
+            "delayer_jobs_due",
+            "delayer_reserved_jobs",
+            "delayer_ready_jobs{topic=\"t\"}",
+        ] {
+            assert!(
+                !metrics.contains_key(held),
+                "{held} while Redis is stopped: {text}"
+            );
+        }
+    }
+    let health = request(&http, "GET", "/healthz", &[], b"");
+    assert_eq!(health.status, 503);
+    assert!(health.body.contains("Redis at"), "{}", health.body);
+    server.restart();
+    support::wait_until_sync(Duration::from_secs(10), "the holdings back", || {
+        samples(&scrape(&[])).get("delayer_jobs_waiting") == Some(&1.0)
+    });
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn promtool_finds_a_real_scrape_clean_and_openmetrics_is_served_when_asked_for() {
+    let server = RedisServer::start();
+    let (daemon, _logs, http) = serving_with(&server, "promtool", "max_attempts = 1", "");
+    post(
+        &http,
+        &format!("{JOBS}/add"),
+        &json!({"topic": "t", "body": "b"}),
+    );
+    post(
+        &http,
+        &format!("{JOBS}/add"),
+        &json!({"topic": "later", "delay": 60, "body": "b"}),
+    );
+    let redis = server.connect().await;
+    wait_for_ready(&redis, "t", 1).await;
+    // Prometheus's text format unless OpenMetrics is asked for: promtool (2.42, Debian's) reads
+    // only the former, in which a counter's family is named as its samples are.
+    let plain = request(
+        &http,
+        "GET",
+        "/metrics",
+        &[("Accept", "text/plain;version=0.0.4")],
+        b"",
+    );
+    assert_eq!(
+        plain.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    assert!(!plain.body.contains("# EOF"), "{}", plain.body);
+    let mut promtool = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus; scripts/test installs it)");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plain.body.as_bytes())
+        .unwrap();
+    let checked = promtool.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&checked.stdout).into_owned()
+        + &String::from_utf8_lossy(&checked.stderr);
+    assert!(
+        checked.status.success() && said.trim().is_empty(),
+        "{said}\n{}",
+        plain.body
+    );
+    assert!(
+        plain.body.contains("# HELP delayer_jobs_dead_total ")
+            && plain
+                .body
+                .contains("# TYPE delayer_jobs_dead_total counter"),
+        "{}",
+        plain.body
+    );
+
+    let open = request(&http, "GET", "/metrics", &[OPEN_METRICS], b"");
+    assert_eq!(
+        open.header("content-type"),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
+    // The same families, each with its help text, named as OpenMetrics names them.
+    let families = |text: &str, kind: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|line| line.strip_prefix(kind))
+            .map(|rest| {
+                rest.split(' ')
+                    .next()
+                    .unwrap()
+                    .trim_end_matches("_total")
+                    .to_string()
+            })
+            .collect()
+    };
+    assert_eq!(
+        families(&open.body, "# HELP "),
+        families(&plain.body, "# HELP ")
+    );
+    assert_eq!(
+        families(&open.body, "# TYPE "),
+        families(&open.body, "# HELP ")
+    );
+    assert!(
+        open.body.contains("# TYPE delayer_jobs_dead counter"),
+        "{}",
+        open.body
+    );
+    assert!(open.body.ends_with("# EOF\n"), "{}", open.body);
     daemon.stop();
 }
 
@@ -901,10 +1097,12 @@ async fn metrics_and_the_status_page_stay_small_and_are_read_once_for_all_scrape
             answer.body.len()
         );
     }
+    // One census: an LLEN of each topic's ready list and of its dead list.
     let read = llen_calls(&support::command_stats(&mut redis).await) - before;
     assert!(
-        read <= all_topics as u64 + 10,
-        "{SCRAPERS} scrapes read {read} ready lists: one census reads {all_topics}"
+        read <= 2 * all_topics as u64 + 10,
+        "{SCRAPERS} scrapes read {read} lists: one census reads {}",
+        2 * all_topics
     );
 
     let mut metrics = HashMap::new();

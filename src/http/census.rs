@@ -4,7 +4,7 @@
 //! census asks Redis for as much a second and keeps as much in memory.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::time::Duration;
 
 use delayer_client::time::unix_now;
@@ -62,8 +62,8 @@ struct Tally {
     census: Census,
     /// The `most` topics with the most ready jobs so far, the one with the fewest on top.
     top: BinaryHeap<Reverse<(u64, Reverse<String>)>>,
-    /// Their names.
-    names: HashSet<String>,
+    /// Their topics and dead jobs, by name.
+    names: HashMap<String, (Topic, u64)>,
     most: usize,
 }
 
@@ -75,7 +75,7 @@ impl Tally {
                 ..Census::default()
             },
             top: BinaryHeap::with_capacity(most + 1),
-            names: HashSet::with_capacity(most + 1),
+            names: HashMap::with_capacity(most + 1),
             most,
         }
     }
@@ -87,38 +87,43 @@ impl Tally {
         if summed {
             census.waiting += lengths.waiting;
             census.due_now += lengths.due_now;
+            census.reserved += lengths.reserved;
             census.next_due = census.next_due.into_iter().chain(lengths.next_due).min();
         } else {
             (census.waiting, census.due_now) = (lengths.waiting, lengths.due_now);
+            census.reserved = lengths.reserved;
             census.next_due = lengths.next_due;
         }
         census.topics += topics.len() as u64;
+        let dead: HashMap<Topic, u64> = lengths.dead.into_iter().collect();
         for (topic, ready) in lengths.ready {
-            let topic = capped(&topic).into_owned();
+            let name = capped(&topic).into_owned();
             // SSCAN may give a topic twice: one listed is not counted again (one that is not is,
             // rarely, in the sums).
-            if self.names.contains(&topic) {
+            if self.names.contains_key(&name) {
                 continue;
             }
-            self.names.insert(topic.clone());
-            self.top.push(Reverse((ready, Reverse(topic))));
+            let dead = dead.get(&topic).copied().unwrap_or(0);
+            self.names.insert(name.clone(), (topic, dead));
+            self.top.push(Reverse((ready, Reverse(name))));
             if self.top.len() > self.most {
-                let Reverse((ready, Reverse(topic))) = self.top.pop().expect("not empty");
-                self.names.remove(&topic);
+                let Reverse((ready, Reverse(name))) = self.top.pop().expect("not empty");
+                let (_, dead) = self.names.remove(&name).expect("named");
                 self.census.unlisted_topics += 1;
                 self.census.unlisted_ready += ready;
+                self.census.unlisted_dead += dead;
             }
         }
     }
 
     fn into_census(self) -> Census {
         let mut census = self.census;
-        census.listed = self
-            .top
-            .into_sorted_vec()
-            .into_iter()
-            .map(|Reverse((ready, Reverse(topic)))| (topic, ready))
-            .collect();
+        for Reverse((ready, Reverse(name))) in self.top.into_sorted_vec() {
+            let (topic, dead) = self.names[&name].clone();
+            census.listed_topics.push(topic);
+            census.dead.push((name.clone(), dead));
+            census.listed.push((name, ready));
+        }
         census
     }
 }

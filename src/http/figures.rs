@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::census;
-use crate::metrics::{Census, Metrics};
+use crate::metrics::{Census, Format, Metrics};
 
 /// How old figures may be before a reader asks for new ones.
 const MAX_AGE: Duration = Duration::from_secs(1);
@@ -28,7 +28,8 @@ pub struct Figures {
     latest: watch::Sender<Arc<Reading>>,
     /// Whether a census is under way.
     taking: AtomicBool,
-    metrics_page: Mutex<Option<Page>>,
+    /// `/metrics`'s text in each format: OpenMetrics, Prometheus 0.0.4.
+    metrics_pages: [Mutex<Option<Page>>; 2],
     status_page: Mutex<Option<Page>>,
 }
 
@@ -67,7 +68,7 @@ impl Figures {
             metrics,
             latest: watch::Sender::new(Arc::new(first)),
             taking: AtomicBool::new(false),
-            metrics_page: Mutex::default(),
+            metrics_pages: Default::default(),
             status_page: Mutex::default(),
         }
     }
@@ -113,7 +114,7 @@ impl Figures {
                     error: None,
                 }
             }
-            // The holdings stay as last read; `delayer_redis_up` says whether Redis answers.
+            // The status page keeps the last census; `/metrics` leaves the holdings out.
             Err(error) => Reading {
                 generation,
                 at: Some(Instant::now()),
@@ -125,9 +126,12 @@ impl Figures {
         self.latest.send_replace(Arc::new(reading));
     }
 
-    /// `/metrics`'s text as of `reading`.
-    pub fn metrics_page(&self, reading: &Reading) -> Bytes {
-        page(&self.metrics_page, reading, || self.metrics.encode())
+    /// `/metrics`'s text in `format` as of `reading`: what Redis holds only when this census
+    /// read it.
+    pub fn metrics_page(&self, reading: &Reading, format: Format) -> Bytes {
+        let slot = &self.metrics_pages[usize::from(format == Format::Prometheus)];
+        let holdings = reading.error.is_none() && reading.census.is_some();
+        page(slot, reading, || self.metrics.encode(holdings, format))
     }
 
     /// The status page's text as of `reading`, made by `make`.

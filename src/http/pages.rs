@@ -6,22 +6,38 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{ACCEPT, CONTENT_TYPE};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use delayer_client::time::{from_unix, unix_now};
 
 use super::AppState;
 use super::figures::Reading;
-use crate::metrics::Census;
+use crate::metrics::{Census, Format};
 
-/// Everything the daemon counted, and what the pool and the ready lists hold (see `census`):
-/// the same text for every scraper within a second. While Redis does not answer, the holdings
-/// are the last ones read and `delayer_redis_up` says so.
-pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+/// Everything the daemon counted, and what the pool and the lists hold (see `census`): the same
+/// text for every scraper within a second, in OpenMetrics when the `Accept` header asks for it,
+/// else in Prometheus's text format 0.0.4. While Redis does not answer, the holdings are left
+/// out (not the last ones read, nor 0) and `delayer_redis_up` says why.
+pub(super) async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let open_metrics = headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.contains("application/openmetrics-text"));
+    let (format, content_type) = if open_metrics {
+        (
+            Format::OpenMetrics,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )
+    } else {
+        (
+            Format::Prometheus,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )
+    };
     let reading = state.figures.reading().await;
-    let text = state.figures.metrics_page(&reading);
-    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    let text = state.figures.metrics_page(&reading, format);
     ([(CONTENT_TYPE, content_type)], text).into_response()
 }
 
@@ -38,6 +54,12 @@ fn health(state: &AppState) -> Result<String, String> {
     let (answered, last_look) = state.metrics.last_look();
     let limit = 2.0 * state.timer_interval.as_secs_f64();
     if last_look == 0.0 {
+        if state.metrics.has_looked() {
+            return Err(format!(
+                "Redis at {} did not answer: no look at the job pool has succeeded yet\n",
+                state.redis_address
+            ));
+        }
         return Err("not looked at the job pool yet\n".into());
     }
     let since = unix_now() - last_look;

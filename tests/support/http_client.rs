@@ -10,7 +10,17 @@ use super::{Daemon, DaemonSetup, Logs, RedisServer, read};
 /// A daemon serving HTTP on a free port (`listen = 127.0.0.1:0`; the port is read from its log),
 /// with `http` lines in `[http]`; its address (host:port) comes back.
 pub fn serving(server: &RedisServer, name: &str, http: &str) -> (Daemon, Logs, String) {
-    let (config, logs) = server.daemon_config(name, "timer_interval = 100");
+    serving_with(server, name, "", http)
+}
+
+/// As [`serving`], with `delayer` lines in `[delayer]` too.
+pub fn serving_with(
+    server: &RedisServer,
+    name: &str,
+    delayer: &str,
+    http: &str,
+) -> (Daemon, Logs, String) {
+    let (config, logs) = server.daemon_config(name, &format!("timer_interval = 100\n{delayer}"));
     let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n{http}\n", read(&config));
     std::fs::write(&config, text).unwrap();
     let daemon = Daemon::start(&config);

@@ -54,6 +54,10 @@ pub struct Lengths {
     pub next_due: Option<SystemTime>,
     /// Each topic asked about, with its ready list's length.
     pub ready: Vec<(Topic, u64)>,
+    /// Each topic asked about, with its dead list's length (those of the wrong type left out).
+    pub dead: Vec<(Topic, u64)>,
+    /// Jobs reserved (in the cluster layout, those of the topics asked about).
+    pub reserved: u64,
     /// Topics left out of the counts: their ready list, or in the cluster layout their pool,
     /// holds another type of value.
     pub unreadable: Vec<Topic>,
@@ -220,8 +224,8 @@ impl Client {
         Ok(by_topic)
     }
 
-    /// The pool's counts (in the cluster layout, those of `topics`' pools), and the length of each
-    /// of `topics`' ready lists: O(1) and O(log n) commands only, never a scan.
+    /// The pool's counts and reservations (in the cluster layout, those of `topics`' pools), and
+    /// the length of each of `topics`' ready and dead lists: O(1) and O(log n) commands only, never a scan.
     pub async fn lengths(&self, topics: &[Topic]) -> Result<Lengths> {
         let now = self.now().await?;
         // One pool, or in the cluster layout one per topic.
@@ -254,6 +258,16 @@ impl Client {
                 pipe.llen(keys.ready(topic));
             })
             .await?;
+        let dead: Vec<Option<u64>> = self
+            .per_topic_tolerant(topics, |pipe, keys, topic| {
+                pipe.llen(keys.dead(topic));
+            })
+            .await?;
+        let reserved: Vec<Option<u64>> = self
+            .per_topic_tolerant(&pools, |pipe, keys, _| {
+                pipe.zcard(keys.reserved());
+            })
+            .await?;
         let unread_pools = pools.iter().zip(&counts).filter(|(_, read)| read.is_none());
         let unread_lists = topics.iter().zip(&ready).filter(|(_, read)| read.is_none());
         let unreadable = unread_pools
@@ -274,6 +288,12 @@ impl Client {
                 .zip(ready)
                 .filter_map(|(topic, ready)| Some((topic.clone(), ready?)))
                 .collect(),
+            dead: topics
+                .iter()
+                .zip(dead)
+                .filter_map(|(topic, dead)| Some((topic.clone(), dead?)))
+                .collect(),
+            reserved: reserved.into_iter().flatten().sum(),
             unreadable,
         })
     }
