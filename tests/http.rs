@@ -231,6 +231,12 @@ async fn bad_requests_are_refused_naming_the_problem_and_write_nothing() {
         ),
         Bad::new(
             TOKEN,
+            br#"{"jobs": [{"topic": "t", "body": "b"}, {"topic": "t", "at": "2001-01-01T00:00:00Z", "body": "b"}]}"#,
+            400,
+            r#"job 1 of the batch: at "2001-01-01T00:00:00Z" is in the past"#,
+        ),
+        Bad::new(
+            TOKEN,
             json!({"topic": "t", "body": huge}).to_string().as_bytes(),
             413,
             "over the limit of 1048576 bytes ([delayer] max_body_bytes)",

@@ -299,10 +299,13 @@ pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>
 /// index), not as the unix seconds it came to.
 fn refused_push(error: Error, ats: &[Option<String>]) -> Response {
     match &error {
-        Error::InBatch { index, error: inner } => match (&**inner, ats.get(*index)) {
-            (Error::InThePast(_), Some(Some(at))) => {
-                bad(format!("job {index} of the batch: at {at:?} is in the past"))
-            }
+        Error::InBatch {
+            index,
+            error: inner,
+        } => match (&**inner, ats.get(*index)) {
+            (Error::InThePast(_), Some(Some(at))) => bad(format!(
+                "job {index} of the batch: at {at:?} is in the past"
+            )),
             _ => refused(error),
         },
         Error::InThePast(_) => match ats.first() {
