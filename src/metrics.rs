@@ -2,7 +2,7 @@
 //! nanoseconds a batch), in Prometheus's text format, and the figures `/healthz` and the status page
 //! show.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
@@ -64,6 +64,7 @@ pub struct Metrics {
     dead: Family<TopicLabel, Gauge>,
     unlisted_dead: Gauge,
     reserved: Gauge,
+    paused: Family<TopicLabel, Gauge>,
     topics: Gauge,
     unlisted_topics: Gauge,
     unlisted_ready: Gauge,
@@ -102,6 +103,7 @@ impl Default for Metrics {
         let census_at = Gauge::<f64, AtomicU64>::default();
         let dead = Family::<TopicLabel, Gauge>::default();
         let (unlisted_dead, reserved) = (Gauge::default(), Gauge::default());
+        let paused = Family::<TopicLabel, Gauge>::default();
         // Each series from the start, so that increase() sees the first call.
         for script in ["move", "release"] {
             let _ = script_seconds.get_or_create(&ScriptLabel { script });
@@ -195,6 +197,11 @@ impl Default for Metrics {
             "Jobs reserved by consumers and not yet acked",
             reserved.clone(),
         );
+        holdings.register(
+            "topic_paused",
+            "1 for each paused topic: its due jobs wait in the pool until it is resumed",
+            paused.clone(),
+        );
         Metrics {
             registry,
             holdings,
@@ -212,6 +219,7 @@ impl Default for Metrics {
             dead,
             unlisted_dead,
             reserved,
+            paused,
             topics,
             unlisted_topics,
             unlisted_ready,
@@ -398,6 +406,15 @@ impl Metrics {
             self.dead.get_or_create(&label).set(*dead as i64);
         }
         *measured = now;
+        // Few, and each worth an alert: every one of them, not only the listed.
+        self.paused.clear();
+        for topic in &census.paused {
+            self.paused
+                .get_or_create(&TopicLabel {
+                    topic: topic.clone(),
+                })
+                .set(1);
+        }
     }
 
     /// The figures in `format`; what Redis holds only when it is known (`holdings`): while Redis
@@ -476,6 +493,8 @@ pub struct Census {
     pub unlisted_dead: u64,
     /// Jobs reserved.
     pub reserved: u64,
+    /// Every paused topic, as labels name them, by name.
+    pub paused: BTreeSet<String>,
     /// When the read began (unix time).
     pub read_at: f64,
 }

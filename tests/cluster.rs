@@ -949,3 +949,63 @@ async fn push_many_on_a_cluster_writes_each_topics_jobs_in_its_own_slot_and_regi
     registered.sort();
     assert_eq!(registered, topics);
 }
+
+#[tokio::test]
+async fn a_paused_topic_waits_on_its_master_and_moves_in_due_order_at_its_resume() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "daemon", &cluster.addresses());
+    let daemon = Daemon::start(&config);
+    let client = cluster_client(&cluster).await;
+    client.pause("held").await.unwrap();
+    let mut pushed = Vec::new();
+    for index in 0..3 {
+        let push = client.push("held", format!("{index}"));
+        let id = push.delay(Duration::from_millis(10 * index)).await.unwrap();
+        pushed.push(id);
+    }
+    client.push("free", "now").await.unwrap();
+
+    let free = client
+        .bpop(&["free"], Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(free.is_some(), "another topic moves meanwhile");
+    logs.wait_for_line("Topic held is paused: ");
+    let connection = cluster.connect().await;
+    let last = Layout::CLUSTER.keys("held").bucket(&pushed[2]);
+    support::wait_for(Duration::from_secs(10), "the last job parked", || {
+        let mut connection = connection.clone();
+        let last = last.clone();
+        async move {
+            let parked: Option<String> = connection.hget(last, "parked").await.unwrap();
+            parked.map(|_| ())
+        }
+    })
+    .await;
+    assert!(client.pop("held").await.unwrap().is_none());
+    assert!(
+        client
+            .stats()
+            .await
+            .unwrap()
+            .topics
+            .iter()
+            .any(|row| row.topic == "held" && row.paused)
+    );
+
+    assert_eq!(client.resume("held").await.unwrap(), 3);
+    for id in pushed {
+        let job = client
+            .bpop(&["held"], Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(
+            job.map(|job| job.id),
+            Some(id),
+            "in the order they fell due"
+        );
+    }
+    assert!(client.pop("held").await.unwrap().is_none(), "each once");
+    daemon.stop();
+}

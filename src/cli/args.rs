@@ -128,6 +128,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Pause a topic: its jobs that fall due wait in the pool until it is resumed (for every
+    /// daemon on this Redis, across restarts); its ready jobs stay there for consumers
+    #[command(after_help = "Example: delayer pause order.close")]
+    Pause {
+        /// The topic to pause
+        #[command(flatten)]
+        topic: TopicArg,
+    },
+    /// Resume a paused topic: its jobs that fell due meanwhile move at once, in due order
+    #[command(after_help = "Example: delayer resume order.close")]
+    Resume {
+        /// The topic to resume
+        #[command(flatten)]
+        topic: TopicArg,
+    },
     /// List a topic's dead jobs (those that failed their last attempt), or requeue them
     #[command(
         after_help = "Examples:\n  delayer dead order.close\n  delayer dead order.close --requeue"

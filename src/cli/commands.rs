@@ -115,6 +115,22 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
                 print!("{}", stats_table(&stats));
             }
         }
+        Command::Pause { topic } => {
+            let topic = topic.topic();
+            client.pause(&topic).await?;
+            println!("paused topic {topic}: its jobs that fall due wait until it is resumed");
+        }
+        Command::Resume { topic } => {
+            let topic = topic.topic();
+            let paused = client.is_paused(&topic).await?;
+            let moved = client.resume(&topic).await?;
+            let jobs = if moved == 1 { "job" } else { "jobs" };
+            if paused || moved > 0 {
+                println!("resumed topic {topic}: {moved} {jobs} that fell due meanwhile move now");
+            } else {
+                println!("topic {topic} was not paused");
+            }
+        }
         Command::Dead {
             topic,
             requeue: true,

@@ -58,6 +58,7 @@ pub(super) fn stats_json(stats: &Stats) -> Value {
                 "reserved": topic.reserved,
                 "dead": topic.dead,
                 "oldest_ready_age_seconds": topic.oldest_ready_age.map(|age| age.as_secs_f64()),
+                "paused": topic.paused,
                 "problem": topic.problem,
             });
             with_base64(&mut json, "topic", Some(topic.topic.as_bytes()));
@@ -89,18 +90,20 @@ pub(super) fn stats_table(stats: &Stats) -> String {
         "{:<width$}  {:>8}  {:>8}  {:>8}  {:>12}\n",
         "topic", "ready", "reserved", "dead", "oldest ready"
     );
+    // Said after the row's numbers, where a table reader looks last: most topics are not paused.
     for topic in &stats.topics {
         let age = topic.oldest_ready_age.map_or_else(
             || "-".to_string(),
             |age| format!("{:.1}s", age.as_secs_f64()),
         );
         text += &format!(
-            "{:<width$}  {:>8}  {:>8}  {:>8}  {:>12}\n",
+            "{:<width$}  {:>8}  {:>8}  {:>8}  {:>12}{}\n",
             escape::field(&topic.topic),
             topic.ready,
             topic.reserved,
             topic.dead,
-            age
+            age,
+            if topic.paused { "  paused" } else { "" }
         );
         if let Some(problem) = &topic.problem {
             // It names keys, which anyone who writes to Redis chooses: kept to one line.

@@ -96,6 +96,12 @@ impl Tally {
         }
         census.topics += topics.len() as u64;
         let dead: HashMap<Topic, u64> = lengths.dead.into_iter().collect();
+        census.paused.extend(
+            lengths
+                .paused
+                .iter()
+                .map(|topic| capped(topic).into_owned()),
+        );
         for (topic, ready) in lengths.ready {
             let name = capped(&topic).into_owned();
             // SSCAN may give a topic twice: one listed is not counted again (one that is not is,

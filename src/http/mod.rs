@@ -141,6 +141,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/ack", post(jobs::ack))
         .route("/nack", post(jobs::nack))
         .route("/touch", post(jobs::touch))
+        .route("/pause", post(jobs::pause))
+        .route("/resume", post(jobs::resume))
         .method_not_allowed_fallback(jobs::no_such_method)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -1,7 +1,7 @@
 //! The log lines that tell what the scripts did (the original's "Job is ready", dropped orphans,
 //! topics whose jobs cannot move, reservations that lapsed) and what kept them from running.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::{Display, Formatter};
 use std::time::Duration;
 
@@ -166,12 +166,13 @@ fn by_topic(pairs: &[(Topic, JobId)]) -> Vec<(&Topic, Vec<JobId>)> {
     groups
 }
 
-/// Topics whose ready list key is not a list. Each is said once when it is found, with how many
-/// jobs were parked, and once when it moves again: not once per job, nor on every look.
+/// Topics whose jobs cannot move (a ready list key that is not a list) or may not (paused). Each
+/// is said once when it is found, with how many jobs were parked, and once when it moves again:
+/// not once per job, nor on every look.
 #[derive(Debug, Default)]
 pub struct StuckTopics {
-    /// Already reported, not yet seen moving again.
-    reported: HashSet<Topic>,
+    /// Already reported, not yet seen moving again, with why.
+    reported: HashMap<Topic, StuckBecause>,
     /// Found in the current drain, not reported yet: why, and how many jobs were parked so far.
     found: BTreeMap<Topic, (StuckBecause, usize)>,
 }
@@ -180,7 +181,7 @@ impl StuckTopics {
     /// Takes note of one batch of a drain (recoveries are said at once).
     pub fn note(&mut self, batch: &Batch, keys: &Keys) {
         for Stuck { topic, why, parked } in &batch.stuck {
-            if !self.reported.contains(topic) {
+            if !self.reported.contains_key(topic) {
                 let entry = self
                     .found
                     .entry(topic.clone())
@@ -189,12 +190,16 @@ impl StuckTopics {
             }
         }
         for (topic, _) in &batch.moved {
-            if self.reported.remove(topic) {
-                info!(
+            match self.reported.remove(topic) {
+                Some(StuckBecause::Paused) => {
+                    info!("Topic {} moves again: it was resumed", escape::field(topic))
+                }
+                Some(_) => info!(
                     "Topic {} moves again: {} is a list now",
                     escape::field(topic),
                     escape::field(&keys.ready(topic))
-                );
+                ),
+                None => {}
             }
         }
     }
@@ -203,23 +208,32 @@ impl StuckTopics {
     pub fn report(&mut self, recheck: Duration, keys: &Keys) {
         for (topic, (why, parked)) in std::mem::take(&mut self.found) {
             let key = escape::field(&keys.ready(&topic)).into_owned();
-            let why = match why {
+            let text = match &why {
                 StuckBecause::WrongType(key_type) => {
-                    format!("{key} holds a {}, not a list", escape::field(&key_type))
+                    format!("{key} holds a {}, not a list", escape::field(key_type))
                 }
-                StuckBecause::NoPermission => {
-                    format!("the Redis user may not write {key} (ACL)")
+                StuckBecause::NoPermission => format!("the Redis user may not write {key} (ACL)"),
+                StuckBecause::Paused => {
+                    info!(
+                        topic = %escape::capped(&topic),
+                        count = parked,
+                        "Topic {} is paused: {parked} of its due jobs wait in the pool until it \
+                         is resumed (delayer resume)",
+                        escape::field(&topic),
+                    );
+                    self.reported.insert(topic, why);
+                    continue;
                 }
             };
             error!(
                 topic = %escape::capped(&topic),
                 count = parked,
-                "Topic {} cannot move: {why}; {parked} of its jobs wait in the pool, looked at \
+                "Topic {} cannot move: {text}; {parked} of its jobs wait in the pool, looked at \
                  again every {} s until that is fixed",
                 escape::field(&topic),
                 recheck.as_secs()
             );
-            self.reported.insert(topic);
+            self.reported.insert(topic, why);
         }
     }
 }

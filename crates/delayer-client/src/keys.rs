@@ -19,6 +19,12 @@ pub const JOP_BUCKET_PREFIX: &str = "delayer:jop_bucket:";
 pub const RESERVED: &str = "delayer:reserved";
 /// Ours. Prefix of the list of a topic's jobs that failed `max_attempts` times.
 pub const DEAD_QUEUE_PREFIX: &str = "delayer:dead_queue:";
+/// Ours. Prefix of a topic's pause: while the key exists (its value is when it was paused, unix
+/// seconds), the daemon leaves the topic's due jobs in the pool.
+pub const PAUSED_PREFIX: &str = "delayer:paused:";
+/// Ours. Prefix of the set of a paused topic's jobs that fell due and wait in the pool, so that a
+/// resume finds them without a scan.
+pub const PARKED_PREFIX: &str = "delayer:parked:";
 /// Ours. Set of every topic seen (pushed by our clients, or moved by the daemon), so that nothing
 /// needs to SCAN to find them.
 pub const TOPICS: &str = "delayer:topics";
@@ -28,6 +34,9 @@ pub const TOPICS: &str = "delayer:topics";
 const PER_TOPIC_PREFIX: &str = "delayer:{";
 /// The name of each topic's reservations key, placed per topic (after its hash tag).
 const PER_TOPIC_RESERVED: &str = "reserved";
+/// Each topic's pause and parked set, placed per topic (after its hash tag).
+const PER_TOPIC_PAUSED: &str = "paused";
+const PER_TOPIC_PARKED: &str = "parked";
 
 /// The fields of a job's bucket.
 pub mod field {
@@ -46,6 +55,10 @@ pub mod field {
     /// Ours: the token of the reserve call that reserved the job last, to find what a call whose
     /// reply was lost reserved.
     pub const RESERVED_BY: &str = "reserved_by";
+    /// Ours: while the job waits in the pool because its topic is paused, the score it was
+    /// parked at; a resume makes it due again only if the pool still holds it there (a job pushed
+    /// again meanwhile keeps its new due time).
+    pub const PARKED: &str = "parked";
 }
 
 /// The bucket key of job `id` in the legacy layout. Keys are bytes, as ids and topics are (see
@@ -180,6 +193,8 @@ impl Layout {
                 ready: Affixes::prefix(READY_QUEUE_PREFIX),
                 dead: Affixes::prefix(DEAD_QUEUE_PREFIX),
                 reserved: RESERVED.to_string(),
+                paused: Affixes::prefix(PAUSED_PREFIX),
+                parked: Affixes::prefix(PARKED_PREFIX),
                 topics: TOPICS.to_string(),
                 topic: None,
             },
@@ -195,6 +210,8 @@ impl Layout {
                     ready: around("ready_queue"),
                     dead: around("dead_queue"),
                     reserved: tagged(PER_TOPIC_RESERVED),
+                    paused: around(PER_TOPIC_PAUSED),
+                    parked: around(PER_TOPIC_PARKED),
                     // One key for the whole cluster, in a slot of its own: pushers add to it, the
                     // daemon reads it to know which topics' pools to look at.
                     topics: TOPICS.to_string(),
@@ -221,6 +238,8 @@ pub struct Keys {
     ready: Affixes,
     dead: Affixes,
     reserved: String,
+    paused: Affixes,
+    parked: Affixes,
     topics: String,
     /// Placed per topic: the one topic whose keys these are. The registry of topics is in
     /// another slot than they are then, out of the scripts' reach.
@@ -293,6 +312,26 @@ impl Keys {
         &self.reserved
     }
 
+    /// The key whose existence pauses `topic` (see [`PAUSED_PREFIX`]).
+    pub fn paused(&self, topic: impl AsRef<[u8]>) -> Vec<u8> {
+        self.paused.around(topic.as_ref())
+    }
+
+    /// What comes before and after the topic in a pause's key.
+    pub fn paused_affixes(&self) -> &Affixes {
+        &self.paused
+    }
+
+    /// The set of `topic`'s jobs parked while it is paused (see [`PARKED_PREFIX`]).
+    pub fn parked(&self, topic: impl AsRef<[u8]>) -> Vec<u8> {
+        self.parked.around(topic.as_ref())
+    }
+
+    /// What comes before and after the topic in a parked set's key.
+    pub fn parked_affixes(&self) -> &Affixes {
+        &self.parked
+    }
+
     /// The set of every topic seen.
     pub fn topics(&self) -> &str {
         &self.topics
@@ -327,6 +366,8 @@ mod tests {
         );
         assert_eq!(text(legacy.ready("t")), format!("{READY_QUEUE_PREFIX}t"));
         assert_eq!(text(legacy.dead("t")), format!("{DEAD_QUEUE_PREFIX}t"));
+        assert_eq!(text(legacy.paused("t")), "delayer:paused:t");
+        assert_eq!(text(legacy.parked("t")), "delayer:parked:t");
         assert_eq!(
             legacy.bucket(b"\xff"),
             b"delayer:job_bucket:\xff",
@@ -345,6 +386,8 @@ mod tests {
         );
         assert_eq!(text(cluster.ready("x")), "delayer:{x}:ready_queue");
         assert_eq!(text(cluster.dead("x")), "delayer:{x}:dead_queue");
+        assert_eq!(text(cluster.paused("x")), "delayer:{x}:paused");
+        assert_eq!(text(cluster.parked("x")), "delayer:{x}:parked");
         assert_eq!(cluster.reserved(), "delayer:{order.close}:reserved");
         assert_eq!(cluster.topics(), TOPICS);
         assert_eq!(cluster.registry_for_scripts(), "");

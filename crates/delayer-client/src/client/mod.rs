@@ -1,10 +1,11 @@
 //! The client: a handle on the delayer Redis, cheap to clone. What it does is split by concern:
 //! [`push`] (push and remove), [`pop`] (the legacy pop, at most once), [`reserve`] and [`finish`]
 //! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
-//! queues up).
+//! queues up), [`pause`] (pause and resume a topic).
 
 pub(crate) mod finish;
 pub(crate) mod inspect;
+pub(crate) mod pause;
 pub(crate) mod pop;
 pub(crate) mod push;
 pub(crate) mod reserve;
@@ -24,6 +25,7 @@ use crate::scripts::push::PushScript;
 use crate::scripts::release::ReleaseScript;
 use crate::scripts::requeue_dead::RequeueDeadScript;
 use crate::scripts::reserve::ReserveScript;
+use crate::scripts::resume::ResumeScript;
 use crate::scripts::touch::TouchScript;
 use crate::settings::Settings;
 use crate::shared_connection::{Commands, SharedConnection};
@@ -61,6 +63,7 @@ struct Scripts {
     ack: AckScript,
     release: ReleaseScript,
     requeue_dead: RequeueDeadScript,
+    resume: ResumeScript,
     touch: TouchScript,
 }
 

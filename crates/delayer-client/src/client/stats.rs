@@ -38,6 +38,8 @@ pub struct TopicStats {
     /// How long the job next in line has been ready; for jobs of legacy clients, which do not
     /// record their due time, estimated from their data's time to live.
     pub oldest_ready_age: Option<Duration>,
+    /// Whether the topic is paused ([`Client::pause`]): its due jobs wait in the pool.
+    pub paused: bool,
     /// What keeps the topic's lists from being read (`KEY holds a string, not a list`); the
     /// counts that could not be read are 0. One broken key does not hide the other topics.
     pub problem: Option<String>,
@@ -58,6 +60,8 @@ pub struct Lengths {
     pub dead: Vec<(Topic, u64)>,
     /// Jobs reserved (in the cluster layout, those of the topics asked about).
     pub reserved: u64,
+    /// The topics asked about that are paused.
+    pub paused: Vec<Topic>,
     /// Topics left out of the counts: their ready list, or in the cluster layout their pool,
     /// holds another type of value.
     pub unreadable: Vec<Topic>,
@@ -79,7 +83,7 @@ impl Client {
 
     /// Now by Redis's clock, which decides what is due, in unix seconds; by this host's when
     /// this Redis user may not run TIME.
-    async fn now(&self) -> Result<f64> {
+    pub(crate) async fn now(&self) -> Result<f64> {
         let time = redis::cmd("TIME")
             .query_async::<(u64, u64)>(&mut self.connection().await?)
             .await;
@@ -113,6 +117,7 @@ impl Client {
         topics.dedup();
         let lengths = self.lengths(&topics).await?;
         let ready: HashMap<&Topic, u64> = lengths.ready.iter().map(|(t, n)| (t, *n)).collect();
+        let paused: HashSet<&Topic> = lengths.paused.iter().collect();
         // Each list on its own: one of the wrong type must not hide the other's count.
         let dead: Vec<Option<u64>> = self
             .per_topic_tolerant(&topics, |pipe, keys, topic| {
@@ -151,6 +156,7 @@ impl Client {
                 reserved: reserved_by_topic.get(topic).copied().unwrap_or(0),
                 dead: dead.unwrap_or(0),
                 oldest_ready_age: ages.get(topic).copied(),
+                paused: paused.contains(topic),
                 problem,
             });
         }
@@ -268,6 +274,11 @@ impl Client {
                 pipe.zcard(keys.reserved());
             })
             .await?;
+        let paused: Vec<Option<bool>> = self
+            .per_topic_tolerant(topics, |pipe, keys, topic| {
+                pipe.exists(keys.paused(topic));
+            })
+            .await?;
         let unread_pools = pools.iter().zip(&counts).filter(|(_, read)| read.is_none());
         let unread_lists = topics.iter().zip(&ready).filter(|(_, read)| read.is_none());
         let unreadable = unread_pools
@@ -294,6 +305,12 @@ impl Client {
                 .filter_map(|(topic, dead)| Some((topic.clone(), dead?)))
                 .collect(),
             reserved: reserved.into_iter().flatten().sum(),
+            paused: topics
+                .iter()
+                .zip(paused)
+                .filter(|(_, paused)| paused == &Some(true))
+                .map(|(topic, _)| topic.clone())
+                .collect(),
             unreadable,
         })
     }

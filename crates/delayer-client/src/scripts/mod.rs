@@ -28,6 +28,7 @@ pub mod push;
 pub mod release;
 pub mod requeue_dead;
 pub mod reserve;
+pub mod resume;
 pub mod touch;
 
 /// The error for a reply that does not have the shape a script's header promises.

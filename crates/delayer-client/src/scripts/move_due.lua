@@ -17,6 +17,12 @@
 -- ARGV[7]  the ready list key suffix ("" in the legacy layout)
 -- ARGV[8]  the topic of every job in this pool, whatever its bucket says: the cluster layout's
 --          (only that topic's lists are in the script's slot); "" in the other layouts
+-- ARGV[9], ARGV[10]  what comes before and after the topic in its pause's key: a topic whose
+--          pause key exists is paused, and its due jobs are parked as a stuck topic's are, each
+--          also recorded in its topic's parked set and in its bucket's `parked` field (the score
+--          it was parked at), so that a resume finds them (resume.lua). A user that may not read
+--          the key (the legacy keys only) moves every topic
+-- ARGV[11], ARGV[12]  what comes before and after the topic in its parked set's key
 --
 -- Returns {taken, next_due, orphans, stuck, first_due, last_due, now, by_redis, topic_1, ids_1, ...}:
 --   taken     how many due ids this call dealt with (moved + orphans + parked); == ARGV[2]: more
@@ -24,8 +30,9 @@
 --   next_due  the score of the earliest job due after now, or "" when there is none
 --   orphans   ids whose bucket or topic is gone (or not a hash): removed from the pool, pushed nowhere
 --   stuck     {topic, why, count} for each topic whose jobs cannot move: `why` is what its ready
---             list key holds instead of a list ("string", "hash", ...), or "noperm" when this
---             Redis user may not write it (ACL); its jobs stay in the pool, parked ARGV[5] after now
+--             list key holds instead of a list ("string", "hash", ...), "noperm" when this
+--             Redis user may not write it (ACL), or "paused"; its jobs stay in the pool, parked
+--             ARGV[5] after now
 --   first_due, last_due  the scores of the earliest and the latest job this call took ("" when it
 --             took none): how late the batch was moved, for the daemon's metrics
 --   now       the time the call went by, unix seconds
@@ -37,6 +44,7 @@ local bucket_prefix, ready_prefix = ARGV[3], ARGV[4]
 local seconds, by_redis = clock(ARGV[1])
 local now, park_at = decimal(seconds), seconds + tonumber(ARGV[5])
 local ready_suffix, own_topic = ARGV[7], ARGV[8]
+local paused_prefix, paused_suffix, parked_prefix, parked_suffix = ARGV[9], ARGV[10], ARGV[11], ARGV[12]
 require_permission('ZREM', pool, 'id')
 require_permission('ZADD', pool, '0', 'id')
 
@@ -47,10 +55,10 @@ local function call_in_slices(command, key, items)
   end
 end
 
-local topics, ids_by_topic, orphans, removed, reborn = {}, {}, {}, {}, {}
+local topics, ids_by_topic, orphans, removed, reborn, unparked = {}, {}, {}, {}, {}, {}
 -- A stuck topic's jobs would come back first on every call and hold up every later job: parked
 -- out of the due range instead, each call still touches at most `limit` ids.
-local stuck_topics, stuck_by_topic, parked = {}, {}, {}
+local stuck_topics, stuck_by_topic, parked, paused_topic = {}, {}, {}, {}
 local due = redis.call('ZRANGEBYSCORE', pool, '-inf', now, 'LIMIT', 0, limit)
 local first_due, last_due = '', ''
 if #due > 0 then
@@ -58,7 +66,7 @@ if #due > 0 then
   last_due = redis.call('ZSCORE', pool, due[#due])
 end
 for _, id in ipairs(due) do
-  local fields = read_or_false('HMGET', bucket_prefix .. id, 'topic', 'died_at')
+  local fields = read_or_false('HMGET', bucket_prefix .. id, 'topic', 'died_at', 'parked')
   local topic = fields and fields[1]
   if not topic or topic == '' then
     orphans[#orphans + 1] = id
@@ -71,9 +79,17 @@ for _, id in ipairs(due) do
     if ids == nil then
       -- Checked before any write: a failing LPUSH after the ZREM would lose jobs.
       local ready = ready_prefix .. topic .. ready_suffix
-      local why = redis.call('TYPE', ready).ok
-      if why == 'list' or why == 'none' then
-        why = may('LPUSH', ready, 'id') and '' or 'noperm'
+      local pause = paused_prefix .. topic .. paused_suffix
+      local why
+      -- pcall: Redis 6 cannot be asked first, and a user that may not read the key moves the topic.
+      local pause_kind = may('TYPE', pause) and redis.pcall('TYPE', pause)
+      if pause_kind and pause_kind.ok and pause_kind.ok ~= 'none' then
+        why = 'paused'
+      else
+        why = redis.call('TYPE', ready).ok
+        if why == 'list' or why == 'none' then
+          why = may('LPUSH', ready, 'id') and '' or 'noperm'
+        end
       end
       if why == '' then
         ids = {}
@@ -91,10 +107,14 @@ for _, id in ipairs(due) do
       if fields[2] then
         reborn[#reborn + 1] = id
       end
+      if fields[3] then
+        unparked[#unparked + 1] = {id, topic}
+      end
     else
       local entry = stuck_by_topic[topic]
       entry[3] = entry[3] + 1
       parked[#parked + 1] = id
+      paused_topic[#parked] = entry[2] == 'paused' and topic
     end
   end
 end
@@ -126,6 +146,19 @@ for _, id in ipairs(reborn) do
   end
 end
 
+-- A job parked while its topic was paused moves now (resumed without resume.lua, e.g. its key
+-- deleted by hand): its marks go, so that a later resume does not take it for parked.
+for _, job in ipairs(unparked) do
+  local bucket = bucket_prefix .. job[1]
+  if may('HDEL', bucket, 'parked') then
+    redis.pcall('HDEL', bucket, 'parked')
+  end
+  local parked_set = parked_prefix .. job[2] .. parked_suffix
+  if may('SREM', parked_set, job[1]) then
+    redis.pcall('SREM', parked_set, job[1])
+  end
+end
+
 if #parked > 0 then
   -- After what an earlier call (perhaps another daemon's, its clock a little ahead) parked just
   -- there: a double resolves ~0.24 us at today's unix times, so 1 us steps keep the order.
@@ -138,6 +171,16 @@ if #parked > 0 then
   end
   -- Score/id pairs: slices of 1000 items never split a pair.
   call_in_slices('ZADD', pool, scored)
+  -- After the ZADD: marks of a job that did not get parked would mislead a resume. pcall: the
+  -- marks only speed up a resume; without them a paused topic's jobs still wait, and move a
+  -- recheck after it.
+  for index, id in ipairs(parked) do
+    local topic = paused_topic[index]
+    if topic then
+      redis.pcall('HSET', bucket_prefix .. id, 'parked', scored[2 * index - 1])
+      redis.pcall('SADD', parked_prefix .. topic .. parked_suffix, id)
+    end
+  end
 end
 
 -- Strictly after now: jobs parked just now are found when they are due to be looked at again.

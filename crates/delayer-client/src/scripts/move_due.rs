@@ -33,7 +33,11 @@ impl MoveScript {
             .arg(STUCK_RECHECK.as_secs())
             .arg(keys.registry_for_scripts())
             .arg(&keys.ready_affixes().suffix)
-            .arg(keys.topic_for_scripts());
+            .arg(keys.topic_for_scripts())
+            .arg(&keys.paused_affixes().prefix)
+            .arg(&keys.paused_affixes().suffix)
+            .arg(&keys.parked_affixes().prefix)
+            .arg(&keys.parked_affixes().suffix);
         call
     }
 
@@ -94,6 +98,8 @@ pub enum StuckBecause {
     WrongType(String),
     /// This Redis user may not write the ready list key (ACL).
     NoPermission,
+    /// The topic is paused ([`Client::pause`](crate::Client::pause)).
+    Paused,
 }
 
 impl Batch {
@@ -154,10 +160,10 @@ fn read_stuck(entry: Value) -> Option<Stuck> {
     let why = String::from_utf8_lossy(&name::<Vec<u8>>(why)?).into_owned();
     Some(Stuck {
         topic: name(topic)?,
-        why: if why == "noperm" {
-            StuckBecause::NoPermission
-        } else {
-            StuckBecause::WrongType(why)
+        why: match why.as_str() {
+            "noperm" => StuckBecause::NoPermission,
+            "paused" => StuckBecause::Paused,
+            _ => StuckBecause::WrongType(why),
         },
         parked: usize::try_from(parked).ok()?,
     })
