@@ -65,6 +65,7 @@ pub struct Metrics {
     unlisted_dead: Gauge,
     reserved: Gauge,
     paused: Family<TopicLabel, Gauge>,
+    oldest_ready_age: Family<TopicLabel, Gauge<f64, AtomicU64>>,
     topics: Gauge,
     unlisted_topics: Gauge,
     unlisted_ready: Gauge,
@@ -104,6 +105,7 @@ impl Default for Metrics {
         let dead = Family::<TopicLabel, Gauge>::default();
         let (unlisted_dead, reserved) = (Gauge::default(), Gauge::default());
         let paused = Family::<TopicLabel, Gauge>::default();
+        let oldest_ready_age = Family::<TopicLabel, Gauge<f64, AtomicU64>>::default();
         // Each series from the start, so that increase() sees the first call.
         for script in ["move", "release"] {
             let _ = script_seconds.get_or_create(&ScriptLabel { script });
@@ -198,6 +200,12 @@ impl Default for Metrics {
             reserved.clone(),
         );
         holdings.register(
+            "oldest_ready_age_seconds",
+            "How long the job next in line on a topic's ready list has been ready, for the topics \
+             ready_jobs names (none while the list is empty)",
+            oldest_ready_age.clone(),
+        );
+        holdings.register(
             "topic_paused",
             "1 for each paused topic: its due jobs wait in the pool until it is resumed",
             paused.clone(),
@@ -220,6 +228,7 @@ impl Default for Metrics {
             unlisted_dead,
             reserved,
             paused,
+            oldest_ready_age,
             topics,
             unlisted_topics,
             unlisted_ready,
@@ -406,6 +415,15 @@ impl Metrics {
             self.dead.get_or_create(&label).set(*dead as i64);
         }
         *measured = now;
+        // An empty list has no age: its series goes, rather than keep the last one.
+        self.oldest_ready_age.clear();
+        for (topic, age) in &census.oldest_ready_age {
+            self.oldest_ready_age
+                .get_or_create(&TopicLabel {
+                    topic: topic.clone(),
+                })
+                .set(*age);
+        }
         // Few, and each worth an alert: every one of them, not only the listed.
         self.paused.clear();
         for topic in &census.paused {
@@ -493,6 +511,8 @@ pub struct Census {
     pub unlisted_dead: u64,
     /// Jobs reserved.
     pub reserved: u64,
+    /// How long the job next in line has been ready, for the listed topics that have one.
+    pub oldest_ready_age: Vec<(String, f64)>,
     /// Every paused topic, as labels name them, by name.
     pub paused: BTreeSet<String>,
     /// When the read began (unix time).

@@ -463,6 +463,9 @@ async fn metrics_parse_and_move_with_the_work() {
     assert_eq!(metrics["delayer_jobs_waiting"], 1.0);
     assert_eq!(metrics["delayer_jobs_due"], 0.0);
     assert_eq!(metrics["delayer_ready_jobs{topic=\"mail\"}"], 5.0);
+    // Legacy jobs: their age is estimated from the TTL, in whole seconds.
+    let age = metrics["delayer_oldest_ready_age_seconds{topic=\"mail\"}"];
+    assert!((0.0..60.0).contains(&age), "{age}");
     assert_eq!(metrics["delayer_redis_up"], 1.0);
     assert!(metrics["delayer_script_duration_seconds_count{script=\"move\"}"] >= 1.0);
     let looked = metrics["delayer_last_look_timestamp_seconds"];
@@ -684,7 +687,10 @@ async fn healthz_says_503_while_redis_is_stopped_and_200_after() {
         down = Some(answer.body);
         unhealthy
     });
-    assert!(down.unwrap().contains("did not answer the last look"));
+    let down = down.unwrap();
+    assert!(down.contains("did not answer the last look"), "{down}");
+    let redis = format!("Redis at {}", server.socket().display());
+    assert!(down.contains(&redis), "{down}");
     server.restart();
     support::wait_until_sync(Duration::from_secs(5), "/healthz to turn 200 again", || {
         request(&http, "GET", "/healthz", &[], b"").status == 200

@@ -54,7 +54,15 @@ pub async fn take(
         let pace = Duration::from_secs_f64(tally.census.topics as f64 / TOPICS_PER_SECOND);
         tokio::time::sleep_until(started + pace).await;
     }
-    Ok(tally.into_census())
+    let mut census = tally.into_census();
+    let ages = client.oldest_ready_ages(&census.listed_topics).await?;
+    census.oldest_ready_age = census
+        .listed_topics
+        .iter()
+        .zip(&census.listed)
+        .filter_map(|(topic, (name, _))| Some((name.clone(), ages.get(topic)?.as_secs_f64())))
+        .collect();
+    Ok(census)
 }
 
 /// A census as it is read.

@@ -124,17 +124,7 @@ impl Client {
                 pipe.llen(keys.dead(topic));
             })
             .await?;
-        let next: Vec<Option<Option<JobId>>> = self
-            .per_topic_tolerant(&topics, |pipe, keys, topic| {
-                pipe.lindex(keys.ready(topic), -1);
-            })
-            .await?;
-        let oldest: BTreeMap<Topic, JobId> = topics
-            .iter()
-            .zip(&next)
-            .filter_map(|(topic, next)| Some((topic.clone(), next.clone()??)))
-            .collect();
-        let ages = self.ready_ages(&oldest, now).await?;
+        let (next, ages) = self.next_ready(&topics, now).await?;
 
         let per_topic = self.per_topic();
         let unreadable: HashSet<&Topic> = lengths.unreadable.iter().collect();
@@ -313,6 +303,34 @@ impl Client {
                 .collect(),
             unreadable,
         })
+    }
+
+    /// How long the job next in line on each of `topics`' ready lists has been ready (none for an
+    /// empty list); see [`TopicStats::oldest_ready_age`].
+    pub async fn oldest_ready_ages(&self, topics: &[Topic]) -> Result<HashMap<Topic, Duration>> {
+        let now = self.now().await?;
+        Ok(self.next_ready(topics, now).await?.1)
+    }
+
+    /// Each of `topics`' job next in line (`None` where its ready list could not be read), and
+    /// how long those found have been ready.
+    async fn next_ready(
+        &self,
+        topics: &[Topic],
+        now: f64,
+    ) -> Result<(Vec<Option<Option<JobId>>>, HashMap<Topic, Duration>)> {
+        let next: Vec<Option<Option<JobId>>> = self
+            .per_topic_tolerant(topics, |pipe, keys, topic| {
+                pipe.lindex(keys.ready(topic), -1);
+            })
+            .await?;
+        let oldest: BTreeMap<Topic, JobId> = topics
+            .iter()
+            .zip(&next)
+            .filter_map(|(topic, next)| Some((topic.clone(), next.clone()??)))
+            .collect();
+        let ages = self.ready_ages(&oldest, now).await?;
+        Ok((next, ages))
     }
 
     /// How long each topic's job next in line (`oldest`: topic -> id) has been due: from its
