@@ -97,7 +97,7 @@ fn refused(error: Error) -> Response {
 }
 
 /// The HTTP status for one of the client's errors (a batch's: its job's).
-fn status_of(error: &Error) -> StatusCode {
+pub(super) fn status_of(error: &Error) -> StatusCode {
     match error {
         Error::EmptyTopic
         | Error::DuplicateId(_)
@@ -108,9 +108,10 @@ fn status_of(error: &Error) -> StatusCode {
         | Error::TopicRefused(..) => StatusCode::BAD_REQUEST,
         Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         Error::UnknownJob(_) | Error::Incomplete(_) => StatusCode::NOT_FOUND,
-        Error::NotReserved(_) | Error::WrongType { .. } | Error::AmbiguousId { .. } => {
-            StatusCode::CONFLICT
-        }
+        Error::NotReserved(_)
+        | Error::NotDead { .. }
+        | Error::WrongType { .. }
+        | Error::AmbiguousId { .. } => StatusCode::CONFLICT,
         Error::InBatch { error, .. } => status_of(error),
         Error::Redis(_) => StatusCode::SERVICE_UNAVAILABLE,
     }
@@ -195,14 +196,14 @@ pub(super) async fn authorize(
 }
 
 /// The token of an `Authorization: Bearer <token>` header (the scheme in any case, RFC 7235).
-fn bearer(value: &str) -> Option<&str> {
+pub(super) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// Compares `given` with the `secret` (never empty) in a time that depends on neither where they
 /// first differ nor the secret's length, so timing tells nothing about a guess.
-fn same(given: &[u8], secret: &[u8]) -> bool {
+pub(super) fn same(given: &[u8], secret: &[u8]) -> bool {
     let differ = given
         .iter()
         .enumerate()
@@ -319,7 +320,7 @@ fn refused_push(error: Error, ats: &[Option<String>]) -> Response {
 /// An id or a topic as a request names it: as text (`job_id`, `topic`), or by the base64 of its
 /// bytes (`id_base64`, `topic_base64`), as a reply gives one that is not UTF-8. `None` when
 /// neither is given; what is wrong otherwise.
-fn named(
+pub(super) fn named(
     (text_name, text): (&str, Option<String>),
     (base64_name, base64): (&str, Option<String>),
 ) -> Result<Option<Vec<u8>>, String> {

@@ -47,6 +47,8 @@ pub enum Error {
          never reserved"
     )]
     NotReserved(JobId),
+    #[error("job {id:?} is not on the dead list of topic {topic:?}")]
+    NotDead { id: JobId, topic: Topic },
     #[error("job {0:?} expired or is incomplete: its bucket has no topic or no body")]
     Incomplete(JobId),
     #[error("{key} holds the wrong type of value for delayer ({detail})")]

@@ -40,7 +40,7 @@ pub use client::Client;
 pub use client::finish::Nacked;
 pub use client::pop::HeldJob;
 pub use client::push::{NewPush, Push, Removed};
-pub use client::stats::{Lengths, Stats, TopicStats};
+pub use client::stats::{Lengths, Stats, TopicDetails, TopicStats};
 pub use connection::Target;
 pub use error::{Error, Result, unanswered};
 pub use job::{Job, JobInfo, Receipt, State};

@@ -1084,3 +1084,72 @@ async fn a_reservation_named_twice_in_ack_many_leaves_a_job_pushed_again_alone()
         "the new push stands"
     );
 }
+
+#[tokio::test]
+async fn one_dead_job_is_requeued_by_id_once_and_an_id_not_dead_is_a_clear_error() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = dead_job_d(&server, &mut redis).await;
+    let not_dead = client.requeue_dead_job("t", "nope").await.unwrap_err();
+    assert!(matches!(not_dead, Error::NotDead { .. }), "{not_dead}");
+    assert!(
+        not_dead.to_string().contains("not on the dead list"),
+        "{not_dead}"
+    );
+
+    assert!(client.requeue_dead_job("t", "d").await.unwrap());
+
+    let dead: Vec<String> = redis.lrange(keys::dead_queue("t"), 0, -1).await.unwrap();
+    assert!(dead.is_empty(), "{dead:?}");
+    let info = client.get("d").await.unwrap();
+    assert_eq!((info.state, info.attempts), (State::Waiting, 0));
+    // A second requeue finds it on no dead list: the job is in the pool once.
+    let again = client.requeue_dead_job("t", "d").await.unwrap_err();
+    assert!(matches!(again, Error::NotDead { .. }), "{again}");
+    let pooled: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
+    assert_eq!(pooled, ["d"]);
+}
+
+#[tokio::test]
+async fn a_dead_job_is_deleted_by_id_and_a_stale_entry_only_leaves_the_list() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = dead_job_d(&server, &mut redis).await;
+
+    assert!(client.delete_dead_job("t", "d").await.unwrap());
+
+    let exists: bool = redis.exists(job_bucket("d")).await.unwrap();
+    let dead: usize = redis.llen(keys::dead_queue("t")).await.unwrap();
+    assert_eq!((exists, dead), (false, 0));
+
+    // Dead again, then pushed again with the same id: its dead-list entry is stale.
+    let client = dead_job_d(&server, &mut redis).await;
+    client
+        .push("t", "again")
+        .id("d")
+        .delay(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert!(!client.delete_dead_job("t", "d").await.unwrap());
+    let info = client.get("d").await.unwrap();
+    assert_eq!(info.state, State::Waiting, "the live job is kept");
+    let dead: usize = redis.llen(keys::dead_queue("t")).await.unwrap();
+    assert_eq!(dead, 0);
+}
+
+#[tokio::test]
+async fn windows_of_the_lists_read_what_they_show_oldest_first() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    // LPUSHed as the daemon moves them: "0" is next in line.
+    let ids: Vec<String> = (0..10).map(|n| n.to_string()).collect();
+    let _: () = redis.lpush(ready_queue("t"), &ids).await.unwrap();
+
+    let window = client.ready_window("t", 3, 4).await.unwrap();
+    let window: Vec<String> = window.iter().map(|id| id.to_string()).collect();
+    assert_eq!(window, ["3", "4", "5", "6"]);
+    assert_eq!(client.ready_window("t", 8, 4).await.unwrap().len(), 2);
+    assert!(client.ready_window("t", 10, 4).await.unwrap().is_empty());
+    assert!(client.dead_window("t", 0, 4).await.unwrap().is_empty());
+}

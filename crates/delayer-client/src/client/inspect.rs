@@ -1,7 +1,7 @@
 //! Looking jobs up: one job by id, a topic's dead list, and dead jobs sent back for another round.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use redis::{AsyncCommands, RedisResult};
 
@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::job::{JobInfo, State};
 use crate::keys::field;
 use crate::name::JobId;
+use crate::scripts::dead_job::DeadAction;
 use crate::time::{from_deadline_score, from_unix};
 
 /// Dead jobs requeued per script call.
@@ -75,22 +76,147 @@ impl Client {
 
     /// The ids on `topic`'s dead list, oldest first, at most `limit`.
     pub async fn dead(&self, topic: impl AsRef<[u8]>, limit: usize) -> Result<Vec<JobId>> {
+        self.dead_window(topic, 0, limit).await
+    }
+
+    /// A window of `topic`'s dead list: `count` ids at most, oldest first, after skipping the
+    /// `skip` oldest. One LRANGE of the window, whatever the list's length.
+    pub async fn dead_window(
+        &self,
+        topic: impl AsRef<[u8]>,
+        skip: usize,
+        count: usize,
+    ) -> Result<Vec<JobId>> {
         let topic = topic.as_ref();
         check_topic_in(self.layout(), topic)?;
-        let dead = self.keys_for(topic).dead(topic);
-        if limit == 0 {
+        self.window(self.keys_for(topic).dead(topic), skip, count)
+            .await
+    }
+
+    /// A window of `topic`'s ready list: `count` ids at most, next in line first, after skipping
+    /// the `skip` next in line. One LRANGE of the window, whatever the list's length.
+    pub async fn ready_window(
+        &self,
+        topic: impl AsRef<[u8]>,
+        skip: usize,
+        count: usize,
+    ) -> Result<Vec<JobId>> {
+        let topic = topic.as_ref();
+        check_topic_in(self.layout(), topic)?;
+        self.window(self.keys_for(topic).ready(topic), skip, count)
+            .await
+    }
+
+    /// `count` ids of the list `key` at most, from its end (where the LPUSHed lists have their
+    /// oldest) inwards, after skipping `skip`.
+    async fn window(&self, key: Vec<u8>, skip: usize, count: usize) -> Result<Vec<JobId>> {
+        if count == 0 {
             return Ok(Vec::new());
         }
-        // LPUSHed: the oldest are at the end.
-        let last = isize::try_from(limit).unwrap_or(isize::MAX);
+        let index = |n: usize| -isize::try_from(n).unwrap_or(isize::MAX);
+        let (first, last) = (index(skip.saturating_add(count)), index(skip) - 1);
         let mut ids: Vec<JobId> = self
             .connection()
             .await?
-            .lrange(&dead, -last, -1)
+            .lrange(&key, first, last)
             .await
-            .map_err(|error| Error::about_key(error, &dead))?;
+            .map_err(|error| Error::about_key(error, &key))?;
         ids.reverse();
         Ok(ids)
+    }
+
+    /// A window of `topic`'s reserved jobs, with the deadline of each, soonest first: `count` at
+    /// most after skipping `skip`. With one set of reservations for every topic, only its first
+    /// `scanned` (soonest deadlines) are looked through for the topic's; in the cluster layout
+    /// the topic's own set is read in a window.
+    pub async fn reserved_window(
+        &self,
+        topic: impl AsRef<[u8]>,
+        skip: usize,
+        count: usize,
+        scanned: usize,
+    ) -> Result<Vec<(JobId, Option<SystemTime>)>> {
+        let topic = topic.as_ref();
+        check_topic_in(self.layout(), topic)?;
+        let keys = self.keys_for(topic);
+        let mut redis = self.connection().await?;
+        let deadline = |score: f64| from_unix(from_deadline_score(score));
+        if self.per_topic() {
+            let last = isize::try_from(skip.saturating_add(count)).unwrap_or(isize::MAX) - 1;
+            let first = isize::try_from(skip).unwrap_or(isize::MAX);
+            let held: Vec<(JobId, f64)> = redis
+                .zrange_withscores(keys.reserved(), first, last)
+                .await
+                .map_err(|error| Error::about_key(error, keys.reserved()))?;
+            return Ok(held.into_iter().map(|(id, s)| (id, deadline(s))).collect());
+        }
+        let last = isize::try_from(scanned).unwrap_or(isize::MAX) - 1;
+        let held: Vec<(JobId, f64)> = redis
+            .zrange_withscores(keys.reserved(), 0, last)
+            .await
+            .map_err(|error| Error::about_key(error, keys.reserved()))?;
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (id, _) in &held {
+            pipe.hget(keys.bucket(id), field::TOPIC);
+        }
+        let topics: Vec<RedisResult<Option<Vec<u8>>>> =
+            pipe.ignore_errors().query_async(&mut redis).await?;
+        Ok(held
+            .into_iter()
+            .zip(topics)
+            .filter(|(_, of)| matches!(of, Ok(Some(of)) if of == topic))
+            .skip(skip)
+            .take(count)
+            .map(|((id, score), _)| (id, deadline(score)))
+            .collect())
+    }
+
+    /// Moves dead job `id` of `topic` back to the pool, due now, its attempts counted afresh;
+    /// [`Error::NotDead`] when it is not on the topic's dead list. Atomic: the job is never both
+    /// dead and waiting, nor neither. `false` when its entry was stale (the job pushed again
+    /// since, or its data expired): the entry is dropped and nothing else changes.
+    pub async fn requeue_dead_job(
+        &self,
+        topic: impl AsRef<[u8]>,
+        id: impl AsRef<[u8]>,
+    ) -> Result<bool> {
+        self.dead_job(topic.as_ref(), id.as_ref(), DeadAction::Requeue)
+            .await
+    }
+
+    /// Deletes dead job `id` of `topic` (its dead-list entry and its data); [`Error::NotDead`]
+    /// when it is not on the topic's dead list. `false` when its entry was stale (see
+    /// [`requeue_dead_job`](Client::requeue_dead_job)): only the entry is dropped.
+    pub async fn delete_dead_job(
+        &self,
+        topic: impl AsRef<[u8]>,
+        id: impl AsRef<[u8]>,
+    ) -> Result<bool> {
+        self.dead_job(topic.as_ref(), id.as_ref(), DeadAction::Delete)
+            .await
+    }
+
+    async fn dead_job(&self, topic: &[u8], id: &[u8], action: DeadAction) -> Result<bool> {
+        check_topic_in(self.layout(), topic)?;
+        check_id(id)?;
+        let keys = self.keys_for(topic);
+        let done = self
+            .inner
+            .scripts
+            .dead_job
+            .run(&mut self.connection().await?, &keys, topic, id, action)
+            .await
+            .map_err(|error| Error::about_key(error, keys.dead(topic)))?;
+        match done {
+            0 => Err(Error::NotDead {
+                id: id.into(),
+                topic: topic.into(),
+            }),
+            done => Ok(done == 1),
+        }
     }
 
     /// Moves every dead job of `topic` back to the pool, due now, its attempts counted afresh.

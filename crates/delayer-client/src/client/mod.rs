@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::keys::{Keys, Layout};
 use crate::name::Topic;
 use crate::scripts::ack::AckScript;
+use crate::scripts::dead_job::DeadJobScript;
 use crate::scripts::find_reserved::FindReservedScript;
 use crate::scripts::push::PushScript;
 use crate::scripts::release::ReleaseScript;
@@ -64,6 +65,7 @@ struct Scripts {
     release: ReleaseScript,
     requeue_dead: RequeueDeadScript,
     resume: ResumeScript,
+    dead_job: DeadJobScript,
     touch: TouchScript,
 }
 

@@ -45,6 +45,18 @@ pub struct TopicStats {
     pub problem: Option<String>,
 }
 
+/// What [`Client::details`] reads of one topic.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TopicDetails {
+    /// Jobs reserved (of the reservations counted).
+    pub reserved: u64,
+    /// How long the job next in line has been ready (see [`TopicStats`]).
+    pub oldest_ready_age: Option<Duration>,
+    /// Jobs in the topic's own pool: the cluster layout's only (one pool for every topic tells
+    /// no topic's share without a scan).
+    pub waiting: Option<u64>,
+}
+
 /// The pool's counts and some ready lists' lengths: what the daemon's `/metrics` reports.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Lengths {
@@ -111,7 +123,7 @@ impl Client {
     pub async fn stats(&self) -> Result<Stats> {
         let now = self.now().await?;
         let mut topics = self.topics().await?;
-        let reserved_by_topic = self.reserved_by_topic(&topics).await?;
+        let reserved_by_topic = self.reserved_by_topic(&topics, usize::MAX).await?;
         topics.extend(reserved_by_topic.keys().cloned());
         topics.sort();
         topics.dedup();
@@ -158,6 +170,59 @@ impl Client {
         })
     }
 
+    /// What the console shows of each of `topics` beyond its lists' lengths: reserved jobs, how
+    /// long the job next in line has been ready, and in the cluster layout its jobs waiting. With
+    /// one set of reservations for every topic, only its first `scanned` are counted by topic.
+    /// A few commands a topic, never a scan of a list.
+    pub async fn details(&self, topics: &[Topic], scanned: usize) -> Result<Vec<TopicDetails>> {
+        let now = self.now().await?;
+        let reserved = self.reserved_by_topic(topics, scanned).await?;
+        let next: Vec<Option<Option<JobId>>> = self
+            .per_topic_tolerant(topics, |pipe, keys, topic| {
+                pipe.lindex(keys.ready(topic), -1);
+            })
+            .await?;
+        let oldest: BTreeMap<Topic, JobId> = topics
+            .iter()
+            .zip(next)
+            .filter_map(|(topic, next)| Some((topic.clone(), next??)))
+            .collect();
+        let ages = self.ready_ages(&oldest, now).await?;
+        let waiting: Vec<Option<u64>> = if self.per_topic() {
+            self.per_topic_tolerant(topics, |pipe, keys, _| {
+                pipe.zcard(keys.pool());
+            })
+            .await?
+        } else {
+            vec![None; topics.len()]
+        };
+        Ok(topics
+            .iter()
+            .zip(waiting)
+            .map(|(topic, waiting)| TopicDetails {
+                reserved: reserved.get(topic).copied().unwrap_or(0),
+                oldest_ready_age: ages.get(topic).copied(),
+                waiting,
+            })
+            .collect())
+    }
+
+    /// The Redis server's version (`INFO server`), if this Redis user may ask.
+    pub async fn server_version(&self) -> Result<Option<String>> {
+        let info: RedisResult<String> = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut self.connection().await?)
+            .await;
+        match info {
+            Ok(info) => Ok(info
+                .lines()
+                .find_map(|line| line.strip_prefix("redis_version:"))
+                .map(|version| version.trim().to_string())),
+            Err(error) if error.code() == Some("NOPERM") => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// Which of `topic`'s keys hold the wrong type of value, in words: its ready and dead lists,
     /// and in the cluster layout its own pool and reservations too.
     async fn wrong_keys(&self, topic: &Topic) -> Result<String> {
@@ -184,8 +249,13 @@ impl Client {
     }
 
     /// How many jobs of each topic are reserved. Reservations are few (what consumers hold right
-    /// now): with one set of them for all topics, their topics are read one by one.
-    async fn reserved_by_topic(&self, topics: &[Topic]) -> Result<HashMap<Topic, u64>> {
+    /// now): with one set of them for all topics, their topics are read one by one, of the first
+    /// `scanned` (soonest deadlines) at most.
+    async fn reserved_by_topic(
+        &self,
+        topics: &[Topic],
+        scanned: usize,
+    ) -> Result<HashMap<Topic, u64>> {
         if self.per_topic() {
             // A reservations key of the wrong type fails that topic's reserves, with its name.
             let counts: Vec<Option<u64>> = self
@@ -200,7 +270,8 @@ impl Client {
                 .collect());
         }
         let mut redis = self.connection().await?;
-        let reserved: Vec<JobId> = redis.zrange(self.keys().reserved(), 0, -1).await?;
+        let last = isize::try_from(scanned).unwrap_or(isize::MAX) - 1;
+        let reserved: Vec<JobId> = redis.zrange(self.keys().reserved(), 0, last).await?;
         let mut by_topic: HashMap<Topic, u64> = HashMap::new();
         if !reserved.is_empty() {
             let mut pipe = redis::pipe();
