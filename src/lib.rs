@@ -7,7 +7,7 @@
 //! can share one Redis without ever pushing a job twice. Consumers RPOP/BRPOP the list.
 //!
 //! The parts: [`config`] reads `delayer.conf`; `mover` is the timer loop; `redis` the pool and
-//! what Redis failures mean; `http` the job API, metrics and status page; [`cli`] the command line;
+//! what Redis failures mean; `http` the job API, metrics and the console; [`cli`] the command line;
 //! [`service`] the process plumbing (daemon, pid file, signals, logs).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -1,5 +1,5 @@
 //! What the daemon counts as it works (kept whether or not HTTP serves it: a counter costs
-//! nanoseconds a batch), in Prometheus's text format, and the figures `/healthz` and the status page
+//! nanoseconds a batch), in Prometheus's text format, and the figures `/healthz` and the console
 //! show.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry;
 
 use crate::text::escape::capped;
 
-/// How many recent move lags the status page's percentiles are taken from.
+/// How many recent move lags the console's percentiles are taken from.
 const RECENT_LAGS: usize = 10_000;
 /// The most topics with series of their own unless `[http] max_listed_topics` says otherwise.
 pub const DEFAULT_LISTED_TOPICS: usize = 500;
@@ -80,7 +80,7 @@ pub struct Metrics {
     listed: AtomicUsize,
     /// Whether a look has ended, well or not.
     looked: AtomicBool,
-    /// The last [`RECENT_LAGS`] move lags, in seconds, for the status page.
+    /// The last [`RECENT_LAGS`] move lags, in seconds, for the console.
     recent_lags: Mutex<VecDeque<f64>>,
 }
 
@@ -355,6 +355,15 @@ impl Metrics {
         counted.values().flatten().cloned().collect()
     }
 
+    /// `topic`'s counts of jobs moved and delivered again, by its counters' label (its own, or
+    /// "" with the topics beyond the first counted).
+    pub fn counts(&self, topic: &Topic) -> (String, u64, u64) {
+        let label = self.label(topic);
+        let moved = self.moved.get_or_create(&label).get();
+        let again = self.delivered_again.get_or_create(&label).get();
+        (label.topic, moved, again)
+    }
+
     /// The median, 99th percentile and maximum of the recent move lags, in seconds.
     pub fn recent_lag_percentiles(&self) -> Option<(f64, f64, f64)> {
         let mut lags: Vec<f64> = self
@@ -515,6 +524,10 @@ pub struct Census {
     pub oldest_ready_age: Vec<(String, f64)>,
     /// Every paused topic, as labels name them, by name.
     pub paused: BTreeSet<String>,
+    /// What the console shows of the listed topics besides, in the same order.
+    pub details: Vec<delayer_client::TopicDetails>,
+    /// The Redis server's version, when this Redis user may ask.
+    pub redis_version: Option<String>,
     /// When the read began (unix time).
     pub read_at: f64,
 }

@@ -1,5 +1,5 @@
 //! The HTTP server over real HTTP, beside a real redis-server: go-delay-queue's job API and ours,
-//! bad requests, /metrics, /healthz and the status page.
+//! bad requests, /metrics, /healthz and the console's overview (the console itself: tests/console.rs).
 
 mod support;
 
@@ -699,7 +699,7 @@ async fn healthz_says_503_while_redis_is_stopped_and_200_after() {
 }
 
 #[tokio::test]
-async fn the_status_page_renders_the_topics_escaped() {
+async fn the_console_overview_renders_the_topics_escaped() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let (daemon, _logs, http) = serving(&server, "page", "");
@@ -724,7 +724,7 @@ async fn the_status_page_renders_the_topics_escaped() {
     );
     assert!(
         page.body
-            .contains("<td>order.close</td><td class=\"n\">1</td>"),
+            .contains("order.close</a></td><td class=\"n\">—</td><td class=\"n\">1</td>"),
         "{}",
         page.body
     );
@@ -946,7 +946,8 @@ async fn a_due_time_beyond_the_calendar_is_answered() {
     let page = request(&http, "GET", "/", &[], b"");
     assert_eq!(page.status, 200);
     assert!(
-        page.body.contains("Next due: unix 1000000000000000"),
+        page.body
+            .contains("<dt>next due</dt><dd>unix 1000000000000000</dd>"),
         "{}",
         page.body
     );
@@ -1055,7 +1056,7 @@ async fn a_body_at_the_limit_is_taken_however_its_json_escapes_it() {
 }
 
 #[tokio::test]
-async fn metrics_and_the_status_page_stay_small_and_are_read_once_for_all_scrapers_however_many_topics()
+async fn metrics_and_the_console_overview_stay_small_and_are_read_once_for_all_scrapers_however_many_topics()
  {
     const TOPICS: usize = 20_000;
     const LISTED: usize = 20;

@@ -1,7 +1,7 @@
 //! Ids and topics that are not UTF-8, as the PHP and Go clients can write them (their strings are
 //! bytes): moved by the daemon and logged escaped, taken over HTTP and from the command line
 //! without a byte lost, each named back by its bytes in base64, and listed escaped by /metrics
-//! and the status page.
+//! and the console.
 
 mod support;
 
@@ -283,5 +283,17 @@ async fn metrics_and_the_status_page_list_them_escaped() {
     for topic in [r"&quot;t\xff&quot;", r"&quot;u\xfe&quot;"] {
         assert!(page.body.contains(topic), "{topic}: {}", page.body);
     }
+    // The console links to its page by the base64 of its bytes.
+    let link = "/topic?base64=dP8%3D";
+    assert!(page.body.contains(link), "{}", page.body);
+    let topic_page = request(&http, "GET", link, &[], b"");
+    assert_eq!(topic_page.status, 200, "{}", topic_page.body);
+    assert!(
+        topic_page
+            .body
+            .contains(r"<h1>Topic &quot;t\xff&quot;</h1>"),
+        "{}",
+        topic_page.body
+    );
     daemon.stop();
 }

@@ -373,7 +373,7 @@ pub(super) const KEYS: &[Key] = &[
         section: "http",
         name: "listen",
         default: "",
-        doc: "address and port of the job API, /metrics, /healthz and the status page",
+        doc: "address and port of the job API, /metrics, /healthz and the console",
         secret: false,
         set: |config, raw| {
             let listen: SocketAddr = raw.parse().map_err(|_| {
@@ -395,7 +395,7 @@ pub(super) const KEYS: &[Key] = &[
         section: "http",
         name: "token",
         default: "",
-        doc: "the job API wants Authorization: Bearer <token>; leave the key out for an open API",
+        doc: "the job API wants Authorization: Bearer <token>, the console a login; leave out for open access",
         secret: true,
         set: |config, raw| match &mut config.http {
             Some(http) => assign(&mut http.token, Ok(Some(raw.to_string()))),
@@ -408,7 +408,7 @@ pub(super) const KEYS: &[Key] = &[
         section: "http",
         name: "max_listed_topics",
         default: "500",
-        doc: "most topics /metrics and the status page name one by one; the others are summed",
+        doc: "most topics /metrics and the console name one by one; the others are summed",
         secret: false,
         set: |config, raw| match &mut config.http {
             Some(http) => assign(&mut http.max_listed_topics, number(raw, 0..=100_000)),

@@ -1,4 +1,4 @@
-//! What Redis holds, for `/metrics` and the status page: the pool's counts and every ready list's
+//! What Redis holds, for `/metrics` and the console: the pool's counts and every ready list's
 //! length, read over the registry a slice at a time, at most [`TOPICS_PER_SECOND`], keeping the
 //! topics with the most ready jobs and the sums of the others. However many topics there are, a
 //! census asks Redis for as much a second and keeps as much in memory.
@@ -14,6 +14,9 @@ use tokio::time::Instant;
 use crate::metrics::Census;
 use crate::text::escape::capped;
 
+/// The reservations counted by topic for the listed topics (with one set of them for every
+/// topic): those due back soonest.
+pub const RESERVATIONS_COUNTED: usize = 1000;
 /// Topics asked for in one SSCAN, and whose ready lists are read in one pipeline.
 const SLICE: usize = 1000;
 /// The most topics read a second: 200,000 topics take 4 s, and Redis spends a few ms a second.
@@ -62,6 +65,10 @@ pub async fn take(
         .zip(&census.listed)
         .filter_map(|(topic, (name, _))| Some((name.clone(), ages.get(topic)?.as_secs_f64())))
         .collect();
+    census.details = client
+        .details(&census.listed_topics, RESERVATIONS_COUNTED)
+        .await?;
+    census.redis_version = client.server_version().await?;
     Ok(census)
 }
 

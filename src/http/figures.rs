@@ -1,4 +1,4 @@
-//! The figures `/metrics` and the status page show, computed once for all their readers: one
+//! The figures `/metrics` and the console show, computed once for all their readers: one
 //! census of Redis at a time, taken when the last is over a second old, and each page's text
 //! made at most once a second or census. A thousand scrapers cost what one does.
 
@@ -114,7 +114,7 @@ impl Figures {
                     error: None,
                 }
             }
-            // The status page keeps the last census; `/metrics` leaves the holdings out.
+            // The console keeps the last census; `/metrics` leaves the holdings out.
             Err(error) => Reading {
                 generation,
                 at: Some(Instant::now()),
@@ -134,7 +134,7 @@ impl Figures {
         page(slot, reading, || self.metrics.encode(holdings, format))
     }
 
-    /// The status page's text as of `reading`, made by `make`.
+    /// The console's text as of `reading`, made by `make`.
     pub fn status_page(&self, reading: &Reading, make: impl FnOnce() -> String) -> Bytes {
         page(&self.status_page, reading, make)
     }

@@ -1,8 +1,9 @@
 //! The HTTP server (`[http]`): go-delay-queue's job API and ours, Prometheus metrics, a health
-//! check and a status page, served beside the mover on threads of its own and stopped with it
+//! check and the console, served beside the mover on threads of its own and stopped with it
 //! (requests in flight finish).
 
 mod census;
+mod console;
 mod figures;
 mod jobs;
 mod pages;
@@ -42,9 +43,10 @@ const THREADS: usize = 2;
 pub struct HttpSettings {
     /// `listen`: the address and port to serve on.
     pub listen: SocketAddr,
-    /// `token`: when set, the job API wants `Authorization: Bearer <token>`.
+    /// `token`: when set, the job API wants `Authorization: Bearer <token>`, and the console a
+    /// login with it to show bodies and act.
     pub token: Option<String>,
-    /// `max_listed_topics`: the most topics `/metrics` and the status page name one by one.
+    /// `max_listed_topics`: the most topics `/metrics` and the console name one by one.
     pub max_listed_topics: usize,
 }
 
@@ -58,11 +60,12 @@ pub struct Http {
 struct AppState {
     client: Client,
     metrics: Arc<Metrics>,
-    /// What `/metrics` and the status page show, shared by their readers.
+    /// What `/metrics` and the console show, shared by their readers.
     figures: Arc<Figures>,
     token: Option<String>,
     timer_interval: Duration,
     redis_address: String,
+    console: console::Console,
     /// Cancelled when a stop begins: waits for jobs end early, so that a stop never waits them out.
     stopping: CancellationToken,
 }
@@ -88,6 +91,7 @@ impl Http {
                 figures: Arc::new(Figures::new(client.clone(), metrics.clone())),
                 client,
                 metrics,
+                console: console::Console::new(settings.token.as_deref()),
                 token: settings.token.clone(),
                 timer_interval,
                 redis_address,
@@ -110,7 +114,7 @@ impl Http {
             let listener = tokio::net::TcpListener::from_std(self.listener)?;
             let address = listener.local_addr()?;
             info!(
-                "Serving HTTP on http://{address}: the job API, /metrics, /healthz, and a status page at /"
+                "Serving HTTP on http://{address}: the job API, /metrics, /healthz, and the console at /"
             );
             let stopping = self.state.stopping.clone();
             let router = router(self.state);
@@ -152,7 +156,7 @@ fn router(state: Arc<AppState>) -> Router {
         .nest("/delay-queue/api/jobs", jobs)
         .route("/metrics", get(pages::metrics))
         .route("/healthz", get(pages::healthz))
-        .route("/", get(pages::status))
+        .merge(console::routes())
         .method_not_allowed_fallback(jobs::no_such_method)
         .fallback(jobs::no_such_path)
         .layer(DefaultBodyLimit::max(request_limit))

@@ -1,0 +1,505 @@
+//! The console at `/`: an overview of Redis, this daemon and every listed topic; a page per topic
+//! with its ready, reserved and dead jobs a window at a time; a page per job; and actions on dead
+//! and waiting jobs. Server-rendered HTML (see `views`), guarded as `session` says; every page
+//! carries a Content-Security-Policy that allows no script and nothing from another host.
+
+mod rates;
+mod session;
+mod views;
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::header::{
+    AUTHORIZATION, CACHE_CONTROL, CONTENT_SECURITY_POLICY, COOKIE, LOCATION, REFERRER_POLICY,
+    SET_COOKIE, X_CONTENT_TYPE_OPTIONS,
+};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine;
+use delayer_client::keys::{Names, Placement};
+use delayer_client::{Error, Removed, Topic};
+use maud::{Markup, PreEscaped, html};
+use tokio::time::Instant;
+
+use super::AppState;
+use super::census::RESERVATIONS_COUNTED;
+use super::figures::Reading;
+use super::jobs::{bearer, named, same, status_of};
+use rates::{Counts, Rates};
+use session::Guard;
+use views::Viewer;
+
+/// Jobs a topic's page shows of each list at a time.
+const PAGE: usize = 50;
+
+/// The console's own state.
+pub struct Console {
+    guard: Guard,
+    rates: Rates,
+    started: Instant,
+}
+
+impl Console {
+    pub fn new(token: Option<&str>) -> Console {
+        let started = Instant::now();
+        Console {
+            guard: Guard::new(token),
+            rates: Rates::new(started),
+            started,
+        }
+    }
+}
+
+pub(super) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/", get(overview))
+        .route("/topic", get(topic))
+        .route("/job", get(job))
+        .route("/login", get(login_form).post(login))
+        .route("/logout", post(logout))
+        .route("/actions/requeue", post(requeue))
+        .route("/actions/delete", post(delete))
+        .route("/actions/remove", post(remove))
+}
+
+/// No script at all, styles by the hash of the one style sheet, forms to this host only, and no
+/// framing (a page of another site cannot overlay ours to steal clicks).
+static POLICY: LazyLock<String> = LazyLock::new(|| {
+    let hash = ring::digest::digest(&ring::digest::SHA256, views::STYLE.as_bytes());
+    let hash = base64::engine::general_purpose::STANDARD.encode(hash.as_ref());
+    format!(
+        "default-src 'none'; style-src 'sha256-{hash}'; form-action 'self'; \
+         frame-ancestors 'none'; base-uri 'none'"
+    )
+});
+
+/// A page, with the headers every page has: the policy, no sniffing, no referrer (ids are in
+/// the links), no caching (bodies are on some pages).
+fn respond(status: StatusCode, markup: Markup) -> Response {
+    let headers = [
+        (CONTENT_SECURITY_POLICY, POLICY.as_str()),
+        (X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (REFERRER_POLICY, "no-referrer"),
+        (CACHE_CONTROL, "no-store"),
+    ];
+    (status, headers, Html(markup.into_string())).into_response()
+}
+
+/// A page of problem `message` (status `status`) with a link back.
+fn problem(status: StatusCode, viewer: &Viewer, message: &str, back: &str) -> Response {
+    let main = views::problem(message, back);
+    respond(status, views::page("Problem", viewer, None, false, main))
+}
+
+/// Who is asking, and their session's cookie value ("" when none).
+fn viewer(state: &AppState, headers: &HeaderMap) -> (Viewer, String) {
+    let guard = &state.console.guard;
+    let session = headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find_map(|value| session::cookie(value, session::COOKIE))
+        .filter(|value| guard.valid(value, unix_seconds()))
+        .unwrap_or_default()
+        .to_string();
+    let authorized = !guard.guarded() || !session.is_empty() || bearer_ok(state, headers);
+    let viewer = Viewer {
+        guarded: guard.guarded(),
+        authorized,
+        form_token: guard.form_token(&session),
+    };
+    (viewer, session)
+}
+
+/// Whether the request carries `Authorization: Bearer <token>`, as the job API takes it.
+fn bearer_ok(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(token) = &state.token else {
+        return false;
+    };
+    headers
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(bearer)
+        .is_some_and(|given| same(given.as_bytes(), token.as_bytes()))
+}
+
+fn unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
+
+/// The fields of a query or a form.
+fn fields(encoded: &[u8]) -> HashMap<String, String> {
+    form_urlencoded::parse(encoded).into_owned().collect()
+}
+
+/// What the action before this page did, from its redirect's `done` (a word, not text: a link
+/// cannot make the page say anything else).
+fn said(fields: &HashMap<String, String>) -> Option<String> {
+    let count = fields
+        .get("count")
+        .and_then(|count| count.parse::<u64>().ok());
+    Some(match fields.get("done")?.as_str() {
+        "requeued" => "The job is back in the pool, due now.".into(),
+        "requeued-all" => format!(
+            "{} dead jobs are back in the pool, due now.",
+            count.unwrap_or(0)
+        ),
+        "deleted" => "The dead job is deleted.".into(),
+        "stale" => "That entry was stale (the job was pushed again since, or its data expired): \
+                    it is off the dead list, and nothing else changed."
+            .into(),
+        "removed" => "The job is removed.".into(),
+        _ => return None,
+    })
+}
+
+/// A topic or an id named by `text_name` or `base64_name` among `fields`.
+fn name_in(
+    fields: &mut HashMap<String, String>,
+    text_name: &str,
+    base64_name: &str,
+) -> Result<Vec<u8>, String> {
+    let text = fields.remove(text_name);
+    let encoded = fields.remove(base64_name);
+    named((text_name, text), (base64_name, encoded))?
+        .filter(|name| !name.is_empty())
+        .ok_or_else(|| format!("give {text_name} (or {base64_name})"))
+}
+
+async fn overview(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
+    let (viewer, _) = viewer(&state, &headers);
+    let reading = state.figures.reading().await;
+    let figures = state
+        .figures
+        .status_page(&reading, || overview_figures(&state, &reading));
+    let health = super::pages::health(&state);
+    let main = html! {
+        @match &health {
+            Ok(fine) => p { (fine) },
+            Err(trouble) => p.bad { (trouble) },
+        }
+        (PreEscaped(String::from_utf8_lossy(&figures)))
+    };
+    let said = said(&fields(uri.query().unwrap_or_default().as_bytes()));
+    respond(
+        StatusCode::OK,
+        views::page("Overview", &viewer, said.as_deref(), true, main),
+    )
+}
+
+/// The overview below its health line, as of `reading`.
+fn overview_figures(state: &AppState, reading: &Reading) -> String {
+    let census = reading.census.as_deref();
+    let now = Instant::now();
+    let listed = census.map_or(&[][..], |census| &census.listed_topics);
+    let counted: Vec<(String, u64, u64)> = listed
+        .iter()
+        .map(|topic| state.metrics.counts(topic))
+        .collect();
+    let counts: Counts = counted
+        .iter()
+        .map(|(label, moved, again)| (label.clone(), (*moved, *again)))
+        .collect();
+    let per_minute = state.console.rates.per_minute(now, counts);
+    let layout = state.client.settings().layout;
+    let layout = match (layout.names, layout.placement) {
+        (_, Placement::PerTopic) => "cluster (each topic's keys in a slot of their own)",
+        (Names::Legacy, Placement::Shared) => "legacy (delayer:job_pool)",
+        (Names::Jop, Placement::Shared) => "jop (delayer:jop_pool, the earliest Delayer's)",
+    };
+    let overview = views::Overview {
+        redis_address: &state.redis_address,
+        redis_version: census.and_then(|census| census.redis_version.as_deref()),
+        redis_error: reading.error.as_deref(),
+        version: env!("CARGO_PKG_VERSION"),
+        uptime: now.duration_since(state.console.started),
+        layout,
+        census,
+        lag: state.metrics.recent_lag_percentiles(),
+        // A label shared by the topics beyond the first counted tells no one topic's rate.
+        rates: counted
+            .iter()
+            .map(|(label, _, _)| per_minute.get(label).copied().filter(|_| !label.is_empty()))
+            .collect(),
+        listed_most: state.metrics.listed(),
+        reservations_counted: RESERVATIONS_COUNTED,
+    };
+    views::overview(&overview).into_string()
+}
+
+async fn topic(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
+    let (viewer, _) = viewer(&state, &headers);
+    let mut fields = fields(uri.query().unwrap_or_default().as_bytes());
+    let topic = match name_in(&mut fields, "name", "base64") {
+        Ok(topic) => Topic::from(topic),
+        Err(wrong) => return problem(StatusCode::BAD_REQUEST, &viewer, &wrong, "/"),
+    };
+    let skip = |list: &str| fields.get(list).and_then(|n| n.parse().ok()).unwrap_or(0);
+    match topic_page(
+        &state,
+        &topic,
+        [skip("ready"), skip("reserved"), skip("dead")],
+    )
+    .await
+    {
+        Ok(page) => {
+            let title = format!("Topic {}", crate::text::escape::capped(&topic));
+            let main = views::topic(&page, &viewer);
+            let said = said(&fields);
+            respond(
+                StatusCode::OK,
+                views::page(&title, &viewer, said.as_deref(), false, main),
+            )
+        }
+        Err(error) => problem(status_of(&error), &viewer, &error.to_string(), "/"),
+    }
+}
+
+/// A topic's figures and one window of each of its lists, skipping `[ready, reserved, dead]`.
+async fn topic_page<'a>(
+    state: &AppState,
+    topic: &'a Topic,
+    [ready, reserved, dead]: [usize; 3],
+) -> delayer_client::Result<views::TopicPage<'a>> {
+    let client = &state.client;
+    let topics = std::slice::from_ref(topic);
+    let lengths = client.lengths(topics).await?;
+    let details = client
+        .details(topics, RESERVATIONS_COUNTED)
+        .await?
+        .pop()
+        .unwrap_or_default();
+    let undated = |ids: Vec<delayer_client::JobId>| ids.into_iter().map(|id| (id, None)).collect();
+    let windows = vec![
+        views::Window {
+            list: "ready",
+            total: lengths.ready.first().map_or(0, |(_, n)| *n),
+            skip: ready,
+            ids: undated(client.ready_window(topic, ready, PAGE).await?),
+        },
+        views::Window {
+            list: "reserved",
+            total: details.reserved,
+            skip: reserved,
+            ids: client
+                .reserved_window(topic, reserved, PAGE, RESERVATIONS_COUNTED)
+                .await?,
+        },
+        views::Window {
+            list: "dead",
+            total: lengths.dead.first().map_or(0, |(_, n)| *n),
+            skip: dead,
+            ids: undated(client.dead_window(topic, dead, PAGE).await?),
+        },
+    ];
+    Ok(views::TopicPage {
+        topic,
+        details,
+        windows,
+        page_size: PAGE,
+    })
+}
+
+async fn job(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
+    let (viewer, _) = viewer(&state, &headers);
+    let mut fields = fields(uri.query().unwrap_or_default().as_bytes());
+    let id = match name_in(&mut fields, "id", "id_base64") {
+        Ok(id) => id,
+        Err(wrong) => return problem(StatusCode::BAD_REQUEST, &viewer, &wrong, "/"),
+    };
+    match state.client.get(&id).await {
+        Ok(info) => {
+            let title = format!("Job {}", crate::text::escape::capped(&id));
+            let said = said(&fields);
+            let main = views::job(&info, &viewer);
+            respond(
+                StatusCode::OK,
+                views::page(&title, &viewer, said.as_deref(), false, main),
+            )
+        }
+        Err(error) => problem(status_of(&error), &viewer, &error.to_string(), "/"),
+    }
+}
+
+async fn login_form(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
+    let (viewer, _) = viewer(&state, &headers);
+    let next = fields(uri.query().unwrap_or_default().as_bytes())
+        .remove("next")
+        .unwrap_or_else(|| "/".into());
+    let main = views::login(&next, false);
+    respond(
+        StatusCode::OK,
+        views::page("Log in", &viewer, None, false, main),
+    )
+}
+
+/// A path on this host to go on to: `next` when it is one, else `/` (never another site).
+fn local(next: Option<&String>) -> String {
+    match next {
+        Some(next) if next.starts_with('/') && !next.starts_with("//") && !next.contains('\\') => {
+            next.clone()
+        }
+        _ => "/".into(),
+    }
+}
+
+/// A 303 to `location`, with `cookie` set if given.
+fn see_other(location: &str, cookie: Option<String>) -> Response {
+    let mut response = (StatusCode::SEE_OTHER, [(LOCATION, location.to_string())]).into_response();
+    if let Some(cookie) = cookie.and_then(|cookie| cookie.parse().ok()) {
+        response.headers_mut().insert(SET_COOKIE, cookie);
+    }
+    response
+}
+
+async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let (viewer, _) = viewer(&state, &headers);
+    let fields = fields(&body);
+    let next = local(fields.get("next"));
+    let Some(token) = &state.token else {
+        return see_other(&next, None);
+    };
+    let given = fields.get("token").map_or("", String::as_str);
+    if !same(given.as_bytes(), token.as_bytes()) {
+        let main = views::login(&next, true);
+        return respond(
+            StatusCode::UNAUTHORIZED,
+            views::page("Log in", &viewer, None, false, main),
+        );
+    }
+    let expires = unix_seconds() + session::LIFETIME.as_secs();
+    let value = state.console.guard.session(expires).unwrap_or_default();
+    let cookie = format!(
+        "{}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        session::COOKIE,
+        session::LIFETIME.as_secs()
+    );
+    see_other(&next, Some(cookie))
+}
+
+async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err((status, message, back)) = allowed(&state, &headers, &body) {
+        return problem(status, &viewer(&state, &headers).0, message, back);
+    }
+    let cookie = format!(
+        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
+        session::COOKIE
+    );
+    see_other("/", Some(cookie))
+}
+
+/// Why an action is refused: its status, what to say, where to go from there.
+type Refusal = (StatusCode, &'static str, &'static str);
+
+/// An action's form, if it may act: with `[http] token` set, from a session (or with the token
+/// as a Bearer header); and, unless it has the Bearer header, with its session's form token.
+fn allowed(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<HashMap<String, String>, Refusal> {
+    let (viewer, session) = viewer(state, headers);
+    let fields = fields(body);
+    if !viewer.authorized {
+        let message = "Log in first: with [http] token set, actions need it.";
+        return Err((StatusCode::UNAUTHORIZED, message, "/login"));
+    }
+    let given = fields.get("form_token").map_or("", String::as_str);
+    if !bearer_ok(state, headers) && !state.console.guard.form_token_is(&session, given) {
+        let message = "This form did not come from this console's pages (or its session ended): \
+                       open the page again and retry.";
+        return Err((StatusCode::FORBIDDEN, message, "/"));
+    }
+    Ok(fields)
+}
+
+/// Runs an action allowed by [`allowed`]: its answer, or a page saying what went wrong.
+async fn act<F>(state: &AppState, headers: &HeaderMap, body: &[u8], action: F) -> Response
+where
+    F: AsyncFnOnce(HashMap<String, String>) -> Result<String, (StatusCode, String)>,
+{
+    let viewer = || viewer(state, headers).0;
+    let fields = match allowed(state, headers, body) {
+        Ok(fields) => fields,
+        Err((status, message, back)) => return problem(status, &viewer(), message, back),
+    };
+    match action(fields).await {
+        Ok(location) => see_other(&location, None),
+        Err((status, message)) => problem(status, &viewer(), &message, "/"),
+    }
+}
+
+/// A client's error as an action's failure.
+fn failed(error: Error) -> (StatusCode, String) {
+    (status_of(&error), error.to_string())
+}
+
+fn bad(wrong: String) -> (StatusCode, String) {
+    (StatusCode::BAD_REQUEST, wrong)
+}
+
+/// Requeues one dead job (`id` given) or all of a topic's.
+async fn requeue(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    act(&state, &headers, &body, async |mut fields| {
+        let topic = name_in(&mut fields, "topic", "topic_base64").map_err(bad)?;
+        let page = format!("/topic?{}", views::query("name", "base64", &topic));
+        if fields.contains_key("id") || fields.contains_key("id_base64") {
+            let id = name_in(&mut fields, "id", "id_base64").map_err(bad)?;
+            let fresh = state
+                .client
+                .requeue_dead_job(&topic, &id)
+                .await
+                .map_err(failed)?;
+            Ok(format!(
+                "{page}&done={}",
+                if fresh { "requeued" } else { "stale" }
+            ))
+        } else {
+            let count = state.client.requeue_dead(&topic).await.map_err(failed)?;
+            Ok(format!("{page}&done=requeued-all&count={count}"))
+        }
+    })
+    .await
+}
+
+/// Deletes one dead job.
+async fn delete(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    act(&state, &headers, &body, async |mut fields| {
+        let topic = name_in(&mut fields, "topic", "topic_base64").map_err(bad)?;
+        let id = name_in(&mut fields, "id", "id_base64").map_err(bad)?;
+        let fresh = state
+            .client
+            .delete_dead_job(&topic, &id)
+            .await
+            .map_err(failed)?;
+        let page = views::query("name", "base64", &topic);
+        Ok(format!(
+            "/topic?{page}&done={}",
+            if fresh { "deleted" } else { "stale" }
+        ))
+    })
+    .await
+}
+
+/// Removes a waiting (or ready) job, as the job API's `remove` does.
+async fn remove(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    act(&state, &headers, &body, async |mut fields| {
+        let id = name_in(&mut fields, "id", "id_base64").map_err(bad)?;
+        match state.client.remove(&id).await.map_err(failed)? {
+            Removed::Waiting | Removed::Due => Ok(format!(
+                "/job?{}&done=removed",
+                views::query("id", "id_base64", &id)
+            )),
+            Removed::Unknown => Err(failed(Error::UnknownJob(id.into()))),
+        }
+    })
+    .await
+}

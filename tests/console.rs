@@ -1,0 +1,329 @@
+//! The console at `/` in a real browser (Debian's headless `chromium`, which `scripts/test`
+//! installs) and over plain HTTP, beside a real daemon and redis-server: the pages show what Redis
+//! holds, escaped; an action from a page's form changes Redis; and with `[http] token` set,
+//! nothing acts or shows a body without it.
+//!
+//! With `DELAYER_SCREENSHOTS=DIR` set, the browser test also saves the pages as PNGs in DIR (the
+//! pictures in docs/ come from there).
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use delayer_client::keys::{JOB_POOL, dead_queue, job_bucket};
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::{Client, Nacked, Settings};
+use support::http_client::{Answer, request, serving};
+use support::legacy_client::{self, Message};
+use support::{RedisServer, wait_for_ready};
+
+/// The topic whose name is markup.
+const MARKUP: &str = "<img src=x onerror=alert(1)>";
+
+/// Makes `ids` dead jobs of `topic`, as a consumer whose every attempt fails makes them.
+async fn dead_jobs(server: &RedisServer, redis: &MultiplexedConnection, topic: &str, ids: &[&str]) {
+    let settings = Settings {
+        max_attempts: 1,
+        ..Settings::default()
+    };
+    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    for id in ids {
+        client
+            .push(topic, format!("body of {id}"))
+            .id(*id)
+            .await
+            .unwrap();
+    }
+    wait_for_ready(redis, topic, ids.len()).await;
+    for _ in ids {
+        let ttr = Duration::from_secs(30);
+        let job = client
+            .reserve(&[topic], ttr, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            client.nack(&job, Duration::ZERO).await.unwrap(),
+            Nacked::Dead
+        );
+    }
+}
+
+/// What Chromium makes of `url` (`--dump-dom`), or with `screenshot` a PNG of it there.
+fn chromium(dir: &Path, url: &str, screenshot: Option<&Path>) -> String {
+    let mut command = Command::new("chromium");
+    command
+        .args([
+            "--headless",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--no-first-run",
+        ])
+        // As root (CI), Chromium runs only without its sandbox; it opens our own pages alone.
+        .arg("--no-sandbox")
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.join("chromium").display()
+        ))
+        .arg("--window-size=1100,760");
+    match screenshot {
+        Some(path) => command.arg(format!("--screenshot={}", path.display())),
+        None => command.arg("--dump-dom"),
+    };
+    let mut child = command
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run chromium (scripts/test installs Debian's chromium)");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("chromium took over 60 s on {url}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut dom = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut dom).unwrap();
+    dom
+}
+
+/// The texts of the cells after the first of the table row whose first cell names `topic` (as the
+/// page shows it).
+fn row(dom: &str, topic: &str) -> Vec<String> {
+    let start = dom
+        .find(&format!(">{topic}</a></td>"))
+        .unwrap_or_else(|| panic!("no row for {topic}: {dom}"));
+    let end = start + dom[start..].find("</tr>").unwrap();
+    dom[start..end]
+        .split("<td")
+        .skip(1)
+        .map(|cell| {
+            let text = &cell[cell.find('>').unwrap() + 1..];
+            text[..text.find("</td>").unwrap()].to_string()
+        })
+        .collect()
+}
+
+/// The value of the first hidden field `name` in `page`.
+fn field<'a>(page: &'a str, name: &str) -> &'a str {
+    let at = page
+        .find(&format!("name=\"{name}\" value=\""))
+        .unwrap_or_else(|| panic!("no field {name}: {page}"));
+    let value = &page[at + name.len() + 15..];
+    &value[..value.find('"').unwrap()]
+}
+
+/// A POST of an HTML form (`fields` already encoded).
+fn submit(http: &str, path: &str, fields: &str, headers: &[(&str, &str)]) -> Answer {
+    let mut headers = headers.to_vec();
+    headers.push(("Content-Type", "application/x-www-form-urlencoded"));
+    request(http, "POST", path, &headers, fields.as_bytes())
+}
+
+async fn dead_ids(redis: &mut MultiplexedConnection, topic: &str) -> Vec<String> {
+    redis.lrange(dead_queue(topic), 0, -1).await.unwrap()
+}
+
+#[tokio::test]
+async fn the_pages_in_a_browser_show_the_topics_escaped_and_a_requeue_from_a_page_moves_the_job() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "console", "");
+    for (id, topic) in [("o1", "order.close"), ("o2", "order.close"), ("x", MARKUP)] {
+        let message = Message {
+            id: id.into(),
+            topic: topic.into(),
+            body: format!("{{\"order\": \"{id}\"}}"),
+        };
+        legacy_client::push(&mut redis, &message, 0).await.unwrap();
+    }
+    wait_for_ready(&redis, MARKUP, 1).await;
+    dead_jobs(&server, &redis, "mail.send", &["m1", "m2"]).await;
+    wait_for_ready(&redis, "order.close", 2).await;
+    let url = |path: &str| format!("http://{http}{path}");
+    let dir = server.dir();
+
+    // The overview: topic, waiting (—: one pool), ready, reserved, dead, then age and rates.
+    let overview = chromium(dir, &url("/"), None);
+    assert_eq!(
+        row(&overview, "order.close")[..4],
+        ["—", "2", "0", "0"],
+        "{overview}"
+    );
+    assert_eq!(
+        row(&overview, "mail.send")[..4],
+        ["—", "0", "0", "2"],
+        "{overview}"
+    );
+    assert!(
+        overview.contains("anyone who can reach this port can"),
+        "{overview}"
+    );
+    // The topic named with markup is text: escaped in the DOM, and no img element anywhere.
+    let escaped = "&lt;img src=x onerror=alert(1)&gt;";
+    assert_eq!(row(&overview, escaped)[1], "1", "{overview}");
+    let markup_topic = url("/topic?name=%3Cimg+src%3Dx+onerror%3Dalert%281%29%3E");
+    let markup_page = chromium(dir, &markup_topic, None);
+    for page in [&overview, &markup_page] {
+        assert!(!page.contains("<img"), "{page}");
+    }
+    assert!(
+        markup_page.contains(&format!("<h1>Topic {escaped}</h1>")),
+        "{markup_page}"
+    );
+
+    // The topic's page has a requeue form for each dead job: sent as the browser sends it.
+    let topic_page = chromium(dir, &url("/topic?name=mail.send"), None);
+    let form = topic_page
+        .find("action=\"/actions/requeue\"><input type=\"hidden\" name=\"form_token\"")
+        .expect("a requeue form");
+    assert!(
+        topic_page[form..].contains("name=\"id\" value=\"m1\""),
+        "{topic_page}"
+    );
+    let token = field(&topic_page, "form_token");
+    let fields = format!("form_token={token}&topic=mail.send&id=m1");
+    let requeued = submit(&http, "/actions/requeue", &fields, &[]);
+    assert_eq!(requeued.status, 303, "{}", requeued.body);
+    let back = requeued.header("location").unwrap();
+    assert_eq!(back, "/topic?name=mail.send&done=requeued");
+    assert_eq!(dead_ids(&mut redis, "mail.send").await, ["m2"]);
+    let attempts: Option<String> = redis.hget(job_bucket("m1"), "attempts").await.unwrap();
+    assert_eq!(attempts, None, "counted afresh");
+    let said = chromium(dir, &url(back), None);
+    assert!(
+        said.contains("The job is back in the pool, due now."),
+        "{said}"
+    );
+    // Moved again by the daemon: ready once more.
+    wait_for_ready(&redis, "mail.send", 1).await;
+
+    // The job's page: state, topic, attempts and the body, escaped.
+    let job_page = chromium(dir, &url("/job?id=x"), None);
+    assert!(
+        job_page.contains("<pre>{\"order\": \"x\"}</pre>"),
+        "{job_page}"
+    );
+    assert!(job_page.contains("<dd>ready</dd>"), "{job_page}");
+    assert!(!job_page.contains("<img"), "{job_page}");
+
+    if let Some(shots) = std::env::var_os("DELAYER_SCREENSHOTS") {
+        let shots = Path::new(&shots);
+        for (name, path) in [
+            ("console-overview.png", "/"),
+            ("console-topic.png", "/topic?name=mail.send"),
+            ("console-job.png", "/job?id=m2"),
+        ] {
+            chromium(dir, &url(path), Some(&shots.join(name)));
+        }
+    }
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn with_a_token_every_action_and_every_body_wants_a_login_and_a_form_of_the_console() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "guarded", "token = s3cret");
+    dead_jobs(&server, &redis, "t", &["d1", "d2"]).await;
+    let requeue = "topic=t&id=d1";
+
+    // Pages name the topics to anyone (as /metrics does), but a body only after a login.
+    let overview = request(&http, "GET", "/", &[], b"");
+    assert_eq!(overview.status, 200);
+    let policy = overview.header("content-security-policy").unwrap();
+    assert!(
+        policy.starts_with("default-src 'none'; style-src 'sha256-"),
+        "{policy}"
+    );
+    assert!(!overview.body.contains("anyone who can reach this port"));
+    let job = request(&http, "GET", "/job?id=d1", &[], b"");
+    assert!(
+        !job.body.contains("body of d1") && job.body.contains("Log in"),
+        "{}",
+        job.body
+    );
+    assert!(!job.body.contains("/actions/"), "no forms: {}", job.body);
+
+    // Refused, and nothing changes: no session, a forged session, a form token without one.
+    let forged = [("Cookie", "delayer_session=9999999999.00ff")];
+    for (headers, fields) in [
+        (&[][..], requeue.to_string()),
+        (&forged[..], requeue.to_string()),
+        (&[][..], format!("{requeue}&form_token=00ff")),
+    ] {
+        let refused = submit(&http, "/actions/requeue", &fields, headers);
+        assert_eq!(refused.status, 401, "{headers:?}: {}", refused.body);
+    }
+    let wrong = submit(&http, "/login", "token=guess&next=/", &[]);
+    assert_eq!((wrong.status, wrong.header("set-cookie")), (401, None));
+    assert_eq!(dead_ids(&mut redis, "t").await, ["d2", "d1"]);
+    let pooled: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert_eq!(pooled, 0);
+
+    // A login sets a strict cookie; with it the body shows, and forms carry a form token.
+    let login = submit(&http, "/login", "token=s3cret&next=%2Fjob%3Fid%3Dd1", &[]);
+    assert_eq!(login.status, 303, "{}", login.body);
+    assert_eq!(login.header("location"), Some("/job?id=d1"));
+    let cookie = login.header("set-cookie").unwrap();
+    for part in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
+    let session = cookie.split(';').next().unwrap();
+    let with_session = [("Cookie", session)];
+    let job = request(&http, "GET", "/job?id=d1", &with_session, b"");
+    assert!(job.body.contains("<pre>body of d1</pre>"), "{}", job.body);
+    let token = field(&job.body, "form_token").to_string();
+
+    // The session alone is not enough (a page of another site could have sent it): the form's
+    // token must come too.
+    let no_token = submit(&http, "/actions/requeue", requeue, &with_session);
+    assert_eq!(no_token.status, 403, "{}", no_token.body);
+    assert_eq!(dead_ids(&mut redis, "t").await, ["d2", "d1"]);
+
+    let fields = format!("{requeue}&form_token={token}");
+    let requeued = submit(&http, "/actions/requeue", &fields, &with_session);
+    assert_eq!(requeued.status, 303, "{}", requeued.body);
+    assert_eq!(dead_ids(&mut redis, "t").await, ["d2"]);
+
+    // The job API's Bearer header works here too (no form token: no browser sends that header
+    // for another site).
+    let bearer = [("Authorization", "Bearer s3cret")];
+    let deleted = submit(&http, "/actions/delete", "topic=t&id=d2", &bearer);
+    assert_eq!(deleted.status, 303, "{}", deleted.body);
+    let exists: bool = redis.exists(job_bucket("d2")).await.unwrap();
+    assert!(!exists && dead_ids(&mut redis, "t").await.is_empty());
+
+    // An id not on the dead list is said so, and changes nothing.
+    let fields = format!("topic=t&id=nope&form_token={token}");
+    let not_dead = submit(&http, "/actions/requeue", &fields, &with_session);
+    assert_eq!(not_dead.status, 409, "{}", not_dead.body);
+    assert!(
+        not_dead.body.contains("not on the dead list"),
+        "{}",
+        not_dead.body
+    );
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn while_redis_does_not_answer_the_overview_says_so_and_shows_no_zeros() {
+    let mut server = RedisServer::start();
+    let (daemon, _logs, http) = serving(&server, "down", "");
+    server.stop(false);
+
+    let page = request(&http, "GET", "/", &[], b"").body;
+
+    assert!(page.contains("Nothing read from Redis yet"), "{page}");
+    assert!(
+        page.contains("<dt>reachable</dt><dd><span class=\"bad\">no: "),
+        "{page}"
+    );
+    assert!(!page.contains("<dt>waiting</dt>"), "{page}");
+    daemon.stop();
+}
