@@ -365,6 +365,14 @@ async fn the_cli_the_http_api_and_the_client_speak_the_cluster_layout() {
         metrics.body
     );
     assert_eq!(request(&http, "GET", "/healthz", &[], b"").status, 200);
+    // The console tells each topic's waiting jobs apart: each has a pool of its own.
+    let page = request(&http, "GET", "/", &[], b"").body;
+    assert!(page.contains("<dd>cluster ("), "{page}");
+    assert!(!page.contains("<dt>version</dt><dd>—"), "Redis's: {page}");
+    assert!(
+        page.contains("order.close</a></td><td class=\"n\">1</td>"),
+        "{page}"
+    );
     let removed = post(
         &http,
         &format!("{JOBS_API}/remove"),

@@ -341,10 +341,15 @@ async fn login_form(State(state): State<Arc<AppState>>, headers: HeaderMap, uri:
     )
 }
 
-/// A path on this host to go on to: `next` when it is one, else `/` (never another site).
+/// A path on this host to go on to: `next` when it is one, else `/` (never another site: not
+/// `//host`, nor `/\\host` or `/<tab>/host`, which browsers read as `//host`).
 fn local(next: Option<&String>) -> String {
     match next {
-        Some(next) if next.starts_with('/') && !next.starts_with("//") && !next.contains('\\') => {
+        Some(next)
+            if next.starts_with('/')
+                && !next.starts_with("//")
+                && next.chars().all(|c| c.is_ascii_graphic() && c != '\\') =>
+        {
             next.clone()
         }
         _ => "/".into(),
@@ -502,4 +507,25 @@ async fn remove(State(state): State<Arc<AppState>>, headers: HeaderMap, body: By
         }
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local;
+
+    #[test]
+    fn a_login_goes_on_to_a_page_of_this_host_only() {
+        let next = |path: &str| local(Some(&path.to_string()));
+        assert_eq!(next("/job?id=a%20b"), "/job?id=a%20b");
+        for elsewhere in [
+            "//evil.example",
+            "/\\evil.example",
+            "/\t/evil.example",
+            "https://x",
+            "",
+        ] {
+            assert_eq!(next(elsewhere), "/", "{elsewhere:?}");
+        }
+        assert_eq!(local(None), "/");
+    }
 }

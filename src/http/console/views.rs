@@ -93,6 +93,12 @@ pub fn query(text_name: &str, base64_name: &str, bytes: &[u8]) -> String {
     format!("{name}={value}")
 }
 
+/// The login page's address, going on to `path` after.
+fn login_then(path: &str) -> String {
+    let path: String = form_urlencoded::byte_serialize(path.as_bytes()).collect();
+    format!("/login?next={path}")
+}
+
 /// Hidden fields naming a topic or an id as [`query`] does.
 fn named_field(text_name: &str, base64_name: &str, bytes: &[u8]) -> Markup {
     match crate::text::bytes::base64(bytes) {
@@ -214,7 +220,6 @@ fn jobs(census: &Census, stale: bool) -> Markup {
 }
 
 fn topics(o: &Overview, census: &Census) -> Markup {
-    let empty = TopicDetails::default();
     html! {
         h2 { "Topics" }
         table {
@@ -223,15 +228,17 @@ fn topics(o: &Overview, census: &Census) -> Markup {
                 th.n { "oldest ready" } th.n { "moved / min" } th.n { "delivered again / min" }
             }
             @for (index, topic) in census.listed_topics.iter().enumerate() {
-                @let details = census.details.get(index).unwrap_or(&empty);
+                // No details when they could not be read: dashes, not zeros.
+                @let details = census.details.get(index);
+                @let dash = || "—".to_string();
                 @let rates = o.rates.get(index).copied().flatten();
                 tr {
                     td { (topic_link(topic)) }
-                    td.n { (details.waiting.map_or_else(|| "—".into(), |n| n.to_string())) }
+                    td.n { (details.and_then(|d| d.waiting).map_or_else(dash, |n| n.to_string())) }
                     td.n { (census.listed[index].1) }
-                    td.n { (details.reserved) }
+                    td.n { (details.map_or_else(dash, |d| d.reserved.to_string())) }
                     td.n { (census.dead.get(index).map_or(0, |(_, dead)| *dead)) }
-                    td.n { (details.oldest_ready_age.map_or_else(|| "—".into(), span)) }
+                    td.n { (details.and_then(|d| d.oldest_ready_age).map_or_else(dash, span)) }
                     td.n { (rates.map_or_else(|| "—".into(), |(moved, _)| format!("{moved:.1}"))) }
                     td.n { (rates.map_or_else(|| "—".into(), |(_, again)| format!("{again:.1}"))) }
                 }
@@ -356,7 +363,10 @@ pub fn job(info: &JobInfo, viewer: &Viewer) -> Markup {
             }
             h2 { "Body" }
             @if !viewer.authorized {
-                p { a href="/login" { "Log in" } " to see the body and act on the job." }
+                p {
+                    a href=(login_then(&format!("/job?{}", query("id", "id_base64", info.id.as_bytes())))) { "Log in" }
+                    " to see the body and act on the job."
+                }
             } @else if let Some(body) = &info.body {
                 (body_view(body))
             }

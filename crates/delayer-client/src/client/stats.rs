@@ -45,6 +45,23 @@ pub struct TopicStats {
     pub problem: Option<String>,
 }
 
+/// The `redis_version` of an INFO reply: one text, or on a cluster one per node.
+fn version_in(info: &Value) -> Option<String> {
+    match info {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok().and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("redis_version:"))
+                .map(|version| version.trim().to_string())
+        }),
+        Value::VerbatimString { text, .. } | Value::SimpleString(text) => {
+            version_in(&Value::BulkString(text.clone().into_bytes()))
+        }
+        Value::Array(items) => items.iter().find_map(version_in),
+        Value::Map(pairs) => pairs.iter().find_map(|(_, value)| version_in(value)),
+        _ => None,
+    }
+}
+
 /// What [`Client::details`] reads of one topic.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TopicDetails {
@@ -207,17 +224,15 @@ impl Client {
             .collect())
     }
 
-    /// The Redis server's version (`INFO server`), if this Redis user may ask.
+    /// The Redis server's version (`INFO server`; on a cluster, the first master's that
+    /// answers), if this Redis user may ask.
     pub async fn server_version(&self) -> Result<Option<String>> {
-        let info: RedisResult<String> = redis::cmd("INFO")
+        let info: RedisResult<Value> = redis::cmd("INFO")
             .arg("server")
             .query_async(&mut self.connection().await?)
             .await;
         match info {
-            Ok(info) => Ok(info
-                .lines()
-                .find_map(|line| line.strip_prefix("redis_version:"))
-                .map(|version| version.trim().to_string())),
+            Ok(info) => Ok(version_in(&info)),
             Err(error) if error.code() == Some("NOPERM") => Ok(None),
             Err(error) => Err(error.into()),
         }
