@@ -1,7 +1,8 @@
 //! The console at `/`: an overview of Redis, this daemon and every listed topic; a page per topic
 //! with its ready, reserved and dead jobs a window at a time; a page per job; and actions on dead
 //! and waiting jobs. Server-rendered HTML (see `views`), guarded as `session` says; every page
-//! carries a Content-Security-Policy that allows no script and nothing from another host.
+//! carries a Content-Security-Policy that allows only our own script and style, and nothing from
+//! another host.
 
 mod rates;
 mod session;
@@ -68,14 +69,19 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/actions/remove", post(remove))
 }
 
-/// No script at all, styles by the hash of the one style sheet, forms to this host only, and no
-/// framing (a page of another site cannot overlay ours to steal clicks).
+/// Scripts and styles by the hashes of the one of each (no other runs, whatever a page holds),
+/// fetches from this host only (the overview's refresh), forms to this host only, and no framing
+/// (a page of another site cannot overlay ours to steal clicks).
 static POLICY: LazyLock<String> = LazyLock::new(|| {
-    let hash = ring::digest::digest(&ring::digest::SHA256, views::STYLE.as_bytes());
-    let hash = base64::engine::general_purpose::STANDARD.encode(hash.as_ref());
+    let hash = |text: &str| {
+        let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+    };
     format!(
-        "default-src 'none'; style-src 'sha256-{hash}'; form-action 'self'; \
-         frame-ancestors 'none'; base-uri 'none'"
+        "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; connect-src 'self'; \
+         form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        hash(views::REFRESH),
+        hash(views::STYLE)
     )
 });
 

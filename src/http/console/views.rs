@@ -1,6 +1,7 @@
 //! The console's pages, as maud templates: every value is escaped unless marked otherwise, so
 //! nothing a client wrote to Redis (a topic, an id, a body) can become markup. No script, no
-//! asset from another host: the pages work offline and without JavaScript.
+//! asset from another host: the pages work offline and without JavaScript (the overview's one
+//! small script only spares a reload).
 
 use std::time::{Duration, SystemTime};
 
@@ -22,6 +23,14 @@ td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}td.n,th.n{t
 form.inline{display:inline}pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap;word-break:break-all}\
 dl{display:grid;grid-template-columns:max-content auto;gap:0 1em;margin:0}dt{font-weight:bold}dd{margin:0}\
 h1{font-size:1.4em;margin:.3em 0}h2{font-size:1.1em;margin:1em 0 .3em}.cards{display:flex;gap:3em;flex-wrap:wrap}";
+
+/// The overview's one script: every 5 s, the page's `main` again in place (marked
+/// `data-refreshed`), unless someone is typing in a field. Without JavaScript, a `<noscript>`
+/// refresh reloads the page instead.
+pub const REFRESH: &str = "setInterval(async()=>{const a=document.activeElement;\
+if(a&&a.tagName==='INPUT')return;try{const r=await fetch(location.href);if(!r.ok)return;\
+const m=new DOMParser().parseFromString(await r.text(),'text/html').querySelector('main');\
+if(m){m.dataset.refreshed='';document.querySelector('main').replaceWith(m)}}catch(e){}},5000);";
 
 /// Who is looking.
 pub struct Viewer {
@@ -46,7 +55,10 @@ pub fn page(
         html lang="en" {
             head {
                 meta charset="utf-8";
-                @if refresh { meta http-equiv="refresh" content="5"; }
+                @if refresh {
+                    noscript { meta http-equiv="refresh" content="5"; }
+                    script { (PreEscaped(REFRESH)) }
+                }
                 title { (title) " · delayer" }
                 style { (PreEscaped(STYLE)) }
             }
