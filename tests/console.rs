@@ -12,13 +12,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use delayer_client::keys::{JOB_POOL, dead_queue, job_bucket};
+use delayer_client::keys::{JOB_POOL, PAUSED_PREFIX, dead_queue, field, job_bucket};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, Nacked, Settings};
 use support::http_client::{Answer, request, serving};
 use support::legacy_client::{self, Message};
-use support::{RedisServer, wait_for_ready};
+use support::{RedisServer, wait_for, wait_for_ready};
 
 /// The topic whose name is markup.
 const MARKUP: &str = "<img src=x onerror=alert(1)>";
@@ -136,7 +136,7 @@ async fn dead_ids(redis: &mut MultiplexedConnection, topic: &str) -> Vec<String>
 }
 
 #[tokio::test]
-async fn the_pages_in_a_browser_show_the_topics_escaped_and_a_requeue_from_a_page_moves_the_job() {
+async fn the_pages_in_a_browser_show_the_topics_escaped_and_their_forms_requeue_pause_and_resume() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let (daemon, _logs, http) = serving(&server, "console", "");
@@ -216,6 +216,53 @@ async fn the_pages_in_a_browser_show_the_topics_escaped_and_a_requeue_from_a_pag
     // Moved again by the daemon: ready once more.
     wait_for_ready(&redis, "mail.send", 1).await;
 
+    // Pause from the topic's page: a job that falls due meanwhile is parked in the pool; the
+    // overview says so; resume moves it.
+    let order_page = chromium(dir, &url("/topic?name=order.close"), None);
+    assert!(
+        order_page.contains("action=\"/actions/pause\""),
+        "{order_page}"
+    );
+    let fields = format!("form_token={token}&topic=order.close");
+    let paused = submit(&http, "/actions/pause", &fields, &[]);
+    assert_eq!(paused.status, 303, "{}", paused.body);
+    let pause_key = format!("{PAUSED_PREFIX}order.close");
+    assert!(redis.exists::<_, bool>(&pause_key).await.unwrap());
+    let message = Message {
+        id: "o3".into(),
+        topic: "order.close".into(),
+        body: "b".into(),
+    };
+    legacy_client::push(&mut redis, &message, 0).await.unwrap();
+    wait_for(Duration::from_secs(10), "o3 parked", || {
+        let mut redis = redis.clone();
+        async move {
+            let parked: Option<String> = redis.hget(job_bucket("o3"), field::PARKED).await.unwrap();
+            parked.map(|_| ())
+        }
+    })
+    .await;
+    let overview = chromium(dir, &url("/"), None);
+    assert_eq!(
+        row(&overview, "order.close")[7],
+        "<b>paused</b>",
+        "{overview}"
+    );
+    let order_page = chromium(dir, &url("/topic?name=order.close"), None);
+    assert!(
+        order_page.contains("action=\"/actions/resume\""),
+        "{order_page}"
+    );
+    let resumed = submit(&http, "/actions/resume", &fields, &[]);
+    assert_eq!(
+        resumed.header("location"),
+        Some("/topic?name=order.close&done=resumed&count=1"),
+        "{}",
+        resumed.body
+    );
+    assert!(!redis.exists::<_, bool>(&pause_key).await.unwrap());
+    wait_for_ready(&redis, "order.close", 3).await;
+
     // The job's page: state, topic, attempts and the body, escaped.
     let job_page = chromium(dir, &url("/job?id=x"), None);
     assert!(
@@ -279,6 +326,10 @@ async fn with_a_token_every_action_and_every_body_wants_a_login_and_a_form_of_th
         let refused = submit(&http, "/actions/requeue", &fields, headers);
         assert_eq!(refused.status, 401, "{headers:?}: {}", refused.body);
     }
+    let pause = submit(&http, "/actions/pause", "topic=t&form_token=00ff", &[]);
+    assert_eq!(pause.status, 401, "{}", pause.body);
+    let paused: bool = redis.exists(format!("{PAUSED_PREFIX}t")).await.unwrap();
+    assert!(!paused);
     let wrong = submit(&http, "/login", "token=guess&next=/", &[]);
     assert_eq!((wrong.status, wrong.header("set-cookie")), (401, None));
     assert_eq!(dead_ids(&mut redis, "t").await, ["d2", "d1"]);

@@ -67,6 +67,8 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/actions/requeue", post(requeue))
         .route("/actions/delete", post(delete))
         .route("/actions/remove", post(remove))
+        .route("/actions/pause", post(pause))
+        .route("/actions/resume", post(resume))
 }
 
 /// Scripts and styles by the hashes of the one of each (no other runs, whatever a page holds),
@@ -163,6 +165,11 @@ fn said(fields: &HashMap<String, String>) -> Option<String> {
                     it is off the dead list, and nothing else changed."
             .into(),
         "removed" => "The job is removed.".into(),
+        "paused" => "The topic is paused: its jobs that fall due wait in the pool.".into(),
+        "resumed" => format!(
+            "The topic is resumed: {} jobs that fell due meanwhile move now.",
+            count.unwrap_or(0)
+        ),
         _ => return None,
     })
 }
@@ -306,9 +313,12 @@ async fn topic_page<'a>(
             ids: undated(client.dead_window(topic, dead, PAGE).await?),
         },
     ];
+    let oldest_ready_age = client.oldest_ready_ages(topics).await?.remove(topic);
     Ok(views::TopicPage {
         topic,
         details,
+        oldest_ready_age,
+        paused: lengths.paused.contains(topic),
         windows,
         page_size: PAGE,
     })
@@ -511,6 +521,28 @@ async fn remove(State(state): State<Arc<AppState>>, headers: HeaderMap, body: By
             )),
             Removed::Unknown => Err(failed(Error::UnknownJob(id.into()))),
         }
+    })
+    .await
+}
+
+/// Pauses a topic: its jobs that fall due wait in the pool until it is resumed.
+async fn pause(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    act(&state, &headers, &body, async |mut fields| {
+        let topic = name_in(&mut fields, "topic", "topic_base64").map_err(bad)?;
+        state.client.pause(&topic).await.map_err(failed)?;
+        let page = views::query("name", "base64", &topic);
+        Ok(format!("/topic?{page}&done=paused"))
+    })
+    .await
+}
+
+/// Resumes a topic: its jobs that fell due meanwhile move at once, in due order.
+async fn resume(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    act(&state, &headers, &body, async |mut fields| {
+        let topic = name_in(&mut fields, "topic", "topic_base64").map_err(bad)?;
+        let count = state.client.resume(&topic).await.map_err(failed)?;
+        let page = views::query("name", "base64", &topic);
+        Ok(format!("/topic?{page}&done=resumed&count={count}"))
     })
     .await
 }

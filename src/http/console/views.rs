@@ -3,6 +3,7 @@
 //! asset from another host: the pages work offline and without JavaScript (the overview's one
 //! small script only spares a reload).
 
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine;
@@ -232,27 +233,35 @@ fn jobs(census: &Census, stale: bool) -> Markup {
 }
 
 fn topics(o: &Overview, census: &Census) -> Markup {
+    let ages: HashMap<&str, f64> = census
+        .oldest_ready_age
+        .iter()
+        .map(|(name, age)| (name.as_str(), *age))
+        .collect();
     html! {
         h2 { "Topics" }
         table {
             tr {
                 th { "topic" } th.n { "waiting" } th.n { "ready" } th.n { "reserved" } th.n { "dead" }
                 th.n { "oldest ready" } th.n { "moved / min" } th.n { "delivered again / min" }
+                th { "state" }
             }
             @for (index, topic) in census.listed_topics.iter().enumerate() {
                 // No details when they could not be read: dashes, not zeros.
                 @let details = census.details.get(index);
                 @let dash = || "—".to_string();
                 @let rates = o.rates.get(index).copied().flatten();
+                @let name = census.listed[index].0.as_str();
                 tr {
                     td { (topic_link(topic)) }
                     td.n { (details.and_then(|d| d.waiting).map_or_else(dash, |n| n.to_string())) }
                     td.n { (census.listed[index].1) }
                     td.n { (details.map_or_else(dash, |d| d.reserved.to_string())) }
                     td.n { (census.dead.get(index).map_or(0, |(_, dead)| *dead)) }
-                    td.n { (details.and_then(|d| d.oldest_ready_age).map_or_else(dash, span)) }
+                    td.n { (ages.get(name).map_or_else(dash, |age| span(Duration::from_secs_f64(*age)))) }
                     td.n { (rates.map_or_else(|| "—".into(), |(moved, _)| format!("{moved:.1}"))) }
                     td.n { (rates.map_or_else(|| "—".into(), |(_, again)| format!("{again:.1}"))) }
+                    td { @if census.paused.contains(name) { b { "paused" } } }
                 }
             }
         }
@@ -287,6 +296,8 @@ pub struct Window {
 pub struct TopicPage<'a> {
     pub topic: &'a Topic,
     pub details: TopicDetails,
+    pub oldest_ready_age: Option<Duration>,
+    pub paused: bool,
     pub windows: Vec<Window>,
     pub page_size: usize,
 }
@@ -294,11 +305,20 @@ pub struct TopicPage<'a> {
 pub fn topic(t: &TopicPage, viewer: &Viewer) -> Markup {
     let name = query("name", "base64", t.topic.as_bytes());
     html! {
-        h1 { "Topic " (capped(t.topic)) }
+        h1 { "Topic " (capped(t.topic)) @if t.paused { " (paused)" } }
         p {
-            "Oldest ready job: " (t.details.oldest_ready_age.map_or_else(|| "none".into(), span))
+            "Oldest ready job: " (t.oldest_ready_age.map_or_else(|| "none".into(), span))
             @if let Some(waiting) = t.details.waiting { ". Waiting: " (waiting) }
             "."
+            @if t.paused { " Paused: its jobs that fall due wait in the pool until it is resumed." }
+        }
+        @if viewer.authorized {
+            @let (action, label) = if t.paused { ("resume", "Resume") } else { ("pause", "Pause") };
+            form method="post" action={ "/actions/" (action) } {
+                (token_field(viewer))
+                (named_field("topic", "topic_base64", t.topic.as_bytes()))
+                button { (label) " this topic" }
+            }
         }
         @for window in &t.windows {
             h2 { (window.list) " (" (window.total) ")" }

@@ -67,8 +67,6 @@ fn version_in(info: &Value) -> Option<String> {
 pub struct TopicDetails {
     /// Jobs reserved (of the reservations counted).
     pub reserved: u64,
-    /// How long the job next in line has been ready (see [`TopicStats`]).
-    pub oldest_ready_age: Option<Duration>,
     /// Jobs in the topic's own pool: the cluster layout's only (one pool for every topic tells
     /// no topic's share without a scan).
     pub waiting: Option<u64>,
@@ -187,24 +185,11 @@ impl Client {
         })
     }
 
-    /// What the console shows of each of `topics` beyond its lists' lengths: reserved jobs, how
-    /// long the job next in line has been ready, and in the cluster layout its jobs waiting. With
-    /// one set of reservations for every topic, only its first `scanned` are counted by topic.
-    /// A few commands a topic, never a scan of a list.
+    /// What the console shows of each of `topics` beyond its lists' lengths: reserved jobs, and
+    /// in the cluster layout its jobs waiting. With one set of reservations for every topic, only
+    /// its first `scanned` are counted by topic. A few commands a topic, never a scan of a list.
     pub async fn details(&self, topics: &[Topic], scanned: usize) -> Result<Vec<TopicDetails>> {
-        let now = self.now().await?;
         let reserved = self.reserved_by_topic(topics, scanned).await?;
-        let next: Vec<Option<Option<JobId>>> = self
-            .per_topic_tolerant(topics, |pipe, keys, topic| {
-                pipe.lindex(keys.ready(topic), -1);
-            })
-            .await?;
-        let oldest: BTreeMap<Topic, JobId> = topics
-            .iter()
-            .zip(next)
-            .filter_map(|(topic, next)| Some((topic.clone(), next??)))
-            .collect();
-        let ages = self.ready_ages(&oldest, now).await?;
         let waiting: Vec<Option<u64>> = if self.per_topic() {
             self.per_topic_tolerant(topics, |pipe, keys, _| {
                 pipe.zcard(keys.pool());
@@ -218,7 +203,6 @@ impl Client {
             .zip(waiting)
             .map(|(topic, waiting)| TopicDetails {
                 reserved: reserved.get(topic).copied().unwrap_or(0),
-                oldest_ready_age: ages.get(topic).copied(),
                 waiting,
             })
             .collect())
