@@ -30,7 +30,7 @@ pub struct Figures {
     taking: AtomicBool,
     /// `/metrics`'s text in each format: OpenMetrics, Prometheus 0.0.4.
     metrics_pages: [Mutex<Option<Page>>; 2],
-    status_page: Mutex<Option<Page>>,
+    overview: Mutex<Option<Page>>,
 }
 
 /// The outcome of the latest census.
@@ -69,7 +69,7 @@ impl Figures {
             latest: watch::Sender::new(Arc::new(first)),
             taking: AtomicBool::new(false),
             metrics_pages: Default::default(),
-            status_page: Mutex::default(),
+            overview: Mutex::default(),
         }
     }
 
@@ -134,9 +134,9 @@ impl Figures {
         page(slot, reading, || self.metrics.encode(holdings, format))
     }
 
-    /// The console's text as of `reading`, made by `make`.
-    pub fn status_page(&self, reading: &Reading, make: impl FnOnce() -> String) -> Bytes {
-        page(&self.status_page, reading, make)
+    /// The console overview's figures as of `reading`, made by `make`.
+    pub fn overview(&self, reading: &Reading, make: impl FnOnce() -> String) -> Bytes {
+        page(&self.overview, reading, make)
     }
 }
 

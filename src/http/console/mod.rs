@@ -10,7 +10,6 @@ mod views;
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -137,10 +136,9 @@ fn bearer_ok(state: &AppState, headers: &HeaderMap) -> bool {
         .is_some_and(|given| same(given.as_bytes(), token.as_bytes()))
 }
 
+/// Now by this host's clock, in whole unix seconds: sessions are the console's own business.
 fn unix_seconds() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs())
+    delayer_client::time::unix_now() as u64
 }
 
 /// The fields of a query or a form.
@@ -192,7 +190,7 @@ async fn overview(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: U
     let reading = state.figures.reading().await;
     let figures = state
         .figures
-        .status_page(&reading, || overview_figures(&state, &reading));
+        .overview(&reading, || overview_figures(&state, &reading));
     let health = super::pages::health(&state);
     let main = html! {
         @match &health {
