@@ -330,6 +330,10 @@ async fn with_a_token_every_action_and_every_body_wants_a_login_and_a_form_of_th
     assert_eq!(pause.status, 401, "{}", pause.body);
     let paused: bool = redis.exists(format!("{PAUSED_PREFIX}t")).await.unwrap();
     assert!(!paused);
+    // Actions are POSTs only: a link (a GET) cannot act.
+    let get = request(&http, "GET", "/actions/requeue?topic=t&id=d1", &[], b"");
+    assert_eq!(get.status, 405, "{}", get.body);
+    assert!(get.body.contains("takes a POST"), "{}", get.body);
     let wrong = submit(&http, "/login", "token=guess&next=/", &[]);
     assert_eq!((wrong.status, wrong.header("set-cookie")), (401, None));
     assert_eq!(dead_ids(&mut redis, "t").await, ["d2", "d1"]);

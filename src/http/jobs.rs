@@ -168,6 +168,9 @@ pub(super) async fn no_such_method(method: Method, OriginalUri(uri): OriginalUri
         path if path.starts_with("/delay-queue/") => {
             format!("{path} does not take a {method}: the job API takes a POST of JSON")
         }
+        path if path.starts_with("/actions/") || path == "/logout" => {
+            format!("{path} takes a POST (a form of the console's pages), not a {method}")
+        }
         path => format!("{path} takes a GET, not a {method}"),
     };
     refuse(StatusCode::METHOD_NOT_ALLOWED, message)

@@ -468,3 +468,61 @@ pub fn problem(message: &str, back: &str) -> Markup {
         p { a href=(back) { "Back" } }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{BODY_SHOWN, Viewer, job};
+    use delayer_client::{JobInfo, State};
+
+    fn page_of(body: &[u8], authorized: bool) -> String {
+        let info = JobInfo {
+            state: State::Dead,
+            topic: Some("t".into()),
+            body: Some(body.to_vec()),
+            ..JobInfo::unknown("j")
+        };
+        let viewer = Viewer {
+            guarded: true,
+            authorized,
+            form_token: "ft".into(),
+        };
+        job(&info, &viewer).into_string()
+    }
+
+    #[test]
+    fn a_body_is_escaped_cut_to_a_few_kib_and_shown_in_base64_when_it_is_not_text() {
+        let page = page_of(b"<script>alert(1)</script>", true);
+        assert!(
+            page.contains("<pre>&lt;script&gt;alert(1)&lt;/script&gt;</pre>"),
+            "{page}"
+        );
+
+        // Cut at a character's edge: "é" is two bytes.
+        let long = "é".repeat(BODY_SHOWN);
+        let page = page_of(long.as_bytes(), true);
+        let shown = "é".repeat(BODY_SHOWN / 2);
+        assert!(page.contains(&format!("<pre>{shown}</pre>")), "{page}");
+        assert!(page.contains(&format!("of {}.", 2 * BODY_SHOWN)), "{page}");
+
+        let page = page_of(b"\xff\x00bin", true);
+        assert!(
+            page.contains("Not UTF-8: in base64.</p><pre>/wBiaW4=</pre>"),
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn without_a_login_a_page_shows_no_body_and_no_form() {
+        let page = page_of(b"secret", false);
+        assert!(
+            !page.contains("secret") && !page.contains("<form"),
+            "{page}"
+        );
+        assert!(
+            page.contains("href=\"/login?next=%2Fjob%3Fid%3Dj\""),
+            "{page}"
+        );
+        let page = page_of(b"secret", true);
+        assert!(page.contains("action=\"/actions/requeue\"") && page.contains("value=\"ft\""));
+    }
+}
