@@ -369,6 +369,9 @@ async fn the_cli_the_http_api_and_the_client_speak_the_cluster_layout() {
     let page = request(&http, "GET", "/", &[], b"").body;
     assert!(page.contains("<dd>cluster ("), "{page}");
     assert!(!page.contains("<dt>version</dt><dd>—"), "Redis's: {page}");
+    let topic = request(&http, "GET", "/topic?name=order.close", &[], b"");
+    assert_eq!(topic.status, 200, "{}", topic.body);
+    assert!(topic.body.contains(". Waiting: 1."), "{}", topic.body);
     assert!(
         page.contains("order.close</a></td><td class=\"n\">1</td>"),
         "{page}"
