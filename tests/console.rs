@@ -98,12 +98,12 @@ fn chromium_with(dir: &Path, url: &str, screenshot: Option<&Path>, flags: &[&str
     dom
 }
 
-/// The texts of the cells after the first of the table row whose first cell names `topic` (as the
-/// page shows it).
-fn row(dom: &str, topic: &str) -> Vec<String> {
+/// The texts of the cells after the first of the table row whose first cell names `name` (a topic
+/// or an id, as the page shows it).
+fn row(dom: &str, name: &str) -> Vec<String> {
     let start = dom
-        .find(&format!(">{topic}</a></td>"))
-        .unwrap_or_else(|| panic!("no row for {topic}: {dom}"));
+        .find(&format!(">{name}</a></td>"))
+        .unwrap_or_else(|| panic!("no row for {name}: {dom}"));
     let end = start + dom[start..].find("</tr>").unwrap();
     dom[start..end]
         .split("<td")
@@ -198,6 +198,12 @@ async fn the_pages_in_a_browser_show_the_topics_escaped_and_their_forms_requeue_
     assert!(
         topic_page[form..].contains("name=\"id\" value=\"m1\""),
         "{topic_page}"
+    );
+    // Each dead job with when it died (RFC 3339, UTC) and its attempts.
+    let dead_row = row(&topic_page, "m1");
+    assert!(
+        dead_row[0].ends_with('Z') && dead_row[1] == "1",
+        "{dead_row:?}"
     );
     let token = field(&topic_page, "form_token");
     let fields = format!("form_token={token}&topic=mail.send&id=m1");

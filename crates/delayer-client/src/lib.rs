@@ -38,6 +38,7 @@ mod worker;
 
 pub use client::Client;
 pub use client::finish::Nacked;
+pub use client::inspect::JobMarks;
 pub use client::pop::HeldJob;
 pub use client::push::{NewPush, Push, Removed};
 pub use client::stats::{Lengths, Stats, TopicDetails, TopicStats};

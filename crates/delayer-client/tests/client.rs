@@ -9,7 +9,7 @@ use delayer_client::redis::{AsyncCommands, ErrorKind};
 use delayer_client::scripts::release::ReleaseScript;
 use delayer_client::time::deadline_score;
 use delayer_client::{
-    Acked, Client, Error, JobId, Nacked, Receipt, Removed, Settings, State, Topic,
+    Acked, Client, Error, JobId, JobMarks, Nacked, Receipt, Removed, Settings, State, Topic,
 };
 use delayer_testkit::jobs::{move_due_jobs, move_until_empty};
 use delayer_testkit::legacy_client::{self, Message};
@@ -1146,9 +1146,26 @@ async fn windows_of_the_lists_read_what_they_show_oldest_first() {
     let ids: Vec<String> = (0..10).map(|n| n.to_string()).collect();
     let _: () = redis.lpush(ready_queue("t"), &ids).await.unwrap();
 
+    let _: () = redis
+        .hset_multiple(job_bucket("3"), &[("due", "1000.5"), ("attempts", "2")])
+        .await
+        .unwrap();
+    let _: () = redis.set(job_bucket("4"), "not a hash").await.unwrap();
     let window = client.ready_window("t", 3, 4).await.unwrap();
     let window: Vec<String> = window.iter().map(|id| id.to_string()).collect();
     assert_eq!(window, ["3", "4", "5", "6"]);
+    let ids: Vec<JobId> = window.iter().map(|id| JobId::from(id.as_str())).collect();
+    let marks = client.marks("t", &ids).await.unwrap();
+    assert_eq!(marks[0].attempts, 2);
+    assert_eq!(
+        marks[0].due.map(delayer_client::time::to_unix),
+        Some(1000.5)
+    );
+    assert_eq!(
+        marks[1],
+        JobMarks::default(),
+        "a bucket of the wrong type marks nothing"
+    );
     assert_eq!(client.ready_window("t", 8, 4).await.unwrap().len(), 2);
     assert!(client.ready_window("t", 10, 4).await.unwrap().is_empty());
     assert!(client.dead_window("t", 0, 4).await.unwrap().is_empty());

@@ -289,12 +289,13 @@ async fn topic_page<'a>(
         .pop()
         .unwrap_or_default();
     let undated = |ids: Vec<delayer_client::JobId>| ids.into_iter().map(|id| (id, None)).collect();
-    let windows = vec![
+    let mut windows = vec![
         views::Window {
             list: "ready",
             total: lengths.ready.first().map_or(0, |(_, n)| *n),
             skip: ready,
             ids: undated(client.ready_window(topic, ready, PAGE).await?),
+            marks: Vec::new(),
         },
         views::Window {
             list: "reserved",
@@ -303,14 +304,20 @@ async fn topic_page<'a>(
             ids: client
                 .reserved_window(topic, reserved, PAGE, RESERVATIONS_COUNTED)
                 .await?,
+            marks: Vec::new(),
         },
         views::Window {
             list: "dead",
             total: lengths.dead.first().map_or(0, |(_, n)| *n),
             skip: dead,
             ids: undated(client.dead_window(topic, dead, PAGE).await?),
+            marks: Vec::new(),
         },
     ];
+    for window in &mut windows {
+        let ids: Vec<_> = window.ids.iter().map(|(id, _)| id.clone()).collect();
+        window.marks = client.marks(topic, &ids).await?;
+    }
     let oldest_ready_age = client.oldest_ready_ages(topics).await?.remove(topic);
     Ok(views::TopicPage {
         topic,

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use delayer_client::{JobId, JobInfo, State, Topic, TopicDetails};
+use delayer_client::{JobId, JobInfo, JobMarks, State, Topic, TopicDetails};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use crate::metrics::Census;
@@ -290,7 +290,10 @@ pub struct Window {
     pub total: u64,
     /// How many were skipped to get here.
     pub skip: usize,
+    /// The window's jobs, with their reservation's deadline (reserved jobs only).
     pub ids: Vec<(JobId, Option<SystemTime>)>,
+    /// What each job's data says, in the same order.
+    pub marks: Vec<JobMarks>,
 }
 
 pub struct TopicPage<'a> {
@@ -335,14 +338,25 @@ pub fn topic(t: &TopicPage, viewer: &Viewer) -> Markup {
                 table {
                     tr {
                         th.n { "#" } th { "id" }
-                        @if window.list == "reserved" { th { "deadline" } }
+                        @match window.list {
+                            "reserved" => th { "deadline" },
+                            "dead" => th { "died" },
+                            _ => th { "due" },
+                        }
+                        th.n { "attempts" }
                         @if window.list == "dead" && viewer.authorized { th { "act" } }
                     }
                     @for (index, (id, deadline)) in window.ids.iter().enumerate() {
+                        @let marks = window.marks.get(index).cloned().unwrap_or_default();
                         tr {
                             td.n { (window.skip + index + 1) }
                             td { (job_link(id)) }
-                            @if window.list == "reserved" { td { (time(*deadline)) } }
+                            @match window.list {
+                                "reserved" => td { (time(*deadline)) },
+                                "dead" => td { (time(marks.died)) },
+                                _ => td { (time(marks.due)) },
+                            }
+                            td.n { (marks.attempts) }
                             @if window.list == "dead" && viewer.authorized {
                                 td { (dead_job_forms(viewer, t.topic, id)) }
                             }

@@ -23,6 +23,17 @@ type Lookup = (
     RedisResult<HashMap<Vec<u8>, Vec<u8>>>,
 );
 
+/// What [`Client::marks`] reads of a job.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobMarks {
+    /// When it fell (or falls) due; known for jobs our pushes wrote.
+    pub due: Option<SystemTime>,
+    /// How many times it was reserved.
+    pub attempts: u32,
+    /// When it went to its topic's dead list.
+    pub died: Option<SystemTime>,
+}
+
 impl Client {
     /// Where a job is, and what it holds.
     pub async fn get(&self, id: impl AsRef<[u8]>) -> Result<JobInfo> {
@@ -171,6 +182,41 @@ impl Client {
             .skip(skip)
             .take(count)
             .map(|((id, score), _)| (id, deadline(score)))
+            .collect())
+    }
+
+    /// For each of `ids` (jobs of `topic`, a window a page shows): when it fell due (our pushes
+    /// record it), its attempts, and when it died. One HMGET a job in one pipeline; a job whose
+    /// data is gone or of the wrong type has none of them.
+    pub async fn marks(&self, topic: impl AsRef<[u8]>, ids: &[JobId]) -> Result<Vec<JobMarks>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = self.keys_for(topic);
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("HMGET").arg(keys.bucket(id)).arg(&[
+                field::DUE,
+                field::ATTEMPTS,
+                field::DIED_AT,
+            ]);
+        }
+        type Fields = RedisResult<(Option<String>, Option<String>, Option<String>)>;
+        let found: Vec<Fields> = pipe
+            .ignore_errors()
+            .query_async(&mut self.connection().await?)
+            .await?;
+        let time = |value: Option<String>| value?.parse().ok().and_then(from_unix);
+        Ok(found
+            .into_iter()
+            .map(|fields| {
+                let (due, attempts, died) = fields.unwrap_or_default();
+                JobMarks {
+                    due: time(due),
+                    attempts: attempts.and_then(|n| n.parse().ok()).unwrap_or(0),
+                    died: time(died),
+                }
+            })
             .collect())
     }
 
