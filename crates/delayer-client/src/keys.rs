@@ -17,6 +17,13 @@ pub const JOP_BUCKET_PREFIX: &str = "delayer:jop_bucket:";
 /// Ours. Sorted set: reserved job id → the deadline (whole unix milliseconds) by which it must be
 /// acked, touched or nacked, or be delivered again.
 pub const RESERVED: &str = "delayer:reserved";
+/// Ours. Hash: reserved job id → `<attempt>:<token>`, the attempt the reservation is and the
+/// token of the reserve call that made it (see [`Keys::holders`]). Written for a whole reserve
+/// call at once, so that nothing is written to a job's bucket while it is reserved. Reservations
+/// made before it existed have no entry: their attempt is the bucket's `attempts`.
+pub const HOLDERS: &str = "delayer:reserved:holders";
+/// What follows a reservations key in its holders' key name.
+const HOLDERS_SUFFIX: &str = ":holders";
 /// Ours. Prefix of the list of a topic's jobs that failed `max_attempts` times.
 pub const DEAD_QUEUE_PREFIX: &str = "delayer:dead_queue:";
 /// Ours. Prefix of a topic's pause: while the key exists (its value is when it was paused, unix
@@ -44,7 +51,8 @@ pub mod field {
     pub const TOPIC: &str = "topic";
     /// Legacy: the body.
     pub const BODY: &str = "body";
-    /// Ours: how many times the job was reserved.
+    /// Ours: how many times the job was reserved, not counting a reservation current now (whose
+    /// attempt the holders hash has), save for reservations made by versions before it.
     pub const ATTEMPTS: &str = "attempts";
     /// Ours: when the job fell (or falls) due, in unix seconds; written by our pushes only.
     pub const DUE: &str = "due";
@@ -52,8 +60,9 @@ pub mod field {
     pub const DELAY: &str = "delay";
     /// Ours: when the job went to its topic's dead list, in unix seconds.
     pub const DIED_AT: &str = "died_at";
-    /// Ours: the token of the reserve call that reserved the job last, to find what a call whose
-    /// reply was lost reserved.
+    /// Ours, written by versions before the holders hash ([`HOLDERS`](super::HOLDERS)): the
+    /// token of the reserve call that reserved the job last, to find what a call whose reply was
+    /// lost reserved. Still read for reservations such versions made.
     pub const RESERVED_BY: &str = "reserved_by";
     /// Ours: while the job waits in the pool because its topic is paused, the score it was
     /// parked at; a resume makes it due again only if the pool still holds it there (a job pushed
@@ -312,6 +321,12 @@ impl Keys {
         &self.reserved
     }
 
+    /// The hash of who holds each reservation: reserved job id → `<attempt>:<token>` (the attempt
+    /// it is, and the reserve call's token). Beside the reservations, in their slot.
+    pub fn holders(&self) -> String {
+        format!("{}{HOLDERS_SUFFIX}", self.reserved)
+    }
+
     /// The key whose existence pauses `topic` (see [`PAUSED_PREFIX`]).
     pub fn paused(&self, topic: impl AsRef<[u8]>) -> Vec<u8> {
         self.paused.around(topic.as_ref())
@@ -374,6 +389,7 @@ mod tests {
             "any bytes"
         );
         assert_eq!((legacy.reserved(), legacy.topics()), (RESERVED, TOPICS));
+        assert_eq!(legacy.holders(), HOLDERS);
         assert_eq!(legacy.registry_for_scripts(), TOPICS);
         let jop = Layout::JOP.keys("");
         assert_eq!(jop.pool(), JOP_POOL);
@@ -389,6 +405,7 @@ mod tests {
         assert_eq!(text(cluster.paused("x")), "delayer:{x}:paused");
         assert_eq!(text(cluster.parked("x")), "delayer:{x}:parked");
         assert_eq!(cluster.reserved(), "delayer:{order.close}:reserved");
+        assert_eq!(cluster.holders(), "delayer:{order.close}:reserved:holders");
         assert_eq!(cluster.topics(), TOPICS);
         assert_eq!(cluster.registry_for_scripts(), "");
         assert!(cluster.per_topic() && !legacy.per_topic());

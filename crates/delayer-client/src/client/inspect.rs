@@ -16,11 +16,13 @@ use crate::time::{from_deadline_score, from_unix};
 /// Dead jobs requeued per script call.
 const REQUEUE_BATCH: usize = 1000;
 
-/// `get`'s three replies, each on its own: the pool's score, the reservation's, the bucket.
+/// `get`'s four replies, each on its own: the pool's score, the reservation's, the bucket, the
+/// reservation's holder.
 type Lookup = (
     RedisResult<Option<f64>>,
     RedisResult<Option<f64>>,
     RedisResult<HashMap<Vec<u8>, Vec<u8>>>,
+    RedisResult<Option<Vec<u8>>>,
 );
 
 /// What [`Client::marks`] reads of a job.
@@ -44,17 +46,24 @@ impl Client {
         };
         let bucket = keys.bucket(id);
         // Each reply on its own, so that a key of the wrong type is named.
-        let (due, deadline, fields): Lookup = redis::pipe()
+        let (due, deadline, fields, holder): Lookup = redis::pipe()
             .atomic()
             .ignore_errors()
             .zscore(keys.pool(), id)
             .zscore(keys.reserved(), id)
             .hgetall(&bucket)
+            .hget(keys.holders(), id)
             .query_async(&mut self.connection().await?)
             .await?;
         let due = due.map_err(|error| Error::about_key(error, keys.pool()))?;
         let deadline = deadline.map_err(|error| Error::about_key(error, keys.reserved()))?;
         let fields = fields.map_err(|error| Error::about_key(error, &bucket))?;
+        // Until a reservation ends, its attempt is its holder's (none for one made before the
+        // holders hash: the bucket's then).
+        let held_as = match holder {
+            Ok(Some(holder)) => attempt_of_holder(&holder),
+            _ => None,
+        };
         let field = |name: &str| fields.get(name.as_bytes());
         let number = |name: &str| std::str::from_utf8(field(name)?).ok()?.parse::<f64>().ok();
         let state = if field(field::TOPIC).is_none() {
@@ -76,11 +85,13 @@ impl Client {
             due: due.or_else(|| number(field::DUE)).and_then(from_unix),
             delay: number(field::DELAY).and_then(|delay| Duration::try_from_secs_f64(delay).ok()),
             // As the scripts count it: a whole number below 2^31 - 1, anything else none.
-            attempts: number(field::ATTEMPTS)
-                .filter(|attempts| {
-                    (0.0..2_147_483_647.0).contains(attempts) && attempts.fract() == 0.0
-                })
-                .map_or(0, |attempts| attempts as u32),
+            attempts: held_as.unwrap_or_else(|| {
+                number(field::ATTEMPTS)
+                    .filter(|attempts| {
+                        (0.0..2_147_483_647.0).contains(attempts) && attempts.fract() == 0.0
+                    })
+                    .map_or(0, |attempts| attempts as u32)
+            }),
             deadline: deadline.map(from_deadline_score).and_then(from_unix),
         })
     }
@@ -290,4 +301,10 @@ impl Client {
             }
         }
     }
+}
+
+/// The attempt in a holders entry (`<attempt>:<token>`), as the scripts read it.
+fn attempt_of_holder(holder: &[u8]) -> Option<u32> {
+    let digits = &holder[..holder.iter().position(|&byte| byte == b':')?];
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }

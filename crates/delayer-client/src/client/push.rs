@@ -47,6 +47,8 @@ impl Client {
             .del(keys.bucket(id))
             .zrem(keys.reserved(), id)
             .ignore()
+            .hdel(keys.holders(), id)
+            .ignore()
             .query_async(&mut self.connection().await?)
             .await?;
         Ok(match (from_pool, data) {

@@ -34,9 +34,12 @@ impl AckScript {
         reservations: &[(&[u8], u32)],
     ) -> RedisResult<Vec<Option<Acked>>> {
         let mut call = self.0.key(keys.reserved());
-        call.key(keys.pool());
-        for (id, attempt) in reservations {
-            call.key(keys.bucket(id)).arg(*id).arg(*attempt);
+        call.key(keys.pool()).key(keys.holders());
+        for (id, _) in reservations {
+            call.key(keys.bucket(id)).arg(*id);
+        }
+        for (_, attempt) in reservations {
+            call.arg(*attempt);
         }
         let codes: Vec<i64> = call.invoke_async(connection).await?;
         if codes.len() != reservations.len() {

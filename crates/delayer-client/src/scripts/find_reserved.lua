@@ -1,15 +1,18 @@
 -- Finds the jobs one reserve call reserved, for a caller whose reply was lost (it timed out, or
 -- the connection broke after Redis ran the call): those still reserved until a deadline that call
--- could have set, whose bucket names that call's token. Changes nothing.
+-- could have set, whose holder (or, for a reservation made before the holders hash, whose
+-- bucket's `reserved_by`) names that call's token. Changes nothing.
 --
 -- KEYS[1]  the reservations ("delayer:reserved")
+-- KEYS[2]  the holders ("delayer:reserved:holders"): each reservation's attempt and token
 -- ARGV[1]  the reserve call's time to run, in milliseconds
 -- ARGV[2]  the reserve call's token
 -- ARGV[3]  the job bucket key prefix ("delayer:job_bucket:")
 -- ARGV[4]  how long ago the reserve call was sent, in milliseconds: it ran between then and now
 -- ARGV[5]  the caller's clock, unix seconds: now, only when this Redis user may not run TIME
 --
--- Returns the jobs as reserve.lua returns them, in the order of their deadlines (one call's jobs
+-- Returns the jobs as reserve.lua returns them (one flat array: a topic, how many jobs follow, four
+-- items a job; here each job with its own topic), in the order of their deadlines (one call's jobs
 -- share theirs); {} when there is none.
 
 local reserved, token, bucket_prefix = KEYS[1], ARGV[2], ARGV[3]
@@ -19,11 +22,25 @@ local latest = clock(ARGV[5]) + tonumber(ARGV[1]) / 1000
 local first = milliseconds_up(latest - tonumber(ARGV[4]) / 1000 - 1)
 local last = milliseconds_up(latest + 0.001)
 local jobs = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', reserved, first, last)) do
-  local fields = read_or_false('HMGET', bucket_prefix .. id, 'topic', 'body', 'attempts', 'due',
+local ids = redis.call('ZRANGEBYSCORE', reserved, first, last)
+if #ids == 0 then
+  return jobs
+end
+local held_by = read_or_false('HMGET', KEYS[2], unpack(ids)) or {}
+for index, id in ipairs(ids) do
+  local attempt, holder_token = holder_of(held_by[index])
+  local fields = (not attempt or holder_token == token) and read_or_false('HMGET', bucket_prefix .. id, 'topic', 'body', 'attempts', 'due',
     'reserved_by')
-  if fields and fields[1] and fields[2] and fields[5] == token then
-    jobs[#jobs + 1] = {id, fields[1], fields[2], tonumber(fields[3]) or 0, fields[4] or ''}
+  if fields and fields[1] and fields[2] then
+    if attempt and holder_token == token then
+      for _, item in ipairs({fields[1], 1, id, fields[2], attempt, fields[4] or ''}) do
+        jobs[#jobs + 1] = item
+      end
+    elseif not attempt and fields[5] == token then
+      for _, item in ipairs({fields[1], 1, id, fields[2], tonumber(fields[3]) or 0, fields[4] or ''}) do
+        jobs[#jobs + 1] = item
+      end
+    end
   end
 end
 return jobs

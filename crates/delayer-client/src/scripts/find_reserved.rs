@@ -29,6 +29,7 @@ impl FindReservedScript {
         let reply = self
             .0
             .key(keys.reserved())
+            .key(keys.holders())
             .arg(ttr.as_millis() as u64)
             .arg(token)
             .arg(keys.bucket_prefix())

@@ -86,3 +86,41 @@ local function read_or_false(...)
   return reply
 end
 
+
+-- The scores of `members` in sorted set `key`, in order (false for one not there): one ZMSCORE
+-- (Redis 6.2+) where this Redis has it and this user may run it, else one ZSCORE a member.
+local function scores(key, members)
+  if #members == 0 then
+    return {}
+  end
+  if may('ZMSCORE', key, members[1]) then
+    local reply = redis.pcall('ZMSCORE', key, unpack(members))
+    if not reply.err then
+      return reply
+    end
+    -- Only an older Redis's "unknown command" falls back; anything else is the script's error.
+    if not string.find(string.lower(reply.err), 'unknown') then
+      error(reply)
+    end
+  end
+  local found = {}
+  for index, member in ipairs(members) do
+    found[index] = redis.call('ZSCORE', key, member)
+  end
+  return found
+end
+
+-- A reservation's holder as the holders hash records it ("<attempt>:<token>"): the attempt, a
+-- whole number, and the token of the reserve call; nil for none (a reservation made by a version
+-- before the holders hash, whose attempt is the bucket's `attempts`).
+local function holder_of(value)
+  if not value then
+    return nil, nil
+  end
+  local colon = string.find(value, ':', 1, true)
+  local attempt = colon and tonumber(string.sub(value, 1, colon - 1))
+  if not attempt then
+    return nil, nil
+  end
+  return attempt, string.sub(value, colon + 1)
+end

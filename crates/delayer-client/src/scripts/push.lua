@@ -75,6 +75,9 @@ end
 redis.call('ZADD', pool, unpack(scored))
 -- pcall: a registry or reservation key of the wrong type must not fail a push that is done.
 redis.pcall('ZREM', reserved, unpack(ids))
+-- And their holders (see the holders hash in keys.rs; named after the reservations key, in its
+-- slot).
+redis.pcall('HDEL', reserved .. ':holders', unpack(ids))
 if topics ~= '' then
   local list = {}
   for topic in pairs(named) do

@@ -5,6 +5,9 @@
 --
 -- KEYS[1]  the reservations ("delayer:reserved")
 -- KEYS[2]  the job pool ("delayer:job_pool")
+-- KEYS[3]  the holders ("delayer:reserved:holders"): each reservation's attempt; a reservation
+--          without an entry (made before the holders hash) has the bucket's `attempts`. Ending
+--          one writes its attempt count back to the bucket.
 -- ARGV[1]  the caller's clock, unix seconds: now, only when this Redis user may not run TIME
 -- ARGV[2]  how long after now to deliver the jobs again, in seconds
 -- ARGV[3]  max attempts: a job already reserved this many times is dead instead
@@ -37,14 +40,16 @@
 --                  the pool instead, never lost
 -- A job pushed again while it was reserved (it is in the pool already) keeps its new due time.
 
-local reserved, pool, registry = KEYS[1], KEYS[2], ARGV[7]
+local reserved, pool, holders, registry = KEYS[1], KEYS[2], KEYS[3], ARGV[7]
 local max_attempts = tonumber(ARGV[3])
 local bucket_prefix, dead_prefix, limit, mode = ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[8]
 
 -- Checked before the first write: the ZADD that puts a job back must not fail after its ZREM.
 require_type(reserved, 'zset')
 require_type(pool, 'zset')
+require_type(holders, 'hash')
 require_permission('ZREM', reserved, 'id')
+require_permission('HDEL', holders, 'id')
 require_permission('ZADD', pool, '0', 'id')
 require_permission('HMGET', bucket_prefix .. 'id', 'topic')
 require_permission('HSET', bucket_prefix .. 'id', 'died_at', '0')
@@ -64,7 +69,8 @@ if mode == 'lapsed' then
 else
   local id, attempt = ARGV[9], tonumber(ARGV[10])
   local current = redis.call('ZSCORE', reserved, id)
-    and tonumber(read_or_false('HGET', bucket_prefix .. id, 'attempts')) == attempt
+    and (holder_of(redis.call('HGET', holders, id))
+      or tonumber(read_or_false('HGET', bucket_prefix .. id, 'attempts'))) == attempt
   ids = current and {id} or {}
 end
 
@@ -78,7 +84,10 @@ for _, id in ipairs(ids) do
   if topic and ARGV[12] ~= '' then
     topic = ARGV[12]
   end
-  local attempts = topic and attempts_of(fields[2]) or 0
+  -- The attempt this reservation is: the holders'; or, made before the holders hash, the
+  -- bucket's (which then holds it already).
+  local held_as = holder_of(redis.call('HGET', holders, id))
+  local attempts = topic and (held_as or attempts_of(fields[2])) or 0
   local pushed_again = redis.call('ZSCORE', pool, id)
   local out_of_attempts = mode ~= 'give_back' and attempts >= max_attempts and not pushed_again
   local dead_list = topic and dead_prefix .. topic .. ARGV[11]
@@ -93,6 +102,15 @@ for _, id in ipairs(ids) do
     end
   end
   redis.call('ZREM', reserved, id)
+  redis.call('HDEL', holders, id)
+  if topic and held_as then
+    -- The count goes back to the bucket; one given back untried does not count.
+    local counted = attempts
+    if mode == 'give_back' and counted > 0 then
+      counted = counted - 1
+    end
+    redis.call('HSET', bucket, 'attempts', counted)
+  end
   if not topic then
     dropped[#dropped + 1] = id
   elseif pushed_again then
@@ -116,7 +134,7 @@ for _, id in ipairs(ids) do
     dead[#dead + 1] = topic
     dead[#dead + 1] = id
   else
-    if mode == 'give_back' and attempts > 0 then
+    if mode == 'give_back' and attempts > 0 and not held_as then
       redis.call('HINCRBY', bucket, 'attempts', -1)
     end
     if keep_for then

@@ -80,6 +80,7 @@ impl ReleaseScript {
     ) -> ScriptInvocation<'_> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool())
+            .key(keys.holders())
             .arg(host_clock())
             .arg(format!("{retry_in:.6}"))
             .arg(max_attempts)

@@ -5,7 +5,7 @@ use redis::{RedisResult, Value};
 
 use std::time::Duration;
 
-use super::{host_clock, leading, malformed, name, seconds};
+use super::{host_clock, malformed, name, seconds};
 use crate::job::Job;
 use crate::keys::Keys;
 use crate::time::from_unix;
@@ -30,6 +30,7 @@ impl ReserveScript {
     ) -> RedisResult<Vec<Job>> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool())
+            .key(keys.holders())
             .arg(ttr.as_millis() as u64)
             .arg(keys.bucket_prefix())
             .arg(&keys.ready_affixes().prefix)
@@ -52,33 +53,34 @@ impl ReserveScript {
     }
 }
 
-/// A reply of jobs, as reserve.lua and find_reserved.lua give them.
+/// A reply of jobs, as reserve.lua and find_reserved.lua give them, in one flat array: a topic,
+/// how many of its jobs follow, and four items a job (id, body, attempts, due); again for the next
+/// topic.
 pub(super) fn read_jobs(reply: Value) -> Option<Vec<Job>> {
-    match reply {
-        Value::Array(items) => items.into_iter().map(read).collect(),
-        _ => None,
-    }
-}
-
-fn read(reply: Value) -> Option<Job> {
-    let (
-        [
-            id,
-            topic,
-            Value::BulkString(body),
-            Value::Int(attempts),
-            due,
-        ],
-        _,
-    ) = leading(reply)?
-    else {
+    let Value::Array(items) = reply else {
         return None;
     };
-    Some(Job {
-        id: name(id)?,
-        topic: name(topic)?,
-        body,
-        attempts: u32::try_from(attempts).ok()?,
-        due: seconds(due).and_then(from_unix),
-    })
+    let mut items = items.into_iter();
+    let mut jobs = Vec::new();
+    while let Some(topic) = items.next() {
+        let topic: Vec<u8> = name(topic)?;
+        let Value::Int(count) = items.next()? else {
+            return None;
+        };
+        for _ in 0..count {
+            let (id, body, attempts, due) =
+                (items.next()?, items.next()?, items.next()?, items.next()?);
+            let (Value::BulkString(body), Value::Int(attempts)) = (body, attempts) else {
+                return None;
+            };
+            jobs.push(Job {
+                id: name(id)?,
+                topic: topic.clone().into(),
+                body,
+                attempts: u32::try_from(attempts).ok()?,
+                due: seconds(due).and_then(from_unix),
+            });
+        }
+    }
+    Some(jobs)
 }

@@ -28,6 +28,7 @@ impl TouchScript {
         self.0
             .key(keys.reserved())
             .key(keys.bucket(id))
+            .key(keys.holders())
             .arg(ttr.as_millis() as u64)
             .arg(id)
             .arg(attempt)
