@@ -9,7 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine;
-use delayer_client::keys::{JOB_POOL, RESERVED, dead_queue, field, job_bucket, ready_queue};
+use delayer_client::keys::{
+    HOLDERS, JOB_POOL, RESERVED, dead_queue, field, job_bucket, ready_queue,
+};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::time::{deadline_score, unix_now};
@@ -205,6 +207,76 @@ async fn three_daemons_deliver_10k_lapsed_reservations_again_exactly_once() {
         .await
         .unwrap();
     assert_eq!((pool, reserved), (0, 0));
+    let working = logs
+        .iter()
+        .filter(|logs| read(&logs.access).contains("Job is delivered again"))
+        .count();
+    assert!(
+        working >= 2,
+        "only {working} daemon delivered jobs again: the test proves little"
+    );
+}
+
+/// Reservations of the kind the client makes now (each reserve call's jobs in one ZADD and one
+/// HSET of the holders hash, nothing written to their buckets): three daemons deliver them again
+/// exactly once each, each attempt counted in its bucket, no holder left.
+#[tokio::test]
+async fn three_daemons_deliver_10k_lapsed_reservations_of_the_holders_kind_again_exactly_once() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let ids: Vec<String> = (0..10_000).map(|index| format!("h-{index:05}")).collect();
+    let due = unix_now() - 1.0;
+    support::add_jobs(&mut redis, ids.iter().map(|id| (id.clone(), "t", due))).await;
+    support::move_until_empty(&mut redis).await;
+    let (mut daemons, logs) = support::start_daemons(
+        &server,
+        &["one", "two", "three"],
+        "batch_size = 100\ntimer_interval = 50",
+    );
+    for logs in &logs {
+        logs.wait_for_line("Service started successfully");
+    }
+    // Every daemon is up before they lapse (a few seconds from now), and all three wake for them.
+    let client = Client::connect(server.info()).await.unwrap();
+    let mut reserved = 0;
+    while reserved < ids.len() {
+        let jobs = client
+            .reserve_many(&["t"], Duration::from_secs(3), 100, Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(!jobs.is_empty(), "{reserved} reserved, then none");
+        assert!(jobs.iter().all(|job| job.attempts == 1));
+        reserved += jobs.len();
+    }
+    let holders: usize = redis.hlen(HOLDERS).await.unwrap();
+    assert_eq!(holders, ids.len(), "reservations of the new kind");
+
+    support::wait_for_ready(&redis, "t", 10_000).await;
+    for daemon in &mut daemons {
+        daemon.signal("TERM");
+        assert!(daemon.wait(Duration::from_secs(5)).success());
+    }
+
+    let counts = support::delivered(&mut redis, &["t"]).await;
+    assert!(counts.values().all(|count| *count == 1), "no duplicates");
+    assert_eq!(counts.len(), ids.len(), "every one");
+    let (pool, reserved, holders): (usize, usize, usize) = delayer_client::redis::pipe()
+        .zcard(JOB_POOL)
+        .zcard(RESERVED)
+        .hlen(HOLDERS)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!((pool, reserved, holders), (0, 0, 0));
+    let mut attempts = delayer_client::redis::pipe();
+    for id in &ids {
+        attempts.hget(job_bucket(id), field::ATTEMPTS);
+    }
+    let attempts: Vec<Option<u32>> = attempts.query_async(&mut redis).await.unwrap();
+    assert!(
+        attempts.iter().all(|attempts| *attempts == Some(1)),
+        "each attempt counted once"
+    );
     let working = logs
         .iter()
         .filter(|logs| read(&logs.access).contains("Job is delivered again"))

@@ -1169,4 +1169,122 @@ async fn windows_of_the_lists_read_what_they_show_oldest_first() {
     assert_eq!(client.ready_window("t", 8, 4).await.unwrap().len(), 2);
     assert!(client.ready_window("t", 10, 4).await.unwrap().is_empty());
     assert!(client.dead_window("t", 0, 4).await.unwrap().is_empty());
+
+/// Reservations made by the versions before the holders hash: the bucket counts the current
+/// attempt and names the call (`reserved_by`), and the holders hash has no entry. After an
+/// upgrade they are acked, touched, nacked and delivered again as they were.
+#[tokio::test]
+async fn reservations_written_the_old_way_are_still_acked_touched_nacked_and_released() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let deadline = deadline_score(delayer_client::time::unix_now() + 30.0);
+    for id in ["acked", "nacked", "lapsing"] {
+        let fields = [
+            ("topic", "t"),
+            ("body", "b"),
+            ("attempts", "2"),
+            ("reserved_by", "0123456789abcdef0123456789abcdef"),
+        ];
+        let _: () = redis.hset_multiple(job_bucket(id), &fields).await.unwrap();
+        let _: () = redis.zadd(RESERVED, id, deadline).await.unwrap();
+    }
+    let receipt = |id: &str, attempt| Receipt {
+        id: id.into(),
+        attempt,
+        topic: None,
+    };
+
+    let info = client.get("acked").await.unwrap();
+    assert_eq!((info.state, info.attempts), (State::Reserved, 2));
+    assert_eq!(
+        client.ack(receipt("acked", 1)).await.unwrap(),
+        Acked::Stale,
+        "another attempt's receipt"
+    );
+    assert!(matches!(
+        client
+            .touch(receipt("acked", 1), Duration::from_secs(60))
+            .await,
+        Err(Error::NotReserved(_))
+    ));
+    client
+        .touch(receipt("acked", 2), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(client.ack(receipt("acked", 2)).await.unwrap(), Acked::Done);
+    assert_eq!(client.get("acked").await.unwrap().state, State::Unknown);
+
+    assert_eq!(
+        client
+            .nack(receipt("nacked", 2), Duration::ZERO)
+            .await
+            .unwrap(),
+        Nacked::Retry
+    );
+    move_until_empty(&mut redis).await;
+    let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    assert_eq!(
+        (job.id.to_str().unwrap(), job.attempts),
+        ("nacked", 3),
+        "its count stands"
+    );
+
+    // Both lapse: the old one keeps its count, the new one's is written back to its bucket.
+    release_lapsed(&mut redis, Duration::from_secs(60)).await;
+    let (lapsing, nacked, holders, reserved): (u32, u32, usize, usize) =
+        delayer_client::redis::pipe()
+            .hget(job_bucket("lapsing"), "attempts")
+            .hget(job_bucket("nacked"), "attempts")
+            .hlen(keys::HOLDERS)
+            .zcard(RESERVED)
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+    assert_eq!((lapsing, nacked, holders, reserved), (2, 3, 0, 0));
+    move_until_empty(&mut redis).await;
+    let mut ready: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
+    ready.sort();
+    assert_eq!(ready, ["lapsing", "nacked"], "delivered again");
+}
+
+/// A reservation's writes are the reserve call's, one command each for all its jobs: nothing is
+/// written to a bucket while its job is reserved; the holders hash has the attempt.
+#[tokio::test]
+async fn a_reserve_writes_no_bucket_and_an_ack_forgets_the_holder() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    for index in 0..3 {
+        client.push("t", "b").id(format!("j{index}")).await.unwrap();
+    }
+    move_until_empty(&mut redis).await;
+
+    let jobs = client
+        .reserve_many(&["t"], Duration::from_secs(30), 3, Duration::ZERO)
+        .await
+        .unwrap();
+
+    assert_eq!(jobs.len(), 3);
+    for job in &jobs {
+        let fields: Vec<String> = redis.hkeys(job_bucket(job.id.as_bytes())).await.unwrap();
+        assert!(
+            !fields
+                .iter()
+                .any(|field| field == "attempts" || field == "reserved_by"),
+            "{fields:?}"
+        );
+        let holder: String = redis.hget(keys::HOLDERS, job.id.as_bytes()).await.unwrap();
+        assert!(holder.starts_with("1:"), "{holder}");
+        assert_eq!(client.get(job.id.as_bytes()).await.unwrap().attempts, 1);
+    }
+    let acked = client.ack_many(&jobs).await;
+    assert!(acked.iter().all(|acked| matches!(acked, Ok(Acked::Done))));
+    let (holders, reserved): (usize, usize) = delayer_client::redis::pipe()
+        .hlen(keys::HOLDERS)
+        .zcard(RESERVED)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!((holders, reserved), (0, 0));
 }
