@@ -24,16 +24,15 @@ local count = #KEYS - 3
 if count == 0 then
   return {}
 end
-require_type(reserved, 'zset')
-require_type(pool, 'zset')
-require_type(holders, 'hash')
+-- Their types are proven by the reads (and the first write), and named only when one fails.
+local expected = {{reserved, 'zset'}, {pool, 'zset'}, {holders, 'hash'}}
 require_permission('ZREM', reserved, 'id')
 require_permission('ZREM', pool, 'id')
 require_permission('HDEL', holders, 'id')
 require_permission('DEL', unpack(KEYS, 4))
 
-local pooled = scores(pool, {unpack(ARGV, 1, count)})
-local holder = redis.call('HMGET', holders, unpack(ARGV, 1, count))
+local pooled = naming(expected, scores, pool, {unpack(ARGV, 1, count)})
+local holder = naming(expected, redis.call, 'HMGET', holders, unpack(ARGV, 1, count))
 
 -- The usual ack, told from the replies above alone: the holder (which reserve writes, and whatever
 -- ends the reservation forgets, writing the count back to the bucket) names this attempt (compared
@@ -52,7 +51,7 @@ for index = 1, count do
   end
 end
 if usual then
-  redis.call('ZREM', reserved, unpack(ARGV, 1, count))
+  naming(expected, redis.call, 'ZREM', reserved, unpack(ARGV, 1, count))
   redis.call('HDEL', holders, unpack(ARGV, 1, count))
   redis.call('DEL', unpack(KEYS, 4))
   return codes
@@ -65,7 +64,7 @@ for index = 1, count do
   if not codes[index] then
     -- A job in the pool may have been pushed again while reserved (by a legacy client, which
     -- keeps the count): then only the reservation ends. A bucket of the wrong type counts as gone.
-    held = redis.call('ZSCORE', reserved, id)
+    held = naming(expected, redis.call, 'ZSCORE', reserved, id)
     require_permission('HMGET', bucket, 'topic')
     local fields = read_or_false('HMGET', bucket, 'topic', 'attempts')
     -- The attempt the job is at: its holder's; else (lapsed, or reserved by a version before the

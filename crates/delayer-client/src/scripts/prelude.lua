@@ -14,6 +14,20 @@ local function require_type(key, expected)
   end
 end
 
+-- Runs `command` (a function, with its arguments), and when it fails, fails naming the key of the
+-- wrong type among `expected` ({key, type} pairs) if one is, else with the command's own error. For
+-- a script's reads and first write: a TYPE a key is paid only when something failed.
+local function naming(expected, command, ...)
+  local ok, reply = pcall(command, ...)
+  if not ok then
+    for _, key in ipairs(expected) do
+      require_type(key[1], key[2])
+    end
+    error(reply)
+  end
+  return reply
+end
+
 -- Whether this connection's Redis user may run `command` with these arguments (ACL). Redis 6 has
 -- no way to ask from a script: there, permissions are as the operator set them.
 local function may(command, ...)

@@ -63,7 +63,10 @@ end
 -- or reserved already, and their buckets; then the window's reservations, in one ZADD, so that the
 -- next window's look finds them. What the other writes need is gathered as it goes.
 local jobs, found, dropped = {}, 0, 0
-local scored, held_by, trims, checked, deadline = {}, {}, {}, false, nil
+local scored, held_by, trims, deadline = {}, {}, {}, nil
+-- The keys' types are proven by the reads and the first write, and named only when one fails:
+-- the writes after the first cannot fail half-way.
+local expected = {{reserved, 'zset'}, {pool, 'zset'}, {holders, 'hash'}}
 -- The holder of a first attempt, the usual one, made once.
 local first_holder = '1:' .. token
 for _, list in ipairs(lists) do
@@ -76,13 +79,8 @@ for _, list in ipairs(lists) do
     if #window == 0 then
       break
     end
-    if not checked then
-      -- Named here, and before any write: the writes below must not fail half-way.
-      require_type(reserved, 'zset')
-      require_type(holders, 'hash')
-      checked = true
-    end
-    local pooled, held = scores(pool, window), scores(reserved, window)
+    local pooled = naming(expected, scores, pool, window)
+    local held = naming(expected, scores, reserved, window)
     local before, listed = found, #jobs
     -- The oldest entry is the last.
     for index = #window, 1, -1 do
@@ -123,8 +121,11 @@ for _, list in ipairs(lists) do
       end
     end
     if found > before then
-      -- The first write: none of these was reserved (read above), so fewer new than found means
-      -- an id came twice in this window. The oldest is taken, the rest dropped.
+      -- The window's holders first: the first write, refused (for want of memory, or a holders
+      -- key of the wrong type) before anything changed. Then the reservations: none of these was
+      -- reserved (read above), so fewer new than found means an id came twice in this window (its
+      -- holder written twice, the same). The oldest is taken, the rest dropped.
+      naming(expected, redis.call, 'HSET', holders, unpack(held_by, 2 * before + 1, 2 * found))
       if redis.call('ZADD', reserved, unpack(scored, 2 * before + 1, 2 * found)) < found - before then
         local seen, kept = {}, before
         for job = before, found - 1 do
@@ -162,11 +163,6 @@ for _, list in ipairs(lists) do
   end
 end
 
--- The other writes (the reservations came first, so that a refusal for want of memory came
--- before anything changed).
-if found > 0 then
-  redis.call('HSET', holders, unpack(held_by))
-end
 for _, trim in ipairs(trims) do
   redis.call('LTRIM', trim[1], 0, -(trim[2] + 1))
 end
