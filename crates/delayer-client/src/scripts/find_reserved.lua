@@ -29,18 +29,18 @@ end
 local held_by = read_or_false('HMGET', KEYS[2], unpack(ids)) or {}
 for index, id in ipairs(ids) do
   local attempt, holder_token = holder_of(held_by[index])
-  local fields = (not attempt or holder_token == token) and read_or_false('HMGET', bucket_prefix .. id, 'topic', 'body', 'attempts', 'due',
-    'reserved_by')
-  if fields and fields[1] and fields[2] then
-    if attempt and holder_token == token then
-      for _, item in ipairs({fields[1], 1, id, fields[2], attempt, fields[4] or ''}) do
-        jobs[#jobs + 1] = item
-      end
-    elseif not attempt and fields[5] == token then
-      for _, item in ipairs({fields[1], 1, id, fields[2], tonumber(fields[3]) or 0, fields[4] or ''}) do
-        jobs[#jobs + 1] = item
-      end
-    end
+  -- A holder names the call; a reservation made before the holders hash has none, and its
+  -- bucket's `reserved_by` does.
+  local fields = (not attempt or holder_token == token)
+    and read_or_false('HMGET', bucket_prefix .. id, 'topic', 'body', 'attempts', 'due',
+      'reserved_by')
+  local ours = fields and fields[1] and fields[2]
+    and (attempt and holder_token == token or not attempt and fields[5] == token)
+  if ours then
+    local at = #jobs
+    jobs[at + 1], jobs[at + 2], jobs[at + 3] = fields[1], 1, id
+    jobs[at + 4], jobs[at + 5] = fields[2], attempt or tonumber(fields[3]) or 0
+    jobs[at + 6] = fields[4] or ''
   end
 end
 return jobs

@@ -23,15 +23,15 @@
 --
 -- Returns nil when every list is empty; {} when it dropped many ids whose bucket is gone and
 -- stopped before it found a job (call again at once); else the jobs, oldest first, in one flat
--- array (a table a job costs Redis more to reply): for each topic that had any, the topic and how
--- many, then four items a job: id, body, attempts, due; `topic` the one whose list it came from, `due` "" for a job pushed by a
--- legacy client. An id whose bucket is gone (expired, or removed) is dropped, as a legacy pop would
--- drop it.
+-- array (a table a job would cost Redis more to reply): for each topic whose list had any, the
+-- topic and how many, then four items a job: id, body, attempts, due (`due` "" for a job pushed by
+-- a legacy client). An id whose bucket is gone (expired, or removed) is dropped, as a legacy pop
+-- would drop it.
 --
--- Every write is one command for the whole call (one ZADD, one HSET of the holders, one LTRIM a
--- list), after every read: nothing is written to a job's bucket while it is reserved. Its
--- `attempts` field keeps the count of the attempts before this one, and the holders hash the
--- current one; the release, nack or ack that ends the reservation writes it back when it must.
+-- Every write is one command for many jobs: one HSET of the holders and one ZADD a window of a
+-- list (one window, unless entries were dropped), one LTRIM a list. Nothing is written to a job's
+-- bucket while it is reserved: its `attempts` field keeps the count of the reservations before
+-- this one, the holders hash the current one, and whatever ends the reservation writes it back.
 
 local reserved, pool, holders = KEYS[1], KEYS[2], KEYS[3]
 local bucket_prefix, ready_prefix, ready_suffix = ARGV[2], ARGV[3], ARGV[4]
@@ -60,8 +60,8 @@ for index = 9, #ARGV do
 end
 
 -- For every list, window by window: the ids its oldest entries hold, whether each is in the pool
--- or reserved already, and their buckets; then the window's reservations, in one ZADD, so that the
--- next window's look finds them. What the other writes need is gathered as it goes.
+-- or reserved already, and their buckets; then the window's holders and reservations, so that the
+-- next window's look finds them. The lists are trimmed at the end.
 local jobs, found, dropped = {}, 0, 0
 local scored, held_by, trims, deadline = {}, {}, {}, nil
 -- The keys' types are proven by the reads and the first write, and named only when one fails:
@@ -111,9 +111,11 @@ for _, list in ipairs(lists) do
         deadline = deadline or milliseconds_up(clock(ARGV[8]) + tonumber(ARGV[1]) / 1000)
         local at = 2 * found
         scored[at + 1], scored[at + 2] = deadline, id
-        held_by[at + 1], held_by[at + 2] = id, attempt == 1 and first_holder or attempt .. ':' .. token
+        held_by[at + 1] = id
+        held_by[at + 2] = attempt == 1 and first_holder or attempt .. ':' .. token
         at = #jobs
-        jobs[at + 1], jobs[at + 2], jobs[at + 3], jobs[at + 4] = id, fields[2], attempt, fields[3] or ''
+        jobs[at + 1], jobs[at + 2] = id, fields[2]
+        jobs[at + 3], jobs[at + 4] = attempt, fields[3] or ''
         found = found + 1
         jobs[first + 1] = jobs[first + 1] + 1
       else
@@ -126,7 +128,8 @@ for _, list in ipairs(lists) do
       -- reserved (read above), so fewer new than found means an id came twice in this window (its
       -- holder written twice, the same). The oldest is taken, the rest dropped.
       naming(expected, redis.call, 'HSET', holders, unpack(held_by, 2 * before + 1, 2 * found))
-      if redis.call('ZADD', reserved, unpack(scored, 2 * before + 1, 2 * found)) < found - before then
+      local added = redis.call('ZADD', reserved, unpack(scored, 2 * before + 1, 2 * found))
+      if added < found - before then
         local seen, kept = {}, before
         for job = before, found - 1 do
           local at = listed + 4 * (job - before)
@@ -140,7 +143,8 @@ for _, list in ipairs(lists) do
               jobs[to + item] = jobs[at + item]
             end
             scored[2 * kept + 1], scored[2 * kept + 2] = scored[2 * job + 1], scored[2 * job + 2]
-            held_by[2 * kept + 1], held_by[2 * kept + 2] = held_by[2 * job + 1], held_by[2 * job + 2]
+            held_by[2 * kept + 1] = held_by[2 * job + 1]
+            held_by[2 * kept + 2] = held_by[2 * job + 2]
             kept = kept + 1
           end
         end
