@@ -13,7 +13,8 @@
 -- (unless it had been pushed again meanwhile, when only the reservation ends and the new push
 -- stands); 2 when it had lapsed and nobody reserved the job since: finished all the same; 0 when
 -- it is stale (another reservation since, or pushed again): nothing changed; -1 when there is no
--- such job. Each job is named once: a second ack in the same call could finish a job pushed again
+-- such job (one whose data was removed, or expired, while it was reserved is finished all the
+-- same: 1). Each job is named once: a second ack in the same call could finish a job pushed again
 -- after the first (the first ends the reservation, the second finds the job lapsed).
 --
 -- The reads come first, each one command for all the jobs, then the writes, one command each

@@ -104,8 +104,8 @@ end
 -- The scores of `members` in sorted set `key`, in order (false for one not there): one ZMSCORE
 -- (Redis 6.2+) where this Redis has it and this user may run it, else one ZSCORE a member.
 local function scores(key, members)
-  if #members == 0 then
-    return {}
+  if #members < 2 then
+    return {members[1] and redis.call('ZSCORE', key, members[1])}
   end
   if may('ZMSCORE', key, members[1]) then
     local reply = redis.pcall('ZMSCORE', key, unpack(members))

@@ -75,7 +75,10 @@ for _, list in ipairs(lists) do
   local taken, first = 0, #jobs + 1
   jobs[first], jobs[first + 1] = topic, 0
   while found < most and dropped < MAX_DROPPED do
-    local window = redis.call('LRANGE', ready, -(taken + most - found), -(taken + 1))
+    -- (Indexes as text where they can be: a number passed to Redis is printed with printf.)
+    local window = taken == 0 and found == 0
+      and redis.call('LRANGE', ready, '-' .. ARGV[5], '-1')
+      or redis.call('LRANGE', ready, -(taken + most - found), -(taken + 1))
     if #window == 0 then
       break
     end
@@ -168,7 +171,7 @@ for _, list in ipairs(lists) do
 end
 
 for _, trim in ipairs(trims) do
-  redis.call('LTRIM', trim[1], 0, -(trim[2] + 1))
+  redis.call('LTRIM', trim[1], '0', -(trim[2] + 1))
 end
 if found > 0 then
   return jobs
