@@ -1169,6 +1169,7 @@ async fn windows_of_the_lists_read_what_they_show_oldest_first() {
     assert_eq!(client.ready_window("t", 8, 4).await.unwrap().len(), 2);
     assert!(client.ready_window("t", 10, 4).await.unwrap().is_empty());
     assert!(client.dead_window("t", 0, 4).await.unwrap().is_empty());
+}
 
 /// Reservations made by the versions before the holders hash: the bucket counts the current
 /// attempt and names the call (`reserved_by`), and the holders hash has no entry. After an
@@ -1277,6 +1278,12 @@ async fn a_reserve_writes_no_bucket_and_an_ack_forgets_the_holder() {
         let holder: String = redis.hget(keys::HOLDERS, job.id.as_bytes()).await.unwrap();
         assert!(holder.starts_with("1:"), "{holder}");
         assert_eq!(client.get(job.id.as_bytes()).await.unwrap().attempts, 1);
+        let marks = client.marks(&job.topic, std::slice::from_ref(&job.id));
+        assert_eq!(
+            marks.await.unwrap()[0].attempts,
+            1,
+            "a console's reserved window"
+        );
     }
     let acked = client.ack_many(&jobs).await;
     assert!(acked.iter().all(|acked| matches!(acked, Ok(Acked::Done))));

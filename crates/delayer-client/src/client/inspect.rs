@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use redis::{AsyncCommands, RedisResult};
+use redis::{AsyncCommands, RedisResult, Value};
 
 use super::{Client, check_id, check_topic_in};
 use crate::error::{Error, Result};
@@ -211,20 +211,33 @@ impl Client {
                 field::ATTEMPTS,
                 field::DIED_AT,
             ]);
+            pipe.hget(keys.holders(), id);
         }
-        type Fields = RedisResult<(Option<String>, Option<String>, Option<String>)>;
-        let found: Vec<Fields> = pipe
+        type Fields = (Option<String>, Option<String>, Option<String>);
+        let found: Vec<RedisResult<Value>> = pipe
             .ignore_errors()
             .query_async(&mut self.connection().await?)
             .await?;
         let time = |value: Option<String>| value?.parse().ok().and_then(from_unix);
         Ok(found
-            .into_iter()
-            .map(|fields| {
+            .chunks(2)
+            .map(|pair| {
+                // A bucket of the wrong type (an error) or gone marks nothing.
+                let fields: Option<Fields> = match &pair[0] {
+                    Ok(value) => redis::from_redis_value(value.clone()).ok(),
+                    Err(_) => None,
+                };
                 let (due, attempts, died) = fields.unwrap_or_default();
+                // A job reserved is at its holder's attempt (the bucket counts those ended).
+                let held_as = match &pair[1] {
+                    Ok(Value::BulkString(holder)) => attempt_of_holder(holder),
+                    _ => None,
+                };
                 JobMarks {
                     due: time(due),
-                    attempts: attempts.and_then(|n| n.parse().ok()).unwrap_or(0),
+                    attempts: held_as
+                        .or_else(|| attempts.and_then(|n| n.parse().ok()))
+                        .unwrap_or(0),
                     died: time(died),
                 }
             })
