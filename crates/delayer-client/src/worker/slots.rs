@@ -1,341 +1,419 @@
-//! The worker's slots: each runs one job's handler at a time, touching its reservation, and hands
-//! the finished job to the batches, which ack (or nack) it and reserve the slot's next job together
-//! with every other slot that finished meanwhile.
+//! The worker's loop: keeps its slots fed from a small buffer of reserved jobs, one reserve call
+//! for all the slots free (or about to be), one ack call for all the handlers that ended, and one
+//! sweep that touches every reservation held for long.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
-use tokio::task::{JoinHandle, JoinSet};
-use tracing::{info, warn};
+use tokio::sync::watch;
+use tokio::task::{self, JoinHandle, JoinSet};
+use tokio::time::{Instant, MissedTickBehavior};
+use tracing::warn;
 
+use super::finish::{Finished, Finisher, backoff};
 use crate::client::Client;
-use crate::client::finish::Nacked;
-use crate::error::{Error, unanswered};
+use crate::error::{Error, Result};
 use crate::job::{Job, Receipt};
 use crate::name::Topic;
-use crate::scripts::ack::Acked;
 use crate::settings::MAX_BATCH;
 
-/// The wait before an ack that Redis did not answer is sent again; it doubles up to
-/// [`ACK_RETRY_MAX_WAIT`].
-const ACK_RETRY_FIRST_WAIT: Duration = Duration::from_millis(100);
-const ACK_RETRY_MAX_WAIT: Duration = Duration::from_secs(2);
 pub(super) type Handler =
-    Arc<dyn Fn(Job) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+    Arc<dyn Fn(Job) -> Pin<Box<dyn Future<Output = Outcome> + Send>> + Send + Sync>;
+/// A handler's answer: `Err` with why it failed.
+pub(super) type Outcome = std::result::Result<(), String>;
 
-/// What the worker's slots share.
-pub(super) struct Shared {
+/// How long one reserve waits for a job, when the last found none, before the loop looks again.
+const RESERVE_WAIT: Duration = Duration::from_secs(1);
+/// How long the loop waits after Redis failed a reserve.
+const TROUBLE_WAIT: Duration = Duration::from_millis(500);
+/// Jobs are reserved ahead of free slots only while handlers take less than this on average
+/// (and less than an eighth of `ttr`): then a job reserved ahead starts within about one
+/// handler's time, long before its time to run passes. Slower handlers gain nothing from it.
+const PREFETCH_BELOW: Duration = Duration::from_millis(100);
+
+/// What the worker was built with.
+pub(super) struct Settings {
     pub(super) client: Client,
     pub(super) handlers: HashMap<Topic, Handler>,
-    pub(super) topics: Vec<Topic>,
-    /// Counts reserves, each starting with another topic.
-    pub(super) turn: AtomicUsize,
+    pub(super) concurrency: usize,
     pub(super) ttr: Duration,
+    pub(super) stop_timeout: Duration,
     pub(super) first_backoff: Duration,
     pub(super) max_backoff: Duration,
-    /// The reservations held: given back on stop unless their handlers finished.
-    pub(super) unfinished: Mutex<HashSet<Receipt>>,
-    pub(super) stopped: watch::Receiver<bool>,
-    /// Set when the stop has waited `stop_timeout`: running handlers are stopped.
-    pub(super) abandoned: watch::Receiver<bool>,
 }
 
-/// A slot's job whose handler ended, for the batches to ack or nack.
-pub(super) struct Finished {
+/// A reservation the worker holds, and when it was last extended (the reserve or touch sent).
+struct Held {
     reservation: Receipt,
-    /// Why the handler failed; `None` when it succeeded.
-    failure: Option<String>,
-    /// When a failed job is tried again.
+    extended: Instant,
+}
+
+/// A running handler's job.
+struct Running {
+    held: Held,
+    started: Instant,
     backoff: Duration,
-    /// Where the slot waits for its next job; `None` when it wants none (the worker stops).
-    next: Option<oneshot::Sender<Option<Job>>>,
 }
 
-/// How a handler's run ended.
-enum Outcome {
-    Succeeded,
-    Failed(String),
-    /// Stopped by the worker's stop.
-    Abandoned,
+/// The loop's state; see [`Slots::run`].
+pub(super) struct Slots {
+    settings: Settings,
+    finisher: Arc<Finisher>,
+    topics: Vec<Topic>,
+    /// Counts reserves, each starting with another topic.
+    turn: AtomicUsize,
+    /// Jobs reserved whose handlers have not started, oldest first.
+    ready: VecDeque<(Job, Instant)>,
+    handlers: JoinSet<Outcome>,
+    running: HashMap<task::Id, Running>,
+    /// Jobs whose handlers ended, for the next ack call.
+    finished: Vec<Finished>,
+    /// The reserve calls under way: what each found, when it was sent and how many it asked for.
+    reserving: JoinSet<(Result<Vec<Job>>, Instant, usize)>,
+    /// How many jobs the reserves under way ask for.
+    asked: usize,
+    /// Whether the last reserve found fewer jobs than it asked for: the next one waits for more.
+    drained: bool,
+    /// No reserve before then: Redis failed the last.
+    trouble_until: Option<Instant>,
+    acking: Option<JoinHandle<Vec<Receipt>>>,
+    acking_again: JoinSet<()>,
+    touching: JoinSet<(Receipt, Result<()>)>,
+    giving_back: JoinSet<()>,
+    /// How long handlers take, on average (none ended yet: `None`).
+    handler_time: Option<Duration>,
+    /// How many jobs were given back at the stop.
+    given_back: usize,
 }
 
-impl Shared {
-    /// The topics to reserve from, starting with another one each time, so that a busy topic
-    /// cannot starve the rest.
-    pub(super) fn order(&self) -> Vec<&Topic> {
+impl Slots {
+    pub(super) fn new(settings: Settings, stopped: watch::Receiver<bool>) -> Slots {
+        let finisher = Arc::new(Finisher {
+            client: settings.client.clone(),
+            ttr: settings.ttr,
+            stopped,
+        });
+        Slots {
+            topics: settings.handlers.keys().cloned().collect(),
+            settings,
+            finisher,
+            turn: AtomicUsize::new(0),
+            ready: VecDeque::new(),
+            handlers: JoinSet::new(),
+            running: HashMap::new(),
+            finished: Vec::new(),
+            reserving: JoinSet::new(),
+            asked: 0,
+            drained: false,
+            trouble_until: None,
+            acking: None,
+            acking_again: JoinSet::new(),
+            touching: JoinSet::new(),
+            giving_back: JoinSet::new(),
+            handler_time: None,
+            given_back: 0,
+        }
+    }
+
+    pub(super) fn topics(&self) -> &[Topic] {
+        &self.topics
+    }
+
+    /// Runs until the stop (see the module docs of the worker): starts handlers while slots are
+    /// free and jobs held; reserves while fewer jobs are held than the slots could use; acks the
+    /// jobs of ended handlers; touches what it holds. Returns how many jobs it gave back.
+    pub(super) async fn run(mut self, mut stopped: watch::Receiver<bool>) -> usize {
+        let ttr = self.settings.ttr;
+        // Each reservation is touched once it was extended 3/8 ttr ago, looked at every 1/8: at
+        // most half its time to run after its last extension, as a handler's own timer would.
+        let mut sweep = tokio::time::interval(ttr / 8);
+        sweep.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut stop_at: Option<Instant> = None;
+        let mut abandoned = false;
+        loop {
+            let stopping = *stopped.borrow_and_update();
+            if stopping && stop_at.is_none() {
+                stop_at = Some(Instant::now() + self.settings.stop_timeout);
+                // Never started: given back at once, for another consumer.
+                for (job, _) in std::mem::take(&mut self.ready) {
+                    self.give_back(Receipt::from(&job));
+                }
+            }
+            if !stopping {
+                self.start_handlers();
+                self.reserve(&stopped);
+            }
+            if self.acking.is_none() && !self.finished.is_empty() {
+                let batch = std::mem::take(&mut self.finished);
+                self.acking = Some(tokio::spawn(self.finisher.clone().finish(batch)));
+            }
+            if stopping
+                && self.reserving.is_empty()
+                && self.acking.is_none()
+                && self.running.is_empty()
+            {
+                break;
+            }
+            tokio::select! {
+                // Ended handlers first, so that the ack takes them all.
+                biased;
+                Some(ended) = self.handlers.join_next_with_id(), if !self.handlers.is_empty() => {
+                    self.ended(ended);
+                    while let Some(ended) = self.handlers.try_join_next_with_id() {
+                        self.ended(ended);
+                    }
+                }
+                Some(reserved) = self.reserving.join_next(), if !self.reserving.is_empty() => {
+                    self.reserved(reserved.expect("a reserve's task does not panic"), stopping);
+                }
+                unanswered = wait(&mut self.acking), if self.acking.is_some() => {
+                    self.acking = None;
+                    for reservation in unanswered {
+                        self.acking_again.spawn(self.finisher.clone().ack_again(reservation));
+                    }
+                    while self.acking_again.try_join_next().is_some() {}
+                }
+                Some(touched) = self.touching.join_next(), if !self.touching.is_empty() => {
+                    self.touched(touched.expect("a touch does not panic"));
+                }
+                _ = sweep.tick() => self.touch_the_old(),
+                _ = stopped.changed(), if !stopping => {}
+                () = sleep_until(stop_at), if stopping && !abandoned && !self.running.is_empty() => {
+                    abandoned = true;
+                    self.abandon();
+                }
+                () = sleep_until(self.trouble_until), if !stopping && self.trouble_until.is_some() => {
+                    self.trouble_until = None;
+                }
+            }
+        }
+        self.acking_again.join_all().await;
+        self.giving_back.join_all().await;
+        // Not awaited: a touch is no longer needed, and its answer changes nothing.
+        self.touching.abort_all();
+        self.given_back
+    }
+
+    /// Starts a handler for each held job while a slot is free.
+    fn start_handlers(&mut self) {
+        while self.running.len() < self.settings.concurrency {
+            let Some((job, extended)) = self.ready.pop_front() else {
+                return;
+            };
+            let reservation = Receipt::from(&job);
+            let backoff = backoff(
+                self.settings.first_backoff,
+                self.settings.max_backoff,
+                job.attempts,
+            );
+            let handler = self.settings.handlers[&job.topic].clone();
+            // Its own task, the handler called in it too: a panic is a failed attempt.
+            let handle = self.handlers.spawn(async move { handler(job).await });
+            let held = Held {
+                reservation,
+                extended,
+            };
+            let running = Running {
+                held,
+                started: Instant::now(),
+                backoff,
+            };
+            self.running.insert(handle.id(), running);
+        }
+    }
+
+    /// Reserves, in one call, as many jobs as the slots could use: the free slots, plus as many
+    /// again while handlers end quickly, so that a slot that frees finds its next job at once; at
+    /// most as many unstarted as slots (given back at a stop), one call at a time.
+    fn reserve(&mut self, stopped: &watch::Receiver<bool>) {
+        // One at a time: two calls for half as many jobs each cost Redis and the worker more than
+        // the wait they save (measured with 10 slots).
+        if !self.reserving.is_empty() || self.trouble_until.is_some() {
+            return;
+        }
+        let slots = self.settings.concurrency;
+        let quick = self
+            .handler_time
+            .is_some_and(|time| time < PREFETCH_BELOW.min(self.settings.ttr / 8));
+        let usable = if quick { 2 * slots } else { slots };
+        let held = self.running.len() + self.ready.len() + self.asked;
+        let wanted = usable
+            .saturating_sub(held)
+            .min(slots.saturating_sub(self.ready.len() + self.asked))
+            .min(MAX_BATCH);
+        if wanted == 0 {
+            return;
+        }
         let turn = self.turn.fetch_add(1, Ordering::Relaxed);
         let count = self.topics.len();
-        (0..count)
-            .map(|index| &self.topics[(turn + index) % count])
-            .collect()
-    }
-
-    pub(super) fn hold(&self, job: &Job) {
-        let mut unfinished = self.unfinished.lock().expect("not poisoned");
-        unfinished.insert(Receipt::from(job));
-    }
-
-    /// Runs handlers in one slot: this job's, then, while jobs are ready and the worker is not
-    /// stopping, the next one's, reserved in the same round trip as this one's ack or nack (a
-    /// busy worker takes jobs in all its slots at once, not one at a time in its loop).
-    pub(super) async fn run_slot(
-        self: Arc<Self>,
-        mut job: Job,
-        slot: OwnedSemaphorePermit,
-        to_batches: mpsc::UnboundedSender<Finished>,
-    ) {
-        loop {
-            let reservation = Receipt::from(&job);
-            let backoff = backoff(self.first_backoff, self.max_backoff, job.attempts);
-            let failure = match self.attempt(job, &reservation).await {
-                Outcome::Succeeded => None,
-                Outcome::Failed(message) => Some(message),
-                // Left unfinished, to be given back.
-                Outcome::Abandoned => break,
-            };
-            let (next, reply) = oneshot::channel();
-            let finished = Finished {
-                reservation,
-                failure,
-                backoff,
-                next: (!*self.stopped.borrow()).then_some(next),
-            };
-            to_batches
-                .send(finished)
-                .expect("the batches end only once every slot has");
-            match reply.await {
-                Ok(Some(next)) => job = next,
-                _ => break,
-            }
-        }
-        drop(slot);
-    }
-
-    /// Finishes the jobs slots send, in batches: those that finished while the last batch was at
-    /// Redis are acked in one call, their next jobs reserved in another, at the same time. Runs
-    /// until every slot has ended; a batch under way is never cut short (a reply dropped would
-    /// leave jobs reserved by nobody).
-    pub(super) async fn finish_in_batches(
-        self: Arc<Self>,
-        mut batches: mpsc::UnboundedReceiver<Finished>,
-    ) {
-        let mut batch = Vec::new();
-        // Acks that Redis did not answer, sent again until it does.
-        let mut acking_again = JoinSet::new();
-        while batches.recv_many(&mut batch, MAX_BATCH).await > 0 {
-            let wanted = if *self.stopped.borrow() {
-                0
-            } else {
-                batch.iter().filter(|done| done.next.is_some()).count()
-            };
-            let reserving = async {
-                if wanted == 0 {
-                    return Vec::new();
-                }
-                let reserved = self
-                    .client
-                    .reserve_many(&self.order(), self.ttr, wanted, Duration::ZERO)
-                    .await;
-                reserved.unwrap_or_else(|error| {
-                    warn!("worker cannot reserve: {error}");
-                    Vec::new()
-                })
-            };
-            let (unanswered, reserved) = tokio::join!(self.finish(&batch), reserving);
-            while acking_again.try_join_next().is_some() {}
-            for reservation in unanswered {
-                acking_again.spawn(self.clone().ack_again(reservation));
-            }
-            let mut unfinished = self.unfinished.lock().expect("not poisoned");
-            for done in &batch {
-                unfinished.remove(&done.reservation);
-            }
-            for job in &reserved {
-                unfinished.insert(Receipt::from(job));
-            }
-            drop(unfinished);
-            let mut reserved = reserved.into_iter();
-            for done in batch.drain(..) {
-                if let Some(next) = done.next {
-                    // Its slot waits for the reply: it cannot be gone.
-                    let _ = next.send(reserved.next());
-                }
-            }
-        }
-        acking_again.join_all().await;
-    }
-
-    /// Sends the ack of a finished job again, after a wait, while Redis does not answer it: until
-    /// the job's time to run has passed (it is delivered again then anyway), or once more at the
-    /// stop. Without it, an outage shorter than `ttr` would have every job finished during it run
-    /// twice.
-    async fn ack_again(self: Arc<Self>, reservation: Receipt) {
-        let id = &reservation.id;
-        let give_up_at = tokio::time::Instant::now() + self.ttr;
-        let mut stopped = self.stopped.clone();
-        let mut wait = ACK_RETRY_FIRST_WAIT;
-        loop {
-            let last =
-                *stopped.borrow_and_update() || tokio::time::Instant::now() + wait >= give_up_at;
-            if !last {
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    // One more try at once, then the stop goes on.
-                    _ = stopped.changed() => {}
-                }
-            }
-            match self.client.ack(reservation.clone()).await {
-                Ok(Acked::Done | Acked::Late) => {
-                    info!(id = %id, "job acked once Redis answered again");
-                    return;
-                }
-                // The ack that got no answer had run.
-                Err(Error::UnknownJob(_)) => return,
-                Ok(Acked::Stale) => {
-                    warn!(id = %id, "job finished, but its time to run passed before Redis answered, and it was delivered again: it may run twice");
-                    return;
-                }
-                Err(Error::Redis(error)) if unanswered(&error) && !last => {
-                    wait = (wait * 2).min(ACK_RETRY_MAX_WAIT);
-                }
-                Err(error) => {
-                    warn!(id = %id, "cannot ack the job ({error}): it is delivered again once its time to run passes");
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Acks the jobs whose handlers succeeded (in one call), nacks those whose handlers failed;
-    /// returns the reservations whose ack Redis did not answer, to be acked again.
-    async fn finish(&self, batch: &[Finished]) -> Vec<Receipt> {
-        let succeeded: Vec<&Receipt> = batch
-            .iter()
-            .filter(|done| done.failure.is_none())
-            .map(|done| &done.reservation)
+        let topics: Vec<Topic> = (0..count)
+            .map(|index| self.topics[(turn + index) % count].clone())
             .collect();
-        let acking = async {
-            let mut again = Vec::new();
-            if succeeded.is_empty() {
-                return again;
-            }
-            let acked = self
-                .client
-                .ack_many(succeeded.iter().copied().cloned())
+        let (client, ttr) = (self.settings.client.clone(), self.settings.ttr);
+        // Waits for a job only when the last look found too few: a busy worker never waits.
+        let wait = if self.drained {
+            RESERVE_WAIT
+        } else {
+            Duration::ZERO
+        };
+        let mut stop = stopped.clone();
+        let give_up = async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        };
+        // Its own task: a call under way is never cut short, so no job is left reserved by nobody.
+        self.reserving.spawn(async move {
+            let sent = Instant::now();
+            let reserved = client
+                .reserve_up_to(&topics, ttr, wanted, wait, give_up)
                 .await;
-            for (reservation, acked) in succeeded.iter().zip(acked) {
-                let id = &reservation.id;
-                match acked {
-                    Ok(Acked::Done) => {}
-                    Ok(Acked::Late) => warn!(id = %id, "job finished after its time to run"),
-                    Ok(Acked::Stale) => {
-                        warn!(id = %id, "job finished after its time to run, and was delivered again meanwhile: it may run twice")
-                    }
-                    Err(Error::Redis(error)) if unanswered(&error) => {
-                        warn!(id = %id, "cannot ack the job yet ({error}): trying again");
-                        again.push((*reservation).clone());
-                    }
-                    Err(error) => {
-                        warn!(id = %id, "cannot ack the job ({error}): it is delivered again once its time to run passes")
-                    }
-                }
-            }
-            again
-        };
-        let mut nacking = JoinSet::new();
-        for done in batch {
-            if let Some(message) = &done.failure {
-                let (client, reservation) = (self.client.clone(), done.reservation.clone());
-                let (message, backoff) = (message.clone(), done.backoff);
-                nacking.spawn(async move {
-                    let id = &reservation.id;
-                    match client.nack(reservation.clone(), backoff).await {
-                        Ok(Nacked::Dead) => {
-                            warn!(id = %id, "job failed its last attempt, now dead: {message}")
-                        }
-                        Ok(_) => warn!(id = %id, retry_in = ?backoff, "job failed: {message}"),
-                        Err(error) => {
-                            warn!(id = %id, "job failed ({message}) and cannot be given back: {error}")
-                        }
-                    }
-                });
-            }
-        }
-        let (again, _) = tokio::join!(acking, nacking.join_all());
-        again
+            (reserved, sent, wanted)
+        });
+        self.asked += wanted;
     }
 
-    /// Runs one job's handler, touching its reservation meanwhile, until it ends or the stop
-    /// abandons it.
-    async fn attempt(&self, job: Job, reservation: &Receipt) -> Outcome {
-        let (client, ttr) = (&self.client, self.ttr);
-        let handler = self.handlers[&job.topic].clone();
-        let id = &reservation.id;
-        let mut abandoned = self.abandoned.clone();
-        // A job reserved as the stop came is not started: given back untried.
-        if *self.stopped.borrow() || *abandoned.borrow_and_update() {
-            return Outcome::Abandoned;
-        }
-        // Its own task (the handler called in it too), so that a panic is a failed attempt
-        // rather than a dead slot; aborted when dropped.
-        let mut handling = AbortOnDrop(tokio::spawn(async move { handler(job).await }));
-        let mut touching = tokio::time::interval_at(tokio::time::Instant::now() + ttr / 2, ttr / 2);
-        let outcome = loop {
-            tokio::select! {
-                // A handler that ended is never taken for abandoned.
-                biased;
-                outcome = &mut handling.0 => break outcome,
-                // It is only ever set, once.
-                Ok(()) = abandoned.changed() => return Outcome::Abandoned,
-                _ = touching.tick() => {
-                    if let Err(error) = client.touch(reservation.clone(), ttr).await {
-                        warn!(id = %id, "cannot extend the job's time to run: {error}");
-                    }
-                }
+    fn reserved(
+        &mut self,
+        (reserved, sent, asked): (Result<Vec<Job>>, Instant, usize),
+        stopping: bool,
+    ) {
+        self.asked -= asked;
+        let jobs = match reserved {
+            Ok(jobs) => jobs,
+            Err(error) => {
+                warn!("worker cannot reserve: {error}");
+                self.trouble_until = Some(Instant::now() + TROUBLE_WAIT);
+                return;
             }
         };
-        match outcome {
-            Ok(Ok(())) => Outcome::Succeeded,
-            Ok(Err(message)) => Outcome::Failed(message),
-            Err(error) => Outcome::Failed(format!("the handler panicked: {error}")),
+        self.drained = jobs.len() < asked;
+        if stopping {
+            // Reserved as the stop came: given back untried.
+            for job in &jobs {
+                self.give_back(Receipt::from(job));
+            }
+            return;
+        }
+        self.ready.extend(jobs.into_iter().map(|job| (job, sent)));
+    }
+
+    /// A handler ended (or was stopped): its job is to be acked, nacked or given back.
+    fn ended(&mut self, ended: std::result::Result<(task::Id, Outcome), task::JoinError>) {
+        let (id, outcome) = match ended {
+            Ok((id, outcome)) => (id, outcome),
+            Err(error) if error.is_cancelled() => {
+                if let Some(running) = self.running.remove(&error.id()) {
+                    self.give_back(running.held.reservation);
+                }
+                return;
+            }
+            Err(error) => (error.id(), Err(format!("the handler panicked: {error}"))),
+        };
+        let Some(running) = self.running.remove(&id) else {
+            return;
+        };
+        let took = running.started.elapsed();
+        // An average over the last few: one slow job does not stop the reserving ahead at once.
+        self.handler_time = Some(match self.handler_time {
+            Some(average) => (average * 7 + took) / 8,
+            None => took,
+        });
+        self.finished.push(Finished {
+            reservation: running.held.reservation,
+            failure: outcome.err(),
+            backoff: running.backoff,
+        });
+    }
+
+    /// The stop has waited `stop_timeout`: running handlers are stopped, their jobs given back
+    /// (but those that ended meanwhile are acked).
+    fn abandon(&mut self) {
+        self.handlers.abort_all();
+        while let Some(ended) = self.handlers.try_join_next_with_id() {
+            self.ended(ended);
+        }
+        // A handler that ignores being stopped (blocking work) is left running.
+        self.handlers.detach_all();
+        for (_, running) in std::mem::take(&mut self.running) {
+            self.give_back(running.held.reservation);
+        }
+    }
+
+    /// Gives a reservation back untried (the attempt not counted): nothing is lost, and a job on
+    /// its last attempt is not sent to the dead list for a stop.
+    fn give_back(&mut self, reservation: Receipt) {
+        self.given_back += 1;
+        let client = self.settings.client.clone();
+        self.giving_back.spawn(async move {
+            let id = &reservation.id;
+            match client.give_back(reservation.clone()).await {
+                Ok(_) => warn!(id = %id, "stopping before the job was done: given back"),
+                Err(error) => {
+                    warn!(id = %id, "stopping before the job was done, and giving it back failed ({error}): it is delivered again once its time to run passes")
+                }
+            }
+        });
+    }
+
+    /// Touches every reservation held (running or not started yet) last extended 3/8 ttr ago.
+    fn touch_the_old(&mut self) {
+        let ttr = self.settings.ttr;
+        let now = Instant::now();
+        let old = |held: &Held| now.duration_since(held.extended) >= ttr * 3 / 8;
+        let (client, touching) = (&self.settings.client, &mut self.touching);
+        let mut touch = |reservation: &Receipt| {
+            let (client, reservation) = (client.clone(), reservation.clone());
+            touching.spawn(async move {
+                let touched = client.touch(reservation.clone(), ttr).await;
+                (reservation, touched)
+            });
+        };
+        for running in self.running.values_mut() {
+            if old(&running.held) {
+                touch(&running.held.reservation);
+                running.held.extended = now;
+            }
+        }
+        for (job, extended) in &mut self.ready {
+            if now.duration_since(*extended) >= ttr * 3 / 8 {
+                touch(&Receipt::from(&*job));
+                *extended = now;
+            }
+        }
+    }
+
+    /// A touch failed: said unless the job is no longer held (it ended meanwhile).
+    fn touched(&mut self, (reservation, touched): (Receipt, Result<()>)) {
+        let Err(error) = touched else {
+            return;
+        };
+        let held = self
+            .running
+            .values()
+            .any(|running| running.held.reservation == reservation)
+            || self
+                .ready
+                .iter()
+                .any(|(job, _)| Receipt::from(job) == reservation);
+        if held || !matches!(error, Error::NotReserved(_)) {
+            let id = &reservation.id;
+            warn!(id = %id, "cannot extend the job's time to run: {error}");
         }
     }
 }
 
-/// The delay before attempt `attempts + 1`: `first`, doubled per attempt made, at most `max`.
-fn backoff(first: Duration, max: Duration, attempts: u32) -> Duration {
-    let doublings = attempts.saturating_sub(1).min(31);
-    first.saturating_mul(1 << doublings).min(max)
+/// The answer of a call under way (its task never fails).
+async fn wait<T>(call: &mut Option<JoinHandle<T>>) -> T {
+    let handle = call.as_mut().expect("only waited for while under way");
+    handle.await.expect("a call's task does not panic")
 }
 
-/// A task that is aborted when its handle is dropped (by a stop that gives up on it).
-struct AbortOnDrop<T>(JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_most() {
-        let second = Duration::from_secs(1);
-        let delays: Vec<u64> = (1..=6)
-            .map(|attempts| backoff(second, Duration::from_secs(10), attempts).as_secs())
-            .collect();
-        assert_eq!(delays, [1, 2, 4, 8, 10, 10]);
-        assert_eq!(
-            backoff(second, Duration::MAX, 1000),
-            Duration::from_secs(1 << 31)
-        );
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
