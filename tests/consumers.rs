@@ -14,7 +14,7 @@ use delayer_client::keys::{
 };
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::time::{deadline_score, unix_now};
+use delayer_client::time::{deadline_score, from_deadline_score, unix_now};
 use delayer_client::{Client, State, Worker};
 use support::legacy_client::{self, Message};
 use support::{Daemon, DaemonSetup, RedisServer, delayer_command, read, wait_for};
@@ -135,6 +135,173 @@ async fn a_worker_killed_mid_job_gets_its_job_delivered_again_after_ttr_and_acke
         "{}",
         read(&logs.access)
     );
+}
+
+/// Set (to a redis socket) when this test binary runs as a batch worker (`batch_worker_process`).
+const BATCH_WORKER_SOCKET: &str = "DELAYER_TEST_BATCH_WORKER_SOCKET";
+/// The batch worker's slots: it holds as many jobs again reserved ahead of them.
+const BATCH_SLOTS: usize = 4;
+
+/// Not a test of its own: the body of the worker process that `a_worker_killed_mid_batch...`
+/// starts and kills. Jobs `q-*` end at once (so the worker reserves ahead of its slots); `s-*`
+/// never end on their first attempt. Each start is counted in Redis.
+#[tokio::test]
+async fn batch_worker_process() {
+    let Ok(socket) = std::env::var(BATCH_WORKER_SOCKET) else {
+        return;
+    };
+    let url = format!("redis+unix://{socket}");
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let counters = delayer_client::redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    Worker::new(client)
+        .ttr(Duration::from_secs(1))
+        .concurrency(BATCH_SLOTS)
+        .handle("batch", move |job| {
+            let mut redis = counters.clone();
+            async move {
+                let _: () = redis.incr(format!("started:{}", job.id), 1).await.unwrap();
+                if job.id.as_bytes().starts_with(b"s-") {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<(), String>(())
+            }
+        })
+        .run(std::future::pending())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_worker_killed_mid_batch_gets_each_of_its_jobs_delivered_again_once_after_ttr() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, logs) = server.daemon_config("daemon", "timer_interval = 100");
+    let mut daemon = Daemon::start(&config);
+    let client = Client::connect(server.info()).await.unwrap();
+    let quick: Vec<String> = (0..20).map(|index| format!("q-{index:02}")).collect();
+    let slow: Vec<String> = (0..20).map(|index| format!("s-{index:02}")).collect();
+    for id in quick.iter().chain(&slow) {
+        client.push("batch", "b").id(id.as_str()).await.unwrap();
+    }
+    let mut worker = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "batch_worker_process", "--nocapture"])
+        .env(BATCH_WORKER_SOCKET, server.socket())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Mid-batch: every quick job acked, a slow one in each slot, as many reserved ahead.
+    let held = wait_for(
+        Duration::from_secs(10),
+        "the worker to hold a batch",
+        || {
+            let (mut redis, client, quick) = (redis.clone(), client.clone(), quick.clone());
+            async move {
+                for id in &quick {
+                    if client.get(id).await.unwrap().state != State::Unknown {
+                        return None;
+                    }
+                }
+                let held: Vec<(String, f64)> =
+                    redis.zrange_withscores(RESERVED, 0, -1).await.unwrap();
+                (held.len() == 2 * BATCH_SLOTS).then_some(held)
+            }
+        },
+    )
+    .await;
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    let killed_at = unix_now();
+    let mut started = 0;
+    for (id, _) in &held {
+        started += counter(&mut redis, &format!("started:{id}")).await;
+    }
+    let keys: Vec<String> = redis.keys("started:*").await.unwrap();
+    let mut all = Vec::new();
+    for key in keys {
+        let n = counter(&mut redis, &key).await;
+        all.push((key, n));
+    }
+    all.sort();
+    assert_eq!(started, BATCH_SLOTS as u64, "one running in each slot");
+
+    // The rest of the jobs, by a worker in this process: each handled once, noting when.
+    let handled = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = handled.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let second = tokio::spawn(
+        Worker::new(client.clone())
+            .handle("batch", move |job| {
+                recorded
+                    .lock()
+                    .unwrap()
+                    .push((job.id.to_string(), job.attempts, unix_now()));
+                async { Ok::<(), String>(()) }
+            })
+            .run(async {
+                let _ = stopped.await;
+            }),
+    );
+    wait_for(Duration::from_secs(20), "every job to be done", || {
+        let mut redis = redis.clone();
+        async move {
+            let (pool, reserved, ready): (usize, usize, usize) = delayer_client::redis::pipe()
+                .zcard(JOB_POOL)
+                .zcard(RESERVED)
+                .llen(ready_queue("batch"))
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            (pool + reserved + ready == 0).then_some(())
+        }
+    })
+    .await;
+    stop.send(()).unwrap();
+    second.await.unwrap().unwrap();
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+
+    let handled = handled.lock().unwrap().clone();
+    let mut ids: Vec<&str> = handled.iter().map(|(id, ..)| id.as_str()).collect();
+    ids.sort();
+    let mut expected: Vec<&str> = slow.iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(ids, expected, "each slow job once, no quick one again");
+    let access = read(&logs.access);
+    for (id, deadline) in &held {
+        let (_, attempts, at) = handled.iter().find(|(handled, ..)| handled == id).unwrap();
+        assert_eq!(*attempts, 2, "{id}: its second reservation");
+        // (The deadline is by Redis's clock, the start by this host's: the same one here.)
+        assert!(
+            *at >= from_deadline_score(*deadline) && *at >= killed_at,
+            "{id} delivered again before its time to run passed"
+        );
+    }
+    // The daemon's word: each delivered again once, none other.
+    let mut again: Vec<&str> = access
+        .lines()
+        .filter_map(|line| {
+            line.split_once("Job is delivered again")?
+                .1
+                .split_once("IDs: [")?
+                .1
+                .split_once(']')
+        })
+        .flat_map(|(ids, _)| ids.split(','))
+        .collect();
+    again.sort();
+    let mut held_ids: Vec<&str> = held.iter().map(|(id, _)| id.as_str()).collect();
+    held_ids.sort();
+    assert_eq!(again, held_ids, "{access}");
+    for (id, attempts, _) in &handled {
+        if !held.iter().any(|(held, _)| held == id) {
+            assert_eq!(*attempts, 1, "{id} was never reserved before");
+        }
+    }
 }
 
 /// Writes `count` jobs reserved `attempts` times, whose reservation lapsed ten seconds ago.
