@@ -1,6 +1,6 @@
 //! The benchmark: `cargo bench --bench bench [-- SCENARIO...]` with scenarios `batch`, `drain`,
 //! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve`, `e2e` (the client's; see
-//! `consumers`), `http` (adds over HTTP), `scrape` (80 scrapers against 200,000 topics) and
+//! `consumers`), `worker_burst` (a burst taken by a Worker), `http` (adds over HTTP), `scrape` (80 scrapers against 200,000 topics) and
 //! `cluster` (a drain on 1 and 3 cluster masters), default: all. It starts its own redis-server and the release `delayer` binary (access log on,
 //! to a file), and prints each figure beside a reference measured in the same run, since this
 //! machine is shared and noisy: compare ratios, not absolute numbers.
@@ -11,6 +11,7 @@ mod cluster_idle;
 mod consumers;
 mod http_add;
 mod scrape;
+mod worker_burst;
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
@@ -80,6 +81,9 @@ fn main() {
         }
         if runs("e2e") {
             consumers::end_to_end(&server).await;
+        }
+        if runs("worker_burst") {
+            worker_burst::worker_burst(&server).await;
         }
         if runs("http") {
             http_add::http_add(&server).await;

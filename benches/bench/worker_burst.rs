@@ -1,0 +1,155 @@
+//! A burst as consumers see it: 50,000 jobs due in the same instant, moved by the release daemon
+//! and taken by a Worker of 10 slots whose handlers return at once, against 10 RPOP + DEL
+//! consumers on one connection (no guarantee, nothing to ack): from the due time to the last
+//! handler start (or pop), and Redis's CPU per job over that time (the daemon's moves included).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use delayer_client::keys::{JOB_POOL, RESERVED, job_bucket, ready_queue};
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::time::unix_now;
+use delayer_client::{Client, DEFAULT_CONCURRENCY, Worker};
+use tokio::task::JoinSet;
+
+use super::support::{Daemon, DaemonSetup, RedisServer, add_jobs, redis_cpu_seconds, script_runs};
+use super::{fresh, stop};
+
+const JOBS: usize = 50_000;
+/// Bursts per side: each figure is their median (and the best and worst are shown too).
+const BURSTS: usize = 3;
+
+pub async fn worker_burst(server: &RedisServer) {
+    println!(
+        "\n## A burst taken by consumers ({JOBS} jobs due in the same instant, one topic, release daemon; from the due time to the last handler start, over {BURSTS} bursts)\n"
+    );
+    println!(
+        "| consumers | median ms | best ms | worst ms | jobs/s (median) | Redis CPU µs/job (median) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    let mut worker = Vec::new();
+    let mut pops = Vec::new();
+    for _ in 0..BURSTS {
+        worker.push(one_burst(server, true).await);
+        pops.push(one_burst(server, false).await);
+    }
+    for (name, runs) in [
+        (format!("Worker of {DEFAULT_CONCURRENCY}"), &mut worker),
+        (
+            format!("{DEFAULT_CONCURRENCY} RPOP + DEL consumers"),
+            &mut pops,
+        ),
+    ] {
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (median, cpu) = runs[runs.len() / 2];
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} |",
+            median * 1000.0,
+            runs[0].0 * 1000.0,
+            runs[runs.len() - 1].0 * 1000.0,
+            JOBS as f64 / median,
+            cpu * 1e6 / JOBS as f64
+        );
+    }
+}
+
+/// Seconds from the due time to the last job's start, and Redis's CPU seconds meanwhile.
+async fn one_burst(server: &RedisServer, by_worker: bool) -> (f64, f64) {
+    let mut redis = fresh(server).await;
+    let (config, _) = server.daemon_config("worker-burst", "");
+    let mut daemon = Daemon::start(&config);
+    // Up once it has looked at the pool.
+    while script_runs(&mut redis).await == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let due = unix_now().floor() + 3.0;
+    add_jobs(
+        &mut redis,
+        (0..JOBS).map(|index| (format!("burst-{index:05}"), "t", due)),
+    )
+    .await;
+    assert!(unix_now() < due - 0.2, "loading took too long");
+
+    let taken = Arc::new(AtomicUsize::new(0));
+    let last = Arc::new(Mutex::new(None));
+    let all_taken = Arc::new(tokio::sync::Notify::new());
+    // Read just before the due time: the moves count too, on both sides.
+    let cpu = tokio::spawn({
+        let mut redis = redis.clone();
+        async move {
+            tokio::time::sleep(Duration::from_secs_f64(due - unix_now() - 0.05)).await;
+            redis_cpu_seconds(&mut redis).await
+        }
+    });
+    let took = |taken: &AtomicUsize, last: &Mutex<Option<f64>>, all: &tokio::sync::Notify| {
+        if taken.fetch_add(1, Ordering::Relaxed) + 1 == JOBS {
+            *last.lock().unwrap() = Some(unix_now());
+            all.notify_one();
+        }
+    };
+    if by_worker {
+        let client = Client::connect(server.info()).await.unwrap();
+        let (taken, last, all) = (taken.clone(), last.clone(), all_taken.clone());
+        let finished = all_taken.clone();
+        Worker::new(client)
+            .concurrency(DEFAULT_CONCURRENCY)
+            .handle("t", move |_job| {
+                took(&taken, &last, &all);
+                async { Ok::<(), String>(()) }
+            })
+            .run(async move { finished.notified().await })
+            .await
+            .unwrap();
+    } else {
+        let connection = server.connect().await;
+        let mut consumers = JoinSet::new();
+        for _ in 0..DEFAULT_CONCURRENCY {
+            let (mut redis, taken, last, all) = (
+                connection.clone(),
+                taken.clone(),
+                last.clone(),
+                all_taken.clone(),
+            );
+            consumers.spawn(async move {
+                while taken.load(Ordering::Relaxed) < JOBS {
+                    if pop_one(&mut redis).await {
+                        took(&taken, &last, &all);
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
+            });
+        }
+        consumers.join_all().await;
+    }
+    let ended = last.lock().unwrap().expect("every job taken");
+    let cpu = redis_cpu_seconds(&mut redis).await - cpu.await.unwrap();
+    stop(&mut daemon);
+    assert_eq!(taken.load(Ordering::Relaxed), JOBS, "each job taken once");
+    let (pool, reserved, ready): (usize, usize, usize) = delayer_client::redis::pipe()
+        .zcard(JOB_POOL)
+        .zcard(RESERVED)
+        .llen(ready_queue("t"))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(
+        (pool, reserved, ready),
+        (0, 0, 0),
+        "every job taken and acked"
+    );
+    (ended - due, cpu)
+}
+
+async fn pop_one(redis: &mut MultiplexedConnection) -> bool {
+    let id: Option<String> = redis.rpop(ready_queue("t"), None).await.unwrap();
+    match id {
+        Some(id) => {
+            let _: () = redis.del(job_bucket(&id)).await.unwrap();
+            true
+        }
+        None => false,
+    }
+}
