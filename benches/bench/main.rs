@@ -1,9 +1,10 @@
 //! The benchmark: `cargo bench --bench bench [-- SCENARIO...]` with scenarios `batch`, `drain`,
-//! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve`, `e2e` (the client's; see
-//! `consumers`), `worker_burst` (a burst taken by a Worker), `http` (adds over HTTP), `scrape` (80 scrapers against 200,000 topics) and
-//! `cluster` (a drain on 1 and 3 cluster masters), default: all. It starts its own redis-server and the release `delayer` binary (access log on,
-//! to a file), and prints each figure beside a reference measured in the same run, since this
-//! machine is shared and noisy: compare ratios, not absolute numbers.
+//! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve`, `e2e`, `worker_burst` (the
+//! client's; see `consumers` and `worker_burst`), `http` (adds over HTTP), `scrape` (80 scrapers
+//! against 200,000 topics) and `cluster` (a drain on 1 and 3 cluster masters), default: all. It
+//! starts its own redis-server and the release `delayer` binary (access log on, to a file), and
+//! prints each figure beside a reference measured in the same run, since this machine is shared
+//! and noisy: compare ratios, not absolute numbers.
 
 mod burst;
 mod cluster_drain;
