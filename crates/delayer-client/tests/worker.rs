@@ -408,6 +408,100 @@ async fn a_stop_in_the_middle_of_a_backlog_loses_and_repeats_nothing() {
     }
 }
 
+#[tokio::test]
+async fn a_larger_prefetch_takes_a_backlog_in_larger_calls_and_a_stop_gives_back_at_most_it() {
+    const SLOTS: usize = 4;
+    const PREFETCH: usize = 50;
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let ids = ready_jobs(&client, &mut redis, "t", 2_000).await;
+    let _: () = delayer_client::redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let handled = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = handled.clone();
+    let (stop, stopped) = stop_signal();
+    let worker = Worker::new(client.clone())
+        .concurrency(SLOTS)
+        .prefetch(PREFETCH)
+        .handle("t", move |job| {
+            recorded.lock().unwrap().push(job.id);
+            async { Ok::<(), String>(()) }
+        });
+    let running = tokio::spawn(worker.run(stopped));
+    wait_for(Duration::from_secs(20), "500 jobs handled", || {
+        let handled = handled.lock().unwrap().len();
+        async move { (handled >= 500).then_some(()) }
+    })
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+
+    let mut handled = handled.lock().unwrap().clone();
+    let count = handled.len();
+    handled.sort();
+    handled.dedup();
+    assert_eq!(handled.len(), count, "none handled twice");
+    // Each reserve that took jobs trimmed the list once. With the default prefetch a call takes
+    // at most one job a slot.
+    let stats = command_stats(&mut redis).await;
+    let reserves = stats.get("ltrim").map_or(0, |&(calls, _)| calls as usize);
+    assert!(
+        reserves > 0 && count > 2 * SLOTS * reserves,
+        "{count} jobs handled in {reserves} reserve calls"
+    );
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(reserved, 0, "nothing left reserved");
+    let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
+    let given_back: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert!(given_back <= PREFETCH, "at most the prefetch: {given_back}");
+    assert_eq!(
+        ready + given_back + count,
+        ids.len(),
+        "every other job ready or given back"
+    );
+}
+
+#[tokio::test]
+async fn a_large_prefetch_holds_nothing_ahead_for_handlers_too_slow_to_start_it_soon() {
+    const SLOTS: usize = 2;
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let ids = ready_jobs(&client, &mut redis, "t", 20).await;
+    let (stop, stopped) = stop_signal();
+    // 30 ms a job: 50 held ahead of 2 slots would wait 750 ms, far over 100.
+    let worker = Worker::new(client.clone())
+        .concurrency(SLOTS)
+        .prefetch(50)
+        .handle("t", |_job| async {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            Ok::<(), String>(())
+        });
+    let running = tokio::spawn(worker.run(stopped));
+    let mut most = 0;
+    loop {
+        let (reserved, ready): (usize, usize) = delayer_client::redis::pipe()
+            .zcard(RESERVED)
+            .llen(ready_queue("t"))
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        most = most.max(reserved);
+        if reserved == 0 && ready == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    wait_until_finished(&client, &ids).await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+    assert!(most <= SLOTS, "at most one a slot reserved: {most}");
+}
+
 /// One slot, three ready jobs: the first job's handler finishes while Redis holds writes for
 /// `pause_ms` (its ack and the next reserve wait in Redis), and the stop comes meanwhile, with
 /// `stop_timeout`. Whether the stop waits out the pause or gives up on the slot first, the first

@@ -30,9 +30,10 @@ pub(super) type Outcome = std::result::Result<(), String>;
 const RESERVE_WAIT: Duration = Duration::from_secs(1);
 /// How long the loop waits after Redis failed a reserve.
 const TROUBLE_WAIT: Duration = Duration::from_millis(500);
-/// Jobs are reserved ahead of free slots only while handlers take less than this on average
-/// (and less than an eighth of `ttr`): then a job reserved ahead starts within about one
-/// handler's time, long before its time to run passes. Slower handlers gain nothing from it.
+/// Jobs are reserved ahead of free slots only while a job reserved ahead would start within
+/// this (and within an eighth of `ttr`): handlers' average time, once for each `concurrency`
+/// jobs held ahead. Then it starts long before its time to run passes; slower handlers gain
+/// nothing from it.
 const PREFETCH_BELOW: Duration = Duration::from_millis(100);
 
 /// What the worker was built with.
@@ -40,6 +41,8 @@ pub(super) struct Settings {
     pub(super) client: Client,
     pub(super) handlers: HashMap<Topic, Handler>,
     pub(super) concurrency: usize,
+    /// The most jobs held unstarted, those of a reserve under way included (at least 1).
+    pub(super) prefetch: usize,
     pub(super) ttr: Duration,
     pub(super) stop_timeout: Duration,
     pub(super) first_backoff: Duration,
@@ -226,24 +229,26 @@ impl Slots {
         }
     }
 
-    /// Reserves, in one call, as many jobs as the slots could use: the free slots, plus as many
-    /// again while handlers end quickly, so that a slot that frees finds its next job at once; at
-    /// most as many unstarted as slots (given back at a stop), one call at a time.
+    /// Reserves, in one call, as many jobs as the slots could use: the free slots, plus up to
+    /// `prefetch` more while handlers end quickly, so that a slot that frees finds its next job at
+    /// once; at most `prefetch` unstarted (given back at a stop), one call at a time.
     fn reserve(&mut self, stopped: &watch::Receiver<bool>) {
         // One at a time: two calls for half as many jobs each cost Redis and the worker more than
         // the wait they save (measured with 10 slots).
         if !self.reserving.is_empty() || self.trouble_until.is_some() {
             return;
         }
-        let slots = self.settings.concurrency;
-        let quick = self
-            .handler_time
-            .is_some_and(|time| time < PREFETCH_BELOW.min(self.settings.ttr / 8));
-        let usable = if quick { 2 * slots } else { slots };
+        let (slots, prefetch) = (self.settings.concurrency, self.settings.prefetch);
+        // The last job held ahead starts after this many handlers of each slot.
+        let rounds = prefetch.div_ceil(slots) as u32;
+        let quick = self.handler_time.is_some_and(|time| {
+            time.saturating_mul(rounds) < PREFETCH_BELOW.min(self.settings.ttr / 8)
+        });
+        let usable = if quick { slots + prefetch } else { slots };
         let held = self.running.len() + self.ready.len() + self.asked;
         let wanted = usable
             .saturating_sub(held)
-            .min(slots.saturating_sub(self.ready.len() + self.asked))
+            .min(prefetch.saturating_sub(self.ready.len() + self.asked))
             .min(MAX_BATCH);
         if wanted == 0 {
             return;
