@@ -1,7 +1,8 @@
 //! A burst as consumers see it: 50,000 jobs due in the same instant, moved by the release daemon
-//! and taken by a Worker of 10 slots whose handlers return at once, against 10 RPOP + DEL
-//! consumers on one connection (no guarantee, nothing to ack): from the due time to the last
-//! handler start (or pop), and Redis's CPU per job over that time (the daemon's moves included).
+//! and taken by a Worker of 10 slots whose handlers return at once (with its default prefetch,
+//! and with a prefetch of 100), against 10 RPOP + DEL consumers on one connection (no guarantee,
+//! nothing to ack): from the due time to the last handler start (or pop), and Redis's CPU per
+//! job over that time (the daemon's moves included).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,6 +21,16 @@ use super::{fresh, stop};
 const JOBS: usize = 50_000;
 /// Bursts per side: each figure is their median (and the best and worst are shown too).
 const BURSTS: usize = 3;
+/// The larger prefetch measured beside the default: one reserve call's most jobs.
+const PREFETCH: usize = 100;
+
+/// Who takes the burst.
+#[derive(Clone, Copy)]
+enum Consumers {
+    /// A Worker of 10, with this prefetch (`None`: its default).
+    Worker(Option<usize>),
+    Pops,
+}
 
 pub async fn worker_burst(server: &RedisServer) {
     println!(
@@ -29,19 +40,27 @@ pub async fn worker_burst(server: &RedisServer) {
         "| consumers | median ms | best ms | worst ms | jobs/s (median) | Redis CPU µs/job (median) |"
     );
     println!("|---|---:|---:|---:|---:|---:|");
-    let mut worker = Vec::new();
-    let mut pops = Vec::new();
-    for _ in 0..BURSTS {
-        worker.push(one_burst(server, true).await);
-        pops.push(one_burst(server, false).await);
-    }
-    for (name, runs) in [
-        (format!("Worker of {DEFAULT_CONCURRENCY}"), &mut worker),
+    let sides = [
+        (
+            format!("Worker of {DEFAULT_CONCURRENCY}"),
+            Consumers::Worker(None),
+        ),
+        (
+            format!("Worker of {DEFAULT_CONCURRENCY}, prefetch {PREFETCH}"),
+            Consumers::Worker(Some(PREFETCH)),
+        ),
         (
             format!("{DEFAULT_CONCURRENCY} RPOP + DEL consumers"),
-            &mut pops,
+            Consumers::Pops,
         ),
-    ] {
+    ];
+    let mut runs = vec![Vec::new(); sides.len()];
+    for _ in 0..BURSTS {
+        for ((_, consumers), runs) in sides.iter().zip(&mut runs) {
+            runs.push(one_burst(server, *consumers).await);
+        }
+    }
+    for ((name, _), runs) in sides.iter().zip(&mut runs) {
         runs.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (median, cpu) = runs[runs.len() / 2];
         println!(
@@ -56,7 +75,7 @@ pub async fn worker_burst(server: &RedisServer) {
 }
 
 /// Seconds from the due time to the last job's start, and Redis's CPU seconds meanwhile.
-async fn one_burst(server: &RedisServer, by_worker: bool) -> (f64, f64) {
+async fn one_burst(server: &RedisServer, consumers: Consumers) -> (f64, f64) {
     let mut redis = fresh(server).await;
     let (config, _) = server.daemon_config("worker-burst", "");
     let mut daemon = Daemon::start(&config);
@@ -89,12 +108,15 @@ async fn one_burst(server: &RedisServer, by_worker: bool) -> (f64, f64) {
             all.notify_one();
         }
     };
-    if by_worker {
+    if let Consumers::Worker(prefetch) = consumers {
         let client = Client::connect(server.info()).await.unwrap();
         let (taken, last, all) = (taken.clone(), last.clone(), all_taken.clone());
         let finished = all_taken.clone();
-        Worker::new(client)
-            .concurrency(DEFAULT_CONCURRENCY)
+        let mut worker = Worker::new(client).concurrency(DEFAULT_CONCURRENCY);
+        if let Some(prefetch) = prefetch {
+            worker = worker.prefetch(prefetch);
+        }
+        worker
             .handle("t", move |_job| {
                 took(&taken, &last, &all);
                 async { Ok::<(), String>(()) }
