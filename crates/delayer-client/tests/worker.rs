@@ -354,54 +354,96 @@ async fn a_stop_gives_back_a_job_on_its_last_attempt_rather_than_killing_it() {
     );
 }
 
-#[tokio::test]
-async fn a_stop_in_the_middle_of_a_backlog_loses_and_repeats_nothing() {
+/// What a worker handled of a backlog of 2,000 ready jobs before it was stopped, and where the
+/// rest are.
+struct StoppedInABacklog {
+    /// Kept running for the checks after.
+    _server: RedisServer,
+    client: Client,
+    ids: Vec<String>,
+    /// Each handled once (checked).
+    handled: Vec<String>,
+    ready: usize,
+    /// In the pool: given back untried at the stop.
+    given_back: usize,
+    /// Reserve calls that took jobs (each trimmed the list once).
+    reserve_calls: usize,
+}
+
+/// Runs `worker` (given its client) on a backlog of 2,000 jobs with handlers that return at once,
+/// stops it once it has handled `handled`, and checks that none was handled twice and none is
+/// left reserved.
+async fn stopped_in_a_backlog(
+    worker: impl FnOnce(Worker) -> Worker,
+    handled: usize,
+) -> StoppedInABacklog {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = client(&server).await;
     let ids = ready_jobs(&client, &mut redis, "t", 2_000).await;
-    let handled = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let recorded = handled.clone();
+    let _: () = delayer_client::redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let recorded = Arc::new(std::sync::Mutex::new(Vec::new()));
     let (stop, stopped) = stop_signal();
-    // Slots take job after job (each acked with the next reserve) until the stop.
-    let worker = Worker::new(client.clone())
-        .concurrency(8)
-        .handle("t", move |job| {
-            recorded.lock().unwrap().push(job.id);
-            async { Ok::<(), String>(()) }
-        });
+    let record = recorded.clone();
+    let worker = worker(Worker::new(client.clone())).handle("t", move |job| {
+        record.lock().unwrap().push(job.id.to_string());
+        async { Ok::<(), String>(()) }
+    });
     let running = tokio::spawn(worker.run(stopped));
-    wait_for(Duration::from_secs(20), "200 jobs handled", || {
-        let handled = handled.lock().unwrap().len();
-        async move { (handled >= 200).then_some(()) }
+    wait_for(Duration::from_secs(20), "jobs handled", || {
+        let count = recorded.lock().unwrap().len();
+        async move { (count >= handled).then_some(()) }
     })
     .await;
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
 
-    let mut handled = handled.lock().unwrap().clone();
+    let mut handled = recorded.lock().unwrap().clone();
     let count = handled.len();
     handled.sort();
     handled.dedup();
     assert_eq!(handled.len(), count, "none handled twice");
-    assert!(count < ids.len(), "stopped before the end of the backlog");
     let reserved: usize = redis.zcard(RESERVED).await.unwrap();
     assert_eq!(
         reserved, 0,
         "every handled job acked, nothing left reserved"
     );
-    let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
+    let stats = command_stats(&mut redis).await;
+    StoppedInABacklog {
+        _server: server,
+        client,
+        ids,
+        handled,
+        ready: redis.llen(ready_queue("t")).await.unwrap(),
+        given_back: redis.zcard(JOB_POOL).await.unwrap(),
+        reserve_calls: stats.get("ltrim").map_or(0, |&(calls, _)| calls as usize),
+    }
+}
+
+#[tokio::test]
+async fn a_stop_in_the_middle_of_a_backlog_loses_and_repeats_nothing() {
+    // Slots take job after job (each acked with the next reserve) until the stop.
+    let stopped = stopped_in_a_backlog(|worker| worker.concurrency(8), 200).await;
+    let count = stopped.handled.len();
+    assert!(
+        count < stopped.ids.len(),
+        "stopped before the end of the backlog"
+    );
     // (A job a slot reserved as the stop came is given back untried, to the pool.)
-    let given_back: usize = redis.zcard(JOB_POOL).await.unwrap();
+    let given_back = stopped.given_back;
     assert!(given_back <= 8, "at most one a slot: {given_back}");
     assert_eq!(
-        ready + given_back + count,
-        ids.len(),
+        stopped.ready + given_back + count,
+        stopped.ids.len(),
         "every other job ready or given back"
     );
-    for id in &handled {
+    for id in &stopped.handled {
         assert_eq!(
-            client.get(id).await.unwrap().state,
+            stopped.client.get(id).await.unwrap().state,
             State::Unknown,
             "{id} acked"
         );
@@ -412,94 +454,58 @@ async fn a_stop_in_the_middle_of_a_backlog_loses_and_repeats_nothing() {
 async fn a_larger_prefetch_takes_a_backlog_in_larger_calls_and_a_stop_gives_back_at_most_it() {
     const SLOTS: usize = 4;
     const PREFETCH: usize = 50;
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
-    let ids = ready_jobs(&client, &mut redis, "t", 2_000).await;
-    let _: () = delayer_client::redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut redis)
-        .await
-        .unwrap();
-    let handled = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let recorded = handled.clone();
-    let (stop, stopped) = stop_signal();
-    let worker = Worker::new(client.clone())
-        .concurrency(SLOTS)
-        .prefetch(PREFETCH)
-        .handle("t", move |job| {
-            recorded.lock().unwrap().push(job.id);
-            async { Ok::<(), String>(()) }
-        });
-    let running = tokio::spawn(worker.run(stopped));
-    wait_for(Duration::from_secs(20), "500 jobs handled", || {
-        let handled = handled.lock().unwrap().len();
-        async move { (handled >= 500).then_some(()) }
-    })
-    .await;
-    stop.send(()).unwrap();
-    running.await.unwrap().unwrap();
-
-    let mut handled = handled.lock().unwrap().clone();
-    let count = handled.len();
-    handled.sort();
-    handled.dedup();
-    assert_eq!(handled.len(), count, "none handled twice");
-    // Each reserve that took jobs trimmed the list once. With the default prefetch a call takes
-    // at most one job a slot.
-    let stats = command_stats(&mut redis).await;
-    let reserves = stats.get("ltrim").map_or(0, |&(calls, _)| calls as usize);
+    let stopped =
+        stopped_in_a_backlog(|worker| worker.concurrency(SLOTS).prefetch(PREFETCH), 500).await;
+    let (count, reserves) = (stopped.handled.len(), stopped.reserve_calls);
+    // With the default prefetch a call takes at most one job a slot.
     assert!(
         reserves > 0 && count > 2 * SLOTS * reserves,
         "{count} jobs handled in {reserves} reserve calls"
     );
-    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
-    assert_eq!(reserved, 0, "nothing left reserved");
-    let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
-    let given_back: usize = redis.zcard(JOB_POOL).await.unwrap();
+    let given_back = stopped.given_back;
     assert!(given_back <= PREFETCH, "at most the prefetch: {given_back}");
     assert_eq!(
-        ready + given_back + count,
-        ids.len(),
+        stopped.ready + given_back + count,
+        stopped.ids.len(),
         "every other job ready or given back"
     );
 }
 
 #[tokio::test]
 async fn a_large_prefetch_holds_nothing_ahead_for_handlers_too_slow_to_start_it_soon() {
-    const SLOTS: usize = 2;
+    const JOBS: usize = 10;
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = client(&server).await;
-    let ids = ready_jobs(&client, &mut redis, "t", 20).await;
+    let ids = ready_jobs(&client, &mut redis, "t", JOBS).await;
+    // As each handler ends: how many had started, and how many jobs the ready list still held.
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (started, record) = (Arc::new(AtomicUsize::new(0)), seen.clone());
     let (stop, stopped) = stop_signal();
-    // 30 ms a job: 50 held ahead of 2 slots would wait 750 ms, far over 100.
+    // 30 ms a job: 50 held ahead of one slot would wait 1.5 s, far over 100 ms. (With a prefetch
+    // of 1 the worker would reserve the next job while this one runs.)
     let worker = Worker::new(client.clone())
-        .concurrency(SLOTS)
+        .concurrency(1)
         .prefetch(50)
-        .handle("t", |_job| async {
-            tokio::time::sleep(Duration::from_millis(30)).await;
-            Ok::<(), String>(())
+        .handle("t", move |_job| {
+            let (started, record, mut redis) = (started.clone(), record.clone(), redis.clone());
+            async move {
+                let count = started.fetch_add(1, Ordering::SeqCst) + 1;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
+                record.lock().unwrap().push((count, ready));
+                Ok::<(), String>(())
+            }
         });
     let running = tokio::spawn(worker.run(stopped));
-    let mut most = 0;
-    loop {
-        let (reserved, ready): (usize, usize) = delayer_client::redis::pipe()
-            .zcard(RESERVED)
-            .llen(ready_queue("t"))
-            .query_async(&mut redis)
-            .await
-            .unwrap();
-        most = most.max(reserved);
-        if reserved == 0 && ready == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
     wait_until_finished(&client, &ids).await;
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
-    assert!(most <= SLOTS, "at most one a slot reserved: {most}");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), JOBS);
+    for (started, ready) in seen {
+        assert_eq!(ready, JOBS - started, "none reserved ahead of the slot");
+    }
 }
 
 /// One slot, three ready jobs: the first job's handler finishes while Redis holds writes for
