@@ -186,3 +186,55 @@ async fn a_batch_with_one_bad_job_writes_nothing() {
     let registry: usize = redis.scard(TOPICS).await.unwrap();
     assert_eq!(registry, 0);
 }
+
+#[tokio::test]
+async fn a_user_that_may_not_run_exists_pushes_batches_and_a_bucket_of_the_wrong_type_is_refused() {
+    let server = RedisServer::start();
+    let mut admin = server.connect().await;
+    let setuser = |user: &str, rules: &str| {
+        let mut command = delayer_client::redis::cmd("ACL");
+        command.arg("SETUSER").arg(user);
+        command.arg(rules.split_whitespace().collect::<Vec<_>>());
+        command
+    };
+    let _: () = setuser("admin", "on >admin ~* +@all")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let mut admin = server.connect_as("admin", "admin").await;
+    // The client connects as `default`: the batch's one EXISTS is denied, each bucket's TYPE not.
+    let _: () = setuser("default", "reset on nopass ~* +@all -exists")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let client = Client::connect(server.info()).await.unwrap();
+    let batch = |name: &'static str| {
+        (0..5).map(move |index| NewPush::new("t", "b").id(format!("{name}-{index}")))
+    };
+
+    client.push_many(batch("first")).await.unwrap();
+    let _: () = admin
+        .set(job_bucket("second-3"), "not a hash")
+        .await
+        .unwrap();
+    let error = client.push_many(batch("second")).await.unwrap_err();
+
+    assert!(
+        matches!(&error, Error::InBatch { index: 3, error } if matches!(**error, Error::WrongType { .. })),
+        "{error:?}"
+    );
+    let pooled: Vec<String> = admin.zrange(JOB_POOL, 0, -1).await.unwrap();
+    assert_eq!(
+        pooled,
+        (0..5)
+            .map(|index| format!("first-{index}"))
+            .collect::<Vec<_>>(),
+        "the first batch written, nothing of the second"
+    );
+    let denied: Vec<delayer_client::redis::Value> = delayer_client::redis::cmd("ACL")
+        .arg("LOG")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(denied.is_empty(), "asked before it ran: {denied:?}");
+}
