@@ -20,16 +20,15 @@
 //! the worker dies, the daemon delivers the job again once `ttr` passes. The worker reserves for
 //! all its free slots in one call, and, while handlers end quickly (under 100 ms on average), as
 //! many jobs again ahead of the slots, so that a slot that frees finds its next job at once: at
-//! most `concurrency` jobs wait unstarted (or `prefetch`, when set: see [`Worker::prefetch`]),
-//! each started within about 100 ms. The
-//! handlers that ended while an ack was at Redis are acked together in the next call (nacks one a
-//! job), so a busy worker costs Redis two calls a batch. An ack Redis does not answer is sent
-//! again until it does, or the job's `ttr` has passed. On stop the worker reserves nothing more
-//! and gives back at once the jobs it had not started (the attempt not counted), lets running
-//! handlers finish (up to `stop_timeout`), then stops the rest and gives their jobs back too:
-//! no job is lost. A round trip to Redis under way is never cut short, so that no job is left
-//! reserved by nobody; stop a worker through `run`'s stop future, not by dropping `run` (or a
-//! timeout around it), which would cut them short.
+//! most `concurrency` jobs wait unstarted (or as many as [`Worker::prefetch`] sets), each started
+//! within about 100 ms. The handlers that ended while an ack was at Redis are acked together in
+//! the next call (nacks one a job), so a busy worker costs Redis two calls a batch. An ack Redis
+//! does not answer is sent again until it does, or the job's `ttr` has passed. On stop the worker
+//! reserves nothing more and gives back at once the jobs it had not started (the attempt not
+//! counted), lets running handlers finish (up to `stop_timeout`), then stops the rest and gives
+//! their jobs back too: no job is lost. A round trip to Redis under way is never cut short, so
+//! that no job is left reserved by nobody; stop a worker through `run`'s stop future, not by
+//! dropping `run` (or a timeout around it), which would cut them short.
 //! A handler that ignores being stopped (blocking work) may still run while its job is given back;
 //! one that blocks its thread also holds up the touches and the stop on a runtime with few
 //! threads: run blocking work with `tokio::task::spawn_blocking`.
