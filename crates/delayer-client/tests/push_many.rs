@@ -231,6 +231,8 @@ async fn a_user_that_may_not_run_exists_pushes_batches_and_a_bucket_of_the_wrong
             .collect::<Vec<_>>(),
         "the first batch written, nothing of the second"
     );
+    let buckets: Vec<Vec<u8>> = admin.keys("delayer:job_bucket:second-*").await.unwrap();
+    assert_eq!(buckets, [job_bucket("second-3")], "no bucket of it written");
     let denied: Vec<delayer_client::redis::Value> = delayer_client::redis::cmd("ACL")
         .arg("LOG")
         .query_async(&mut admin)

@@ -112,14 +112,14 @@ impl Worker {
         self
     }
 
-    /// At most this many jobs reserved and not started yet (at least 1; `concurrency` unless
-    /// set). More lets the worker take a burst in fewer, larger calls: a worker of 10 with a
+    /// At most this many jobs reserved and not started yet (`concurrency` unless set, and never
+    /// fewer: the worker reserves for all its free slots at once). More lets the worker take a burst in fewer, larger calls: a worker of 10 with a
     /// prefetch of 100 starts 50,000 jobs due at once in about half the time. Jobs are reserved
     /// ahead of free slots only while each would start within about 100 ms (and an eighth of
     /// `ttr`), so slow handlers hold no more than their slots. At a stop the unstarted ones are
     /// given back untried.
     pub fn prefetch(mut self, prefetch: usize) -> Worker {
-        self.prefetch = Some(prefetch.max(1));
+        self.prefetch = Some(prefetch);
         self
     }
 
@@ -167,7 +167,7 @@ impl Worker {
                 client: self.client,
                 handlers: self.handlers,
                 concurrency,
-                prefetch: self.prefetch.unwrap_or(concurrency),
+                prefetch: self.prefetch.unwrap_or(concurrency).max(concurrency),
                 ttr: self.ttr,
                 stop_timeout: self.stop_timeout,
                 first_backoff: self.first_backoff,

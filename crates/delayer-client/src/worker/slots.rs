@@ -41,7 +41,8 @@ pub(super) struct Settings {
     pub(super) client: Client,
     pub(super) handlers: HashMap<Topic, Handler>,
     pub(super) concurrency: usize,
-    /// The most jobs held unstarted, those of a reserve under way included (at least 1).
+    /// The most jobs held unstarted, those of a reserve under way included (at least
+    /// `concurrency`).
     pub(super) prefetch: usize,
     pub(super) ttr: Duration,
     pub(super) stop_timeout: Duration,
@@ -240,11 +241,15 @@ impl Slots {
         }
         let (slots, prefetch) = (self.settings.concurrency, self.settings.prefetch);
         // The last job held ahead starts after this many handlers of each slot.
-        let rounds = prefetch.div_ceil(slots) as u32;
+        let rounds = u32::try_from(prefetch.div_ceil(slots)).unwrap_or(u32::MAX);
         let quick = self.handler_time.is_some_and(|time| {
             time.saturating_mul(rounds) < PREFETCH_BELOW.min(self.settings.ttr / 8)
         });
-        let usable = if quick { slots + prefetch } else { slots };
+        let usable = if quick {
+            slots.saturating_add(prefetch)
+        } else {
+            slots
+        };
         let held = self.running.len() + self.ready.len() + self.asked;
         let wanted = usable
             .saturating_sub(held)
