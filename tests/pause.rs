@@ -184,3 +184,47 @@ async fn a_job_pushed_again_while_its_topic_is_paused_keeps_its_new_due_time() {
     assert!(ready(&mut redis, "t").await.is_empty());
     daemon.stop();
 }
+
+#[tokio::test]
+async fn a_reservation_that_lapses_while_its_topic_is_paused_waits_parked_until_the_resume() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let (config, _logs) = server.daemon_config("daemon", "timer_interval = 100");
+    let daemon = support::Daemon::start(&config);
+    let id = client.push("t", "body").await.unwrap().to_string();
+    let job = wait_for(Duration::from_secs(10), "the job reserved", || {
+        let client = client.clone();
+        async move {
+            client
+                .reserve(&["t"], Duration::from_secs(1), Duration::ZERO)
+                .await
+                .unwrap()
+        }
+    })
+    .await;
+    client.pause("t").await.unwrap();
+
+    // Its time to run passes: back to the pool, where the pause holds it.
+    wait_for(Duration::from_secs(10), "the lapsed job parked", || {
+        let mut redis = redis.clone();
+        let id = id.clone();
+        async move {
+            let parked: Option<String> = redis.hget(job_bucket(&id), field::PARKED).await.unwrap();
+            parked.map(|_| ())
+        }
+    })
+    .await;
+    assert!(ready(&mut redis, "t").await.is_empty(), "not delivered");
+    let info = client.get(&id).await.unwrap();
+    assert_eq!(info.attempts, 1, "the lapsed attempt counted");
+
+    assert_eq!(client.resume("t").await.unwrap(), 1);
+    let delivered = wait_for(Duration::from_secs(10), "the job delivered", || {
+        let mut redis = redis.clone();
+        async move { Some(ready(&mut redis, "t").await).filter(|ids| !ids.is_empty()) }
+    })
+    .await;
+    assert_eq!(delivered, [job.id.to_string()], "delivered once");
+    daemon.stop();
+}
