@@ -348,7 +348,8 @@ async fn reserve_one(client: &Client) -> bool {
     }
 }
 
-async fn pop_one(redis: &mut MultiplexedConnection) -> bool {
+/// RPOP + DEL of one job of topic `t`: whether there was one.
+pub(super) async fn pop_one(redis: &mut MultiplexedConnection) -> bool {
     let id: Option<String> = redis.rpop(ready_queue("t"), None).await.unwrap();
     match id {
         Some(id) => {

@@ -8,13 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayer_client::keys::{JOB_POOL, RESERVED, job_bucket, ready_queue};
-use delayer_client::redis::AsyncCommands;
-use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::keys::{JOB_POOL, RESERVED, ready_queue};
 use delayer_client::time::unix_now;
 use delayer_client::{Client, DEFAULT_CONCURRENCY, Worker};
 use tokio::task::JoinSet;
 
+use super::consumers::pop_one;
 use super::support::{Daemon, DaemonSetup, RedisServer, add_jobs, redis_cpu_seconds, script_runs};
 use super::{fresh, stop};
 
@@ -163,15 +162,4 @@ async fn one_burst(server: &RedisServer, consumers: Consumers) -> (f64, f64) {
         "every job taken and acked"
     );
     (ended - due, cpu)
-}
-
-async fn pop_one(redis: &mut MultiplexedConnection) -> bool {
-    let id: Option<String> = redis.rpop(ready_queue("t"), None).await.unwrap();
-    match id {
-        Some(id) => {
-            let _: () = redis.del(job_bucket(&id)).await.unwrap();
-            true
-        }
-        None => false,
-    }
 }

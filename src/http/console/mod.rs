@@ -314,9 +314,14 @@ async fn topic_page<'a>(
             marks: Vec::new(),
         },
     ];
+    // One round trip for the three windows' marks, handed back in their order.
+    let ids: Vec<_> = windows
+        .iter()
+        .flat_map(|window| window.ids.iter().map(|(id, _)| id.clone()))
+        .collect();
+    let mut marks = client.marks(topic, &ids).await?.into_iter();
     for window in &mut windows {
-        let ids: Vec<_> = window.ids.iter().map(|(id, _)| id.clone()).collect();
-        window.marks = client.marks(topic, &ids).await?;
+        window.marks = marks.by_ref().take(window.ids.len()).collect();
     }
     let oldest_ready_age = client.oldest_ready_ages(topics).await?.remove(topic);
     Ok(views::TopicPage {
