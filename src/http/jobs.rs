@@ -16,7 +16,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, OriginalUri, Request, State};
 use axum::http::header::AUTHORIZATION;
-use axum::http::{Method, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::DateTime;
@@ -182,24 +182,30 @@ pub(super) async fn authorize(
     request: Request,
     next: Next,
 ) -> Response {
-    if let Some(token) = &state.token {
-        let given = request
-            .headers()
-            .get(AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(bearer);
-        if !given.is_some_and(|given| same(given.as_bytes(), token.as_bytes())) {
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong token: send Authorization: Bearer <token> ([http] token)",
-            );
-        }
+    if state.token.is_some() && !bearer_ok(&state, request.headers()) {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong token: send Authorization: Bearer <token> ([http] token)",
+        );
     }
     next.run(request).await
 }
 
+/// Whether the request carries `Authorization: Bearer <token>` with `[http] token` (false when
+/// none is set).
+pub(super) fn bearer_ok(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(token) = &state.token else {
+        return false;
+    };
+    headers
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(bearer)
+        .is_some_and(|given| same(given.as_bytes(), token.as_bytes()))
+}
+
 /// The token of an `Authorization: Bearer <token>` header (the scheme in any case, RFC 7235).
-pub(super) fn bearer(value: &str) -> Option<&str> {
+fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }

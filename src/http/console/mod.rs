@@ -15,8 +15,8 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::header::{
-    AUTHORIZATION, CACHE_CONTROL, CONTENT_SECURITY_POLICY, COOKIE, LOCATION, REFERRER_POLICY,
-    SET_COOKIE, X_CONTENT_TYPE_OPTIONS,
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, COOKIE, LOCATION, REFERRER_POLICY, SET_COOKIE,
+    X_CONTENT_TYPE_OPTIONS,
 };
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use super::AppState;
 use super::census::RESERVATIONS_COUNTED;
 use super::figures::Reading;
-use super::jobs::{bearer, named, same, status_of};
+use super::jobs::{bearer_ok, named, same, status_of};
 use rates::{Counts, Rates};
 use session::Guard;
 use views::Viewer;
@@ -122,18 +122,6 @@ fn viewer(state: &AppState, headers: &HeaderMap) -> (Viewer, String) {
         form_token: guard.form_token(&session),
     };
     (viewer, session)
-}
-
-/// Whether the request carries `Authorization: Bearer <token>`, as the job API takes it.
-fn bearer_ok(state: &AppState, headers: &HeaderMap) -> bool {
-    let Some(token) = &state.token else {
-        return false;
-    };
-    headers
-        .get(AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(bearer)
-        .is_some_and(|given| same(given.as_bytes(), token.as_bytes()))
 }
 
 /// Now by this host's clock, in whole unix seconds: sessions are the console's own business.
