@@ -172,27 +172,16 @@ impl Client {
                 .map_err(|error| Error::about_key(error, keys.reserved()))?;
             return Ok(held.into_iter().map(|(id, s)| (id, deadline(s))).collect());
         }
-        let last = isize::try_from(scanned).unwrap_or(isize::MAX) - 1;
-        let held: Vec<(JobId, f64)> = redis
-            .zrange_withscores(keys.reserved(), 0, last)
+        let held = self
+            .scan_reservations(scanned)
             .await
             .map_err(|error| Error::about_key(error, keys.reserved()))?;
-        if held.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        for (id, _) in &held {
-            pipe.hget(keys.bucket(id), field::TOPIC);
-        }
-        let topics: Vec<RedisResult<Option<Vec<u8>>>> =
-            pipe.ignore_errors().query_async(&mut redis).await?;
         Ok(held
             .into_iter()
-            .zip(topics)
-            .filter(|(_, of)| matches!(of, Ok(Some(of)) if of == topic))
+            .filter(|(_, _, of)| matches!(of, Ok(Some(of)) if of.as_bytes() == topic))
             .skip(skip)
             .take(count)
-            .map(|((id, score), _)| (id, deadline(score)))
+            .map(|(id, score, _)| (id, deadline(score)))
             .collect())
     }
 

@@ -145,12 +145,9 @@ impl Client {
         let lengths = self.lengths(&topics).await?;
         let ready: HashMap<&Topic, u64> = lengths.ready.iter().map(|(t, n)| (t, *n)).collect();
         let paused: HashSet<&Topic> = lengths.paused.iter().collect();
-        // Each list on its own: one of the wrong type must not hide the other's count.
-        let dead: Vec<Option<u64>> = self
-            .per_topic_tolerant(&topics, |pipe, keys, topic| {
-                pipe.llen(keys.dead(topic));
-            })
-            .await?;
+        // A dead list of the wrong type is left out of the lengths.
+        let dead: HashMap<&Topic, u64> = lengths.dead.iter().map(|(t, n)| (t, *n)).collect();
+        let dead: Vec<Option<u64>> = topics.iter().map(|t| dead.get(t).copied()).collect();
         let (next, ages) = self.next_ready(&topics, now).await?;
 
         let per_topic = self.per_topic();
@@ -268,26 +265,43 @@ impl Client {
                 .filter_map(|(topic, count)| Some((topic.clone(), count?)))
                 .collect());
         }
-        let mut redis = self.connection().await?;
-        let last = isize::try_from(scanned).unwrap_or(isize::MAX) - 1;
-        let reserved: Vec<JobId> = redis.zrange(self.keys().reserved(), 0, last).await?;
         let mut by_topic: HashMap<Topic, u64> = HashMap::new();
-        if !reserved.is_empty() {
-            let mut pipe = redis::pipe();
-            for id in &reserved {
-                pipe.hget(self.keys().bucket(id), field::TOPIC);
-            }
+        for (_, _, topic) in self.scan_reservations(scanned).await? {
             // A bucket of the wrong type is one job's trouble, not the stats'.
-            let topics: Vec<RedisResult<Option<Topic>>> =
-                pipe.ignore_errors().query_async(&mut redis).await?;
-            for topic in topics {
-                let Some(topic) = tolerate(topic)?.flatten() else {
-                    continue;
-                };
-                *by_topic.entry(topic).or_default() += 1;
-            }
+            let Some(topic) = tolerate(topic)?.flatten() else {
+                continue;
+            };
+            *by_topic.entry(topic).or_default() += 1;
         }
         Ok(by_topic)
+    }
+
+    /// The first `scanned` reservations (soonest deadlines) of the one set for every topic, each
+    /// with its deadline's score and its bucket's topic as read (none: the bucket is gone): how
+    /// a topic's reservations are found outside the cluster layout.
+    pub(super) async fn scan_reservations(
+        &self,
+        scanned: usize,
+    ) -> RedisResult<Vec<(JobId, f64, RedisResult<Option<Topic>>)>> {
+        let mut redis = self.connection().await?;
+        let last = isize::try_from(scanned).unwrap_or(isize::MAX) - 1;
+        let held: Vec<(JobId, f64)> = redis
+            .zrange_withscores(self.keys().reserved(), 0, last)
+            .await?;
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (id, _) in &held {
+            pipe.hget(self.keys().bucket(id), field::TOPIC);
+        }
+        let topics: Vec<RedisResult<Option<Topic>>> =
+            pipe.ignore_errors().query_async(&mut redis).await?;
+        Ok(held
+            .into_iter()
+            .zip(topics)
+            .map(|((id, score), topic)| (id, score, topic))
+            .collect())
     }
 
     /// The pool's counts and reservations (in the cluster layout, those of `topics`' pools), and
@@ -319,24 +333,25 @@ impl Client {
                 detail: format!("{pool} holds a {kind}, not a zset"),
             });
         }
-        let ready: Vec<Option<u64>> = self
-            .per_topic_tolerant(topics, |pipe, keys, topic| {
-                pipe.llen(keys.ready(topic));
+        // Each reply on its own: a list of the wrong type must not hide the other's count.
+        let lists = self
+            .per_topic_each(topics, |pipe, keys, topic| {
+                pipe.llen(keys.ready(topic))
+                    .llen(keys.dead(topic))
+                    .exists(keys.paused(topic));
             })
             .await?;
-        let dead: Vec<Option<u64>> = self
-            .per_topic_tolerant(topics, |pipe, keys, topic| {
-                pipe.llen(keys.dead(topic));
-            })
-            .await?;
+        let (mut ready, mut dead, mut paused) = (Vec::new(), Vec::new(), Vec::new());
+        for replies in lists {
+            let [ready_length, dead_length, pause]: [Option<Value>; 3] =
+                replies.try_into().expect("three commands a topic");
+            ready.push(parsed::<u64>(ready_length)?);
+            dead.push(parsed::<u64>(dead_length)?);
+            paused.push(parsed::<bool>(pause)?);
+        }
         let reserved: Vec<Option<u64>> = self
             .per_topic_tolerant(&pools, |pipe, keys, _| {
                 pipe.zcard(keys.reserved());
-            })
-            .await?;
-        let paused: Vec<Option<bool>> = self
-            .per_topic_tolerant(topics, |pipe, keys, topic| {
-                pipe.exists(keys.paused(topic));
             })
             .await?;
         let unread_pools = pools.iter().zip(&counts).filter(|(_, read)| read.is_none());
@@ -435,14 +450,37 @@ impl Client {
     }
 
     /// Sends `commands(pipe, keys, topic)` for each of `topics` and reads each topic's replies
-    /// as one `T`, or `None` when they found a key of the wrong type: in one pipeline, or in the
-    /// cluster layout one per topic (each topic's keys are in a slot of their own, perhaps on
-    /// another master).
+    /// as one `T`, or `None` when they found a key of the wrong type (see
+    /// [`per_topic_each`](Client::per_topic_each)).
     async fn per_topic_tolerant<T: FromRedisValue>(
         &self,
         topics: &[Topic],
         commands: impl Fn(&mut Pipeline, &Keys, &Topic),
     ) -> Result<Vec<Option<T>>> {
+        let replies = self.per_topic_each(topics, commands).await?;
+        replies
+            .into_iter()
+            .map(|replies| {
+                let Some(values) = replies.into_iter().collect::<Option<Vec<Value>>>() else {
+                    return Ok(None);
+                };
+                let mut one = T::from_redis_values(values).map_err(RedisError::from)?;
+                Ok(Some(one.pop().ok_or_else(|| {
+                    RedisError::from((redis::ErrorKind::UnexpectedReturnType, "no reply"))
+                })?))
+            })
+            .collect()
+    }
+
+    /// Sends `commands(pipe, keys, topic)` (as many for each) for each of `topics` and reads
+    /// each reply on its own, `None` for one that found a key of the wrong type: in one
+    /// pipeline, or in the cluster layout one per topic (each topic's keys are in a slot of their
+    /// own, perhaps on another master).
+    async fn per_topic_each(
+        &self,
+        topics: &[Topic],
+        commands: impl Fn(&mut Pipeline, &Keys, &Topic),
+    ) -> Result<Vec<Vec<Option<Value>>>> {
         // Redis refuses an empty pipeline.
         if topics.is_empty() {
             return Ok(Vec::new());
@@ -473,20 +511,19 @@ impl Client {
                 pipe.ignore_errors().query_async(&mut redis).await?;
             let mut values = values.into_iter();
             for _ in 0..topics {
-                // Taken whole first: collecting into a Result would stop at an error, leaving
-                // the rest of this topic's replies to the next topic.
-                let topic: Vec<RedisResult<Value>> = values.by_ref().take(each).collect();
-                let topic: RedisResult<Vec<Value>> = topic.into_iter().collect();
-                replies.push(tolerate(topic.and_then(|values| {
-                    let mut one = T::from_redis_values(values)?;
-                    one.pop().ok_or_else(|| {
-                        RedisError::from((redis::ErrorKind::UnexpectedReturnType, "no reply"))
-                    })
-                }))?);
+                let topic: Result<Vec<Option<Value>>> =
+                    values.by_ref().take(each).map(tolerate).collect();
+                replies.push(topic?);
             }
         }
         Ok(replies)
     }
+}
+
+/// A reply tolerated by [`tolerate`], read as a `T`.
+fn parsed<T: FromRedisValue>(reply: Option<Value>) -> Result<Option<T>> {
+    let value = reply.map(T::from_redis_value).transpose();
+    Ok(value.map_err(RedisError::from)?)
 }
 
 /// A reply, `None` when it is Redis's WRONGTYPE: the key is not one of ours to count.
