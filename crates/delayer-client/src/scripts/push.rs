@@ -38,10 +38,7 @@ impl PushScript {
         keys: &Keys,
         jobs: &[NewJob<'_>],
     ) -> RedisResult<()> {
-        let mut topics: Vec<&[u8]> = jobs.iter().map(|job| job.topic).collect();
-        topics.sort_unstable();
-        topics.dedup();
-        register_first(connection, keys, topics).await?;
+        register_first(connection, keys, jobs).await?;
         let mut call = self.0.key(keys.pool());
         call.key(keys.reserved());
         for job in jobs {
@@ -64,18 +61,21 @@ impl PushScript {
     }
 }
 
-/// In the cluster layout, adds `topics` to the registry, which is in another slot than their
-/// jobs, out of the script's reach. Added first: a job of a topic the daemon does not know never
-/// moves. (Elsewhere the scripts add them.)
-async fn register_first<'t>(
+/// In the cluster layout, adds the topics of `jobs` to the registry, which is in another slot
+/// than their jobs, out of the script's reach. Added first: a job of a topic the daemon does not
+/// know never moves. (Elsewhere the scripts add them.)
+async fn register_first(
     connection: &mut impl ConnectionLike,
     keys: &Keys,
-    topics: impl IntoIterator<Item = &'t [u8]>,
+    jobs: &[NewJob<'_>],
 ) -> RedisResult<()> {
     if keys.registry_for_scripts().is_empty() {
+        let mut topics: Vec<&[u8]> = jobs.iter().map(|job| job.topic).collect();
+        topics.sort_unstable();
+        topics.dedup();
         redis::cmd("SADD")
             .arg(keys.topics())
-            .arg(topics.into_iter().collect::<Vec<_>>())
+            .arg(topics)
             .query_async::<()>(connection)
             .await?;
     }

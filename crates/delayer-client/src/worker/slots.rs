@@ -6,7 +6,6 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -69,7 +68,7 @@ pub(super) struct Slots {
     finisher: Arc<Finisher>,
     topics: Vec<Topic>,
     /// Counts reserves, each starting with another topic.
-    turn: AtomicUsize,
+    turn: usize,
     /// Jobs reserved whose handlers have not started, oldest first.
     ready: VecDeque<(Job, Instant)>,
     handlers: JoinSet<Outcome>,
@@ -105,7 +104,7 @@ impl Slots {
             topics: settings.handlers.keys().cloned().collect(),
             settings,
             finisher,
-            turn: AtomicUsize::new(0),
+            turn: 0,
             ready: VecDeque::new(),
             handlers: JoinSet::new(),
             running: HashMap::new(),
@@ -258,7 +257,8 @@ impl Slots {
         if wanted == 0 {
             return;
         }
-        let turn = self.turn.fetch_add(1, Ordering::Relaxed);
+        let turn = self.turn;
+        self.turn = turn.wrapping_add(1);
         let count = self.topics.len();
         let topics: Vec<Topic> = (0..count)
             .map(|index| self.topics[(turn + index) % count].clone())
@@ -372,7 +372,7 @@ impl Slots {
     fn touch_the_old(&mut self) {
         let ttr = self.settings.ttr;
         let now = Instant::now();
-        let old = |held: &Held| now.duration_since(held.extended) >= ttr * 3 / 8;
+        let old = |extended: Instant| now.duration_since(extended) >= ttr * 3 / 8;
         let (client, touching) = (&self.settings.client, &mut self.touching);
         let mut touch = |reservation: &Receipt| {
             let (client, reservation) = (client.clone(), reservation.clone());
@@ -382,13 +382,13 @@ impl Slots {
             });
         };
         for running in self.running.values_mut() {
-            if old(&running.held) {
+            if old(running.held.extended) {
                 touch(&running.held.reservation);
                 running.held.extended = now;
             }
         }
         for (job, extended) in &mut self.ready {
-            if now.duration_since(*extended) >= ttr * 3 / 8 {
+            if old(*extended) {
                 touch(&Receipt::from(&*job));
                 *extended = now;
             }
