@@ -680,6 +680,9 @@ async fn a_job_pushed_again_survives_the_old_reservations_ack_and_is_not_taken_e
         .delay(Duration::from_secs(3600))
         .await
         .unwrap();
+    // (push.lua names the holders key after the reservations key itself, as `Keys::holders` does.)
+    let holder: Option<String> = redis.hget(keys::HOLDERS, "x").await.unwrap();
+    assert_eq!(holder, None, "the old reservation's holder forgotten");
     assert_eq!(client.ack(&old).await.unwrap(), Acked::Stale);
     let info = client.get("x").await.unwrap();
     assert_eq!(info.state, State::Waiting);
@@ -1294,4 +1297,49 @@ async fn a_reserve_writes_no_bucket_and_an_ack_forgets_the_holder() {
         .await
         .unwrap();
     assert_eq!((holders, reserved), (0, 0));
+}
+
+#[tokio::test]
+async fn a_topics_reserved_window_and_count_come_from_the_one_set_of_reservations() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    for (id, topic) in [("a1", "a"), ("b1", "b"), ("a2", "a"), ("a3", "a")] {
+        client.push(topic, "body").id(id).await.unwrap();
+    }
+    move_until_empty(&mut redis).await;
+    // Deadlines in this order: a3 (10 s), b1 (20 s), a2 (30 s), a1 (40 s).
+    for (topic, ttr) in [("a", 40), ("b", 20), ("a", 30), ("a", 10)] {
+        reserve_now(&client, topic, Duration::from_secs(ttr)).await;
+    }
+    let soon = SystemTime::now();
+
+    let window = client.reserved_window("a", 1, 5, 1_000).await.unwrap();
+    let ids: Vec<String> = window.iter().map(|(id, _)| id.to_string()).collect();
+    assert_eq!(
+        ids,
+        ["a2", "a1"],
+        "a's, soonest deadline first, after the first"
+    );
+    let deadline = window[0].1.expect("a deadline");
+    let ahead = deadline.duration_since(soon).unwrap();
+    assert!(
+        ahead > Duration::from_secs(28) && ahead <= Duration::from_secs(31),
+        "{ahead:?}"
+    );
+    // Only the first two reservations looked through: a3 (skipped) and b1.
+    assert!(
+        client
+            .reserved_window("a", 1, 5, 2)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let details = client
+        .details(&[Topic::from("a"), Topic::from("b")], 1_000)
+        .await
+        .unwrap();
+    let reserved: Vec<u64> = details.iter().map(|details| details.reserved).collect();
+    assert_eq!(reserved, [3, 1]);
 }
