@@ -906,6 +906,7 @@ async fn batches_on_a_cluster_keep_the_jobs_of_sound_topics_when_another_topics_
     let b1 = delayer_client::Receipt {
         id: "b1".into(),
         attempt: 1,
+        token: None,
         topic: Some("b".into()),
     };
     let acked = client

@@ -183,6 +183,72 @@ async fn pop_reserve_ack_and_nack_over_http() {
 }
 
 #[tokio::test]
+async fn a_stale_receipt_over_http_leaves_alone_a_job_pushed_again_and_reserved_by_another() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "receipts", "");
+    let reserve = || post(&http, &format!("{JOBS}/reserve"), &json!({"topic": "t"})).json();
+    let call = |what: &str, body: serde_json::Value| post(&http, &format!("{JOBS}/{what}"), &body);
+    post(
+        &http,
+        &format!("{JOBS}/add"),
+        &json!({"id": "x", "topic": "t", "body": "first"}),
+    );
+    wait_for_ready(&redis, "t", 1).await;
+    let first = reserve()["data"].clone();
+    let token = first["token"].as_str().expect("a token").to_string();
+    assert_eq!(token.len(), 32, "{first}");
+    // Pushed again by a legacy client while reserved, due at once: the daemon moves it.
+    let again = Message {
+        id: "x".into(),
+        topic: "t".into(),
+        body: "second".into(),
+    };
+    legacy_client::push(&mut redis, &again, 0).await.unwrap();
+    wait_for_ready(&redis, "t", 1).await;
+    let second = reserve()["data"].clone();
+    assert_eq!(
+        (&second["body"], &second["attempt"]),
+        (&json!("second"), &json!(2))
+    );
+    assert_ne!(second["token"], first["token"]);
+
+    let old = json!({"job_id": "x", "attempt": 1, "token": token});
+    let acked = call("ack", old.clone()).json();
+    assert_eq!(acked["data"]["acked"], "stale", "{acked}");
+    let bare = call("ack", json!({"job_id": "x", "attempt": 1})).json();
+    assert_eq!(bare["data"]["acked"], "stale", "{bare}");
+    for what in ["nack", "touch"] {
+        let refused = call(what, old.clone());
+        assert_eq!(refused.status, 409, "{what}: {}", refused.body);
+    }
+    let got = call("get", json!({"job_id": "x"})).json();
+    assert_eq!(got["data"]["state"], "reserved", "{got}");
+    let mut current = json!({"job_id": "x", "attempt": 2});
+    current["token"] = second["token"].clone();
+    assert_eq!(call("ack", current).json()["data"]["acked"], "done");
+
+    // Without a token, an attempt names a reservation until the job is pushed again after one.
+    let add_y = || {
+        let added = call("add", json!({"id": "y", "topic": "t", "body": "b"}));
+        assert_eq!(added.status, 200, "{}", added.body);
+    };
+    add_y();
+    wait_for_ready(&redis, "t", 1).await;
+    assert_eq!(reserve()["data"]["attempt"], 1);
+    add_y();
+    wait_for_ready(&redis, "t", 1).await;
+    let again = reserve()["data"].clone();
+    assert_eq!(again["attempt"], 1);
+    let refused = call("ack", json!({"job_id": "y", "attempt": 1}));
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(refused.body.contains("token"), "{}", refused.body);
+    let named = json!({"job_id": "y", "attempt": 1, "token": again["token"]});
+    assert_eq!(call("ack", named).json()["data"]["acked"], "done");
+    daemon.stop();
+}
+
+#[tokio::test]
 async fn bad_requests_are_refused_naming_the_problem_and_write_nothing() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;

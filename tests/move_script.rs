@@ -5,7 +5,7 @@ mod support;
 use std::path::Path;
 
 use delayer::{Config, Mover};
-use delayer_client::keys::{JOB_POOL, Layout, job_bucket, ready_queue};
+use delayer_client::keys::{HOLDERS, JOB_POOL, Layout, RESERVED, job_bucket, ready_queue};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
 use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK, Stuck, StuckBecause};
@@ -398,6 +398,61 @@ async fn a_batch_larger_than_luas_unpack_limit_moves_whole() {
     let ids = ready(&mut redis, "bulk").await;
     let expected: Vec<String> = (0..count).map(|index| format!("{index:06}")).collect();
     assert_eq!(ids, expected);
+}
+
+#[tokio::test]
+async fn a_whole_batch_of_jobs_pushed_again_while_reserved_ends_their_reservations() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    // Each a job a legacy client pushed again (whole seconds) after its reservation ended, or
+    // (the first half) while a consumer holds it: more of each than one read of them takes.
+    let count = 10_000;
+    let id = |index: usize| format!("{index:06}");
+    let due = |index: usize| {
+        if index.is_multiple_of(2) {
+            NOW - 1.5
+        } else {
+            NOW - 1.0
+        }
+    };
+    support::add_jobs(
+        &mut redis,
+        (0..count).map(|index| (id(index), "bulk", due(index))),
+    )
+    .await;
+    let mut pipe = redis::pipe();
+    for index in 0..count {
+        pipe.hset(job_bucket(id(index)), "ended", "2:old").ignore();
+        if index < count / 2 {
+            pipe.hset(HOLDERS, id(index), "3:holder").ignore();
+            pipe.zadd(RESERVED, id(index), NOW * 1000.0).ignore();
+        }
+    }
+    pipe.query_async::<()>(&mut redis).await.unwrap();
+
+    let batch = mover(&server, count).await.tick(NOW).await.unwrap();
+
+    assert_eq!(batch.moved_count(), count);
+    let (holders, reserved): (usize, usize) = redis::pipe()
+        .hlen(HOLDERS)
+        .zcard(RESERVED)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!((holders, reserved), (0, 0), "every reservation ended");
+    for index in [0, 1, count / 2, count / 2 + 1, count - 1] {
+        let (attempts, ended): (Option<String>, Option<String>) = redis
+            .hmget(job_bucket(id(index)), &["attempts", "ended"])
+            .await
+            .unwrap();
+        let held = index < count / 2;
+        let retried = !held && !index.is_multiple_of(2);
+        assert_eq!(
+            (attempts.as_deref(), ended.is_some()),
+            (held.then_some("3"), retried),
+            "job {index}: the held one's count stays; only a retry keeps its ended reservation"
+        );
+    }
 }
 
 #[tokio::test]

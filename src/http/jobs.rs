@@ -109,6 +109,7 @@ pub(super) fn status_of(error: &Error) -> StatusCode {
         Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         Error::UnknownJob(_) | Error::Incomplete(_) => StatusCode::NOT_FOUND,
         Error::NotReserved(_)
+        | Error::TokenNeeded(_)
         | Error::NotDead { .. }
         | Error::WrongType { .. }
         | Error::AmbiguousId { .. } => StatusCode::CONFLICT,
@@ -435,6 +436,10 @@ struct TakenJson<'a> {
     body_base64: Option<String>,
     attempt: u32,
     due: Option<String>,
+    /// A reserved job's: the reserve call's token, which names this reservation in ack, nack
+    /// and touch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<&'a str>,
 }
 
 impl TakenJson<'_> {
@@ -448,6 +453,7 @@ impl TakenJson<'_> {
             body_base64: bytes::base64(&job.body),
             attempt: job.attempts,
             due: job.due.map(rfc3339),
+            token: job.token.as_deref(),
         }
     }
 }
@@ -595,13 +601,15 @@ pub(super) async fn reserve(
     Ok(ok("ok", job.as_ref().map(TakenJson::of)))
 }
 
-/// A reservation, as ack, nack and touch name it: the job (`job_id` or `id_base64`) and the
-/// attempt, with what each of them takes besides.
+/// A reservation, as ack, nack and touch name it: the job (`job_id` or `id_base64`), the attempt
+/// and the reserve's `token` (which a client written before it existed may leave out), with what
+/// each of them takes besides.
 #[derive(Deserialize)]
 pub(super) struct Reservation {
     #[serde(flatten)]
     job: JobName,
     attempt: u32,
+    token: Option<String>,
     /// For nack: seconds until it is delivered again.
     retry_in: Option<f64>,
     /// For touch: seconds from now that the job must be acked within.
@@ -619,6 +627,7 @@ impl Reservation {
         Ok(Receipt {
             id: self.job.id()?,
             attempt: self.attempt,
+            token: self.token,
             topic: topic.map(Topic::from),
         })
     }

@@ -47,6 +47,12 @@ pub enum Error {
          never reserved"
     )]
     NotReserved(JobId),
+    #[error(
+        "job {0:?} was pushed again or requeued since its first reservation, so its attempts \
+         count from 1 again and an attempt alone names more than one reservation: name it with \
+         the token its reserve gave too"
+    )]
+    TokenNeeded(JobId),
     #[error("job {id:?} is not on the dead list of topic {topic:?}")]
     NotDead { id: JobId, topic: Topic },
     #[error("job {0:?} expired or is incomplete: its bucket has no topic or no body")]

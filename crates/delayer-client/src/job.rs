@@ -18,6 +18,9 @@ pub struct Job {
     pub attempts: u32,
     /// When it fell due; `None` for a job pushed by a legacy client, which does not record it.
     pub due: Option<SystemTime>,
+    /// The token of the reserve call that took it: with the id and attempt, it names this
+    /// reservation (see [`Receipt`]). `None` for a job popped the legacy way.
+    pub token: Option<String>,
 }
 
 impl Job {
@@ -89,15 +92,22 @@ impl JobInfo {
     }
 }
 
-/// One reservation of a job: its id and which attempt it is, as [`reserve`] returned it. Ack,
-/// nack and touch name the reservation rather than the job, so that a consumer whose time ran
-/// out cannot finish, give back or extend the job another consumer holds now.
+/// One reservation of a job: its id, which attempt it is and the token of the reserve call that
+/// made it, as [`reserve`] returned them. Ack, nack and touch name the reservation rather than the
+/// job, so that a consumer whose time ran out cannot finish, give back or extend the job another
+/// consumer holds now, even one pushed again with the same id, whose attempts count from 1 again.
 ///
 /// [`reserve`]: crate::Client::reserve
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Receipt {
     pub id: JobId,
     pub attempt: u32,
+    /// The reserve call's token ([`Job::token`]). Without one, the attempt alone names the
+    /// reservation, which works only while the job's attempts were never counted afresh (pushed
+    /// again or requeued after a reservation): else [`Error::TokenNeeded`].
+    ///
+    /// [`Error::TokenNeeded`]: crate::Error::TokenNeeded
+    pub token: Option<String>,
     /// The job's topic, when known (as from a [`Job`]): in the cluster layout, where a job's
     /// keys depend on its topic, it spares a look through every topic for the id.
     pub topic: Option<Topic>,
@@ -108,6 +118,7 @@ impl From<&Job> for Receipt {
         Receipt {
             id: job.id.clone(),
             attempt: job.attempts,
+            token: job.token.clone(),
             topic: Some(job.topic.clone()),
         }
     }

@@ -199,6 +199,7 @@ async fn nack_retries_until_max_attempts_then_the_job_is_dead_and_can_be_requeue
     let receipt = Receipt {
         id: id.clone(),
         attempt: 3,
+        token: None,
         topic: None,
     };
     assert!(matches!(
@@ -485,6 +486,7 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
     let nobody = || Receipt {
         id: "no-such-job".into(),
         attempt: 1,
+        token: None,
         topic: None,
     };
     assert!(matches!(
@@ -715,6 +717,224 @@ async fn a_job_pushed_again_survives_the_old_reservations_ack_and_is_not_taken_e
     assert_eq!(ready, 0, "the stale entry is dropped");
 }
 
+/// Asserts that `stale` names no current reservation: its ack, nack and touch change nothing.
+async fn assert_stale(client: &Client, stale: &delayer_client::Job) {
+    assert!(matches!(
+        client.touch(stale, Duration::from_secs(600)).await,
+        Err(Error::NotReserved(_))
+    ));
+    assert!(matches!(
+        client.nack(stale, Duration::ZERO).await,
+        Err(Error::NotReserved(_))
+    ));
+    assert_eq!(client.ack(stale).await.unwrap(), Acked::Stale);
+}
+
+#[tokio::test]
+async fn an_old_receipt_cannot_finish_or_give_back_a_job_pushed_again_and_reserved_by_another() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    client.push("t", "first").id("x").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let first = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    // Pushed again (its attempts count from 1 again) and reserved by a second consumer.
+    client.push("t", "second").id("x").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let second = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    assert_eq!(
+        (first.attempts, second.attempts, &second.body[..]),
+        (1, 1, &b"second"[..])
+    );
+
+    assert_stale(&client, &first).await;
+
+    let info = client.get("x").await.unwrap();
+    assert_eq!((info.state, info.attempts), (State::Reserved, 1));
+    let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
+    assert_eq!(ready, 0, "not handed to a third consumer");
+    // The second consumer dies: its job is delivered again once its time runs out.
+    release_lapsed(&mut redis, Duration::from_secs(60)).await;
+    move_until_empty(&mut redis).await;
+    let third = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    assert_eq!((&third.body[..], third.attempts), (&b"second"[..], 2));
+    assert_eq!(client.ack(&third).await.unwrap(), Acked::Done);
+}
+
+#[tokio::test]
+async fn a_job_a_legacy_client_pushes_again_while_reserved_is_delivered_and_the_old_receipt_is_stale()
+ {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let again = |id: &str| Message {
+        id: id.into(),
+        topic: "t".into(),
+        body: format!("{id} again"),
+    };
+    for id in ["x", "y"] {
+        client.push("t", "first").id(id).await.unwrap();
+    }
+    move_until_empty(&mut redis).await;
+    let firsts = client
+        .reserve_many(&["t"], Duration::from_secs(30), 2, Duration::ZERO)
+        .await
+        .unwrap();
+    // Both pushed again by a legacy client (which knows nothing of reservations), due at once.
+    for id in ["x", "y"] {
+        legacy_client::push(&mut redis, &again(id), 0)
+            .await
+            .unwrap();
+    }
+    move_until_empty(&mut redis).await;
+
+    // x: the old holder acks first; y: a second consumer takes it first.
+    assert_eq!(client.ack(&firsts[0]).await.unwrap(), Acked::Stale);
+    let x = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    let y = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    assert_eq!(
+        [(x.id.to_str(), &x.body[..]), (y.id.to_str(), &y.body[..])],
+        [(Some("x"), &b"x again"[..]), (Some("y"), &b"y again"[..])]
+    );
+    assert_eq!(y.attempts, 2, "a legacy push keeps the count");
+    assert_stale(&client, &firsts[1]).await;
+    assert_eq!(client.get("y").await.unwrap().state, State::Reserved);
+    for job in [&x, &y] {
+        assert_eq!(client.ack(job).await.unwrap(), Acked::Done);
+    }
+    let left: usize = redis
+        .exists(&[job_bucket("x"), job_bucket("y")])
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
+#[tokio::test]
+async fn an_old_receipt_cannot_finish_a_dead_job_requeued_and_reserved_by_another() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let settings = Settings {
+        max_attempts: 1,
+        ..Settings::default()
+    };
+    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    client.push("t", "b").id("x").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let first = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    assert_eq!(
+        client.nack(&first, Duration::ZERO).await.unwrap(),
+        Nacked::Dead
+    );
+    assert_eq!(client.requeue_dead("t").await.unwrap(), 1);
+    move_until_empty(&mut redis).await;
+    let second = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    assert_eq!((first.attempts, second.attempts), (1, 1));
+
+    assert_stale(&client, &first).await;
+
+    assert_eq!(client.get("x").await.unwrap().state, State::Reserved);
+    assert_eq!(client.ack(&second).await.unwrap(), Acked::Done);
+}
+
+#[tokio::test]
+async fn a_receipt_without_a_token_names_a_reservation_only_while_attempts_never_restarted() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    let bare = |job: &delayer_client::Job| Receipt {
+        token: None,
+        ..Receipt::from(job)
+    };
+    client.push("t", "b").id("x").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    client
+        .touch(bare(&job), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(client.ack(bare(&job)).await.unwrap(), Acked::Done);
+
+    // Pushed again after a reservation: attempt 1 names two reservations now.
+    client.push("t", "first").id("y").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let first = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    client.push("t", "second").id("y").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let second = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    for receipt in [bare(&first), bare(&second)] {
+        let needed = |result: Result<(), Error>| matches!(result, Err(Error::TokenNeeded(_)));
+        assert!(needed(client.ack(receipt.clone()).await.map(drop)));
+        let touched = client.touch(receipt.clone(), Duration::from_secs(60)).await;
+        assert!(needed(touched));
+        assert!(needed(client.nack(receipt, Duration::ZERO).await.map(drop)));
+    }
+    let error = client.ack(bare(&second)).await.unwrap_err().to_string();
+    assert!(error.contains("token"), "{error}");
+    assert_eq!(client.get("y").await.unwrap().state, State::Reserved);
+    assert_eq!(client.ack(&second).await.unwrap(), Acked::Done);
+}
+
+#[tokio::test]
+async fn a_late_ack_finishes_a_job_nobody_took_since_but_never_a_legacy_clients_push() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = client(&server).await;
+    for id in ["waiting", "ready", "pushed", "moved"] {
+        client.push("t", "b").id(id).await.unwrap();
+    }
+    move_until_empty(&mut redis).await;
+    let jobs = client
+        .reserve_many(&["t"], Duration::from_secs(1), 4, Duration::ZERO)
+        .await
+        .unwrap();
+    release_lapsed(&mut redis, Duration::from_secs(2)).await;
+    let id = |job: &delayer_client::Job| job.id.to_str().unwrap().to_string();
+    let job = |name: &str| jobs.iter().find(|job| id(job) == name).expect(name);
+    let [waiting, ready, pushed, moved] = ["waiting", "ready", "pushed", "moved"].map(job);
+
+    // Waiting for its retry: finished all the same.
+    assert_eq!(client.ack(waiting).await.unwrap(), Acked::Late);
+    // Pushed again by a legacy client since, whether the push waits or was moved: it stands.
+    for (job, delay) in [(pushed, 3600), (moved, 0)] {
+        let message = Message {
+            id: id(job),
+            topic: "t".into(),
+            body: "again".into(),
+        };
+        legacy_client::push(&mut redis, &message, delay)
+            .await
+            .unwrap();
+    }
+    wait_for(
+        Duration::from_secs(5),
+        "all but the push for later to move",
+        || {
+            let mut redis = redis.clone();
+            async move {
+                move_due_jobs(&mut redis).await;
+                let waiting: usize = redis.zcard(JOB_POOL).await.unwrap();
+                (waiting == 1).then_some(())
+            }
+        },
+    )
+    .await;
+    // Delivered again (its retry moved): finished all the same.
+    assert_eq!(client.ack(ready).await.unwrap(), Acked::Late);
+    for job in [pushed, moved] {
+        assert_eq!(client.ack(job).await.unwrap(), Acked::Stale, "{job:?}");
+    }
+    let states = [
+        client.get("waiting").await.unwrap().state,
+        client.get("ready").await.unwrap().state,
+        client.get("pushed").await.unwrap().state,
+        client.get("moved").await.unwrap().state,
+    ];
+    assert_eq!(
+        states,
+        [State::Unknown, State::Unknown, State::Waiting, State::Ready]
+    );
+}
+
 #[tokio::test]
 async fn a_job_pushed_again_to_another_topic_reaches_only_that_topics_consumers() {
     let server = RedisServer::start();
@@ -891,11 +1111,13 @@ async fn reserve_many_takes_the_oldest_jobs_topic_by_topic_and_ack_many_finishes
     let unknown = Receipt {
         id: "never".into(),
         attempt: 1,
+        token: None,
         topic: None,
     };
     let empty = Receipt {
         id: JobId::default(),
         attempt: 1,
+        token: None,
         topic: None,
     };
     let acked = client
@@ -1196,6 +1418,7 @@ async fn reservations_written_the_old_way_are_still_acked_touched_nacked_and_rel
     let receipt = |id: &str, attempt| Receipt {
         id: id.into(),
         attempt,
+        token: None,
         topic: None,
     };
 

@@ -9,7 +9,8 @@ use super::{Client, check_id};
 use crate::error::{Error, Result};
 use crate::job::Receipt;
 use crate::keys::Keys;
-use crate::scripts::ack::Acked;
+use crate::scripts::Named;
+use crate::scripts::ack::{Acked, Unacked};
 use crate::settings::{MAX_BATCH, MAX_DELAY, MIN_TTR};
 
 /// What became of a nacked (or given back) job.
@@ -27,7 +28,8 @@ pub enum Nacked {
 impl Client {
     /// Finishes a reserved job: it is deleted and never delivered again. Names the reservation
     /// (`client.ack(&job)`): a stale one changes nothing (see [`Acked`]). An error when there is
-    /// no such job.
+    /// no such job, or when a receipt without a token cannot name one reservation
+    /// ([`Error::TokenNeeded`]).
     pub async fn ack(&self, reservation: impl Into<Receipt>) -> Result<Acked> {
         let mut acked = self.ack_many([reservation]).await;
         acked.pop().expect("one result a reservation")
@@ -86,27 +88,33 @@ impl Client {
         };
         for (keys, members) in &groups {
             for members in members.chunks(MAX_BATCH) {
-                let pairs: Vec<(&[u8], u32)> = members
+                let named: Vec<(&[u8], u32, &str)> = members
                     .iter()
                     .map(|&index| {
-                        (
-                            reservations[index].id.as_bytes(),
-                            reservations[index].attempt,
-                        )
+                        let Receipt {
+                            id, attempt, token, ..
+                        } = &reservations[index];
+                        (id.as_bytes(), *attempt, token.as_deref().unwrap_or(""))
                     })
                     .collect();
                 let codes = self
                     .inner
                     .scripts
                     .ack
-                    .run(&mut connection, keys, &pairs)
+                    .run(&mut connection, keys, &named)
                     .await
                     .map_err(|error| Error::about_key(error, keys.pool()));
                 match codes {
                     Ok(codes) => {
                         for (&index, code) in members.iter().zip(codes) {
-                            if let Some(code) = code {
-                                acked[index] = Ok(code);
+                            match code {
+                                Ok(code) => acked[index] = Ok(code),
+                                Err(Unacked::TokenNeeded) => {
+                                    let id = reservations[index].id.clone();
+                                    acked[index] = Err(Error::TokenNeeded(id));
+                                }
+                                // UnknownJob, as set above.
+                                Err(Unacked::Unknown) => {}
                             }
                         }
                     }
@@ -123,7 +131,8 @@ impl Client {
 
     /// Gives a reserved job back after a failed attempt, to be delivered again after
     /// `retry_in`, or, when it was reserved `max_attempts` times, sent to its topic's dead list.
-    /// An error when that reservation is not current (its time ran out first).
+    /// An error when that reservation is not current (its time ran out first), or when a receipt
+    /// without a token cannot name one reservation ([`Error::TokenNeeded`]).
     pub async fn nack(
         &self,
         reservation: impl Into<Receipt>,
@@ -145,7 +154,12 @@ impl Client {
         counted: bool,
         retry_in: Duration,
     ) -> Result<Nacked> {
-        let Receipt { id, attempt, topic } = reservation;
+        let Receipt {
+            id,
+            attempt,
+            token,
+            topic,
+        } = reservation;
         check_id(id.as_bytes())?;
         if retry_in > MAX_DELAY {
             return Err(Error::TooFar(retry_in.as_secs_f64()));
@@ -161,7 +175,7 @@ impl Client {
                 &mut self.connection().await?,
                 &keys,
                 id.as_bytes(),
-                attempt,
+                (attempt, token.as_deref().unwrap_or("")),
                 counted,
                 retry_in.as_secs_f64(),
                 // Bounded as a push's delay is: the TTL must stay a number Redis takes.
@@ -174,7 +188,9 @@ impl Client {
             )
             .await
             .map_err(|error| Error::about_key(error, keys.reserved()))?;
-        if released.ended == 0 {
+        if released.token_needed {
+            Err(Error::TokenNeeded(id))
+        } else if released.ended == 0 {
             Err(Error::NotReserved(id))
         } else if !released.dead.is_empty() {
             Ok(Nacked::Dead)
@@ -186,10 +202,15 @@ impl Client {
     }
 
     /// Extends a reservation: the job must be acked within `ttr` (at least
-    /// [`MIN_TTR`](crate::MIN_TTR)) from now. An error when that
-    /// reservation is not current.
+    /// [`MIN_TTR`](crate::MIN_TTR)) from now. An error when that reservation is not current, or
+    /// when a receipt without a token cannot name one ([`Error::TokenNeeded`]).
     pub async fn touch(&self, reservation: impl Into<Receipt>, ttr: Duration) -> Result<()> {
-        let Receipt { id, attempt, topic } = reservation.into();
+        let Receipt {
+            id,
+            attempt,
+            token,
+            topic,
+        } = reservation.into();
         check_id(id.as_bytes())?;
         let Some(keys) = self.keys_of(id.as_bytes(), topic.as_ref()).await? else {
             return Err(Error::NotReserved(id));
@@ -203,15 +224,15 @@ impl Client {
                 &mut self.connection().await?,
                 &keys,
                 id.as_bytes(),
-                attempt,
+                (attempt, token.as_deref().unwrap_or("")),
                 ttr,
             )
             .await
             .map_err(|error| Error::about_key(error, keys.reserved()))?;
-        if touched {
-            Ok(())
-        } else {
-            Err(Error::NotReserved(id))
+        match touched {
+            Named::Current => Ok(()),
+            Named::NotCurrent => Err(Error::NotReserved(id)),
+            Named::TokenNeeded => Err(Error::TokenNeeded(id)),
         }
     }
 }

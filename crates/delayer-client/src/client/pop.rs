@@ -198,6 +198,7 @@ impl Client {
                 .and_then(|due| std::str::from_utf8(&due).ok()?.parse().ok())
                 .and_then(from_unix),
             id,
+            token: None,
         };
         Ok(HeldJob { job, ready, bucket })
     }

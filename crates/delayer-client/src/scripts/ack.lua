@@ -1,21 +1,29 @@
 -- Finishes jobs: ends each one's reservation and deletes it, so that it is never delivered again.
--- Only the reservation named (by id and attempt) is finished: a consumer whose reservation lapsed,
--- and whose job another consumer now holds or that was pushed again, changes nothing.
+-- Only the reservation a receipt names is finished: a consumer whose reservation lapsed, and
+-- whose job another consumer holds now, or that was pushed again or requeued, changes nothing.
 --
 -- KEYS[1]  the reservations ("delayer:reserved")
 -- KEYS[2]  the job pool ("delayer:job_pool")
--- KEYS[3]  the holders ("delayer:reserved:holders"): each reservation's attempt, until it ends
+-- KEYS[3]  the holders ("delayer:reserved:holders"): each reservation's "<attempt>:<token>"
 -- KEYS[4..]  the jobs' buckets, one a job
--- ARGV  the jobs' ids, in the order of the buckets, then the attempt each reservation was (the
---       `attempts` reserve returned), in the same order
+-- ARGV  the jobs' ids, in the order of the buckets; then each receipt's attempt (the `attempts`
+--       reserve returned); then each receipt's token (the reserve call's), "" for a receipt
+--       without one (an HTTP client that sends back only the id and the attempt)
 --
--- Returns a code a job, in order: 1 when that reservation was current: the job is finished
--- (unless it had been pushed again meanwhile, when only the reservation ends and the new push
--- stands); 2 when it had lapsed and nobody reserved the job since: finished all the same; 0 when
--- it is stale (another reservation since, or pushed again): nothing changed; -1 when there is no
--- such job (one whose data was removed, or expired, while it was reserved is finished all the
--- same: 1). Each job is named once: a second ack in the same call could finish a job pushed again
--- after the first (the first ends the reservation, the second finds the job lapsed).
+-- Returns a code a job, in order:
+--    1  the reservation named was current: the job is finished; or, when a legacy client pushed
+--       it again meanwhile and it waits in the pool, only the reservation ends and the push
+--       stands;
+--    2  the reservation named had ended (lapsed, nacked or given back) and nothing happened to
+--       the job since (not reserved again, pushed again or requeued): finished all the same,
+--       whether it waits for its retry or was delivered again;
+--    0  stale (another reservation since, pushed again, or requeued): nothing changed;
+--   -1  there is no such job (one whose data was removed, or expired, while it was reserved is
+--       finished all the same: 1);
+--   -2  the receipt has no token, and the job's attempts were counted afresh since its first
+--       reservation (pushed again or requeued), so the attempt names more than one: nothing
+--       changed.
+-- Each job is named once: a second ack in the same call could take the first's end for a lapse.
 --
 -- The reads come first, each one command for all the jobs, then the writes, one command each
 -- (ZREM, HDEL, DEL): what a job costs is a member of each, not a call.
@@ -32,58 +40,69 @@ require_permission('ZREM', pool, 'id')
 require_permission('HDEL', holders, 'id')
 require_permission('DEL', unpack(KEYS, 4))
 
-local pooled = naming(expected, scores, pool, {unpack(ARGV, 1, count)})
-local holder = naming(expected, redis.call, 'HMGET', holders, unpack(ARGV, 1, count))
+local ids = {unpack(ARGV, 1, count)}
+local pooled = naming(expected, scores, pool, ids)
+local holder = naming(expected, redis.call, 'HMGET', holders, unpack(ids))
 
--- The usual ack, told from the replies above alone: the holder (which reserve writes, and whatever
--- ends the reservation forgets, writing the count back to the bucket) names this attempt (compared
--- as text, the way reserve wrote it), and the job is not in the pool. A job with a holder is
--- reserved, unless a version before the holders hash ended the reservation (which does not
--- forget the holder): then it was delivered again, and is finished all the same. Its bucket is
--- not looked at: one removed (or expired) under a reservation is finished all the same.
+-- The usual ack, told from the replies above alone: the receipt's token names the holder (which
+-- reserve writes, and whatever ends the reservation forgets), and the job is not in the pool. A
+-- job with a holder is reserved, unless a version before the holders hash ended the reservation
+-- (which does not forget the holder): then it was delivered again, and is finished all the
+-- same. Its bucket is not looked at: one removed (or expired) under a reservation is finished
+-- all the same.
 local codes, usual = {}, true
 for index = 1, count do
-  local named, attempt = holder[index], ARGV[count + index]
-  if named and not pooled[index] and string.find(named, ':', 1, true) == #attempt + 1
-      and string.sub(named, 1, #attempt) == attempt then
+  local token = ARGV[2 * count + index]
+  if token ~= '' and not pooled[index] and holder[index] == ARGV[count + index] .. ':' .. token then
     codes[index] = 1
   else
     usual = false
   end
 end
 if usual then
-  naming(expected, redis.call, 'ZREM', reserved, unpack(ARGV, 1, count))
-  redis.call('HDEL', holders, unpack(ARGV, 1, count))
+  naming(expected, redis.call, 'ZREM', reserved, unpack(ids))
+  redis.call('HDEL', holders, unpack(ids))
   redis.call('DEL', unpack(KEYS, 4))
   return codes
 end
 
 local unreserve, forget, unpool, delete, kept = {}, {}, {}, {}, {}
 for index = 1, count do
-  local bucket, id = KEYS[index + 3], ARGV[index]
+  local bucket, id = KEYS[index + 3], ids[index]
+  local attempt, token = ARGV[count + index], ARGV[2 * count + index]
   local held = true
   if not codes[index] then
-    -- A job in the pool may have been pushed again while reserved (by a legacy client, which
-    -- keeps the count): then only the reservation ends. A bucket of the wrong type counts as gone.
     held = naming(expected, redis.call, 'ZSCORE', reserved, id)
     require_permission('HMGET', bucket, 'topic')
-    local fields = read_or_false('HMGET', bucket, 'topic', 'attempts')
-    -- The attempt the job is at: its holder's; else (lapsed, or reserved by a version before the
-    -- holders hash) the bucket's.
-    local now = holder_of(holder[index]) or (fields and tonumber(fields[2]))
+    -- A bucket of the wrong type counts as gone.
+    local fields = read_or_false('HMGET', bucket, 'topic', 'attempts', 'ended', 'recounted',
+      'reserved_by')
+    local recounted = fields and fields[4]
     if not (fields and fields[1]) then
       codes[index] = -1
-    elseif now ~= tonumber(ARGV[count + index]) then
+    elseif token == '' and recounted then
+      codes[index] = -2
+    elseif holder[index] then
+      -- Reserved now; or ended by a version before the holders hash, which left the holder and
+      -- delivered the job again: finished all the same.
+      codes[index] = names(holder[index], attempt, token, recounted) and (held and 1 or 2) or 0
+    elseif held then
+      -- Reserved by a version before the holders hash.
+      codes[index] = names_by_bucket(fields[2], fields[5], attempt, token, recounted) and 1 or 0
+    elseif pooled[index] and whole_seconds(pooled[index]) then
+      -- Pushed again by a legacy client since the reservation ended: the push stands.
       codes[index] = 0
     else
-      codes[index] = held and 1 or 2
-      if pooled[index] and held then
-        -- The count this reservation used stays with the job.
-        require_permission('HSET', bucket, 'attempts', '1')
-        kept[#kept + 1] = {bucket, now}
-      elseif pooled[index] then
-        unpool[#unpool + 1] = id
-      end
+      -- Ended, and waiting for its retry or delivered again: `ended` names the reservation,
+      -- until a push or requeue since forgets it (the move forgets it for a legacy push).
+      codes[index] = names(fields[3], attempt, token, recounted) and 2 or 0
+    end
+    if codes[index] == 1 and pooled[index] then
+      -- Pushed again by a legacy client while reserved: the count this reservation used stays
+      -- with the job, and no ended reservation names the new push.
+      require_permission('HSET', bucket, 'attempts', '1')
+      require_permission('HDEL', bucket, 'ended')
+      kept[#kept + 1] = {bucket, holder_of(holder[index]) or tonumber(fields[2])}
     end
   end
   if codes[index] >= 1 then
@@ -92,6 +111,9 @@ for index = 1, count do
       unreserve[#unreserve + 1] = id
     end
     if not (pooled[index] and held) then
+      if pooled[index] then
+        unpool[#unpool + 1] = id
+      end
       delete[#delete + 1] = bucket
     end
   end
@@ -111,5 +133,6 @@ if #delete > 0 then
 end
 for _, keep in ipairs(kept) do
   redis.call('HSET', keep[1], 'attempts', keep[2])
+  redis.call('HDEL', keep[1], 'ended')
 end
 return codes

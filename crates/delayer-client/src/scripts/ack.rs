@@ -24,22 +24,35 @@ pub enum Acked {
     Stale,
 }
 
+/// Why an ack finished nothing, besides [`Acked::Stale`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unacked {
+    /// There is no such job.
+    Unknown,
+    /// The receipt has no token, and the job's attempts were counted afresh since its first
+    /// reservation: the attempt alone names more than one.
+    TokenNeeded,
+}
+
 impl AckScript {
-    /// Acks each reservation (job id, attempt; each job named once), all in one call; `None` for
-    /// a reservation whose job is gone.
+    /// Acks each reservation (job id, attempt, token or "" for none; each job named once), all
+    /// in one call.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
-        reservations: &[(&[u8], u32)],
-    ) -> RedisResult<Vec<Option<Acked>>> {
+        reservations: &[(&[u8], u32, &str)],
+    ) -> RedisResult<Vec<Result<Acked, Unacked>>> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool()).key(keys.holders());
-        for (id, _) in reservations {
+        for (id, _, _) in reservations {
             call.key(keys.bucket(id)).arg(*id);
         }
-        for (_, attempt) in reservations {
+        for (_, attempt, _) in reservations {
             call.arg(*attempt);
+        }
+        for (_, _, token) in reservations {
+            call.arg(*token);
         }
         let codes: Vec<i64> = call.invoke_async(connection).await?;
         if codes.len() != reservations.len() {
@@ -48,10 +61,11 @@ impl AckScript {
         codes
             .into_iter()
             .map(|code| match code {
-                1 => Ok(Some(Acked::Done)),
-                2 => Ok(Some(Acked::Late)),
-                0 => Ok(Some(Acked::Stale)),
-                -1 => Ok(None),
+                1 => Ok(Ok(Acked::Done)),
+                2 => Ok(Ok(Acked::Late)),
+                0 => Ok(Ok(Acked::Stale)),
+                -1 => Ok(Err(Unacked::Unknown)),
+                -2 => Ok(Err(Unacked::TokenNeeded)),
                 _ => Err(malformed("ack")),
             })
             .collect()

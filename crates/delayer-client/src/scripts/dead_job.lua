@@ -22,6 +22,7 @@ require_permission('LREM', dead, '1', id)
 if action == 'requeue' then
   require_permission('ZADD', pool, '0', id)
   require_permission('HDEL', bucket, 'attempts')
+  require_permission('HSET', bucket, 'recounted', '1')
 else
   require_permission('DEL', bucket)
 end
@@ -40,7 +41,9 @@ if not dead_still then
   return 2
 end
 if action == 'requeue' then
-  redis.call('HDEL', bucket, 'attempts', 'died_at')
+  -- Its attempts are counted afresh: an attempt alone no longer names one reservation.
+  redis.call('HDEL', bucket, 'attempts', 'died_at', 'ended')
+  redis.call('HSET', bucket, 'recounted', '1')
   redis.call('ZADD', pool, now, id)
 else
   redis.call('DEL', bucket)

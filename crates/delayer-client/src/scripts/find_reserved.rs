@@ -37,6 +37,6 @@ impl FindReservedScript {
             .arg(host_clock())
             .invoke_async(connection)
             .await?;
-        read_jobs(reply).ok_or_else(|| malformed("find_reserved"))
+        read_jobs(reply, token).ok_or_else(|| malformed("find_reserved"))
     }
 }

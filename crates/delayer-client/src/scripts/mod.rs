@@ -32,6 +32,18 @@ pub mod reserve;
 pub mod resume;
 pub mod touch;
 
+/// Whether a receipt named a job's current reservation (for touch and release).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Named {
+    /// It did, and the script did its work.
+    Current,
+    /// It did not (the reservation lapsed, or is another's): nothing changed.
+    NotCurrent,
+    /// The receipt has no token, and the job's attempts were counted afresh since its first
+    /// reservation, so its attempt names more than one: nothing changed.
+    TokenNeeded,
+}
+
 /// The error for a reply that does not have the shape a script's header promises.
 fn malformed(script: &str) -> RedisError {
     RedisError::from((

@@ -23,6 +23,11 @@
 --          it was parked at), so that a resume finds them (resume.lua). A user that may not read
 --          the key (the legacy keys only) moves every topic
 -- ARGV[11], ARGV[12]  what comes before and after the topic in its parked set's key
+-- ARGV[13] the reservations ("delayer:reserved"; their holders hash is that and ":holders"), or
+--          "" for none: a due job that a consumer holds was pushed again by a legacy client
+--          meanwhile (our pushes end the reservation themselves). The move ends that reservation
+--          (its count stays, as a legacy push keeps it), so that the push is delivered and the
+--          old holder's ack leaves it alone. Not a declared key, as ARGV[6]
 --
 -- Returns {taken, next_due, orphans, stuck, first_due, last_due, now, by_redis, topic_1, ids_1, ...}:
 --   taken     how many due ids this call dealt with (moved + orphans + parked); == ARGV[2]: more
@@ -45,6 +50,7 @@ local seconds, by_redis = clock(ARGV[1])
 local now, park_at = decimal(seconds), seconds + tonumber(ARGV[5])
 local ready_suffix, own_topic = ARGV[7], ARGV[8]
 local paused_prefix, paused_suffix, parked_prefix, parked_suffix = ARGV[9], ARGV[10], ARGV[11], ARGV[12]
+local reserved = ARGV[13]
 require_permission('ZREM', pool, 'id')
 require_permission('ZADD', pool, '0', 'id')
 
@@ -55,7 +61,9 @@ local function call_in_slices(command, key, items)
   end
 end
 
-local topics, ids_by_topic, orphans, removed, reborn, unparked = {}, {}, {}, {}, {}, {}
+local topics, ids_by_topic, orphans, removed, reborn, unparked, moving = {}, {}, {}, {}, {}, {}, {}
+-- Moving jobs whose bucket names a reservation that ended (`ended`: see release.lua).
+local ended = {}
 -- A stuck topic's jobs would come back first on every call and hold up every later job: parked
 -- out of the due range instead, each call still touches at most `limit` ids.
 local stuck_topics, stuck_by_topic, parked, paused_topic = {}, {}, {}, {}
@@ -66,7 +74,7 @@ if #due > 0 then
   last_due = redis.call('ZSCORE', pool, due[#due])
 end
 for _, id in ipairs(due) do
-  local fields = read_or_false('HMGET', bucket_prefix .. id, 'topic', 'died_at', 'parked')
+  local fields = read_or_false('HMGET', bucket_prefix .. id, 'topic', 'died_at', 'parked', 'ended')
   local topic = fields and fields[1]
   if not topic or topic == '' then
     orphans[#orphans + 1] = id
@@ -104,17 +112,57 @@ for _, id in ipairs(due) do
     if ids then
       ids[#ids + 1] = id
       removed[#removed + 1] = id
+      moving[#moving + 1] = id
       if fields[2] then
         reborn[#reborn + 1] = id
       end
       if fields[3] then
         unparked[#unparked + 1] = {id, topic}
       end
+      if fields[4] then
+        ended[#ended + 1] = id
+      end
     else
       local entry = stuck_by_topic[topic]
       entry[3] = entry[3] + 1
       parked[#parked + 1] = id
       paused_topic[#parked] = entry[2] == 'paused' and topic
+    end
+  end
+end
+
+-- The moving jobs that a consumer holds (see ARGV[13]), with their holders: one look at the
+-- holders' type, and only where there are holders, their entries for these ids. pcall: a user that
+-- may not read them (the legacy keys only) still gets its jobs moved.
+local holders = reserved ~= '' and reserved .. ':holders'
+local superseded = {}
+if holders and #moving > 0 and may('TYPE', holders) and may('HMGET', holders, 'id') then
+  local kind = redis.pcall('TYPE', holders)
+  if kind.ok == 'hash' then
+    for first = 1, #moving, 1000 do
+      local last = math.min(first + 999, #moving)
+      local held = redis.pcall('HMGET', holders, unpack(moving, first, last))
+      if not held.err then
+        for index = first, last do
+          local holder = held[index - first + 1]
+          if holder then
+            superseded[#superseded + 1] = {moving[index], holder}
+          end
+        end
+      end
+    end
+  end
+end
+
+-- A job whose reservation ended comes back to the pool by a retry (a fraction of a second) or
+-- by a legacy client's push (whole seconds): a push is another job, which no receipt of the
+-- ended reservation may finish (ack.lua), so its `ended` is forgotten as it moves.
+local unended = {}
+for first = 1, #ended, 1000 do
+  local slice = {unpack(ended, first, math.min(first + 999, #ended))}
+  for index, score in ipairs(scores(pool, slice)) do
+    if whole_seconds(score) then
+      unended[#unended + 1] = slice[index]
     end
   end
 end
@@ -142,7 +190,27 @@ call_in_slices('ZREM', pool, removed)
 for _, id in ipairs(reborn) do
   local bucket = bucket_prefix .. id
   if may('HDEL', bucket, 'attempts') then
-    redis.pcall('HDEL', bucket, 'attempts', 'died_at')
+    redis.pcall('HDEL', bucket, 'attempts', 'died_at', 'ended')
+    -- Counted afresh: an attempt alone no longer names one reservation.
+    redis.pcall('HSET', bucket, 'recounted', '1')
+  end
+end
+
+for _, id in ipairs(unended) do
+  redis.pcall('HDEL', bucket_prefix .. id, 'ended')
+end
+
+-- Reservations a legacy push superseded (see ARGV[13]). pcall: none of this may stop a move.
+if #superseded > 0 and may('ZREM', reserved, 'id') and may('HDEL', holders, 'id') then
+  for _, job in ipairs(superseded) do
+    local id, bucket = job[1], bucket_prefix .. job[1]
+    redis.pcall('ZREM', reserved, id)
+    redis.pcall('HDEL', holders, id)
+    local attempt = holder_of(job[2])
+    if attempt then
+      redis.pcall('HSET', bucket, 'attempts', attempt)
+    end
+    redis.pcall('HDEL', bucket, 'ended')
   end
 end
 

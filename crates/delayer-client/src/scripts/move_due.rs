@@ -37,7 +37,8 @@ impl MoveScript {
             .arg(&keys.paused_affixes().prefix)
             .arg(&keys.paused_affixes().suffix)
             .arg(&keys.parked_affixes().prefix)
-            .arg(&keys.parked_affixes().suffix);
+            .arg(&keys.parked_affixes().suffix)
+            .arg(keys.reserved());
         call
     }
 

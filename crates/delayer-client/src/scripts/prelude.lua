@@ -138,3 +138,38 @@ local function holder_of(value)
   end
   return attempt, string.sub(value, colon + 1)
 end
+
+-- Whether `score` (of the job pool) is a whole number of seconds: the due time of a legacy client's
+-- push, which writes whole seconds only, where a retry of ours has a fraction (barring one time
+-- in a million, which then counts as a push: the safe side wherever this is asked).
+local function whole_seconds(score)
+  local seconds = tonumber(score)
+  return seconds ~= nil and seconds == math.floor(seconds)
+end
+
+-- Whether a receipt (its `attempt`, and its `token`: "" for a receipt without one) names the
+-- reservation `holder` ("<attempt>:<token>", as the holders hash and a bucket's `ended` record
+-- one). A token names one reservation. An attempt alone names it only while the job's attempts
+-- were never counted afresh (`recounted`, the bucket's field: pushed again or requeued after a
+-- reservation), since otherwise two reservations of the job share that attempt.
+local function names(holder, attempt, token, recounted)
+  if not holder then
+    return false
+  end
+  if token ~= '' then
+    return holder == attempt .. ':' .. token
+  end
+  return not recounted and holder_of(holder) == tonumber(attempt)
+end
+
+-- The same for a reservation made by a version before the holders hash: its attempt is the
+-- bucket's `attempts`, and its token the bucket's `reserved_by`.
+local function names_by_bucket(attempts, reserved_by, attempt, token, recounted)
+  if tonumber(attempts) ~= tonumber(attempt) then
+    return false
+  end
+  if token ~= '' then
+    return reserved_by == token
+  end
+  return not recounted
+end

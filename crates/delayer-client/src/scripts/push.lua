@@ -57,6 +57,23 @@ end
 
 -- Read before the first write (Redis before 5 allows writes after TIME only when asked first).
 local now = by_delay and clock(ARGV[2])
+-- Which of the ids pushed again are reserved now (pcall: a holders key of the wrong type must not
+-- fail a push).
+local holders, held = reserved .. ':holders', {}
+local again = {}
+for i = 1, count do
+  if existed[i] then
+    again[#again + 1] = ARGV[2 + 6 * (i - 1) + 1]
+  end
+end
+if #again > 0 then
+  local reply = redis.pcall('HMGET', holders, unpack(again))
+  if type(reply) == 'table' and not reply.err then
+    for index, id in ipairs(again) do
+      held[id] = reply[index]
+    end
+  end
+end
 local scored, ids, named = {}, {}, {}
 for i = 1, count do
   local bucket, at = KEYS[2 + i], 2 + 6 * (i - 1)
@@ -67,9 +84,12 @@ for i = 1, count do
   -- The first write is the only one Redis may refuse for want of memory: nothing is half done.
   redis.call('HSET', bucket, 'topic', topic, 'body', ARGV[at + 3], 'due', due, 'delay', ARGV[at + 6])
   if existed[i] then
-    -- Pushing an id again starts it afresh: a reservation or a death of the old job does not
-    -- carry over.
-    redis.call('HDEL', bucket, 'attempts', 'died_at')
+    -- Pushing an id again starts it afresh: a reservation, an ended one or a death of the old job
+    -- does not carry over. Its attempts are then counted afresh, so that an attempt alone no
+    -- longer names one reservation (see names() in the prelude): marked, once it had one.
+    if redis.call('HDEL', bucket, 'attempts', 'died_at', 'ended') > 0 or held[id] then
+      redis.call('HSET', bucket, 'recounted', '1')
+    end
   end
   redis.call('EXPIRE', bucket, ARGV[at + 5])
   scored[#scored + 1] = due
@@ -84,7 +104,7 @@ redis.call('ZADD', pool, unpack(scored))
 redis.pcall('ZREM', reserved, unpack(ids))
 -- And their holders (see the holders hash in keys.rs; named after the reservations key, in its
 -- slot).
-redis.pcall('HDEL', reserved .. ':holders', unpack(ids))
+redis.pcall('HDEL', holders, unpack(ids))
 if topics ~= '' then
   local list = {}
   for topic in pairs(named) do

@@ -20,16 +20,22 @@
 -- ARGV[8]  what to release: "lapsed" (those whose deadline is <= now), "nack" (one reservation,
 --          the attempt counted) or "give_back" (one reservation, the attempt not counted and never
 --          dead: the job was not really tried)
--- ARGV[9], ARGV[10]  with "nack" and "give_back": the id, and the attempt the reservation was;
---          a reservation that is not current (lapsed, or another since) is left alone ("" with
+-- ARGV[9], ARGV[10]  with "nack" and "give_back": the id, and the receipt's attempt; a
+--          reservation the receipt does not name (lapsed, or another since) is left alone ("" with
 --          "lapsed")
 -- ARGV[11] the dead list key suffix ("" in the legacy layout)
 -- ARGV[12] the topic of every job here, whatever its bucket says (the cluster layout's); "" else
 -- ARGV[13] with "nack": how long, in seconds, a job's data must outlive its new due time (the
 --          legacy clients' ready_max_lifetime): a bucket that would expire before is given that
 --          long, so that a retry far off does not find the job's data gone
+-- ARGV[14] with "nack" and "give_back": the receipt's token (the reserve call's); "" for a
+--          receipt without one, which names the reservation by its attempt alone (see ack.lua)
 --
--- Returns {ended, next_deadline, retried, dead, dropped, blocked}:
+-- Ending a reservation writes its attempt count back to the bucket's `attempts`, and, when the
+-- job goes back to the pool or dead by this call, its holder to `ended`: the receipt of the
+-- reservation that ended, by which a late ack finishes the job (ack.lua).
+--
+-- Returns {ended, next_deadline, retried, dead, dropped, blocked, ambiguous}:
 --   ended          how many reservations this call ended; == ARGV[6]: more may have expired
 --   next_deadline  the earliest deadline still ahead (unix milliseconds), or "" when there is none
 --   retried        {topic, id, ...} pairs: back in the pool, due ARGV[2] after now
@@ -38,6 +44,8 @@
 --   blocked        {topic, id, ...} pairs that should be dead, but whose topic's dead list key holds
 --                  something other than a list (or may not be written by this Redis user): back in
 --                  the pool instead, never lost
+--   ambiguous      1 when the receipt (of a "nack" or "give_back") has no token and the job's
+--                  attempts were counted afresh since its first reservation: nothing changed; else 0
 -- A job pushed again while it was reserved (it is in the pool already) keeps its new due time.
 
 local reserved, pool, holders, registry = KEYS[1], KEYS[2], KEYS[3], ARGV[7]
@@ -54,6 +62,7 @@ require_permission('ZADD', pool, '0', 'id')
 require_permission('HMGET', bucket_prefix .. 'id', 'topic')
 require_permission('HSET', bucket_prefix .. 'id', 'died_at', '0')
 require_permission('HINCRBY', bucket_prefix .. 'id', 'attempts', '-1')
+require_permission('HDEL', bucket_prefix .. 'id', 'ended')
 if mode == 'nack' then
   require_permission('PTTL', bucket_prefix .. 'id')
   require_permission('PEXPIRE', bucket_prefix .. 'id', '1')
@@ -61,16 +70,26 @@ end
 local seconds = clock(ARGV[1])
 local now, retry_at = decimal(seconds), decimal(seconds + tonumber(ARGV[2]))
 
-local ids
+local ids, ambiguous = {}, 0
 if mode == 'lapsed' then
   -- Deadlines are whole milliseconds.
   ids = redis.call('ZRANGEBYSCORE', reserved, '-inf', string.format('%.0f', math.floor(seconds * 1000)),
     'LIMIT', 0, limit)
-else
-  local id, attempt = ARGV[9], tonumber(ARGV[10])
-  local current = redis.call('ZSCORE', reserved, id)
-    and (holder_of(redis.call('HGET', holders, id))
-      or tonumber(read_or_false('HGET', bucket_prefix .. id, 'attempts'))) == attempt
+elseif redis.call('ZSCORE', reserved, ARGV[9]) then
+  local id, attempt, token = ARGV[9], ARGV[10], ARGV[14]
+  local holder = redis.call('HGET', holders, id)
+  -- The bucket only when the holder alone cannot tell (see touch.lua).
+  local fields = (token == '' or not holder)
+    and read_or_false('HMGET', bucket_prefix .. id, 'attempts', 'recounted', 'reserved_by')
+  local recounted = fields and fields[2]
+  local current
+  if token == '' and recounted then
+    ambiguous = 1
+  elseif holder then
+    current = names(holder, attempt, token, recounted)
+  else
+    current = fields and names_by_bucket(fields[1], fields[3], attempt, token, recounted)
+  end
   ids = current and {id} or {}
 end
 
@@ -86,7 +105,8 @@ for _, id in ipairs(ids) do
   end
   -- The attempt this reservation is: the holders'; or, made before the holders hash, the
   -- bucket's (which then holds it already).
-  local held_as = holder_of(redis.call('HGET', holders, id))
+  local holder = redis.call('HGET', holders, id)
+  local held_as = holder_of(holder)
   local attempts = topic and (held_as or attempts_of(fields[2])) or 0
   local pushed_again = redis.call('ZSCORE', pool, id)
   local out_of_attempts = mode ~= 'give_back' and attempts >= max_attempts and not pushed_again
@@ -109,7 +129,13 @@ for _, id in ipairs(ids) do
     if mode == 'give_back' and counted > 0 then
       counted = counted - 1
     end
-    redis.call('HSET', bucket, 'attempts', counted)
+    if pushed_again then
+      -- The push stands: no receipt of the old job may finish it.
+      redis.call('HSET', bucket, 'attempts', counted)
+      redis.call('HDEL', bucket, 'ended')
+    else
+      redis.call('HSET', bucket, 'attempts', counted, 'ended', holder)
+    end
   end
   if not topic then
     dropped[#dropped + 1] = id
@@ -151,4 +177,4 @@ local upcoming = redis.call('ZRANGE', reserved, 0, 0, 'WITHSCORES')
 if upcoming[2] then
   next_deadline = upcoming[2]
 end
-return {#ids, next_deadline, retried, dead, dropped, blocked}
+return {#ids, next_deadline, retried, dead, dropped, blocked, ambiguous}

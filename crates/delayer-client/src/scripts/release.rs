@@ -32,6 +32,9 @@ pub struct Released {
     /// (topic, id) of jobs that should be dead, but whose dead list key is not a list (or not
     /// writable): put back in the pool instead.
     pub blocked: Vec<(Topic, JobId)>,
+    /// The receipt of [`one`](ReleaseScript::one) had no token, and the job's attempts were
+    /// counted afresh since its first reservation: nothing changed.
+    pub token_needed: bool,
 }
 
 impl ReleaseScript {
@@ -44,20 +47,27 @@ impl ReleaseScript {
         max_attempts: u32,
         limit: usize,
     ) -> RedisResult<Released> {
-        let call = self.call(keys, [0.0, 0.0], max_attempts, limit, ("lapsed", b"", 0));
+        let call = self.call(
+            keys,
+            [0.0, 0.0],
+            max_attempts,
+            limit,
+            ("lapsed", b"", (0, "")),
+        );
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
 
-    /// Ends reservation `attempt` of job `id` (if it is current), the job due again `retry_in`
-    /// seconds from now: as a failed attempt (`counted`; its data then kept at least `lifetime`
-    /// seconds past that), or as one never really tried (not counted, and never dead).
+    /// Ends the reservation of job `id` that `(attempt, token)` names ("" for no token), if it
+    /// is current, the job due again `retry_in` seconds from now: as a failed attempt (`counted`;
+    /// its data then kept at least `lifetime` seconds past that), or as one never really tried
+    /// (not counted, and never dead).
     #[allow(clippy::too_many_arguments)]
     pub async fn one(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         id: &[u8],
-        attempt: u32,
+        receipt: (u32, &str),
         counted: bool,
         retry_in: f64,
         lifetime: f64,
@@ -65,18 +75,19 @@ impl ReleaseScript {
     ) -> RedisResult<Released> {
         let mode = if counted { "nack" } else { "give_back" };
         let times = [retry_in, lifetime];
-        let call = self.call(keys, times, max_attempts, 1, (mode, id, attempt));
+        let call = self.call(keys, times, max_attempts, 1, (mode, id, receipt));
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
 
-    /// `[retry_in, lifetime]` in seconds; `(mode, id, attempt)` are the script's ARGV[8..10].
+    /// `[retry_in, lifetime]` in seconds; `(mode, id, (attempt, token))` are the script's
+    /// ARGV[8..10] and ARGV[14].
     fn call(
         &self,
         keys: &Keys,
         [retry_in, lifetime]: [f64; 2],
         max_attempts: u32,
         limit: usize,
-        (mode, id, attempt): (&str, &[u8], u32),
+        (mode, id, (attempt, token)): (&str, &[u8], (u32, &str)),
     ) -> ScriptInvocation<'_> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool())
@@ -93,7 +104,8 @@ impl ReleaseScript {
             .arg(attempt)
             .arg(&keys.dead_affixes().suffix)
             .arg(keys.topic_for_scripts())
-            .arg(lifetime);
+            .arg(lifetime)
+            .arg(token);
         call
     }
 }
@@ -107,6 +119,7 @@ fn read(reply: Value) -> Option<Released> {
             dead,
             dropped,
             blocked,
+            Value::Int(token_needed),
         ],
         _,
     ) = leading(reply)?
@@ -120,5 +133,6 @@ fn read(reply: Value) -> Option<Released> {
         dead: pairs(dead)?,
         dropped: names(dropped)?,
         blocked: pairs(blocked)?,
+        token_needed: token_needed == 1,
     })
 }

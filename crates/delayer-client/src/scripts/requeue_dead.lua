@@ -15,6 +15,7 @@ local dead, pool, reserved, bucket_prefix = KEYS[1], KEYS[2], KEYS[3], ARGV[2]
 require_type(pool, 'zset')
 require_permission('ZADD', pool, '0', 'id')
 require_permission('HDEL', bucket_prefix .. 'id', 'attempts')
+require_permission('HSET', bucket_prefix .. 'id', 'recounted', '1')
 local now = decimal(clock(ARGV[1]))
 
 local requeued, dropped = 0, 0
@@ -32,7 +33,9 @@ for _ = 1, tonumber(ARGV[3]) do
     and not redis.call('ZSCORE', pool, id)
     and not redis.call('ZSCORE', reserved, id)
   if dead_still then
-    redis.call('HDEL', bucket, 'attempts', 'died_at')
+    -- Its attempts are counted afresh: an attempt alone no longer names one reservation.
+    redis.call('HDEL', bucket, 'attempts', 'died_at', 'ended')
+    redis.call('HSET', bucket, 'recounted', '1')
     redis.call('ZADD', pool, now, id)
     requeued = requeued + 1
   else

@@ -47,7 +47,7 @@ impl ReserveScript {
                 Value::Nil => return Ok(Vec::new()),
                 // It dropped many ids whose bucket had expired, and stopped: there may be more.
                 Value::Array(items) if items.is_empty() => continue,
-                reply => return read_jobs(reply).ok_or_else(|| malformed("reserve")),
+                reply => return read_jobs(reply, token).ok_or_else(|| malformed("reserve")),
             }
         }
     }
@@ -55,8 +55,8 @@ impl ReserveScript {
 
 /// A reply of jobs, as reserve.lua and find_reserved.lua give them, in one flat array: a topic,
 /// how many of its jobs follow, and four items a job (id, body, attempts, due); again for the next
-/// topic.
-pub(super) fn read_jobs(reply: Value) -> Option<Vec<Job>> {
+/// topic. Each reserved by the call of `token`.
+pub(super) fn read_jobs(reply: Value, token: &str) -> Option<Vec<Job>> {
     let Value::Array(items) = reply else {
         return None;
     };
@@ -79,6 +79,7 @@ pub(super) fn read_jobs(reply: Value) -> Option<Vec<Job>> {
                 body,
                 attempts: u32::try_from(attempts).ok()?,
                 due: seconds(due).and_then(from_unix),
+                token: Some(token.to_string()),
             });
         }
     }

@@ -5,7 +5,7 @@ use redis::aio::ConnectionLike;
 
 use std::time::Duration;
 
-use super::host_clock;
+use super::{Named, host_clock, malformed};
 use crate::keys::Keys;
 
 script_type!(
@@ -15,17 +15,18 @@ script_type!(
 );
 
 impl TouchScript {
-    /// Moves the deadline of reservation `attempt` of job `id` to `ttr` from now (by Redis's
-    /// clock); false when that reservation is not current.
+    /// Moves the deadline of the reservation of job `id` that `(attempt, token)` names ("" for
+    /// no token) to `ttr` from now (by Redis's clock), if that reservation is current.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         id: &[u8],
-        attempt: u32,
+        (attempt, token): (u32, &str),
         ttr: Duration,
-    ) -> RedisResult<bool> {
-        self.0
+    ) -> RedisResult<Named> {
+        let code: i64 = self
+            .0
             .key(keys.reserved())
             .key(keys.bucket(id))
             .key(keys.holders())
@@ -33,7 +34,14 @@ impl TouchScript {
             .arg(id)
             .arg(attempt)
             .arg(host_clock())
+            .arg(token)
             .invoke_async(connection)
-            .await
+            .await?;
+        match code {
+            1 => Ok(Named::Current),
+            0 => Ok(Named::NotCurrent),
+            -2 => Ok(Named::TokenNeeded),
+            _ => Err(malformed("touch")),
+        }
     }
 }
