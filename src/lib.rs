@@ -48,7 +48,13 @@ impl Service {
         mover.check_redis().await?;
         let http = match &config.http {
             Some(settings) => {
-                let client = Client::lazy(mover.target(), config.client_settings());
+                // A request reads no body longer than the HTTP API takes, whatever a legacy
+                // client wrote: none can make the daemon hold more.
+                let reading = delayer_client::Settings {
+                    max_body_read: Some(config.max_body_bytes),
+                    ..config.client_settings()
+                };
+                let client = Client::lazy(mover.target(), reading);
                 let (timer_interval, redis_address) =
                     (config.mover.timer_interval, config.redis.address());
                 let metrics = mover.metrics();

@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use base64::Engine;
-use delayer_client::keys::{JOB_POOL, ready_queue};
+use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use serde_json::json;
@@ -245,6 +245,81 @@ async fn a_stale_receipt_over_http_leaves_alone_a_job_pushed_again_and_reserved_
     assert!(refused.body.contains("token"), "{}", refused.body);
     let named = json!({"job_id": "y", "attempt": 1, "token": again["token"]});
     assert_eq!(call("ack", named).json()["data"]["acked"], "done");
+    daemon.stop();
+}
+
+/// The daemon's resident memory, in bytes.
+fn resident_bytes(pid: u32) -> u64 {
+    let status = read(std::path::Path::new(&format!("/proc/{pid}/status")));
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))
+        .expect("VmRSS");
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+#[tokio::test]
+async fn a_huge_body_a_legacy_client_wrote_is_never_read_by_the_http_side_and_loses_nothing() {
+    const HUGE: usize = 256 << 20;
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "huge", "");
+    let huge = Message {
+        id: "huge".into(),
+        topic: "t".into(),
+        body: "x".repeat(HUGE),
+    };
+    legacy_client::push(&mut redis, &huge, 0).await.unwrap();
+    drop(huge);
+    wait_for_ready(&redis, "t", 1).await;
+
+    // The console shows its size, six views at once; the job API refuses it, naming the limit.
+    let views: Vec<_> = (0..6)
+        .map(|_| {
+            let http = http.clone();
+            std::thread::spawn(move || request(&http, "GET", "/job?id=huge", &[], b""))
+        })
+        .collect();
+    for view in views {
+        let view = view.join().unwrap();
+        assert_eq!(view.status, 200, "{}", view.body);
+        assert!(
+            view.body.contains(&format!("The body is {HUGE} bytes")),
+            "{}",
+            view.body
+        );
+    }
+    for what in ["get", "pop", "reserve"] {
+        let body = json!({"job_id": "huge", "topic": "t"});
+        let refused = post(&http, &format!("{JOBS}/{what}"), &body);
+        assert_eq!(refused.status, 413, "{what}: {}", refused.body);
+        assert!(
+            refused.body.contains("max_body_bytes"),
+            "{what}: {}",
+            refused.body
+        );
+    }
+    let rss = resident_bytes(daemon.pid());
+    eprintln!(
+        "the daemon's resident memory after the views and refusals: {} MiB",
+        rss >> 20
+    );
+    assert!(rss < 64 << 20, "the daemon holds {rss} bytes");
+    assert_eq!(request(&http, "GET", "/healthz", &[], b"").status, 200);
+
+    // Nothing lost: the reserve gave it back untried, and it moves to its list again.
+    wait_for_ready(&redis, "t", 1).await;
+    let size: usize = delayer_client::redis::cmd("HSTRLEN")
+        .arg(job_bucket("huge"))
+        .arg("body")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let attempts: Option<u32> = redis.hget(job_bucket("huge"), "attempts").await.unwrap();
+    assert_eq!((size, attempts.unwrap_or(0)), (HUGE, 0));
+    let popped = legacy_client::pop(&mut redis, "t").await.unwrap().unwrap();
+    assert_eq!(popped.body.len(), HUGE);
     daemon.stop();
 }
 

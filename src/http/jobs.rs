@@ -92,6 +92,12 @@ fn refused(error: Error) -> Response {
             refuse(status, format!("{error} ({hint})"))
         }
         Error::BodyTooLarge { .. } => refuse(status, format!("{error} ([delayer] max_body_bytes)")),
+        Error::BodyTooLargeToRead { .. } => refuse(
+            status,
+            format!(
+                "{error} ([delayer] max_body_bytes): it stays in Redis for a client that reads it there"
+            ),
+        ),
         _ => refuse(status, error),
     }
 }
@@ -106,7 +112,9 @@ pub(super) fn status_of(error: &Error) -> StatusCode {
         | Error::InThePast(_)
         | Error::TooFar(_)
         | Error::TopicRefused(..) => StatusCode::BAD_REQUEST,
-        Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        Error::BodyTooLarge { .. } | Error::BodyTooLargeToRead { .. } => {
+            StatusCode::PAYLOAD_TOO_LARGE
+        }
         Error::UnknownJob(_) | Error::Incomplete(_) => StatusCode::NOT_FOUND,
         Error::NotReserved(_)
         | Error::TokenNeeded(_)
@@ -374,6 +382,10 @@ pub(super) async fn remove(State(state): State<Arc<AppState>>, Body(job): Body<J
 pub(super) async fn get(State(state): State<Arc<AppState>>, Body(job): Body<JobName>) -> Answer {
     let id = job.id().map_err(bad)?;
     let info = state.client.get(&id).await.map_err(refused)?;
+    if let (None, Some(size)) = (&info.body, info.body_size) {
+        let limit = state.client.settings().max_body_read.unwrap_or(usize::MAX);
+        return Err(refused(Error::BodyTooLargeToRead { id, size, limit }));
+    }
     if info.state == JobState::Unknown {
         Ok(ok("ok", ()))
     } else {

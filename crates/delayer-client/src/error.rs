@@ -27,6 +27,14 @@ pub enum Error {
     EmptyBody,
     #[error("the body is {size} bytes, over the limit of {limit} bytes")]
     BodyTooLarge { size: usize, limit: usize },
+    /// A job read with [`Settings::max_body_read`](crate::Settings::max_body_read) set has a
+    /// longer body: it was left where it was (see there).
+    #[error("job {id:?} has a body of {size} bytes, over the {limit} bytes read here")]
+    BodyTooLargeToRead {
+        id: JobId,
+        size: usize,
+        limit: usize,
+    },
     #[error("the due time {} is in the past", crate::time::to_unix(*.0))]
     InThePast(SystemTime),
     #[error(

@@ -65,7 +65,12 @@ pub struct JobInfo {
     pub state: State,
     /// `None` when the job is unknown.
     pub topic: Option<Topic>,
+    /// `None` when the job has none, or when it is longer than
+    /// [`Settings::max_body_read`](crate::Settings::max_body_read) (or the limit of
+    /// [`get_up_to`](crate::Client::get_up_to)).
     pub body: Option<Vec<u8>>,
+    /// The body's length in bytes, read or not.
+    pub body_size: Option<usize>,
     /// When it falls or fell due: known while it waits, and for jobs our clients pushed.
     pub due: Option<SystemTime>,
     /// The delay it was pushed with: known for jobs our clients pushed.
@@ -84,6 +89,7 @@ impl JobInfo {
             state: State::Unknown,
             topic: None,
             body: None,
+            body_size: None,
             due: None,
             delay: None,
             attempts: 0,

@@ -35,6 +35,12 @@ pub struct Settings {
     /// The key names of the jobs: the same as the daemon's. A cluster has the cluster layout,
     /// whatever this says.
     pub layout: Layout,
+    /// The longest body this client reads from Redis (`None`, the default: any), for a server
+    /// that answers for jobs others wrote. A job with a longer body is left where it was:
+    /// [`get`](crate::Client::get) answers it without its body; a pop puts it back at the end of
+    /// its ready list, and a reserve gives it back untried (due again at once, its attempt not
+    /// counted), each with [`Error::BodyTooLargeToRead`](crate::Error::BodyTooLargeToRead).
+    pub max_body_read: Option<usize>,
 }
 
 impl Default for Settings {
@@ -44,6 +50,7 @@ impl Default for Settings {
             ready_max_lifetime: DEFAULT_READY_MAX_LIFETIME,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             layout: Layout::default(),
+            max_body_read: None,
         }
     }
 }

@@ -936,6 +936,63 @@ async fn a_late_ack_finishes_a_job_nobody_took_since_but_never_a_legacy_clients_
 }
 
 #[tokio::test]
+async fn a_client_with_a_body_limit_reads_no_longer_body_and_leaves_its_job_where_it_was() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let settings = Settings {
+        max_body_read: Some(10),
+        ..Settings::default()
+    };
+    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    for (id, body) in [("long", "longer than ten"), ("short", "short")] {
+        client.push("t", body).id(id).await.unwrap();
+    }
+    move_until_empty(&mut redis).await;
+
+    let info = client.get("long").await.unwrap();
+    assert_eq!((info.body, info.body_size), (None, Some(15)));
+    let info = client.get_up_to("short", 0).await.unwrap();
+    assert_eq!((info.body, info.body_size), (None, Some(5)));
+    // The reserve takes both, gives the long one back untried, and answers the short one.
+    let jobs = client
+        .reserve_many(&["t"], Duration::from_secs(30), 10, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(&jobs[0].body[..], b"short");
+    let info = client.get("long").await.unwrap();
+    assert_eq!((info.state, info.attempts), (State::Waiting, 0));
+    move_until_empty(&mut redis).await;
+    let refused = client
+        .reserve(&["t"], Duration::from_secs(30), Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            Error::BodyTooLargeToRead {
+                size: 15,
+                limit: 10,
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    // A pop puts it back at the end of the line.
+    move_until_empty(&mut redis).await;
+    client.push("t", "next").id("next").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let refused = client.pop("t").await.unwrap_err();
+    assert!(
+        matches!(refused, Error::BodyTooLargeToRead { .. }),
+        "{refused}"
+    );
+    assert_eq!(client.pop("t").await.unwrap().unwrap().id, "next");
+    let popped = legacy_client::pop(&mut redis, "t").await.unwrap().unwrap();
+    assert_eq!(popped.body, "longer than ten");
+}
+
+#[tokio::test]
 async fn a_job_pushed_again_to_another_topic_reaches_only_that_topics_consumers() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;

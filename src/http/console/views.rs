@@ -415,6 +415,8 @@ pub fn job(info: &JobInfo, viewer: &Viewer) -> Markup {
                 }
             } @else if let Some(body) = &info.body {
                 (body_view(body))
+            } @else if let Some(size) = info.body_size {
+                p { "The body is " (size) " bytes, over " code { "[delayer] max_body_bytes" } ": not read here." }
             }
             @if viewer.authorized {
                 (job_actions(info, viewer))

@@ -10,20 +10,30 @@ use crate::error::{Error, Result};
 use crate::job::{JobInfo, State};
 use crate::keys::field;
 use crate::name::JobId;
+use crate::scripts::body::Body;
 use crate::scripts::dead_job::DeadAction;
 use crate::time::{from_deadline_score, from_unix};
 
 /// Dead jobs requeued per script call.
 const REQUEUE_BATCH: usize = 1000;
 
-/// `get`'s four replies, each on its own: the pool's score, the reservation's, the bucket, the
-/// reservation's holder.
+/// `get`'s four replies, each on its own: the pool's score, the reservation's, the bucket's
+/// [`GET_FIELDS`], the reservation's holder.
 type Lookup = (
     RedisResult<Option<f64>>,
     RedisResult<Option<f64>>,
-    RedisResult<HashMap<Vec<u8>, Vec<u8>>>,
+    RedisResult<Vec<Option<Vec<u8>>>>,
     RedisResult<Option<Vec<u8>>>,
 );
+
+/// The bucket fields `get` reads besides the body (which it reads apart, up to a length).
+const GET_FIELDS: [&str; 5] = [
+    field::TOPIC,
+    field::DUE,
+    field::DELAY,
+    field::ATTEMPTS,
+    field::DIED_AT,
+];
 
 /// What [`Client::marks`] reads of a job.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -37,8 +47,16 @@ pub struct JobMarks {
 }
 
 impl Client {
-    /// Where a job is, and what it holds.
+    /// Where a job is, and what it holds (its body only up to
+    /// [`Settings::max_body_read`](crate::Settings::max_body_read)).
     pub async fn get(&self, id: impl AsRef<[u8]>) -> Result<JobInfo> {
+        let limit = self.inner.settings.max_body_read.unwrap_or(usize::MAX);
+        self.get_up_to(id, limit).await
+    }
+
+    /// Like [`get`](Client::get), reading the body only when it is at most `limit` bytes long (0:
+    /// never); [`JobInfo::body_size`] tells its length all the same.
+    pub async fn get_up_to(&self, id: impl AsRef<[u8]>, limit: usize) -> Result<JobInfo> {
         let id = id.as_ref();
         check_id(id)?;
         let Some(keys) = self.keys_of(id, None).await? else {
@@ -51,20 +69,36 @@ impl Client {
             .ignore_errors()
             .zscore(keys.pool(), id)
             .zscore(keys.reserved(), id)
-            .hgetall(&bucket)
+            .hmget(&bucket, &GET_FIELDS)
             .hget(keys.holders(), id)
             .query_async(&mut self.connection().await?)
             .await?;
         let due = due.map_err(|error| Error::about_key(error, keys.pool()))?;
         let deadline = deadline.map_err(|error| Error::about_key(error, keys.reserved()))?;
-        let fields = fields.map_err(|error| Error::about_key(error, &bucket))?;
+        let fields: HashMap<&str, Vec<u8>> = GET_FIELDS
+            .into_iter()
+            .zip(fields.map_err(|error| Error::about_key(error, &bucket))?)
+            .filter_map(|(name, value)| Some((name, value?)))
+            .collect();
+        let body = match fields.contains_key(field::TOPIC) {
+            true => {
+                let mut connection = self.connection().await?;
+                self.body_up_to(&mut connection, &bucket, limit).await?
+            }
+            false => Body::Missing,
+        };
+        let body_size = match &body {
+            Body::Read(body) => Some(body.len()),
+            Body::TooLong(size) => Some(*size),
+            Body::Missing => None,
+        };
         // Until a reservation ends, its attempt is its holder's (none for one made before the
         // holders hash: the bucket's then).
         let held_as = match holder {
             Ok(Some(holder)) => attempt_of_holder(&holder),
             _ => None,
         };
-        let field = |name: &str| fields.get(name.as_bytes());
+        let field = |name: &str| fields.get(name);
         let number = |name: &str| std::str::from_utf8(field(name)?).ok()?.parse::<f64>().ok();
         let state = if field(field::TOPIC).is_none() {
             State::Unknown
@@ -81,7 +115,11 @@ impl Client {
             id: id.into(),
             state,
             topic: field(field::TOPIC).map(|topic| topic.clone().into()),
-            body: field(field::BODY).cloned(),
+            body: match body {
+                Body::Read(body) => Some(body),
+                _ => None,
+            },
+            body_size,
             due: due.or_else(|| number(field::DUE)).and_then(from_unix),
             delay: number(field::DELAY).and_then(|delay| Duration::try_from_secs_f64(delay).ok()),
             // As the scripts count it: a whole number below 2^31 - 1, anything else none.

@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::keys::{Keys, Layout};
 use crate::name::Topic;
 use crate::scripts::ack::AckScript;
+use crate::scripts::body::{Body, BodyScript};
 use crate::scripts::dead_job::DeadJobScript;
 use crate::scripts::find_reserved::FindReservedScript;
 use crate::scripts::push::PushScript;
@@ -62,6 +63,7 @@ struct Scripts {
     reserve: ReserveScript,
     find_reserved: FindReservedScript,
     ack: AckScript,
+    body: BodyScript,
     release: ReleaseScript,
     requeue_dead: RequeueDeadScript,
     resume: ResumeScript,
@@ -211,6 +213,17 @@ impl Client {
     /// The connection for commands that do not block (a cheap handle on a shared one).
     pub(crate) async fn connection(&self) -> RedisResult<Commands> {
         self.inner.commands.get().await
+    }
+
+    /// The body of the job whose bucket is `bucket`, read only if it is at most `limit` bytes.
+    async fn body_up_to(
+        &self,
+        connection: &mut (impl redis::aio::ConnectionLike + Send + Sync),
+        bucket: &[u8],
+        limit: usize,
+    ) -> Result<Body> {
+        let read = self.inner.scripts.body.run(connection, bucket, limit).await;
+        read.map_err(|error| Error::about_key(error, bucket))
     }
 
     async fn blocking_connection(&self) -> RedisResult<Connection> {

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::keys::field;
 use crate::name::JobId;
+use crate::scripts::body::Body;
 use crate::time::from_unix;
 
 /// How often `bpop` of several topics in the cluster layout looks at each.
@@ -170,7 +171,9 @@ impl Client {
         }
     }
 
-    /// A pop's second half: reads the data of job `id`, taken from `ready` (`topic`'s list).
+    /// A pop's second half: reads the data of job `id`, taken from `ready` (`topic`'s list). A
+    /// body over [`Settings::max_body_read`](crate::Settings::max_body_read) is not read: the job
+    /// goes back to the end of the line.
     async fn read_held(
         &self,
         id: JobId,
@@ -179,15 +182,38 @@ impl Client {
         connection: &mut (impl redis::aio::ConnectionLike + Send + Sync),
     ) -> Result<HeldJob> {
         let bucket = self.keys_for(topic).bucket(&id);
-        // Field names as bytes too: a field that is not UTF-8 must not fail the read.
-        let mut fields: HashMap<Vec<u8>, Vec<u8>> = connection
-            .hgetall(&bucket)
-            .await
-            .map_err(|error| Error::about_key(error, &bucket))?;
-        let mut take = |name: &str| fields.remove(name.as_bytes());
-        let (Some(topic), Some(body), due) =
-            (take(field::TOPIC), take(field::BODY), take(field::DUE))
-        else {
+        let (topic, body, due) = match self.inner.settings.max_body_read {
+            None => {
+                // The legacy clients' read. Field names as bytes too: a field that is not UTF-8
+                // must not fail it.
+                let mut fields: HashMap<Vec<u8>, Vec<u8>> = connection
+                    .hgetall(&bucket)
+                    .await
+                    .map_err(|error| Error::about_key(error, &bucket))?;
+                let mut take = |name: &str| fields.remove(name.as_bytes());
+                (take(field::TOPIC), take(field::BODY), take(field::DUE))
+            }
+            Some(limit) => {
+                let (topic, due): (Option<Vec<u8>>, Option<Vec<u8>>) = connection
+                    .hmget(&bucket, &[field::TOPIC, field::DUE])
+                    .await
+                    .map_err(|error| Error::about_key(error, &bucket))?;
+                let body = match self.body_up_to(connection, &bucket, limit).await? {
+                    Body::Read(body) => Some(body),
+                    Body::Missing => None,
+                    Body::TooLong(size) => {
+                        // LPUSH: the end of the line, so that the jobs behind it are popped.
+                        let _: () = connection
+                            .lpush(&ready, &id)
+                            .await
+                            .map_err(|error| Error::about_key(error, &ready))?;
+                        return Err(Error::BodyTooLargeToRead { id, size, limit });
+                    }
+                };
+                (topic, body, due)
+            }
+        };
+        let (Some(topic), Some(body)) = (topic, body) else {
             return Err(Error::Incomplete(id));
         };
         let job = Job {

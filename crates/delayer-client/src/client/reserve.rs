@@ -11,6 +11,7 @@ use super::{Client, check_topic_in};
 use crate::error::{Error, Result, unanswered};
 use crate::job::{Job, unique_id};
 use crate::keys::Keys;
+use crate::scripts::reserve::Reserved;
 use crate::settings::{MAX_BATCH, MIN_TTR};
 use crate::shared_connection::Commands;
 use crate::watch::Ensured;
@@ -184,8 +185,12 @@ impl Client {
         let (token, started) = (unique_id(), Instant::now());
         let reserve = &self.inner.scripts.reserve;
         let call = (ttr, token.as_str());
-        let error = match reserve.run(connection, keys, call, most, topics).await {
-            Ok(jobs) => return Ok(jobs),
+        let most_body = self.inner.settings.max_body_read;
+        let error = match reserve
+            .run(connection, keys, call, most, most_body, topics)
+            .await
+        {
+            Ok(reserved) => return self.give_back_too_large(reserved).await,
             Err(error) => error,
         };
         if unanswered(&error)
@@ -195,9 +200,39 @@ impl Client {
                 .await
             && started.elapsed() < ttr / 2
         {
-            return Ok(found);
+            return self.give_back_too_large(found).await;
         }
         Err(Error::about_key(error, keys.reserved()))
+    }
+
+    /// The jobs `reserved` took, once those whose body is over
+    /// [`Settings::max_body_read`](crate::Settings::max_body_read) are given back (untried, due
+    /// again at once): an error naming one of those when they were all it took.
+    async fn give_back_too_large(&self, reserved: Reserved) -> Result<Vec<Job>> {
+        let mut refused = None;
+        for (job, size) in reserved.too_large {
+            let limit = self.inner.settings.max_body_read.unwrap_or_default();
+            if let Err(error) = self.give_back(&job).await {
+                warn!(
+                    "job {} has a body of {size} bytes, over the {limit} read here, and cannot \
+                     be given back ({error}): it is delivered again once its time to run ends",
+                    job.id
+                );
+            }
+            refused.get_or_insert(Error::BodyTooLargeToRead {
+                id: job.id,
+                size,
+                limit,
+            });
+        }
+        match refused {
+            Some(error) if reserved.jobs.is_empty() => Err(error),
+            Some(error) => {
+                warn!("{error}: given back");
+                Ok(reserved.jobs)
+            }
+            None => Ok(reserved.jobs),
+        }
     }
 
     /// What a reserve `call` (time to run, token, when sent) that failed had reserved all the
@@ -212,16 +247,17 @@ impl Client {
         call: (Duration, &str, Instant),
         topics: &[&[u8]],
         most: usize,
-    ) -> Option<Vec<Job>> {
+    ) -> Option<Reserved> {
         let found = match self.connection().await {
             Ok(mut connection) => {
-                let scripts = &self.inner.scripts;
-                scripts.find_reserved.run(&mut connection, keys, call).await
+                let (scripts, most_body) = (&self.inner.scripts, self.inner.settings.max_body_read);
+                let find = &scripts.find_reserved;
+                find.run(&mut connection, keys, call, most_body).await
             }
             Err(error) => Err(error),
         };
-        let mut jobs = match found {
-            Ok(jobs) if !jobs.is_empty() => jobs,
+        let mut found = match found {
+            Ok(found) if !(found.jobs.is_empty() && found.too_large.is_empty()) => found,
             Ok(_) => return None,
             Err(error) => {
                 warn!(
@@ -235,15 +271,20 @@ impl Client {
         // another topic) is left to lapse rather than given to a consumer of other topics. More
         // than asked for: a cluster connection ran the call twice. The rest are delivered again
         // once their time to run ends.
-        jobs.retain(|job| topics.contains(&job.topic.as_bytes()));
-        jobs.truncate(most);
-        if jobs.is_empty() {
+        found
+            .jobs
+            .retain(|job| topics.contains(&job.topic.as_bytes()));
+        found.jobs.truncate(most);
+        found
+            .too_large
+            .retain(|(job, _)| topics.contains(&job.topic.as_bytes()));
+        if found.jobs.is_empty() && found.too_large.is_empty() {
             return None;
         }
         warn!(
-            jobs = jobs.len(),
+            jobs = found.jobs.len() + found.too_large.len(),
             "a reserve's reply was lost, but what it reserved was found"
         );
-        Some(jobs)
+        Some(found)
     }
 }

@@ -7,9 +7,8 @@ use redis::RedisResult;
 use redis::aio::ConnectionLike;
 use tokio::time::Instant;
 
-use super::reserve::read_jobs;
+use super::reserve::{Reserved, read_jobs};
 use super::{host_clock, malformed};
-use crate::job::Job;
 use crate::keys::Keys;
 
 script_type!(
@@ -19,13 +18,15 @@ script_type!(
 );
 
 impl FindReservedScript {
-    /// The jobs still reserved by the call of `token` for `ttr`, which was `sent` then.
+    /// The jobs still reserved by the call of `token` for `ttr`, which was `sent` then, reading
+    /// bodies of at most `most_body` bytes, as [`ReserveScript`](super::reserve::ReserveScript).
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         (ttr, token, sent): (Duration, &str, Instant),
-    ) -> RedisResult<Vec<Job>> {
+        most_body: Option<usize>,
+    ) -> RedisResult<Reserved> {
         let reply = self
             .0
             .key(keys.reserved())
@@ -35,6 +36,7 @@ impl FindReservedScript {
             .arg(keys.bucket_prefix())
             .arg(sent.elapsed().as_millis() as u64)
             .arg(host_clock())
+            .arg(most_body.map(|most| most.to_string()).unwrap_or_default())
             .invoke_async(connection)
             .await?;
         read_jobs(reply, token).ok_or_else(|| malformed("find_reserved"))

@@ -139,6 +139,19 @@ local function holder_of(value)
   return attempt, string.sub(value, colon + 1)
 end
 
+-- A job's body for a reply: the body; its length in bytes (a number) when that is over `most`;
+-- false when the bucket (a hash) has none. Copied into the script only when short enough.
+local function body_up_to(bucket, most)
+  local size = redis.call('HSTRLEN', bucket, 'body')
+  if size > most then
+    return size
+  end
+  if size == 0 and redis.call('HEXISTS', bucket, 'body') == 0 then
+    return false
+  end
+  return redis.call('HGET', bucket, 'body')
+end
+
 -- Whether `score` (of the job pool) is a whole number of seconds: the due time of a legacy client's
 -- push, which writes whole seconds only, where a retry of ours has a fraction (barring one time
 -- in a million, which then counts as a push: the safe side wherever this is asked).

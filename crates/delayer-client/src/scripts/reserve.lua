@@ -17,15 +17,17 @@
 --          slot's topic, whatever its `topic` field says, as the move counts it); "" else, and
 --          then an entry whose bucket names another topic is stale (its id pushed again there)
 -- ARGV[8]  the caller's clock, unix seconds: now, only when this Redis user may not run TIME
--- ARGV[9..]  the topics, in the order to look at them; a ready list key of the wrong type is passed
---            over, and fails the call (before anything changed but dropped ids) when no other
---            list had a job
+-- ARGV[9]  the longest body to return, in bytes ("" for any): a job with a longer one is reserved
+--          all the same, its length (a number) given for its body, for the caller to give it back
+-- ARGV[10..]  the topics, in the order to look at them; a ready list key of the wrong type is
+--             passed over, and fails the call (before anything changed but dropped ids) when no
+--             other list had a job
 --
 -- Returns nil when every list is empty; {} when it dropped many ids whose bucket is gone and
 -- stopped before it found a job (call again at once); else the jobs, oldest first, in one flat
 -- array (a table a job would cost Redis more to reply): for each topic whose list had any, the
--- topic and how many, then four items a job: id, body, attempts, due (`due` "" for a job pushed by
--- a legacy client). An id whose bucket is gone (expired, or removed) is dropped, as a legacy pop
+-- topic and how many, then four items a job: id, body (or its length: see ARGV[9]), attempts, due
+-- (`due` "" for a job pushed by a legacy client). An id whose bucket is gone (expired, or removed) is dropped, as a legacy pop
 -- would drop it.
 --
 -- Every write is one command for many jobs: one HSET of the holders and one ZADD a window of a
@@ -36,6 +38,7 @@
 local reserved, pool, holders = KEYS[1], KEYS[2], KEYS[3]
 local bucket_prefix, ready_prefix, ready_suffix = ARGV[2], ARGV[3], ARGV[4]
 local most, token, own_topic = tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local most_body = tonumber(ARGV[9])
 -- Bounds one call's work however many dropped ids a list holds.
 local MAX_DROPPED = 100
 
@@ -47,7 +50,7 @@ require_permission('HMGET', bucket_prefix .. 'id', 'topic')
 -- Every list's type up front, for the same reason; one of the wrong type is passed over, so that
 -- it does not keep the other topics from being served either. Empty ones need no more look.
 local lists, broken = {}, nil
-for index = 9, #ARGV do
+for index = 10, #ARGV do
   local ready = ready_prefix .. ARGV[index] .. ready_suffix
   local kind = redis.call('TYPE', ready).ok
   if kind == 'list' then
@@ -99,13 +102,18 @@ for _, list in ipairs(lists) do
       -- wrong type is dropped like a missing one.
       local fields = false
       if not (pooled[index] or held[index]) then
-        fields = redis.pcall('HMGET', bucket_prefix .. id, 'topic', 'body', 'due', 'attempts')
+        local bucket = bucket_prefix .. id
+        -- With a limit, the body apart: read only when short enough.
+        fields = most_body and redis.pcall('HMGET', bucket, 'topic', 'due', 'attempts')
+          or redis.pcall('HMGET', bucket, 'topic', 'body', 'due', 'attempts')
         if fields.err then
           -- (read_or_false, inlined: this is the one call a job.)
           if string.sub(fields.err, 1, 9) ~= 'WRONGTYPE' then
             error(fields)
           end
           fields = false
+        elseif most_body and fields[1] then
+          fields = {fields[1], body_up_to(bucket, most_body), fields[2], fields[3]}
         end
       end
       if fields and fields[1] and fields[2] and (own_topic ~= '' or fields[1] == topic) then

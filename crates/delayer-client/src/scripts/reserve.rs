@@ -16,18 +16,31 @@ script_type!(
     "reserve.lua"
 );
 
+/// What a reserve call (or the look for what one reserved) took.
+#[derive(Debug, Default, PartialEq)]
+pub struct Reserved {
+    /// The jobs, oldest first.
+    pub jobs: Vec<Job>,
+    /// The jobs whose body is longer than the call's limit, each with its body left out (empty),
+    /// and the body's length: reserved all the same, for the caller to give back.
+    pub too_large: Vec<(Job, usize)>,
+}
+
 impl ReserveScript {
     /// Reserves the oldest ready jobs of `topics`, at most `most` (at least 1), those of the first
-    /// topic first, for `ttr` from now by Redis's clock, marked as reserved by `token`; none when
+    /// topic first, for `ttr` from now by Redis's clock, marked as reserved by `token`, reading
+    /// bodies of at most `most_body` bytes (see [`Reserved::too_large`]; `None`: any); none when
     /// every list is empty.
+    #[allow(clippy::too_many_arguments)]
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         (ttr, token): (Duration, &str),
         most: usize,
+        most_body: Option<usize>,
         topics: &[impl AsRef<[u8]>],
-    ) -> RedisResult<Vec<Job>> {
+    ) -> RedisResult<Reserved> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool())
             .key(keys.holders())
@@ -38,13 +51,14 @@ impl ReserveScript {
             .arg(most.max(1))
             .arg(token)
             .arg(keys.topic_for_scripts())
-            .arg(host_clock());
+            .arg(host_clock())
+            .arg(most_body.map(|most| most.to_string()).unwrap_or_default());
         for topic in topics {
             call.arg(topic.as_ref());
         }
         loop {
             match call.invoke_async(connection).await? {
-                Value::Nil => return Ok(Vec::new()),
+                Value::Nil => return Ok(Reserved::default()),
                 // It dropped many ids whose bucket had expired, and stopped: there may be more.
                 Value::Array(items) if items.is_empty() => continue,
                 reply => return read_jobs(reply, token).ok_or_else(|| malformed("reserve")),
@@ -54,14 +68,14 @@ impl ReserveScript {
 }
 
 /// A reply of jobs, as reserve.lua and find_reserved.lua give them, in one flat array: a topic,
-/// how many of its jobs follow, and four items a job (id, body, attempts, due); again for the next
-/// topic. Each reserved by the call of `token`.
-pub(super) fn read_jobs(reply: Value, token: &str) -> Option<Vec<Job>> {
+/// how many of its jobs follow, and four items a job (id, body or its length, attempts, due);
+/// again for the next topic. Each reserved by the call of `token`.
+pub(super) fn read_jobs(reply: Value, token: &str) -> Option<Reserved> {
     let Value::Array(items) = reply else {
         return None;
     };
     let mut items = items.into_iter();
-    let mut jobs = Vec::new();
+    let mut reserved = Reserved::default();
     while let Some(topic) = items.next() {
         let topic: Vec<u8> = name(topic)?;
         let Value::Int(count) = items.next()? else {
@@ -70,18 +84,26 @@ pub(super) fn read_jobs(reply: Value, token: &str) -> Option<Vec<Job>> {
         for _ in 0..count {
             let (id, body, attempts, due) =
                 (items.next()?, items.next()?, items.next()?, items.next()?);
-            let (Value::BulkString(body), Value::Int(attempts)) = (body, attempts) else {
+            let Value::Int(attempts) = attempts else {
                 return None;
             };
-            jobs.push(Job {
+            let mut job = Job {
                 id: name(id)?,
                 topic: topic.clone().into(),
-                body,
+                body: Vec::new(),
                 attempts: u32::try_from(attempts).ok()?,
                 due: seconds(due).and_then(from_unix),
                 token: Some(token.to_string()),
-            });
+            };
+            match body {
+                Value::BulkString(body) => {
+                    job.body = body;
+                    reserved.jobs.push(job);
+                }
+                Value::Int(size) => reserved.too_large.push((job, usize::try_from(size).ok()?)),
+                _ => return None,
+            }
         }
     }
-    Some(jobs)
+    Some(reserved)
 }
