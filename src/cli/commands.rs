@@ -47,11 +47,28 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
                         (None, None) => job,
                     });
                 }
-                let ids = client.push_many(jobs).await.map_err(|error| match error {
-                    Error::InBatch { index, error } => push_refused(*error)
-                        .context(format!("line {} of standard input", index + 1)),
-                    other => push_refused(other),
-                })?;
+                let lines = jobs.len();
+                let ids = match client.push_many(jobs).await {
+                    Ok(ids) => ids,
+                    Err(Error::PartlyPushed { pushed, error }) => {
+                        // One topic: one run of script calls, so what was written comes first.
+                        let mut out = std::io::stdout().lock();
+                        for (_, id) in &pushed {
+                            writeln!(out, "{id}")?;
+                        }
+                        return Err(push_refused(*error).context(format!(
+                            "lines 1 to {} of {lines} were pushed (their ids are printed), line {} \
+                             and after were not",
+                            pushed.len(),
+                            pushed.len() + 1
+                        )));
+                    }
+                    Err(Error::InBatch { index, error }) => {
+                        return Err(push_refused(*error)
+                            .context(format!("line {} of standard input", index + 1)));
+                    }
+                    Err(other) => return Err(push_refused(other)),
+                };
                 let mut out = std::io::stdout().lock();
                 for id in ids {
                     writeln!(out, "{id}")?;

@@ -62,10 +62,15 @@ fn ok(message: &str, data: impl Serialize) -> Response {
 
 /// A failure: `status` as the HTTP status and the code, `message` saying what is wrong.
 pub(super) fn refuse(status: StatusCode, message: impl Display) -> Response {
+    refuse_with(status, message, ())
+}
+
+/// A failure that did part of its work, which `data` says.
+fn refuse_with(status: StatusCode, message: impl Display, data: impl Serialize) -> Response {
     let reply = Reply {
         code: status.as_u16(),
         message: &message.to_string(),
-        data: (),
+        data,
     };
     (status, Json(reply)).into_response()
 }
@@ -121,7 +126,7 @@ pub(super) fn status_of(error: &Error) -> StatusCode {
         | Error::NotDead { .. }
         | Error::WrongType { .. }
         | Error::AmbiguousId { .. } => StatusCode::CONFLICT,
-        Error::InBatch { error, .. } => status_of(error),
+        Error::InBatch { error, .. } | Error::PartlyPushed { error, .. } => status_of(error),
         Error::Redis(_) => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
@@ -315,9 +320,17 @@ pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>
 }
 
 /// A push's refusal, with an `at` in the past quoted as the client wrote it (`ats`, by the job's
-/// index), not as the unix seconds it came to.
+/// index), not as the unix seconds it came to; one that added some jobs of a batch names them
+/// (`added`: each job's index and id).
 fn refused_push(error: Error, ats: &[Option<String>]) -> Response {
     match &error {
+        Error::PartlyPushed { pushed, .. } => {
+            let added: Vec<_> = pushed
+                .iter()
+                .map(|(index, id)| json!({"index": index, "id": bytes::text(id.as_bytes())}))
+                .collect();
+            refuse_with(status_of(&error), error, json!({"added": added}))
+        }
         Error::InBatch {
             index,
             error: inner,

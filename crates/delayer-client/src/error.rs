@@ -48,6 +48,17 @@ pub enum Error {
     /// 0): none of the batch was written.
     #[error("job {index} of the batch: {error}")]
     InBatch { index: usize, error: Box<Error> },
+    /// A [`push_many`](crate::Client::push_many) call failed after earlier calls of the batch
+    /// were written: `pushed` names those jobs (each by its index in the batch, from 0, and its
+    /// id), so that a retry can leave them out; the other jobs were not written.
+    #[error(
+        "{} of the batch's jobs were pushed before this, the others not: {error}",
+        pushed.len()
+    )]
+    PartlyPushed {
+        pushed: Vec<(usize, JobId)>,
+        error: Box<Error>,
+    },
     #[error("no job {0:?}")]
     UnknownJob(JobId),
     #[error(

@@ -240,3 +240,53 @@ async fn a_user_that_may_not_run_exists_pushes_batches_and_a_bucket_of_the_wrong
         .unwrap();
     assert!(denied.is_empty(), "asked before it ran: {denied:?}");
 }
+
+#[tokio::test]
+async fn a_batch_refused_for_want_of_memory_half_way_names_the_jobs_it_wrote() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let used: String = delayer_client::redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let used: u64 = used
+        .lines()
+        .find_map(|line| line.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Room for a few thousand of these jobs, not for all of them.
+    let _: () = delayer_client::redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory", &(used + (4 << 20)).to_string()])
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let body = vec![b'x'; 1000];
+    let jobs = (0..20_000).map(|_| NewPush::new("t", body.clone()));
+
+    let error = client.push_many(jobs).await.unwrap_err();
+
+    let Error::PartlyPushed { pushed, error } = &error else {
+        panic!("{error}")
+    };
+    assert!(error.to_string().contains("OOM"), "{error}");
+    let waiting: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert!(
+        (MAX_PUSH_BATCH..20_000).contains(&waiting),
+        "{waiting} written"
+    );
+    assert_eq!(pushed.len(), waiting);
+    let indexes: Vec<usize> = pushed.iter().map(|(index, _)| *index).collect();
+    assert_eq!(
+        indexes,
+        (0..waiting).collect::<Vec<_>>(),
+        "the batch's first ones"
+    );
+    for (_, id) in pushed {
+        let score: Option<f64> = redis.zscore(JOB_POOL, id).await.unwrap();
+        assert!(score.is_some(), "{id} written");
+    }
+}

@@ -246,9 +246,11 @@ impl Client {
     /// Every job is checked before anything is sent: a job that [`push`](Client::push) would
     /// refuse, or an id given twice (pushed one after the other, the second would replace the
     /// first), refuses the whole batch with [`Error::InBatch`] naming it, and nothing is written.
-    /// A refusal by Redis (a key of the wrong type, an ACL) comes from one call: that call wrote
-    /// nothing, those before it (of a batch over [`MAX_PUSH_BATCH`] or over several topics in the
-    /// cluster layout) are written. A bucket of the wrong type is named by its job's index.
+    /// A refusal by Redis (a key of the wrong type, an ACL, no memory left) comes from one call:
+    /// that call wrote nothing. Those before it (of a batch over [`MAX_PUSH_BATCH`] or over
+    /// several topics in the cluster layout) are written, and then the error is
+    /// [`Error::PartlyPushed`], naming them. A bucket of the wrong type is named by its job's
+    /// index.
     pub async fn push_many(&self, jobs: impl IntoIterator<Item = NewPush>) -> Result<Vec<JobId>> {
         let mut checked = Vec::new();
         let mut seen = HashSet::new();
@@ -277,6 +279,8 @@ impl Client {
             groups.push((0..checked.len()).collect());
         }
         let mut connection = self.connection().await?;
+        // The indexes of the jobs written so far.
+        let mut pushed: Vec<usize> = Vec::new();
         for group in &groups {
             let keys = self.keys_for(checked[group[0]].topic.as_bytes());
             for call in group.chunks(MAX_PUSH_BATCH) {
@@ -290,7 +294,7 @@ impl Client {
                     .push
                     .run(&mut connection, &keys, &jobs)
                     .await;
-                refused.map_err(|error| {
+                let refused = refused.map_err(|error| {
                     let error = Error::about_key(error, keys.pool());
                     let Error::WrongType { key, .. } = &error else {
                         return error;
@@ -305,7 +309,22 @@ impl Client {
                         },
                         None => error,
                     }
-                })?;
+                });
+                match refused {
+                    Ok(_) => pushed.extend_from_slice(call),
+                    Err(error) if pushed.is_empty() => return Err(error),
+                    Err(error) => {
+                        pushed.sort_unstable();
+                        let pushed = pushed
+                            .into_iter()
+                            .map(|index| (index, checked[index].id.clone()))
+                            .collect();
+                        return Err(Error::PartlyPushed {
+                            pushed,
+                            error: Box::new(error),
+                        });
+                    }
+                }
             }
         }
         Ok(checked.into_iter().map(|job| job.id).collect())
