@@ -1020,3 +1020,114 @@ async fn a_paused_topic_waits_on_its_master_and_moves_in_due_order_at_its_resume
     assert!(client.pop("held").await.unwrap().is_none(), "each once");
     daemon.stop();
 }
+
+/// A step back of the daemon's wall clock while it runs (NTP, a VM resumed from a snapshot,
+/// `date -s`) holds up nothing: quiet topics' jobs, and a reservation that lapses, move on time by
+/// Redis's clock. (Redis's time was kept as an offset from the wall clock: after a step of -1 h no
+/// topic looked due for an hour, and after one of -30 s jobs moved up to 30 s late.)
+#[tokio::test]
+async fn a_step_back_of_the_daemons_wall_clock_holds_up_no_quiet_topic() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "stepped", &cluster.addresses());
+    let clock = support::SteppedClock::new(dir.path());
+    let daemon = Daemon::start_with_stepped_clock(&config, &clock);
+    logs.wait_for_line("Service started successfully");
+    let client = cluster_client(&cluster).await;
+    let mut connection = cluster.connect().await;
+    for (round, step) in ["-30s", "-1h"].into_iter().enumerate() {
+        // A reservation lapsing 4 s from now, and jobs falling due 3 to 5.5 s from now, each in a
+        // topic of its own that nothing else writes to: the step reaches the daemon (within a
+        // second) after it has looked at them, and before they are due.
+        let lapsing = format!("lapsing-{round}");
+        client.push(&lapsing, "b").await.unwrap();
+        let job = client
+            .reserve(&[&lapsing], Duration::from_secs(4), Duration::from_secs(5))
+            .await
+            .unwrap()
+            .expect("the job to reserve moved");
+        let keys = Layout::CLUSTER.keys(&lapsing);
+        let deadline: f64 = connection.zscore(keys.reserved(), &job.id).await.unwrap();
+        let mut due = vec![(lapsing, deadline / 1000.0)];
+        for index in 0..6 {
+            let topic = format!("quiet-{round}-{index}");
+            let delay = Duration::from_millis(3_000 + 500 * index);
+            let id = client.push(&topic, "b").delay(delay).await.unwrap();
+            let score: f64 = connection
+                .zscore(Layout::CLUSTER.keys(&topic).pool(), &id)
+                .await
+                .unwrap();
+            due.push((topic, score));
+        }
+        clock.step_to(step);
+
+        let moved = arrivals(&cluster, &due, 35.0).await;
+        for ((topic, due), moved) in due.iter().zip(moved) {
+            let moved = moved.unwrap_or_else(|| panic!("{step}: {topic} not moved within 35 s"));
+            assert!(
+                moved >= *due,
+                "{step}: {topic} moved {:.3} s early",
+                due - moved
+            );
+            assert!(
+                moved < due + 1.0,
+                "{step}: {topic} moved {:.3} s late",
+                moved - due
+            );
+        }
+        // Each once; the lapsed reservation ended.
+        for (topic, _) in &due {
+            let keys = Layout::CLUSTER.keys(topic);
+            let (ready, waiting, reserved): (usize, usize, usize) = redis::pipe()
+                .llen(keys.ready(topic))
+                .zcard(keys.pool())
+                .zcard(keys.reserved())
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            assert_eq!((ready, waiting, reserved), (1, 0, 0), "{step}: {topic}");
+        }
+    }
+    daemon.stop();
+}
+
+/// When each topic of `due` (topic, due time) first had a job on its ready list, by its master's
+/// clock (polled: seen at most a poll after it happened); `None` for a topic that had none
+/// `patience` seconds after its due time.
+async fn arrivals(
+    cluster: &RedisCluster,
+    due: &[(String, f64)],
+    patience: f64,
+) -> Vec<Option<f64>> {
+    let mut nodes = Vec::new();
+    for (topic, _) in due {
+        let keys = Layout::CLUSTER.keys(topic);
+        let node = cluster.connect_node(cluster.node_of(keys.pool())).await;
+        nodes.push((node, keys.ready(topic)));
+    }
+    let mut seen = vec![None; due.len()];
+    loop {
+        let mut waiting = false;
+        for ((node, ready), ((_, due), seen)) in nodes.iter_mut().zip(due.iter().zip(&mut seen)) {
+            if seen.is_some() {
+                continue;
+            }
+            let ((seconds, micros), length): ((f64, f64), usize) = redis::pipe()
+                .cmd("TIME")
+                .llen(&*ready)
+                .query_async(node)
+                .await
+                .unwrap();
+            let now = seconds + micros / 1e6;
+            if length > 0 {
+                *seen = Some(now);
+            } else if now < due + patience {
+                waiting = true;
+            }
+        }
+        if !waiting {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
