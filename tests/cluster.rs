@@ -961,39 +961,50 @@ async fn push_many_on_a_cluster_writes_each_topics_jobs_in_its_own_slot_and_regi
     assert_eq!(registered, topics);
 }
 
+/// A paused topic's jobs wait on its master while other topics move; at an HTTP resume they move
+/// in their own due order across the resume's calls (1,000 jobs a call), those pushed already past
+/// due first. The resume took parked ids at random: 1,000 of 3,000 came ahead of a job due before.
 #[tokio::test]
-async fn a_paused_topic_waits_on_its_master_and_moves_in_due_order_at_its_resume() {
+async fn a_paused_topic_waits_on_its_master_and_moves_in_due_order_at_an_http_resume() {
     let cluster = RedisCluster::start(3);
     let dir = tempfile::tempdir().unwrap();
     let (config, logs) = cluster_config(&dir, "daemon", &cluster.addresses());
+    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n", read(&config));
+    std::fs::write(&config, text).unwrap();
     let daemon = Daemon::start(&config);
+    let http = http_address(&logs);
     let client = cluster_client(&cluster).await;
     client.pause("held").await.unwrap();
-    let mut pushed = Vec::new();
-    for index in 0..3 {
-        let push = client.push("held", format!("{index}"));
-        let id = push.delay(Duration::from_millis(10 * index)).await.unwrap();
-        pushed.push(id);
-    }
-    client.push("free", "now").await.unwrap();
+    let connection = cluster.connect().await;
+    let keys = Layout::CLUSTER.keys("held");
+    let master = cluster.connect_node(cluster.node_of(keys.pool())).await;
 
+    // 1,200 jobs falling due over the next 1.5 s, each parked when it is found due; then 100
+    // pushed due 100 s ago, parked after them.
+    let start = delayer_client::time::unix_now();
+    let later: Vec<(String, String, f64)> = (0..1_200)
+        .map(|index| {
+            let due = start + 0.5 + 0.000_8 * index as f64;
+            (format!("later-{index:04}"), "held".to_string(), due)
+        })
+        .collect();
+    let past: Vec<(String, String, f64)> = (0..100)
+        .map(|index| {
+            let due = start - 100.0 + 0.01 * index as f64;
+            (format!("past-{index:03}"), "held".to_string(), due)
+        })
+        .collect();
+    cluster::add_jobs(&connection, later.clone()).await;
+    client.push("free", "now").await.unwrap();
     let free = client
         .bpop(&["free"], Duration::from_secs(5))
         .await
         .unwrap();
     assert!(free.is_some(), "another topic moves meanwhile");
+    support::wait_parked(&master, keys.pool(), later.len()).await;
+    cluster::add_jobs(&connection, past.clone()).await;
+    support::wait_parked(&master, keys.pool(), later.len() + past.len()).await;
     logs.wait_for_line("Topic held is paused: ");
-    let connection = cluster.connect().await;
-    let last = Layout::CLUSTER.keys("held").bucket(&pushed[2]);
-    support::wait_for(Duration::from_secs(10), "the last job parked", || {
-        let mut connection = connection.clone();
-        let last = last.clone();
-        async move {
-            let parked: Option<String> = connection.hget(last, "parked").await.unwrap();
-            parked.map(|_| ())
-        }
-    })
-    .await;
     assert!(client.pop("held").await.unwrap().is_none());
     assert!(
         client
@@ -1005,19 +1016,37 @@ async fn a_paused_topic_waits_on_its_master_and_moves_in_due_order_at_its_resume
             .any(|row| row.topic == "held" && row.paused)
     );
 
-    assert_eq!(client.resume("held").await.unwrap(), 3);
-    for id in pushed {
-        let job = client
-            .bpop(&["held"], Duration::from_secs(5))
-            .await
-            .unwrap();
-        assert_eq!(
-            job.map(|job| job.id),
-            Some(id),
-            "in the order they fell due"
-        );
-    }
-    assert!(client.pop("held").await.unwrap().is_none(), "each once");
+    let answer = post(
+        &http,
+        &format!("{JOBS_API}/resume"),
+        &json!({"topic": "held"}),
+    );
+    assert_eq!(answer.json()["data"]["moved"], 1_300, "{}", answer.body);
+    let mut moved = support::wait_for(Duration::from_secs(10), "1,300 jobs moved", || {
+        let mut connection = connection.clone();
+        let ready = keys.ready("held");
+        async move {
+            let ids: Vec<String> = connection.lrange(&ready, 0, -1).await.unwrap();
+            (ids.len() >= 1_300).then_some(ids)
+        }
+    })
+    .await;
+    moved.reverse();
+    let due_order: Vec<String> = past.iter().chain(&later).map(|job| job.0.clone()).collect();
+    let ahead = support::ahead_of_earlier(&moved, &due_order);
+    assert_eq!(ahead, 0, "jobs that came ahead of one due before them");
+    assert_eq!(moved, due_order);
+    let (waiting, left): (usize, usize) = redis::pipe()
+        .zcard(keys.pool())
+        .exists(&[keys.paused("held"), keys.parked("held")])
+        .query_async(&mut connection.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        (waiting, left),
+        (0, 0),
+        "nothing waits, nor the pause and its parked jobs' key"
+    );
     daemon.stop();
 }
 

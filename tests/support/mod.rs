@@ -293,3 +293,50 @@ pub async fn acl(
         .await
         .unwrap();
 }
+
+/// Waits until `count` jobs of the pool `pool` (a key on `redis`'s node) are parked: scored more
+/// than 30 s past now by Redis's clock, as the move parks a paused topic's due jobs (a minute on).
+pub async fn wait_parked(
+    redis: &delayer_client::redis::aio::MultiplexedConnection,
+    pool: &str,
+    count: usize,
+) {
+    let what = format!("{count} jobs of {pool} parked");
+    wait_for(Duration::from_secs(20), &what, || {
+        let mut redis = redis.clone();
+        async move {
+            let (seconds, _): (f64, f64) = delayer_client::redis::cmd("TIME")
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            let parked: usize = delayer_client::redis::AsyncCommands::zcount(
+                &mut redis,
+                pool,
+                seconds + 30.0,
+                "+inf",
+            )
+            .await
+            .unwrap();
+            (parked >= count).then_some(())
+        }
+    })
+    .await;
+}
+
+/// How many of `moved` came ahead of a job due before them, `due_order` being all of them in due
+/// order: 0 when they moved in due order.
+pub fn ahead_of_earlier(moved: &[String], due_order: &[String]) -> usize {
+    let rank: std::collections::HashMap<&String, usize> = due_order
+        .iter()
+        .enumerate()
+        .map(|(rank, id)| (id, rank))
+        .collect();
+    let mut earliest_after = usize::MAX;
+    let mut ahead = 0;
+    for id in moved.iter().rev() {
+        let rank = rank[id];
+        ahead += usize::from(rank > earliest_after);
+        earliest_after = earliest_after.min(rank);
+    }
+    ahead
+}

@@ -37,7 +37,9 @@ impl MoveScript {
             .arg(&keys.paused_affixes().prefix)
             .arg(&keys.paused_affixes().suffix)
             .arg(&keys.parked_affixes().prefix)
-            .arg(&keys.parked_affixes().suffix);
+            .arg(&keys.parked_affixes().suffix)
+            .arg(&keys.parked_set_affixes().prefix)
+            .arg(&keys.parked_set_affixes().suffix);
         call
     }
 
