@@ -1160,3 +1160,97 @@ async fn arrivals(
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
+
+/// In the cluster layout a topic holding `}` could share keys with another topic: topic `x}:job_bucket:Q`'s job `I` and
+/// topic `x`'s job `Q}:job_bucket:I` have one bucket, `delayer:{x}:job_bucket:Q}:job_bucket:I`,
+/// and the second push overwrote the first. Such a topic is refused new jobs and pauses (by the
+/// client, `delayer push` and HTTP `add`); the jobs it already holds still move and are taken.
+#[tokio::test]
+async fn a_topic_holding_a_closing_brace_takes_no_new_job_and_its_old_ones_still_move() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "brace", &cluster.addresses());
+    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n", read(&config));
+    std::fs::write(&config, text).unwrap();
+    let daemon = Daemon::start(&config);
+    let http = http_address(&logs);
+    let client = cluster_client(&cluster).await;
+    let mut connection = cluster.connect().await;
+    let in_a_day = Duration::from_secs(86_400);
+    client
+        .push("x", "first")
+        .id("Q}:job_bucket:I")
+        .delay(in_a_day)
+        .await
+        .unwrap();
+
+    let topic = "x}:job_bucket:Q";
+    let why = "holds '}', so its keys could be another topic's in the cluster layout";
+    let refused = client.push(topic, "second").id("I").delay(in_a_day).await;
+    assert!(
+        matches!(&refused, Err(delayer_client::Error::TopicRefused(..))),
+        "{refused:?}"
+    );
+    let said = refused.unwrap_err().to_string();
+    assert!(said.contains(topic) && said.contains(why), "{said}");
+    let said = delayer_fails(&config, &["push", topic, "second", "--id", "I"]);
+    assert!(said.contains(topic) && said.contains(why), "{said}");
+    let added = post(
+        &http,
+        &format!("{JOBS_API}/add"),
+        &json!({"id": "I", "topic": topic, "delay": 86_400, "body": "second"}),
+    );
+    assert_eq!(added.status, 400, "{}", added.body);
+    assert!(added.body.contains(why), "{}", added.body);
+    let paused = client.pause(topic).await;
+    assert!(
+        matches!(&paused, Err(delayer_client::Error::TopicRefused(..))),
+        "{paused:?}"
+    );
+
+    // The first job is whole, and nothing of the refused topic was written.
+    let x = Layout::CLUSTER.keys("x");
+    let bucket: HashMap<String, String> = connection
+        .hgetall(x.bucket("Q}:job_bucket:I"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (bucket.get("topic"), bucket.get("body")),
+        (Some(&"x".to_string()), Some(&"first".to_string()))
+    );
+    let registered: bool = connection.sismember("delayer:topics", topic).await.unwrap();
+    assert!(!registered);
+    let info = client.get("Q}:job_bucket:I").await.unwrap();
+    assert_eq!(
+        info.topic.as_ref().map(ToString::to_string),
+        Some("x".into())
+    );
+
+    // A topic holding `}` that already has jobs (pushed before it was refused): they move, and
+    // consumers pop and reserve them.
+    let old = "old}topic";
+    let now = delayer_client::time::unix_now();
+    let jobs = ["o1", "o2"].map(|id| (id.to_string(), old.to_string(), now));
+    cluster::add_jobs(&connection, jobs).await;
+    let popped = client.bpop(&[old], Duration::from_secs(5)).await.unwrap();
+    assert_eq!(popped.map(|job| job.id.to_string()), Some("o1".into()));
+    let job = client
+        .reserve(&[old], Duration::from_secs(30), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("o2 moved");
+    assert_eq!(job.id, "o2");
+    assert_eq!(client.ack(&job).await.unwrap(), Acked::Done);
+    let olds = Layout::CLUSTER.keys(old);
+    let (waiting, ready, reserved): (usize, usize, usize) = redis::pipe()
+        .zcard(olds.pool())
+        .llen(olds.ready(old))
+        .zcard(olds.reserved())
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!((waiting, ready, reserved), (0, 0, 0));
+    daemon.stop();
+    let errors = read(&logs.error);
+    assert!(!errors.contains("[error]"), "{errors}");
+}

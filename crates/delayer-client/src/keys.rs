@@ -161,6 +161,21 @@ impl Layout {
         }
     }
 
+    /// Why no new job (nor a pause) may be written to `topic` in this layout, if none may: what
+    /// [`refusal`](Self::refusal) says and, placed per topic, a `}` anywhere. Its hash tag ends at
+    /// the first `}`, so the rest of the topic runs into the key's name, and its keys could be
+    /// another topic's: topic `x}:job_bucket:Q`'s job `I` and topic `x`'s job `Q}:job_bucket:I`
+    /// would share one bucket. Jobs such a topic already holds are still moved and taken.
+    pub fn write_refusal(self, topic: impl AsRef<[u8]>) -> Option<&'static str> {
+        let topic = topic.as_ref();
+        self.refusal(topic).or_else(|| {
+            (self.per_topic() && topic.contains(&b'}')).then_some(
+                "holds '}', so its keys could be another topic's in the cluster layout; its jobs \
+                 still move, but it takes no new ones",
+            )
+        })
+    }
+
     /// Placed per topic, what comes before and after the topic in each topic's pool
     /// (`delayer:{` and `}:job_pool`); `None` with one pool for every topic.
     pub fn topic_pools(self) -> Option<Affixes> {
@@ -460,6 +475,20 @@ mod tests {
             "its key names are text"
         );
         assert_eq!(Layout::LEGACY.refusal(b"t\xff"), None);
+        assert_eq!(
+            cluster.refusal("x}:job_bucket:Q"),
+            None,
+            "its jobs still move"
+        );
+        assert!(cluster.write_refusal("x}:job_bucket:Q").is_some());
+        assert!(
+            cluster
+                .write_refusal("}x")
+                .unwrap()
+                .starts_with("starts with")
+        );
+        assert_eq!(cluster.write_refusal("x{y"), None);
+        assert_eq!(Layout::LEGACY.write_refusal("x}y"), None);
         let pools = cluster.topic_pools().unwrap();
         assert_eq!(
             format!("{}t{}", pools.prefix, pools.suffix),
