@@ -182,9 +182,9 @@ impl ClusterMover {
     }
 
     /// The topics of the registry (the slot map read first, if not known yet). Redis's time is
-    /// read with them, once the moves go by it: idle topics run no script that would read it, and
-    /// the loop decides by it which topics are due. Bounded by [`REGISTRY_WAIT`]: the drains
-    /// under way are not polled meanwhile.
+    /// read after them, once the moves go by it: idle topics run no script that would read it, and
+    /// the loop decides by it which topics are due. Each read is bounded by [`REGISTRY_WAIT`]: the
+    /// drains under way are not polled meanwhile.
     async fn read_registry(&self) -> RedisResult<Vec<Topic>> {
         if self.nodes.masters().is_empty() {
             self.nodes.refresh().await?;
@@ -196,15 +196,7 @@ impl ClusterMover {
                 return Err(error);
             }
         };
-        let read = tokio::time::timeout(REGISTRY_WAIT, async {
-            let topics = connection.smembers(&self.registry).await;
-            let clock = self.step.clock();
-            if topics.is_ok() && clock.seen() {
-                // A help only: the next move reads Redis's time anyway.
-                let _ = clock.read(&mut connection).await;
-            }
-            topics
-        });
+        let read = tokio::time::timeout(REGISTRY_WAIT, connection.smembers(&self.registry));
         let topics: RedisResult<Vec<Topic>> = read.await.unwrap_or_else(|_| {
             Err(RedisError::from((
                 ErrorKind::Io,
@@ -212,6 +204,11 @@ impl ClusterMover {
                 format!("{} ms", REGISTRY_WAIT.as_millis()),
             )))
         });
+        let clock = self.step.clock();
+        if topics.is_ok() && clock.seen() {
+            // A help only, and no part of the look: the next move reads Redis's time anyway.
+            let _ = tokio::time::timeout(REGISTRY_WAIT, clock.read(&mut connection)).await;
+        }
         match &topics {
             Ok(found) => self.registry_repair.read_from(
                 &master,
