@@ -962,39 +962,50 @@ async fn push_many_on_a_cluster_writes_each_topics_jobs_in_its_own_slot_and_regi
     assert_eq!(registered, topics);
 }
 
+/// A paused topic's jobs wait on its master while other topics move; at an HTTP resume they move
+/// in their own due order across the resume's calls (1,000 jobs a call), those pushed already past
+/// due first. The resume took parked ids at random: 1,000 of 3,000 came ahead of a job due before.
 #[tokio::test]
-async fn a_paused_topic_waits_on_its_master_and_moves_in_due_order_at_its_resume() {
+async fn a_paused_topic_waits_on_its_master_and_moves_in_due_order_at_an_http_resume() {
     let cluster = RedisCluster::start(3);
     let dir = tempfile::tempdir().unwrap();
     let (config, logs) = cluster_config(&dir, "daemon", &cluster.addresses());
+    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n", read(&config));
+    std::fs::write(&config, text).unwrap();
     let daemon = Daemon::start(&config);
+    let http = http_address(&logs);
     let client = cluster_client(&cluster).await;
     client.pause("held").await.unwrap();
-    let mut pushed = Vec::new();
-    for index in 0..3 {
-        let push = client.push("held", format!("{index}"));
-        let id = push.delay(Duration::from_millis(10 * index)).await.unwrap();
-        pushed.push(id);
-    }
-    client.push("free", "now").await.unwrap();
+    let connection = cluster.connect().await;
+    let keys = Layout::CLUSTER.keys("held");
+    let master = cluster.connect_node(cluster.node_of(keys.pool())).await;
 
+    // 1,200 jobs falling due over the next 1.5 s, each parked when it is found due; then 100
+    // pushed due 100 s ago, parked after them.
+    let start = delayer_client::time::unix_now();
+    let later: Vec<(String, String, f64)> = (0..1_200)
+        .map(|index| {
+            let due = start + 0.5 + 0.000_8 * index as f64;
+            (format!("later-{index:04}"), "held".to_string(), due)
+        })
+        .collect();
+    let past: Vec<(String, String, f64)> = (0..100)
+        .map(|index| {
+            let due = start - 100.0 + 0.01 * index as f64;
+            (format!("past-{index:03}"), "held".to_string(), due)
+        })
+        .collect();
+    cluster::add_jobs(&connection, later.clone()).await;
+    client.push("free", "now").await.unwrap();
     let free = client
         .bpop(&["free"], Duration::from_secs(5))
         .await
         .unwrap();
     assert!(free.is_some(), "another topic moves meanwhile");
+    support::wait_parked(&master, keys.pool(), later.len()).await;
+    cluster::add_jobs(&connection, past.clone()).await;
+    support::wait_parked(&master, keys.pool(), later.len() + past.len()).await;
     logs.wait_for_line("Topic held is paused: ");
-    let connection = cluster.connect().await;
-    let last = Layout::CLUSTER.keys("held").bucket(&pushed[2]);
-    support::wait_for(Duration::from_secs(10), "the last job parked", || {
-        let mut connection = connection.clone();
-        let last = last.clone();
-        async move {
-            let parked: Option<String> = connection.hget(last, "parked").await.unwrap();
-            parked.map(|_| ())
-        }
-    })
-    .await;
     assert!(client.pop("held").await.unwrap().is_none());
     assert!(
         client
@@ -1006,18 +1017,241 @@ async fn a_paused_topic_waits_on_its_master_and_moves_in_due_order_at_its_resume
             .any(|row| row.topic == "held" && row.paused)
     );
 
-    assert_eq!(client.resume("held").await.unwrap(), 3);
-    for id in pushed {
-        let job = client
-            .bpop(&["held"], Duration::from_secs(5))
-            .await
-            .unwrap();
-        assert_eq!(
-            job.map(|job| job.id),
-            Some(id),
-            "in the order they fell due"
-        );
-    }
-    assert!(client.pop("held").await.unwrap().is_none(), "each once");
+    let answer = post(
+        &http,
+        &format!("{JOBS_API}/resume"),
+        &json!({"topic": "held"}),
+    );
+    assert_eq!(answer.json()["data"]["moved"], 1_300, "{}", answer.body);
+    let mut moved = support::wait_for(Duration::from_secs(10), "1,300 jobs moved", || {
+        let mut connection = connection.clone();
+        let ready = keys.ready("held");
+        async move {
+            let ids: Vec<String> = connection.lrange(&ready, 0, -1).await.unwrap();
+            (ids.len() >= 1_300).then_some(ids)
+        }
+    })
+    .await;
+    moved.reverse();
+    let due_order: Vec<String> = past.iter().chain(&later).map(|job| job.0.clone()).collect();
+    let ahead = support::ahead_of_earlier(&moved, &due_order);
+    assert_eq!(ahead, 0, "jobs that came ahead of one due before them");
+    assert_eq!(moved, due_order);
+    let (waiting, left): (usize, usize) = redis::pipe()
+        .zcard(keys.pool())
+        .exists(&[keys.paused("held"), keys.parked("held")])
+        .query_async(&mut connection.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        (waiting, left),
+        (0, 0),
+        "nothing waits, nor the pause and its parked jobs' key"
+    );
     daemon.stop();
+}
+
+/// A step back of the daemon's wall clock while it runs (NTP, a VM resumed from a snapshot,
+/// `date -s`) holds up nothing: quiet topics' jobs, and a reservation that lapses, move on time by
+/// Redis's clock. (Redis's time was kept as an offset from the wall clock: after a step of -1 h no
+/// topic looked due for an hour, and after one of -30 s jobs moved up to 30 s late.)
+#[tokio::test]
+async fn a_step_back_of_the_daemons_wall_clock_holds_up_no_quiet_topic() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "stepped", &cluster.addresses());
+    let clock = support::SteppedClock::new(dir.path());
+    let daemon = Daemon::start_with_stepped_clock(&config, &clock);
+    logs.wait_for_line("Service started successfully");
+    let client = cluster_client(&cluster).await;
+    let mut connection = cluster.connect().await;
+    for (round, step) in ["-30s", "-1h"].into_iter().enumerate() {
+        // A reservation lapsing 4 s from now, and jobs falling due 3 to 5.5 s from now, each in a
+        // topic of its own that nothing else writes to: the step reaches the daemon (within a
+        // second) after it has looked at them, and before they are due.
+        let lapsing = format!("lapsing-{round}");
+        client.push(&lapsing, "b").await.unwrap();
+        let job = client
+            .reserve(&[&lapsing], Duration::from_secs(4), Duration::from_secs(5))
+            .await
+            .unwrap()
+            .expect("the job to reserve moved");
+        let keys = Layout::CLUSTER.keys(&lapsing);
+        let deadline: f64 = connection.zscore(keys.reserved(), &job.id).await.unwrap();
+        let mut due = vec![(lapsing, deadline / 1000.0)];
+        for index in 0..6 {
+            let topic = format!("quiet-{round}-{index}");
+            let delay = Duration::from_millis(3_000 + 500 * index);
+            let id = client.push(&topic, "b").delay(delay).await.unwrap();
+            let score: f64 = connection
+                .zscore(Layout::CLUSTER.keys(&topic).pool(), &id)
+                .await
+                .unwrap();
+            due.push((topic, score));
+        }
+        clock.step_to(step);
+
+        let moved = arrivals(&cluster, &due, 35.0).await;
+        for ((topic, due), moved) in due.iter().zip(moved) {
+            let moved = moved.unwrap_or_else(|| panic!("{step}: {topic} not moved within 35 s"));
+            assert!(
+                moved >= *due,
+                "{step}: {topic} moved {:.3} s early",
+                due - moved
+            );
+            assert!(
+                moved < due + 1.0,
+                "{step}: {topic} moved {:.3} s late",
+                moved - due
+            );
+        }
+        // Each once; the lapsed reservation ended.
+        for (topic, _) in &due {
+            let keys = Layout::CLUSTER.keys(topic);
+            let (ready, waiting, reserved): (usize, usize, usize) = redis::pipe()
+                .llen(keys.ready(topic))
+                .zcard(keys.pool())
+                .zcard(keys.reserved())
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            assert_eq!((ready, waiting, reserved), (1, 0, 0), "{step}: {topic}");
+        }
+    }
+    daemon.stop();
+}
+
+/// When each topic of `due` (topic, due time) first had a job on its ready list, by its master's
+/// clock (polled: seen at most a poll after it happened); `None` for a topic that had none
+/// `patience` seconds after its due time.
+async fn arrivals(
+    cluster: &RedisCluster,
+    due: &[(String, f64)],
+    patience: f64,
+) -> Vec<Option<f64>> {
+    let mut nodes = Vec::new();
+    for (topic, _) in due {
+        let keys = Layout::CLUSTER.keys(topic);
+        let node = cluster.connect_node(cluster.node_of(keys.pool())).await;
+        nodes.push((node, keys.ready(topic)));
+    }
+    let mut seen = vec![None; due.len()];
+    loop {
+        let mut waiting = false;
+        for ((node, ready), ((_, due), seen)) in nodes.iter_mut().zip(due.iter().zip(&mut seen)) {
+            if seen.is_some() {
+                continue;
+            }
+            let ((seconds, micros), length): ((f64, f64), usize) = redis::pipe()
+                .cmd("TIME")
+                .llen(&*ready)
+                .query_async(node)
+                .await
+                .unwrap();
+            let now = seconds + micros / 1e6;
+            if length > 0 {
+                *seen = Some(now);
+            } else if now < due + patience {
+                waiting = true;
+            }
+        }
+        if !waiting {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// In the cluster layout a topic holding `}` could share keys with another topic: topic `x}:job_bucket:Q`'s job `I` and
+/// topic `x`'s job `Q}:job_bucket:I` have one bucket, `delayer:{x}:job_bucket:Q}:job_bucket:I`,
+/// and the second push overwrote the first. Such a topic is refused new jobs and pauses (by the
+/// client, `delayer push` and HTTP `add`); the jobs it already holds still move and are taken.
+#[tokio::test]
+async fn a_topic_holding_a_closing_brace_takes_no_new_job_and_its_old_ones_still_move() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "brace", &cluster.addresses());
+    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n", read(&config));
+    std::fs::write(&config, text).unwrap();
+    let daemon = Daemon::start(&config);
+    let http = http_address(&logs);
+    let client = cluster_client(&cluster).await;
+    let mut connection = cluster.connect().await;
+    let in_a_day = Duration::from_secs(86_400);
+    client
+        .push("x", "first")
+        .id("Q}:job_bucket:I")
+        .delay(in_a_day)
+        .await
+        .unwrap();
+
+    let topic = "x}:job_bucket:Q";
+    let why = "holds '}', so its keys could be another topic's in the cluster layout";
+    let refused = client.push(topic, "second").id("I").delay(in_a_day).await;
+    assert!(
+        matches!(&refused, Err(delayer_client::Error::TopicRefused(..))),
+        "{refused:?}"
+    );
+    let said = refused.unwrap_err().to_string();
+    assert!(said.contains(topic) && said.contains(why), "{said}");
+    let said = delayer_fails(&config, &["push", topic, "second", "--id", "I"]);
+    assert!(said.contains(topic) && said.contains(why), "{said}");
+    let added = post(
+        &http,
+        &format!("{JOBS_API}/add"),
+        &json!({"id": "I", "topic": topic, "delay": 86_400, "body": "second"}),
+    );
+    assert_eq!(added.status, 400, "{}", added.body);
+    assert!(added.body.contains(why), "{}", added.body);
+    let paused = client.pause(topic).await;
+    assert!(
+        matches!(&paused, Err(delayer_client::Error::TopicRefused(..))),
+        "{paused:?}"
+    );
+
+    // The first job is whole, and nothing of the refused topic was written.
+    let x = Layout::CLUSTER.keys("x");
+    let bucket: HashMap<String, String> = connection
+        .hgetall(x.bucket("Q}:job_bucket:I"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (bucket.get("topic"), bucket.get("body")),
+        (Some(&"x".to_string()), Some(&"first".to_string()))
+    );
+    let registered: bool = connection.sismember("delayer:topics", topic).await.unwrap();
+    assert!(!registered);
+    let info = client.get("Q}:job_bucket:I").await.unwrap();
+    assert_eq!(
+        info.topic.as_ref().map(ToString::to_string),
+        Some("x".into())
+    );
+
+    // A topic holding `}` that already has jobs (pushed before it was refused): they move, and
+    // consumers pop and reserve them.
+    let old = "old}topic";
+    let now = delayer_client::time::unix_now();
+    let jobs = ["o1", "o2"].map(|id| (id.to_string(), old.to_string(), now));
+    cluster::add_jobs(&connection, jobs).await;
+    let popped = client.bpop(&[old], Duration::from_secs(5)).await.unwrap();
+    assert_eq!(popped.map(|job| job.id.to_string()), Some("o1".into()));
+    let job = client
+        .reserve(&[old], Duration::from_secs(30), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("o2 moved");
+    assert_eq!(job.id, "o2");
+    assert_eq!(client.ack(&job).await.unwrap(), Acked::Done);
+    let olds = Layout::CLUSTER.keys(old);
+    let (waiting, ready, reserved): (usize, usize, usize) = redis::pipe()
+        .zcard(olds.pool())
+        .llen(olds.ready(old))
+        .zcard(olds.reserved())
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!((waiting, ready, reserved), (0, 0, 0));
+    daemon.stop();
+    let errors = read(&logs.error);
+    assert!(!errors.contains("[error]"), "{errors}");
 }

@@ -1,5 +1,5 @@
 //! Pausing a topic: its due jobs wait in the pool, whichever daemon looks and across restarts,
-//! until it is resumed; then each moves once, in the order it fell due.
+//! until it is resumed; then each moves once, in its own due order.
 
 mod support;
 
@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use delayer_client::Client;
 use delayer_client::keys::{
-    JOB_POOL, PARKED_PREFIX, PAUSED_PREFIX, field, job_bucket, ready_queue,
+    JOB_POOL, PARKED_PREFIX, PARKED_SET_PREFIX, PAUSED_PREFIX, field, job_bucket, ready_queue,
 };
-use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::redis::{self, AsyncCommands};
 use serde_json::json;
 use support::http_client::{self, post, request};
 use support::{DaemonSetup, RedisServer, add_jobs, delayer_succeeds, wait_for, wait_for_ready};
@@ -226,5 +226,174 @@ async fn a_reservation_that_lapses_while_its_topic_is_paused_waits_parked_until_
     })
     .await;
     assert_eq!(delivered, [job.id.to_string()], "delivered once");
+    daemon.stop();
+}
+
+/// Jobs pushed already past due while their topic is paused move first at the resume, and all
+/// parked jobs move in their own due order across the resume's calls (1,000 jobs a call). The
+/// resume took parked ids at random, and made each due again at the time the move had found it
+/// due: 100 jobs pushed past due came out after some 2,000 due later.
+#[tokio::test]
+async fn a_resume_moves_the_parked_jobs_in_their_own_due_order_across_its_calls() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let (config, _logs) = server.daemon_config("daemon", "timer_interval = 100");
+    let daemon = support::Daemon::start(&config);
+    client.pause("held").await.unwrap();
+
+    // 2,400 jobs falling due over the next 2 s, each parked when it is found due; then 100 pushed
+    // due 100 s ago (a legacy client's, or a job requeued), parked after them.
+    let start = now();
+    let later: Vec<(String, f64)> = (0..2_400)
+        .map(|index| {
+            (
+                format!("later-{index:04}"),
+                start + 0.5 + 0.000_7 * index as f64,
+            )
+        })
+        .collect();
+    let past: Vec<(String, f64)> = (0..100)
+        .map(|index| {
+            (
+                format!("past-{index:03}"),
+                start - 100.0 + 0.01 * index as f64,
+            )
+        })
+        .collect();
+    let held = |jobs: &[(String, f64)]| {
+        jobs.iter()
+            .map(|(id, due)| (id.clone(), "held", *due))
+            .collect::<Vec<_>>()
+    };
+    add_jobs(&mut redis, held(&later)).await;
+    support::wait_parked(&redis, JOB_POOL, later.len()).await;
+    add_jobs(&mut redis, held(&past)).await;
+    support::wait_parked(&redis, JOB_POOL, later.len() + past.len()).await;
+
+    assert_eq!(client.resume("held").await.unwrap(), 2_500);
+    let mut moved: Vec<String> = wait_for_ready(&redis, "held", 2_500)
+        .await
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    moved.reverse();
+    let due_order: Vec<String> = past
+        .iter()
+        .chain(&later)
+        .map(|(id, _)| id.clone())
+        .collect();
+    let ahead = support::ahead_of_earlier(&moved, &due_order);
+    assert_eq!(ahead, 0, "jobs that came ahead of one due before them");
+    assert_eq!(moved, due_order);
+    let waiting: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert_eq!(waiting, 0);
+    assert_eq!(parked_marks(&mut redis, &due_order).await, 0);
+    let left: usize = redis
+        .exists(&[
+            format!("{PAUSED_PREFIX}held"),
+            format!("{PARKED_PREFIX}held"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "the pause and its parked jobs' key are gone");
+    daemon.stop();
+}
+
+/// The due time a paused job is recorded with, for the resume's order: its own, kept when a
+/// recheck parks it again, and replaced when a legacy client pushed it again meanwhile.
+#[tokio::test]
+async fn a_parked_job_keeps_its_first_due_time_at_a_recheck_and_takes_a_new_one_from_a_push() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let (config, _logs) = server.daemon_config("daemon", "timer_interval = 100");
+    let daemon = support::Daemon::start(&config);
+    client.pause("held").await.unwrap();
+    let parked_jobs = format!("{PARKED_PREFIX}held");
+    let first = now() - 100.0;
+    add_jobs(&mut redis, [("job-1".to_string(), "held", first)]).await;
+    support::wait_parked(&redis, JOB_POOL, 1).await;
+    let recorded: f64 = redis.zscore(&parked_jobs, "job-1").await.unwrap();
+    assert_eq!(recorded, first);
+
+    // A minute on, as at its recheck: still where it was parked, and due again.
+    let recheck = now() - 0.5;
+    let _: () = redis::pipe()
+        .zadd(JOB_POOL, "job-1", recheck)
+        .hset(job_bucket("job-1"), field::PARKED, recheck)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    support::wait_parked(&redis, JOB_POOL, 1).await;
+    let recorded: f64 = redis.zscore(&parked_jobs, "job-1").await.unwrap();
+    assert_eq!(recorded, first, "parked again, with its first due time");
+
+    // Pushed again by a legacy client, due now: its new due time is its own.
+    let pushed = now() - 1.0;
+    let _: () = redis.zadd(JOB_POOL, "job-1", pushed).await.unwrap();
+    support::wait_parked(&redis, JOB_POOL, 1).await;
+    let recorded: f64 = redis.zscore(&parked_jobs, "job-1").await.unwrap();
+    assert_eq!(
+        recorded, pushed,
+        "parked with the due time it was pushed with"
+    );
+
+    assert_eq!(client.resume("held").await.unwrap(), 1);
+    wait_for_ready(&redis, "held", 1).await;
+    daemon.stop();
+}
+
+/// A job that a daemon of the previous build parked (in the set `delayer:parked:<topic>`, without
+/// its due time) is not lost at a resume: it moves once, at the score it was parked at (a recheck
+/// after it was found due), and its marks go.
+#[tokio::test]
+async fn a_job_an_earlier_build_parked_moves_once_at_its_recheck_after_the_resume() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let (config, _logs) = server.daemon_config("daemon", "timer_interval = 100");
+    let daemon = support::Daemon::start(&config);
+    client.pause("held").await.unwrap();
+    // As the previous build parked it 58 s ago: its recheck comes in 2 s.
+    let recheck = now() + 2.0;
+    let _: () = redis::pipe()
+        .hset_multiple(
+            job_bucket("old"),
+            &[
+                ("topic", "held"),
+                ("body", "b"),
+                (field::PARKED, &recheck.to_string()),
+            ],
+        )
+        .zadd(JOB_POOL, "old", recheck)
+        .sadd(format!("{PARKED_SET_PREFIX}held"), "old")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        client.resume("held").await.unwrap(),
+        0,
+        "its due time is not known"
+    );
+    assert!(
+        ready(&mut redis, "held").await.is_empty(),
+        "not before its recheck"
+    );
+    wait_for_ready(&redis, "held", 1).await;
+    assert!(now() >= recheck);
+    let (waiting, mark, sets): (usize, Option<String>, usize) = redis::pipe()
+        .zcard(JOB_POOL)
+        .hget(job_bucket("old"), field::PARKED)
+        .exists(&[
+            format!("{PARKED_SET_PREFIX}held"),
+            format!("{PARKED_PREFIX}held"),
+        ])
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!((waiting, mark, sets), (0, None, 0));
+    assert_eq!(ready(&mut redis, "held").await, ["old"], "once");
     daemon.stop();
 }

@@ -11,7 +11,6 @@ use deadpool_redis::redis::{RedisError, RedisResult};
 use delayer_client::keys::Keys;
 use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK};
 use delayer_client::scripts::release::ReleaseScript;
-use delayer_client::time::unix_now;
 use tokio::time::Instant;
 use tracing::warn;
 
@@ -86,6 +85,11 @@ impl Step {
         self.clock.now()
     }
 
+    /// Redis's clock, as the moves read it.
+    pub(super) fn clock(&self) -> &RedisClock {
+        &self.clock
+    }
+
     pub(super) fn settings(&self) -> &MoverSettings {
         &self.settings
     }
@@ -145,13 +149,14 @@ impl Step {
         keys: &Keys,
         now: f64,
     ) -> RedisResult<Batch> {
-        let (started, sent) = (std::time::Instant::now(), unix_now());
+        let started = std::time::Instant::now();
         let batch = self
             .script
             .run(connection, keys, now, self.settings.batch_size)
             .await?;
         if batch.by_redis {
-            self.clock.saw(batch.now, sent, unix_now());
+            self.clock
+                .saw(batch.now, started, std::time::Instant::now());
         } else if !self.host_clock_said.swap(true, Ordering::Relaxed) {
             warn!(
                 "the Redis user may not run TIME: jobs move by this host's clock, and a host whose \

@@ -29,6 +29,13 @@ impl Daemon {
         Daemon::start_as(command, config)
     }
 
+    /// As on a host whose clock is stepped while it runs: see [`SteppedClock`].
+    pub fn start_with_stepped_clock(config: &Path, clock: &SteppedClock) -> Daemon {
+        let mut command = delayer_command();
+        clock.apply(&mut command);
+        Daemon::start_as(command, config)
+    }
+
     fn start_as(mut command: Command, config: &Path) -> Daemon {
         Daemon {
             process: command
@@ -77,6 +84,44 @@ impl Drop for Daemon {
 /// wrong, through Debian's libfaketime (package `faketime`, which `scripts/test` installs). Its
 /// monotonic clock is left alone: only the wall clock of a host is ever off.
 pub fn shift_clock(command: &mut Command, offset: &str) {
+    fake_wall_clock(command);
+    command.env("FAKETIME", offset);
+}
+
+/// A wall clock that a test steps while its processes run, as NTP, a VM resumed from a snapshot
+/// or `date -s` step a host's: libfaketime reads the offset from a file, again at most a second
+/// after it changed. The monotonic clock is left alone, as a real step leaves it.
+pub struct SteppedClock {
+    file: PathBuf,
+}
+
+impl SteppedClock {
+    /// A clock of `dir`, right to begin with.
+    pub fn new(dir: &Path) -> SteppedClock {
+        let clock = SteppedClock {
+            file: dir.join("faketime.rc"),
+        };
+        clock.step_to("+0");
+        clock
+    }
+
+    /// Sets the offset from the true time ("-30s", "-1h"); processes see it within a second.
+    pub fn step_to(&self, offset: &str) {
+        std::fs::write(&self.file, format!("{offset}\n")).expect("write the faketime file");
+    }
+
+    /// Makes `command` follow this clock.
+    pub fn apply(&self, command: &mut Command) {
+        fake_wall_clock(command);
+        command
+            .env_remove("FAKETIME")
+            .env("FAKETIME_TIMESTAMP_FILE", &self.file)
+            .env("FAKETIME_CACHE_DURATION", "1");
+    }
+}
+
+/// Preloads libfaketime into `command`, leaving its monotonic clock alone.
+fn fake_wall_clock(command: &mut Command) {
     let library = [
         "/usr/lib/x86_64-linux-gnu",
         "/usr/lib/aarch64-linux-gnu",
@@ -88,7 +133,6 @@ pub fn shift_clock(command: &mut Command, offset: &str) {
     .expect("libfaketime: install Debian's faketime package (scripts/test does)");
     command
         .env("LD_PRELOAD", library)
-        .env("FAKETIME", offset)
         .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
 }
 
@@ -248,4 +292,51 @@ pub async fn acl(
         .query_async::<()>(redis)
         .await
         .unwrap();
+}
+
+/// Waits until `count` jobs of the pool `pool` (a key on `redis`'s node) are parked: scored more
+/// than 30 s past now by Redis's clock, as the move parks a paused topic's due jobs (a minute on).
+pub async fn wait_parked(
+    redis: &delayer_client::redis::aio::MultiplexedConnection,
+    pool: &str,
+    count: usize,
+) {
+    let what = format!("{count} jobs of {pool} parked");
+    wait_for(Duration::from_secs(20), &what, || {
+        let mut redis = redis.clone();
+        async move {
+            let (seconds, _): (f64, f64) = delayer_client::redis::cmd("TIME")
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            let parked: usize = delayer_client::redis::AsyncCommands::zcount(
+                &mut redis,
+                pool,
+                seconds + 30.0,
+                "+inf",
+            )
+            .await
+            .unwrap();
+            (parked >= count).then_some(())
+        }
+    })
+    .await;
+}
+
+/// How many of `moved` came ahead of a job due before them, `due_order` being all of them in due
+/// order: 0 when they moved in due order.
+pub fn ahead_of_earlier(moved: &[String], due_order: &[String]) -> usize {
+    let rank: std::collections::HashMap<&String, usize> = due_order
+        .iter()
+        .enumerate()
+        .map(|(rank, id)| (id, rank))
+        .collect();
+    let mut earliest_after = usize::MAX;
+    let mut ahead = 0;
+    for id in moved.iter().rev() {
+        let rank = rank[id];
+        ahead += usize::from(rank > earliest_after);
+        earliest_after = earliest_after.min(rank);
+    }
+    ahead
 }

@@ -29,9 +29,13 @@ pub const DEAD_QUEUE_PREFIX: &str = "delayer:dead_queue:";
 /// Ours. Prefix of a topic's pause: while the key exists (its value is when it was paused, unix
 /// seconds), the daemon leaves the topic's due jobs in the pool.
 pub const PAUSED_PREFIX: &str = "delayer:paused:";
-/// Ours. Prefix of the set of a paused topic's jobs that fell due and wait in the pool, so that a
-/// resume finds them without a scan.
-pub const PARKED_PREFIX: &str = "delayer:parked:";
+/// Ours. Prefix of the sorted set of a paused topic's jobs that fell due and wait in the pool,
+/// each scored by its own due time, so that a resume finds them without a scan and takes them in
+/// due order.
+pub const PARKED_PREFIX: &str = "delayer:parked_by_due:";
+/// Ours, written by earlier builds: prefix of the set of a paused topic's parked jobs, without
+/// their due times. A resume deletes it; its jobs move a recheck after they were parked.
+pub const PARKED_SET_PREFIX: &str = "delayer:parked:";
 /// Ours. Set of every topic seen (pushed by our clients, or moved by the daemon), so that nothing
 /// needs to SCAN to find them.
 pub const TOPICS: &str = "delayer:topics";
@@ -41,9 +45,11 @@ pub const TOPICS: &str = "delayer:topics";
 const PER_TOPIC_PREFIX: &str = "delayer:{";
 /// The name of each topic's reservations key, placed per topic (after its hash tag).
 const PER_TOPIC_RESERVED: &str = "reserved";
-/// Each topic's pause and parked set, placed per topic (after its hash tag).
+/// Each topic's pause and parked jobs (and earlier builds' parked set), placed per topic (after
+/// its hash tag).
 const PER_TOPIC_PAUSED: &str = "paused";
-const PER_TOPIC_PARKED: &str = "parked";
+const PER_TOPIC_PARKED: &str = "parked_by_due";
+const PER_TOPIC_PARKED_SET: &str = "parked";
 
 /// The fields of a job's bucket.
 pub mod field {
@@ -155,6 +161,21 @@ impl Layout {
         }
     }
 
+    /// Why no new job (nor a pause) may be written to `topic` in this layout, if none may: what
+    /// [`refusal`](Self::refusal) says and, placed per topic, a `}` anywhere. Its hash tag ends at
+    /// the first `}`, so the rest of the topic runs into the key's name, and its keys could be
+    /// another topic's: topic `x}:job_bucket:Q`'s job `I` and topic `x`'s job `Q}:job_bucket:I`
+    /// would share one bucket. Jobs such a topic already holds are still moved and taken.
+    pub fn write_refusal(self, topic: impl AsRef<[u8]>) -> Option<&'static str> {
+        let topic = topic.as_ref();
+        self.refusal(topic).or_else(|| {
+            (self.per_topic() && topic.contains(&b'}')).then_some(
+                "holds '}', so its keys could be another topic's in the cluster layout; its jobs \
+                 still move, but it takes no new ones",
+            )
+        })
+    }
+
     /// Placed per topic, what comes before and after the topic in each topic's pool
     /// (`delayer:{` and `}:job_pool`); `None` with one pool for every topic.
     pub fn topic_pools(self) -> Option<Affixes> {
@@ -204,6 +225,7 @@ impl Layout {
                 reserved: RESERVED.to_string(),
                 paused: Affixes::prefix(PAUSED_PREFIX),
                 parked: Affixes::prefix(PARKED_PREFIX),
+                parked_set: Affixes::prefix(PARKED_SET_PREFIX),
                 topics: TOPICS.to_string(),
                 topic: None,
             },
@@ -221,6 +243,7 @@ impl Layout {
                     reserved: tagged(PER_TOPIC_RESERVED),
                     paused: around(PER_TOPIC_PAUSED),
                     parked: around(PER_TOPIC_PARKED),
+                    parked_set: around(PER_TOPIC_PARKED_SET),
                     // One key for the whole cluster, in a slot of its own: pushers add to it, the
                     // daemon reads it to know which topics' pools to look at.
                     topics: TOPICS.to_string(),
@@ -249,6 +272,7 @@ pub struct Keys {
     reserved: String,
     paused: Affixes,
     parked: Affixes,
+    parked_set: Affixes,
     topics: String,
     /// Placed per topic: the one topic whose keys these are. The registry of topics is in
     /// another slot than they are then, out of the scripts' reach.
@@ -337,14 +361,25 @@ impl Keys {
         &self.paused
     }
 
-    /// The set of `topic`'s jobs parked while it is paused (see [`PARKED_PREFIX`]).
+    /// The sorted set of `topic`'s jobs parked while it is paused, by due time (see
+    /// [`PARKED_PREFIX`]).
     pub fn parked(&self, topic: impl AsRef<[u8]>) -> Vec<u8> {
         self.parked.around(topic.as_ref())
     }
 
-    /// What comes before and after the topic in a parked set's key.
+    /// What comes before and after the topic in the key of its parked jobs.
     pub fn parked_affixes(&self) -> &Affixes {
         &self.parked
+    }
+
+    /// The set of `topic`'s parked jobs that earlier builds wrote (see [`PARKED_SET_PREFIX`]).
+    pub fn parked_set(&self, topic: impl AsRef<[u8]>) -> Vec<u8> {
+        self.parked_set.around(topic.as_ref())
+    }
+
+    /// What comes before and after the topic in the key of earlier builds' parked set.
+    pub fn parked_set_affixes(&self) -> &Affixes {
+        &self.parked_set
     }
 
     /// The set of every topic seen.
@@ -382,7 +417,8 @@ mod tests {
         assert_eq!(text(legacy.ready("t")), format!("{READY_QUEUE_PREFIX}t"));
         assert_eq!(text(legacy.dead("t")), format!("{DEAD_QUEUE_PREFIX}t"));
         assert_eq!(text(legacy.paused("t")), "delayer:paused:t");
-        assert_eq!(text(legacy.parked("t")), "delayer:parked:t");
+        assert_eq!(text(legacy.parked("t")), "delayer:parked_by_due:t");
+        assert_eq!(text(legacy.parked_set("t")), "delayer:parked:t");
         assert_eq!(
             legacy.bucket(b"\xff"),
             b"delayer:job_bucket:\xff",
@@ -403,7 +439,8 @@ mod tests {
         assert_eq!(text(cluster.ready("x")), "delayer:{x}:ready_queue");
         assert_eq!(text(cluster.dead("x")), "delayer:{x}:dead_queue");
         assert_eq!(text(cluster.paused("x")), "delayer:{x}:paused");
-        assert_eq!(text(cluster.parked("x")), "delayer:{x}:parked");
+        assert_eq!(text(cluster.parked("x")), "delayer:{x}:parked_by_due");
+        assert_eq!(text(cluster.parked_set("x")), "delayer:{x}:parked");
         assert_eq!(cluster.reserved(), "delayer:{order.close}:reserved");
         assert_eq!(cluster.holders(), "delayer:{order.close}:reserved:holders");
         assert_eq!(cluster.topics(), TOPICS);
@@ -438,6 +475,20 @@ mod tests {
             "its key names are text"
         );
         assert_eq!(Layout::LEGACY.refusal(b"t\xff"), None);
+        assert_eq!(
+            cluster.refusal("x}:job_bucket:Q"),
+            None,
+            "its jobs still move"
+        );
+        assert!(cluster.write_refusal("x}:job_bucket:Q").is_some());
+        assert!(
+            cluster
+                .write_refusal("}x")
+                .unwrap()
+                .starts_with("starts with")
+        );
+        assert_eq!(cluster.write_refusal("x{y"), None);
+        assert_eq!(Layout::LEGACY.write_refusal("x}y"), None);
         let pools = cluster.topic_pools().unwrap();
         assert_eq!(
             format!("{}t{}", pools.prefix, pools.suffix),

@@ -245,10 +245,20 @@ impl Client {
 
 /// A topic must not be empty, and must fit the layout (see [`Layout::refusal`]).
 pub(crate) fn check_topic_in(layout: Layout, topic: &[u8]) -> Result<()> {
+    check_topic(topic, layout.refusal(topic))
+}
+
+/// A topic to write new jobs or a pause to: as [`check_topic_in`], and see
+/// [`Layout::write_refusal`].
+pub(crate) fn check_topic_to_write_in(layout: Layout, topic: &[u8]) -> Result<()> {
+    check_topic(topic, layout.write_refusal(topic))
+}
+
+fn check_topic(topic: &[u8], refusal: Option<&'static str>) -> Result<()> {
     if topic.is_empty() {
         return Err(Error::EmptyTopic);
     }
-    match layout.refusal(topic) {
+    match refusal {
         Some(why) => Err(Error::TopicRefused(topic.into(), why)),
         None => Ok(()),
     }

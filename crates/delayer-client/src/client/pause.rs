@@ -4,7 +4,7 @@
 
 use redis::AsyncCommands;
 
-use super::{Client, check_topic_in};
+use super::{Client, check_topic_in, check_topic_to_write_in};
 use crate::error::{Error, Result};
 
 /// Parked jobs made due again by one call of a resume.
@@ -15,7 +15,7 @@ impl Client {
     /// already on its ready list stay there for consumers; pausing a paused topic changes nothing.
     pub async fn pause(&self, topic: impl AsRef<[u8]>) -> Result<()> {
         let topic = topic.as_ref();
-        check_topic_in(self.layout(), topic)?;
+        check_topic_to_write_in(self.layout(), topic)?;
         let keys = self.keys_for(topic);
         let now = self.now().await?;
         let paused = keys.paused(topic);
@@ -36,7 +36,7 @@ impl Client {
     /// they were due. Returns how many. Resuming a topic that is not paused changes nothing.
     pub async fn resume(&self, topic: impl AsRef<[u8]>) -> Result<usize> {
         let topic = topic.as_ref();
-        check_topic_in(self.layout(), topic)?;
+        check_topic_to_write_in(self.layout(), topic)?;
         let keys = self.keys_for(topic);
         let mut total = 0;
         loop {

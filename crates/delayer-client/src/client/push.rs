@@ -6,7 +6,7 @@ use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
-use super::{Client, check_id, check_topic_in};
+use super::{Client, check_id, check_topic_to_write_in};
 use crate::error::{Error, Result};
 use crate::job::unique_id;
 use crate::name::{JobId, Topic};
@@ -172,7 +172,7 @@ impl NewPush {
 
     /// The job as the push script takes it, or why it may not be pushed.
     fn checked(self, client: &Client) -> Result<Checked> {
-        check_topic_in(client.layout(), self.topic.as_bytes())?;
+        check_topic_to_write_in(client.layout(), self.topic.as_bytes())?;
         if self.body.is_empty() {
             return Err(Error::EmptyBody);
         }

@@ -19,11 +19,14 @@
 --          (only that topic's lists are in the script's slot); "" in the other layouts
 -- ARGV[9], ARGV[10]  what comes before and after the topic in its pause's key: a topic whose
 --          pause key exists is paused, and its due jobs are parked as a stuck topic's are, each
---          also recorded in its topic's parked set and in its bucket's `parked` field (the score
---          it was parked at), so that a resume finds them (resume.lua). A user that may not read
---          the key (the legacy keys only) moves every topic
--- ARGV[11], ARGV[12]  what comes before and after the topic in its parked set's key
--- ARGV[13] the reservations ("delayer:reserved"; their holders hash is that and ":holders"), or
+--          also recorded in its topic's parked jobs, scored by its own due time (the first one,
+--          when a recheck parks it again), and in its bucket's `parked` field (the score it was
+--          parked at), so that a resume finds them and moves them in due order (resume.lua). A
+--          user that may not read the key (the legacy keys only) moves every topic
+-- ARGV[11], ARGV[12]  what comes before and after the topic in its parked jobs' key (a sorted set)
+-- ARGV[13], ARGV[14]  the same for the set earlier builds parked ids in: a job that moves leaves
+--          it, as it leaves the sorted set
+-- ARGV[15] the reservations ("delayer:reserved"; their holders hash is that and ":holders"), or
 --          "" for none: a due job that a consumer holds was pushed again by a legacy client
 --          meanwhile (our pushes end the reservation themselves). The move ends that reservation
 --          (its count stays, as a legacy push keeps it), so that the push is delivered and the
@@ -50,7 +53,8 @@ local seconds, by_redis = clock(ARGV[1])
 local now, park_at = decimal(seconds), seconds + tonumber(ARGV[5])
 local ready_suffix, own_topic = ARGV[7], ARGV[8]
 local paused_prefix, paused_suffix, parked_prefix, parked_suffix = ARGV[9], ARGV[10], ARGV[11], ARGV[12]
-local reserved = ARGV[13]
+local parked_set_prefix, parked_set_suffix = ARGV[13], ARGV[14]
+local reserved = ARGV[15]
 require_permission('ZREM', pool, 'id')
 require_permission('ZADD', pool, '0', 'id')
 
@@ -66,7 +70,7 @@ local topics, ids_by_topic, orphans, removed, reborn, unparked, moving = {}, {},
 local ended = {}
 -- A stuck topic's jobs would come back first on every call and hold up every later job: parked
 -- out of the due range instead, each call still touches at most `limit` ids.
-local stuck_topics, stuck_by_topic, parked, paused_topic = {}, {}, {}, {}
+local stuck_topics, stuck_by_topic, parked, paused_topic, parked_mark = {}, {}, {}, {}, {}
 local due = redis.call('ZRANGEBYSCORE', pool, '-inf', now, 'LIMIT', 0, limit)
 local first_due, last_due = '', ''
 if #due > 0 then
@@ -127,11 +131,12 @@ for _, id in ipairs(due) do
       entry[3] = entry[3] + 1
       parked[#parked + 1] = id
       paused_topic[#parked] = entry[2] == 'paused' and topic
+      parked_mark[#parked] = fields[3]
     end
   end
 end
 
--- The moving jobs that a consumer holds (see ARGV[13]), with their holders: one look at the
+-- The moving jobs that a consumer holds (see ARGV[15]), with their holders: one look at the
 -- holders' type, and only where there are holders, their entries for these ids. pcall: a user that
 -- may not read them (the legacy keys only) still gets its jobs moved.
 local holders = reserved ~= '' and reserved .. ':holders'
@@ -200,7 +205,7 @@ for _, id in ipairs(unended) do
   redis.pcall('HDEL', bucket_prefix .. id, 'ended')
 end
 
--- Reservations a legacy push superseded (see ARGV[13]). pcall: none of this may stop a move.
+-- Reservations a legacy push superseded (see ARGV[15]). pcall: none of this may stop a move.
 if #superseded > 0 and may('ZREM', reserved, 'id') and may('HDEL', holders, 'id') then
   for _, job in ipairs(superseded) do
     local id, bucket = job[1], bucket_prefix .. job[1]
@@ -215,13 +220,18 @@ if #superseded > 0 and may('ZREM', reserved, 'id') and may('HDEL', holders, 'id'
 end
 
 -- A job parked while its topic was paused moves now (resumed without resume.lua, e.g. its key
--- deleted by hand): its marks go, so that a later resume does not take it for parked.
+-- deleted by hand, or parked by an earlier build): its marks go, so that a later resume does not
+-- take it for parked.
 for _, job in ipairs(unparked) do
   local bucket = bucket_prefix .. job[1]
   if may('HDEL', bucket, 'parked') then
     redis.pcall('HDEL', bucket, 'parked')
   end
-  local parked_set = parked_prefix .. job[2] .. parked_suffix
+  local parked_jobs = parked_prefix .. job[2] .. parked_suffix
+  if may('ZREM', parked_jobs, job[1]) then
+    redis.pcall('ZREM', parked_jobs, job[1])
+  end
+  local parked_set = parked_set_prefix .. job[2] .. parked_set_suffix
   if may('SREM', parked_set, job[1]) then
     redis.pcall('SREM', parked_set, job[1])
   end
@@ -232,6 +242,19 @@ if #parked > 0 then
   -- there: a double resolves ~0.24 us at today's unix times, so 1 us steps keep the order.
   local last = redis.call('ZREVRANGEBYSCORE', pool, park_at + 1, park_at, 'WITHSCORES', 'LIMIT', 0, 1)
   local base = last[2] and math.max(park_at, tonumber(last[2]) + 0.000001) or park_at
+  -- A paused topic's jobs are recorded with their own due time, their score before this park:
+  -- read for them alone, so that moves pay nothing for it.
+  local held, held_ids = {}, {}
+  for index, id in ipairs(parked) do
+    if paused_topic[index] then
+      held[#held + 1] = index
+      held_ids[#held_ids + 1] = id
+    end
+  end
+  local due_of = {}
+  for place, score in ipairs(#held_ids > 0 and scores(pool, held_ids) or {}) do
+    due_of[held[place]] = score
+  end
   local scored = {}
   for index, id in ipairs(parked) do
     scored[#scored + 1] = base + (index - 1) * 0.000001
@@ -242,11 +265,16 @@ if #parked > 0 then
   -- After the ZADD: marks of a job that did not get parked would mislead a resume. pcall: the
   -- marks only speed up a resume; without them a paused topic's jobs still wait, and move a
   -- recheck after it.
-  for index, id in ipairs(parked) do
-    local topic = paused_topic[index]
-    if topic then
-      redis.pcall('HSET', bucket_prefix .. id, 'parked', scored[2 * index - 1])
-      redis.pcall('SADD', parked_prefix .. topic .. parked_suffix, id)
+  for _, index in ipairs(held) do
+    local id, due_at = parked[index], due_of[index]
+    redis.pcall('HSET', bucket_prefix .. id, 'parked', scored[2 * index - 1])
+    -- Found again at its recheck (still at the score it was parked at): its first due time stays.
+    local again = parked_mark[index] and tonumber(parked_mark[index]) == tonumber(due_at)
+    local parked_jobs = parked_prefix .. paused_topic[index] .. parked_suffix
+    if again then
+      redis.pcall('ZADD', parked_jobs, 'NX', due_at, id)
+    else
+      redis.pcall('ZADD', parked_jobs, due_at, id)
     end
   end
 end

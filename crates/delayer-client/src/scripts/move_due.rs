@@ -38,6 +38,8 @@ impl MoveScript {
             .arg(&keys.paused_affixes().suffix)
             .arg(&keys.parked_affixes().prefix)
             .arg(&keys.parked_affixes().suffix)
+            .arg(&keys.parked_set_affixes().prefix)
+            .arg(&keys.parked_set_affixes().suffix)
             .arg(keys.reserved());
         call
     }

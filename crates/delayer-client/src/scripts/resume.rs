@@ -1,9 +1,8 @@
-//! The resume script (`resume.lua`): a paused topic's parked jobs due again.
+//! The resume script (`resume.lua`): a paused topic's parked jobs due again, in due order.
 
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
-use super::move_due::STUCK_RECHECK;
 use crate::keys::Keys;
 
 script_type!(
@@ -13,8 +12,8 @@ script_type!(
 );
 
 impl ResumeScript {
-    /// Deletes `topic`'s pause and makes up to `limit` of its parked jobs due again; returns
-    /// (made due, still parked).
+    /// Deletes `topic`'s pause and makes up to `limit` (at most 1,000) of its parked jobs due
+    /// again, earliest first, each at its own due time; returns (made due, still parked).
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
@@ -26,8 +25,8 @@ impl ResumeScript {
             .key(keys.pool())
             .key(keys.paused(topic))
             .key(keys.parked(topic))
+            .key(keys.parked_set(topic))
             .arg(keys.bucket_prefix())
-            .arg(STUCK_RECHECK.as_secs())
             .arg(limit)
             .invoke_async(connection)
             .await
