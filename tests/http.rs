@@ -949,9 +949,36 @@ async fn a_second_signal_stops_at_once() {
 }
 
 #[tokio::test]
-async fn a_time_to_run_under_a_second_is_refused_as_the_worker_refuses_it() {
+async fn a_time_to_run_under_a_second_or_over_max_ttr_is_refused() {
     let server = RedisServer::start();
-    let (daemon, _logs, http) = serving(&server, "ttr", "");
+    let (daemon, _logs, http) = serving_with(&server, "ttr", "max_ttr = 600", "");
+    post(
+        &http,
+        &format!("{JOBS}/add"),
+        &json!({"id": "j", "topic": "t", "body": "b"}),
+    );
+    let redis = server.connect().await;
+    wait_for_ready(&redis, "t", 1).await;
+    for ttr in [601.0, 1e12] {
+        for what in ["reserve", "touch"] {
+            let body = json!({"topic": "t", "job_id": "j", "attempt": 1, "ttr": ttr});
+            let refused = post(&http, &format!("{JOBS}/{what}"), &body);
+            assert_eq!(refused.status, 400, "{what} ttr {ttr}: {}", refused.body);
+            assert!(
+                refused.body.contains("[delayer] max_ttr"),
+                "{}",
+                refused.body
+            );
+        }
+    }
+    let ready: usize = server.connect().await.llen(ready_queue("t")).await.unwrap();
+    assert_eq!(ready, 1, "nothing reserved");
+    let reserved = post(
+        &http,
+        &format!("{JOBS}/reserve"),
+        &json!({"topic": "t", "ttr": 600}),
+    );
+    assert_eq!(reserved.json()["data"]["id"], "j", "{}", reserved.body);
     for ttr in [0.0, 1e-9, 0.5] {
         let reserved = post(
             &http,

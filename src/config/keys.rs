@@ -164,6 +164,18 @@ pub(super) const KEYS: &[Key] = &[
         show: |config| Some(config.max_body_bytes.to_string()),
     },
     Key {
+        section: "delayer",
+        name: "max_ttr",
+        default: "86400",
+        doc: "longest time to run, in seconds, a reservation over HTTP may ask for",
+        secret: false,
+        set: |config, raw| {
+            let seconds = number(raw, 1..=u64::from(i32::MAX as u32));
+            assign(&mut config.max_ttr, seconds.map(Duration::from_secs))
+        },
+        show: |config| Some(config.max_ttr.as_secs().to_string()),
+    },
+    Key {
         section: "redis",
         name: "host",
         default: "127.0.0.1",

@@ -10,6 +10,7 @@ mod values;
 
 use std::fmt::{self, Display};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 
@@ -37,6 +38,8 @@ pub struct Config {
     pub mover: MoverSettings,
     /// `[delayer] max_body_bytes`: the largest job body the shell commands and the HTTP API push.
     pub max_body_bytes: usize,
+    /// `[delayer] max_ttr`: the longest time to run the HTTP API gives a reservation.
+    pub max_ttr: Duration,
     /// The `[redis]` section.
     pub redis: RedisSettings,
     /// The `[http]` section: no HTTP server without it.
@@ -138,6 +141,7 @@ impl Config {
             log: LogSettings::default(),
             mover: MoverSettings::default(),
             max_body_bytes: 0,
+            max_ttr: Duration::ZERO,
             redis: RedisSettings::default(),
             http: None,
             unknown: Vec::new(),
@@ -196,6 +200,7 @@ impl Config {
         delayer_client::Settings {
             max_attempts: self.mover.max_attempts,
             max_body_bytes: self.max_body_bytes,
+            max_ttr: self.max_ttr,
             layout: self.redis.layout,
             ..delayer_client::Settings::default()
         }
@@ -755,6 +760,7 @@ mod tests {
             config.max_body_bytes,
             delayer_client::DEFAULT_MAX_BODY_BYTES
         );
+        assert_eq!(config.max_ttr, delayer_client::DEFAULT_MAX_TTR);
     }
 
     #[test]

@@ -116,6 +116,7 @@ pub(super) fn status_of(error: &Error) -> StatusCode {
         | Error::EmptyBody
         | Error::InThePast(_)
         | Error::TooFar(_)
+        | Error::TtrTooLong { .. }
         | Error::TopicRefused(..) => StatusCode::BAD_REQUEST,
         Error::BodyTooLarge { .. } | Error::BodyTooLargeToRead { .. } => {
             StatusCode::PAYLOAD_TOO_LARGE
@@ -599,12 +600,18 @@ impl Reserve {
     }
 }
 
-/// A time to run given as `ttr` (seconds; [`DEFAULT_TTR`] when none), or what is wrong with it.
-fn ttr(value: Option<f64>) -> Result<Duration, String> {
+/// A time to run given as `ttr` (seconds; [`DEFAULT_TTR`] when none, at most `max`), or what is
+/// wrong with it.
+fn ttr(value: Option<f64>, max: Duration) -> Result<Duration, String> {
     match seconds("ttr", value.unwrap_or(DEFAULT_TTR))? {
         ttr if ttr < MIN_TTR => Err(format!(
             "ttr {ttr:?} is under the least time to run, {} s",
             MIN_TTR.as_secs()
+        )),
+        ttr if ttr > max => Err(format!(
+            "ttr {} s is over the longest time to run, {} s ([delayer] max_ttr): touch a long job instead",
+            ttr.as_secs_f64(),
+            max.as_secs()
         )),
         ttr => Ok(ttr),
     }
@@ -618,7 +625,7 @@ pub(super) async fn reserve(
     if topics.is_empty() {
         return Err(bad("give a topic, or topics"));
     }
-    let ttr = ttr(reserve.ttr).map_err(bad)?;
+    let ttr = ttr(reserve.ttr, state.client.settings().max_ttr).map_err(bad)?;
     let wait = wait(reserve.wait).map_err(bad)?;
     let stopping = state.stopping.cancelled();
     let reserved = state.client.reserve_or(&topics, ttr, wait, stopping);
@@ -702,7 +709,7 @@ pub(super) async fn touch(
     State(state): State<Arc<AppState>>,
     Body(reservation): Body<Reservation>,
 ) -> Answer {
-    let ttr = ttr(reservation.ttr).map_err(bad)?;
+    let ttr = ttr(reservation.ttr, state.client.settings().max_ttr).map_err(bad)?;
     let receipt = reservation.receipt().map_err(bad)?;
     state.client.touch(receipt, ttr).await.map_err(refused)?;
     Ok(ok("touched", ()))

@@ -42,6 +42,15 @@ pub enum Error {
         max = crate::settings::MAX_DELAY.as_secs()
     )]
     TooFar(f64),
+    #[error(
+        "a time to run of {} s is over the longest allowed, {} s",
+        ttr.as_secs_f64(),
+        max.as_secs_f64()
+    )]
+    TtrTooLong {
+        ttr: std::time::Duration,
+        max: std::time::Duration,
+    },
     #[error("job {0:?} is in the batch more than once")]
     DuplicateId(JobId),
     /// A job of a [`push_many`](crate::Client::push_many) batch is refused (`index` counts from

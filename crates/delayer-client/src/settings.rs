@@ -16,6 +16,9 @@ pub const MAX_DELAY: Duration = Duration::from_secs(i32::MAX as u64);
 /// The shortest time to run a reservation gets (a shorter one is made this long): less would
 /// deliver a job again before a consumer could touch it, every few hundred milliseconds.
 pub const MIN_TTR: Duration = Duration::from_secs(1);
+/// The longest time to run a reservation may have unless told otherwise: a consumer that dies
+/// holding a job keeps it from everyone this long at most. A job that runs longer is touched.
+pub const DEFAULT_MAX_TTR: Duration = Duration::from_secs(24 * 3600);
 /// The most jobs one script call reserves or acks: it holds Redis up for about a millisecond.
 pub const MAX_BATCH: usize = 100;
 /// The most jobs one script call pushes: [`Client::push_many`](crate::Client::push_many) sends
@@ -32,6 +35,10 @@ pub struct Settings {
     /// A nacked job that was reserved this many times goes to its topic's dead list. The daemon
     /// has its own setting for jobs whose reservation lapsed: keep the two the same.
     pub max_attempts: u32,
+    /// The longest time to run a reserve or touch takes ([`Error::TtrTooLong`] beyond it).
+    ///
+    /// [`Error::TtrTooLong`]: crate::Error::TtrTooLong
+    pub max_ttr: Duration,
     /// The key names of the jobs: the same as the daemon's. A cluster has the cluster layout,
     /// whatever this says.
     pub layout: Layout,
@@ -49,6 +56,7 @@ impl Default for Settings {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             ready_max_lifetime: DEFAULT_READY_MAX_LIFETIME,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            max_ttr: DEFAULT_MAX_TTR,
             layout: Layout::default(),
             max_body_read: None,
         }

@@ -326,6 +326,26 @@ async fn a_time_to_run_is_at_least_a_second_for_reserve_and_touch_as_for_the_wor
         "touched for a second"
     );
     assert_eq!(delayer_client::MIN_TTR, Duration::from_secs(1));
+
+    // And at most Settings::max_ttr (a day unless set): nothing is reserved or extended beyond.
+    let forever = Duration::from_secs(1_000_000_000_000);
+    let refused = client.touch(&job, forever).await.unwrap_err();
+    assert!(matches!(refused, Error::TtrTooLong { .. }), "{refused}");
+    let deadline_after: i64 = redis.zscore(RESERVED, &id).await.unwrap();
+    assert_eq!(deadline_after, deadline);
+    client.ack(&job).await.unwrap();
+    client.push("t", "b").await.unwrap();
+    move_until_empty(&mut redis).await;
+    let refused = client.reserve(&["t"], forever, Duration::ZERO).await;
+    assert!(
+        matches!(refused, Err(Error::TtrTooLong { .. })),
+        "{refused:?}"
+    );
+    let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
+    assert_eq!(ready, 1, "nothing reserved");
+    let day = delayer_client::DEFAULT_MAX_TTR;
+    assert_eq!(day, Duration::from_secs(86_400));
+    reserve_now(&client, "t", day).await;
 }
 
 #[tokio::test]

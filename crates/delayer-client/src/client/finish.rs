@@ -11,7 +11,7 @@ use crate::job::Receipt;
 use crate::keys::Keys;
 use crate::scripts::Named;
 use crate::scripts::ack::{Acked, Unacked};
-use crate::settings::{MAX_BATCH, MAX_DELAY, MIN_TTR};
+use crate::settings::{MAX_BATCH, MAX_DELAY};
 
 /// What became of a nacked (or given back) job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,7 +202,8 @@ impl Client {
     }
 
     /// Extends a reservation: the job must be acked within `ttr` (at least
-    /// [`MIN_TTR`](crate::MIN_TTR)) from now. An error when that reservation is not current, or
+    /// [`MIN_TTR`](crate::MIN_TTR), at most [`Settings::max_ttr`](crate::Settings::max_ttr))
+    /// from now. An error when that reservation is not current, or
     /// when a receipt without a token cannot name one ([`Error::TokenNeeded`]).
     pub async fn touch(&self, reservation: impl Into<Receipt>, ttr: Duration) -> Result<()> {
         let Receipt {
@@ -215,7 +216,7 @@ impl Client {
         let Some(keys) = self.keys_of(id.as_bytes(), topic.as_ref()).await? else {
             return Err(Error::NotReserved(id));
         };
-        let ttr = ttr.max(MIN_TTR);
+        let ttr = self.checked_ttr(ttr)?;
         let touched = self
             .inner
             .scripts

@@ -14,6 +14,7 @@ pub(crate) mod stats;
 use redis::{IntoConnectionInfo, RedisResult};
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::connection::{self, Connection, Target};
 use crate::error::{Error, Result};
@@ -29,7 +30,7 @@ use crate::scripts::requeue_dead::RequeueDeadScript;
 use crate::scripts::reserve::ReserveScript;
 use crate::scripts::resume::ResumeScript;
 use crate::scripts::touch::TouchScript;
-use crate::settings::Settings;
+use crate::settings::{MIN_TTR, Settings};
 use crate::shared_connection::{Commands, SharedConnection};
 use crate::watch::KeyWatch;
 
@@ -213,6 +214,16 @@ impl Client {
     /// The connection for commands that do not block (a cheap handle on a shared one).
     pub(crate) async fn connection(&self) -> RedisResult<Commands> {
         self.inner.commands.get().await
+    }
+
+    /// `ttr` as a reserve or touch takes it: at least [`MIN_TTR`]; one over
+    /// [`Settings::max_ttr`] is an error.
+    fn checked_ttr(&self, ttr: Duration) -> Result<Duration> {
+        let max = self.inner.settings.max_ttr;
+        if ttr > max {
+            return Err(Error::TtrTooLong { ttr, max });
+        }
+        Ok(ttr.max(MIN_TTR))
     }
 
     /// The body of the job whose bucket is `bucket`, read only if it is at most `limit` bytes.

@@ -12,7 +12,7 @@ use crate::error::{Error, Result, unanswered};
 use crate::job::{Job, unique_id};
 use crate::keys::Keys;
 use crate::scripts::reserve::Reserved;
-use crate::settings::{MAX_BATCH, MIN_TTR};
+use crate::settings::MAX_BATCH;
 use crate::shared_connection::Commands;
 use crate::watch::Ensured;
 
@@ -26,8 +26,9 @@ const WATCH_UNUSED: Duration = Duration::from_secs(3);
 
 impl Client {
     /// Reserves the oldest ready job of the first of `topics` that has one, for `ttr` (its time
-    /// to run, at least [`MIN_TTR`](crate::MIN_TTR)): unless it is acked, touched or nacked by
-    /// then, the daemon delivers it again.
+    /// to run, at least [`MIN_TTR`](crate::MIN_TTR), at most
+    /// [`Settings::max_ttr`](crate::Settings::max_ttr)): unless it is acked, touched or nacked
+    /// by then, the daemon delivers it again.
     /// Waits up to `timeout` for a job (`Duration::ZERO`: only looks once).
     pub async fn reserve(
         &self,
@@ -85,7 +86,7 @@ impl Client {
         if most == 0 {
             return Ok(Vec::new());
         }
-        let ttr = ttr.max(MIN_TTR);
+        let ttr = self.checked_ttr(ttr)?;
         let most = most.min(MAX_BATCH);
         // A first look without the watch of the ready lists, whose reports cost Redis and this
         // client a message for each job taken while it runs: a busy consumer (or one that only

@@ -46,7 +46,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::client::Client;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::name::Topic;
 use crate::settings::MIN_TTR;
@@ -161,6 +161,10 @@ impl Worker {
     }
 
     async fn serve(self, stopped: watch::Receiver<bool>) -> Result<()> {
+        let max = self.client.settings().max_ttr;
+        if self.ttr > max {
+            return Err(Error::TtrTooLong { ttr: self.ttr, max });
+        }
         let concurrency = self.concurrency;
         let slots = Slots::new(
             Settings {
