@@ -11,7 +11,7 @@ use delayer_client::time::deadline_score;
 use delayer_client::{
     Acked, Client, Error, JobId, JobMarks, Nacked, Receipt, Removed, Settings, State, Topic,
 };
-use delayer_testkit::jobs::{move_due_jobs, move_until_empty};
+use delayer_testkit::jobs::{move_due_jobs, move_until_empty, move_until_left};
 use delayer_testkit::legacy_client::{self, Message};
 use delayer_testkit::proxy::ForgetfulProxy;
 use delayer_testkit::{RedisServer, wait_for};
@@ -925,19 +925,7 @@ async fn a_late_ack_finishes_a_job_nobody_took_since_but_never_a_legacy_clients_
             .await
             .unwrap();
     }
-    wait_for(
-        Duration::from_secs(5),
-        "all but the push for later to move",
-        || {
-            let mut redis = redis.clone();
-            async move {
-                move_due_jobs(&mut redis).await;
-                let waiting: usize = redis.zcard(JOB_POOL).await.unwrap();
-                (waiting == 1).then_some(())
-            }
-        },
-    )
-    .await;
+    move_until_left(&mut redis, 1).await;
     // Delivered again (its retry moved): finished all the same.
     assert_eq!(client.ack(ready).await.unwrap(), Acked::Late);
     for job in [pushed, moved] {

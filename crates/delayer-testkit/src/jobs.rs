@@ -160,12 +160,18 @@ pub async fn move_due_jobs(redis: &mut MultiplexedConnection) -> usize {
 /// Moves jobs as they fall due until the pool is empty (scores are rounded up to the millisecond,
 /// so a job pushed "now" may be due a moment later).
 pub async fn move_until_empty(redis: &mut MultiplexedConnection) {
-    wait_for(Duration::from_secs(5), "every job to be moved", || {
+    move_until_left(redis, 0).await;
+}
+
+/// Moves jobs as they fall due until the pool holds `left` (those due later).
+pub async fn move_until_left(redis: &mut MultiplexedConnection, left: usize) {
+    let what = format!("all but {left} jobs to be moved");
+    wait_for(Duration::from_secs(5), &what, || {
         let mut redis = redis.clone();
         async move {
             move_due_jobs(&mut redis).await;
             let waiting: usize = redis.zcard(JOB_POOL).await.unwrap();
-            (waiting == 0).then_some(())
+            (waiting == left).then_some(())
         }
     })
     .await;
