@@ -807,6 +807,125 @@ async fn a_second_signal_stops_at_once() {
     drop(stalled);
 }
 
+/// The connection limit and the open-file limit a daemon's start line names.
+fn connection_limit(logs: &support::Logs) -> (usize, u64) {
+    logs.wait_for_line("connections at once (open-file limit ");
+    let line = read(&logs.access);
+    let at_most = line.split("at most ").nth(1).expect("the limit in the log");
+    let (most, rest) = at_most.split_once(' ').unwrap();
+    let limit = rest.split("open-file limit ").nth(1).unwrap();
+    let limit = limit.split(')').next().unwrap();
+    (most.parse().unwrap(), limit.parse().unwrap())
+}
+
+#[tokio::test]
+async fn with_three_thousand_idle_connections_open_healthz_answers_within_a_second() {
+    const IDLE: usize = 3_000;
+    // This process holds one end of each connection, the daemon (which inherits the limit and
+    // raises it to the hard one) the other.
+    let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    assert!(
+        limit > 2 * IDLE as u64,
+        "the open-file limit {limit} is too low for this test"
+    );
+    let server = RedisServer::start();
+    let (daemon, _logs, http) = serving(&server, "idle", "");
+    let before = daemon.open_files();
+
+    let idle: Vec<TcpStream> = (0..IDLE)
+        .map(|n| {
+            TcpStream::connect_timeout(&http.parse().unwrap(), Duration::from_secs(2))
+                .unwrap_or_else(|error| panic!("connection {n} of {IDLE}: {error}"))
+        })
+        .collect();
+    support::wait_until_sync(
+        Duration::from_secs(5),
+        "the daemon to hold them all",
+        || daemon.open_files() >= before + IDLE,
+    );
+
+    let asked = std::time::Instant::now();
+    let health = request(&http, "GET", "/healthz", &[], b"");
+    let took = asked.elapsed();
+    assert_eq!(health.status, 200, "{}", health.body);
+    assert!(took < Duration::from_secs(1), "/healthz took {took:?}");
+    drop(idle);
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn connections_beyond_the_limit_are_answered_503_at_once_and_served_again_once_one_closes() {
+    let server = RedisServer::start();
+    // Soft and hard: the daemon cannot raise it, and sizes its limit from it.
+    let (daemon, logs, http) = support::http_client::serving_with_ulimit(&server, "full", "-n 400");
+    let (most, limit) = connection_limit(&logs);
+    assert_eq!((most, limit), (72, 400));
+    let mut idle: Vec<TcpStream> = (0..most)
+        .map(|_| TcpStream::connect(&http).unwrap())
+        .collect();
+
+    // Accepted after the idle ones (the backlog is first in, first out): every place is taken.
+    let refused = request(&http, "GET", "/healthz", &[], b"");
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert!(
+        refused.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("at its limit of 72 connections at once"),
+        "{}",
+        refused.body
+    );
+
+    drop(idle.pop());
+    support::wait_until_sync(Duration::from_secs(5), "a place to free up", || {
+        request(&http, "GET", "/healthz", &[], b"").status == 200
+    });
+    drop(idle);
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn the_open_file_limit_is_raised_to_the_hard_one_at_start() {
+    let (_, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE).unwrap();
+    let server = RedisServer::start();
+    let (daemon, logs, _http) =
+        support::http_client::serving_with_ulimit(&server, "raised", "-Sn 300");
+    let (_, limit) = connection_limit(&logs);
+    assert_eq!(limit, hard.min(1 << 20));
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn a_connection_that_sends_nothing_and_one_idle_after_a_request_are_closed_within_10_s() {
+    // hyper's header_read_timeout starts when the server waits for a request: at once on a new
+    // connection, and again after each answer on a kept-alive one.
+    let server = RedisServer::start();
+    let (daemon, _logs, http) = serving(&server, "timeouts", "");
+    let silent = TcpStream::connect(&http).unwrap();
+    let mut kept = TcpStream::connect(&http).unwrap();
+    write!(kept, "GET /healthz HTTP/1.1\r\nHost: {http}\r\n\r\n").unwrap();
+    let mut answer = [0; 512];
+    let read = std::io::Read::read(&mut kept, &mut answer).unwrap();
+    assert!(
+        answer[..read].starts_with(b"HTTP/1.1 200"),
+        "kept alive, answered"
+    );
+
+    for (name, mut stream) in [("silent", silent), ("kept alive", kept)] {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut rest = Vec::new();
+        let closed = std::io::Read::read_to_end(&mut stream, &mut rest);
+        assert!(
+            closed.is_ok() && rest.is_empty(),
+            "{name}: {closed:?} {rest:?}"
+        );
+    }
+    daemon.stop();
+}
+
 #[tokio::test]
 async fn a_time_to_run_under_a_second_is_refused_as_the_worker_refuses_it() {
     let server = RedisServer::start();

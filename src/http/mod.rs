@@ -3,6 +3,7 @@
 //! (requests in flight finish).
 
 mod census;
+mod connections;
 mod console;
 mod figures;
 mod jobs;
@@ -23,7 +24,7 @@ use tower_http::timeout::TimeoutLayer;
 use tracing::info;
 
 use crate::metrics::Metrics;
-use crate::service::Stop;
+use crate::service::{Stop, open_files};
 use figures::Figures;
 
 /// A request may be this many times the largest body, plus [`REQUEST_SLACK`]: the body's JSON
@@ -54,6 +55,8 @@ pub struct HttpSettings {
 pub struct Http {
     listener: std::net::TcpListener,
     state: Arc<AppState>,
+    /// The most connections served at once, sized from the open-file limit.
+    most_connections: usize,
 }
 
 /// What every handler may use; shared, not cloned, by each request.
@@ -81,12 +84,12 @@ impl Http {
         timer_interval: Duration,
         redis_address: String,
     ) -> Result<Http> {
-        let listener = std::net::TcpListener::bind(settings.listen)
-            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+        let listener = server::listen(settings.listen)
             .with_context(|| format!("cannot listen on {} ([http] listen)", settings.listen))?;
         metrics.set_listed(settings.max_listed_topics);
         Ok(Http {
             listener,
+            most_connections: connections::most(open_files::limit()),
             state: Arc::new(AppState {
                 figures: Arc::new(Figures::new(client.clone(), metrics.clone())),
                 client,
@@ -113,12 +116,16 @@ impl Http {
         let served = runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(self.listener)?;
             let address = listener.local_addr()?;
+            let most = self.most_connections;
             info!(
-                "Serving HTTP on http://{address}: the job API, /metrics, /healthz, and the console at /"
+                "Serving HTTP on http://{address}: the job API, /metrics, /healthz, and the console \
+                 at /; at most {most} connections at once (open-file limit {})",
+                open_files::limit()
             );
             let stopping = self.state.stopping.clone();
             let router = router(self.state);
-            tokio::join!(server::serve(listener, router, &stop), async {
+            let limit = connections::Limit::new(most);
+            tokio::join!(server::serve(listener, router, &limit, &stop), async {
                 stop.graceful.cancelled().await;
                 stopping.cancel();
             });
