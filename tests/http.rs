@@ -378,6 +378,148 @@ async fn unknown_paths_and_methods_are_answered_in_the_envelope_and_get_takes_re
     daemon.stop();
 }
 
+#[tokio::test]
+async fn a_host_it_does_not_answer_for_and_a_browser_of_another_site_are_refused_and_other_clients_work()
+ {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "sites", "hosts = delayer.internal");
+    let port = http.rsplit_once(':').unwrap().1;
+    let add = format!("{JOBS}/add");
+    let waiting = |id: &str| json!({"id": id, "topic": "t", "delay": 3600, "body": "b"});
+    assert_eq!(post(&http, &add, &waiting("w1")).status, 200);
+
+    // DNS rebinding: a page at the attacker's name, which resolves to this server.
+    let evil = [("Host", "evil.example")];
+    let page = request(&http, "GET", "/topic?name=t", &evil, b"");
+    assert_eq!(page.status, 421, "{}", page.body);
+    assert!(page.body.contains("[http] hosts"), "{}", page.body);
+    let token_page = request(&http, "GET", "/topic?name=t", &[], b"").body;
+    let token = token_page
+        .split("name=\"form_token\" value=\"")
+        .nth(1)
+        .unwrap();
+    let fields = format!("form_token={}&topic=t", &token[..token.find('"').unwrap()]);
+    let form = ("Content-Type", "application/x-www-form-urlencoded");
+    let evil_host = ("Host", format!("evil.example:{port}"));
+    let evil_form = [form, (evil_host.0, evil_host.1.as_str())];
+    let pause = request(
+        &http,
+        "POST",
+        "/actions/pause",
+        &evil_form,
+        fields.as_bytes(),
+    );
+    assert_eq!(pause.status, 421, "{}", pause.body);
+    let paused: bool = redis
+        .exists(format!("{}t", delayer_client::keys::PAUSED_PREFIX))
+        .await
+        .unwrap();
+    assert!(!paused);
+    // Its IP address (what curl, Prometheus and probes use), localhost, and the names listed.
+    for host in [
+        format!("localhost:{port}"),
+        format!("delayer.internal:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let health = request(&http, "GET", "/healthz", &[("Host", host.as_str())], b"");
+        assert_eq!(health.status, 200, "{host}: {}", health.body);
+    }
+
+    // A browser's request from another site, by Sec-Fetch-Site or else by Origin.
+    let remove = format!("{JOBS}/remove?job_id=w1");
+    for headers in [
+        &[
+            ("Sec-Fetch-Site", "cross-site"),
+            ("Sec-Fetch-Mode", "no-cors"),
+        ][..],
+        &[
+            ("Sec-Fetch-Site", "same-site"),
+            ("Sec-Fetch-Mode", "navigate"),
+        ][..],
+        &[("Origin", "http://127.0.0.1:1")][..],
+    ] {
+        let refused = request(&http, "GET", &remove, headers, b"");
+        assert_eq!(refused.status, 403, "{headers:?}: {}", refused.body);
+        assert!(
+            refused
+                .body
+                .contains("a page of another site cannot act here"),
+            "{}",
+            refused.body
+        );
+    }
+    let pooled: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
+    assert_eq!(pooled, ["w1"]);
+
+    // A body a page may send anywhere without asking first is not the job API's JSON.
+    for content_type in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        let body = waiting("planted").to_string();
+        let refused = request(
+            &http,
+            "POST",
+            &add,
+            &[("Content-Type", content_type)],
+            body.as_bytes(),
+        );
+        assert_eq!(refused.status, 415, "{content_type}: {}", refused.body);
+        assert!(
+            refused.body.contains("Content-Type: application/json"),
+            "{}",
+            refused.body
+        );
+    }
+    let planted: bool = redis
+        .exists(delayer_client::keys::job_bucket("planted"))
+        .await
+        .unwrap();
+    assert!(!planted);
+
+    // Clients that are not browsers: no Origin, no Sec-Fetch-*, JSON with or without its type.
+    let json = [("Content-Type", "application/json; charset=utf-8")];
+    let added = request(
+        &http,
+        "POST",
+        &add,
+        &json,
+        waiting("w2").to_string().as_bytes(),
+    );
+    assert_eq!(added.status, 200, "{}", added.body);
+    let same_origin = format!("http://{http}");
+    let mine = [
+        ("Origin", same_origin.as_str()),
+        ("Sec-Fetch-Site", "same-origin"),
+    ];
+    let removed = request(&http, "GET", &remove, &mine, b"");
+    assert_eq!(removed.status, 200, "{}", removed.body);
+    let removed = request(&http, "GET", &format!("{JOBS}/remove?job_id=w2"), &[], b"");
+    assert_eq!(removed.status, 200, "{}", removed.body);
+    // A link from another site to one of the console's pages opens it (as a page of its own).
+    let link = [
+        ("Sec-Fetch-Site", "cross-site"),
+        ("Sec-Fetch-Mode", "navigate"),
+        ("Sec-Fetch-Dest", "document"),
+    ];
+    assert_eq!(
+        request(&http, "GET", "/topic?name=t", &link, b"").status,
+        200
+    );
+    let image = [
+        ("Sec-Fetch-Site", "cross-site"),
+        ("Sec-Fetch-Mode", "no-cors"),
+        ("Sec-Fetch-Dest", "image"),
+    ];
+    assert_eq!(
+        request(&http, "GET", "/topic?name=t", &image, b"").status,
+        403
+    );
+    daemon.stop();
+}
+
 /// A request that must be refused, and what the refusal must say.
 struct Bad {
     headers: &'static [(&'static str, &'static str)],

@@ -5,6 +5,7 @@
 mod census;
 mod connections;
 mod console;
+mod cross_site;
 mod figures;
 mod jobs;
 mod pages;
@@ -25,6 +26,7 @@ use tracing::info;
 
 use crate::metrics::Metrics;
 use crate::service::{Stop, open_files};
+pub use cross_site::HostName;
 use figures::Figures;
 
 /// A request may be this many times the largest body, plus [`REQUEST_SLACK`]: the body's JSON
@@ -49,6 +51,8 @@ pub struct HttpSettings {
     pub token: Option<String>,
     /// `max_listed_topics`: the most topics `/metrics` and the console name one by one.
     pub max_listed_topics: usize,
+    /// `hosts`: the names a request may give as its `Host`, besides IP addresses and localhost.
+    pub hosts: Vec<HostName>,
 }
 
 /// The server, bound and ready to serve.
@@ -66,6 +70,8 @@ struct AppState {
     /// What `/metrics` and the console show, shared by their readers.
     figures: Arc<Figures>,
     token: Option<String>,
+    /// `[http] hosts`.
+    hosts: Vec<HostName>,
     timer_interval: Duration,
     redis_address: String,
     console: console::Console,
@@ -96,6 +102,7 @@ impl Http {
                 metrics,
                 console: console::Console::new(settings.token.as_deref()),
                 token: settings.token.clone(),
+                hosts: settings.hosts.clone(),
                 timer_interval,
                 redis_address,
                 stopping: CancellationToken::new(),
@@ -155,6 +162,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/pause", post(jobs::pause))
         .route("/resume", post(jobs::resume))
         .method_not_allowed_fallback(jobs::no_such_method)
+        .layer(axum::middleware::from_fn(cross_site::json_only))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             jobs::authorize,
@@ -166,6 +174,10 @@ fn router(state: Arc<AppState>) -> Router {
         .merge(console::routes())
         .method_not_allowed_fallback(jobs::no_such_method)
         .fallback(jobs::no_such_path)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            cross_site::guard,
+        ))
         .layer(DefaultBodyLimit::max(request_limit))
         .layer(TimeoutLayer::with_status_code(
             axum::http::StatusCode::REQUEST_TIMEOUT,

@@ -86,7 +86,8 @@ impl Answer {
     }
 }
 
-/// Sends `method path` with `headers` and `body` to `address` (host:port).
+/// Sends `method path` with `headers` and `body` to `address` (host:port), naming `address` as
+/// the `Host` unless `headers` name another.
 pub fn request(
     address: &str,
     method: &str,
@@ -99,9 +100,15 @@ pub fn request(
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        head.push_str(&format!("Host: {address}\r\n"));
+    }
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
