@@ -6,7 +6,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper::Request;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
+use hyper::service::{Service, service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -56,8 +60,8 @@ pub async fn serve(listener: TcpListener, router: Router, limit: &Limit, stop: &
             accepted = listener.accept() => accepted,
             () = stop.graceful.cancelled() => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 // Said once per kind of failure, not on every retry.
                 if failing != Some(error.kind()) {
@@ -75,7 +79,12 @@ pub async fn serve(listener: TcpListener, router: Router, limit: &Limit, stop: &
         };
         // Answers are small and go out whole: no waiting for more to send.
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        // Each request carries the client's address (the console counts failed logins by it).
+        let router = TowerToHyperService::new(router.clone());
+        let service = service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            router.call(request)
+        });
         let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             // A connection's own failures (a client gone, headers too slow) are its own business.

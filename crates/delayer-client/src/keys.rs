@@ -32,6 +32,9 @@ pub const PAUSED_PREFIX: &str = "delayer:paused:";
 /// Ours. Prefix of the set of a paused topic's jobs that fell due and wait in the pool, so that a
 /// resume finds them without a scan.
 pub const PARKED_PREFIX: &str = "delayer:parked:";
+/// Ours. Prefix of a console session ended by a logout (the session's id follows): while the key
+/// exists, until the session would have expired anyway, every daemon on this Redis refuses it.
+pub const LOGGED_OUT_PREFIX: &str = "delayer:logged_out:";
 /// Ours. Set of every topic seen (pushed by our clients, or moved by the daemon), so that nothing
 /// needs to SCAN to find them.
 pub const TOPICS: &str = "delayer:topics";
