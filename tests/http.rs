@@ -1005,6 +1005,20 @@ async fn connections_beyond_the_limit_are_answered_503_at_once_and_served_again_
     let mut idle: Vec<TcpStream> = (0..most)
         .map(|_| TcpStream::connect(&http).unwrap())
         .collect();
+    // More than the refusals that wait for the rest of a request at once (64), kept open so
+    // that they wait: each is answered all the same.
+    let beyond: Vec<TcpStream> = (0..70)
+        .map(|n| {
+            let mut beyond = TcpStream::connect(&http).unwrap();
+            beyond
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut answer = String::new();
+            let _ = std::io::Read::read_to_string(&mut beyond, &mut answer);
+            assert!(answer.starts_with("HTTP/1.1 503"), "{n}: {answer:?}");
+            beyond
+        })
+        .collect();
 
     // Accepted after the idle ones (the backlog is first in, first out): every place is taken.
     let refused = request(&http, "GET", "/healthz", &[], b"");
@@ -1019,7 +1033,7 @@ async fn connections_beyond_the_limit_are_answered_503_at_once_and_served_again_
         refused.body
     );
 
-    drop(idle.pop());
+    drop((beyond, idle.pop()));
     support::wait_until_sync(Duration::from_secs(5), "a place to free up", || {
         request(&http, "GET", "/healthz", &[], b"").status == 200
     });

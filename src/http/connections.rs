@@ -17,11 +17,12 @@ const FEWEST: usize = 16;
 /// The most connections held, however high the limit: an idle one costs about 10 KiB (10,000 of
 /// them took 105 MB), so this many cost about 350 MB at worst.
 const MOST: usize = 32_768;
-/// Refusals under way at once; a connection beyond those is closed without an answer.
+/// Refusals that wait for the rest of a request at once; beyond them, a refused connection is
+/// closed as soon as it is answered.
 const REFUSING_AT_ONCE: usize = 64;
-/// The longest a refusal waits for the client's request (see [`Limit::refuse`]): long enough
-/// for one sent with the connection, short enough that idle connections cannot hold up the
-/// refusals for long.
+/// The longest a refusal waits for the rest of the client's request (see [`Limit::refuse`]):
+/// long enough for one sent with the connection, short enough that idle connections do not hold
+/// many descriptors.
 const REFUSAL_TIME: Duration = Duration::from_millis(250);
 
 /// The connections to hold at once with `open_files` descriptors: half of what the reserve
@@ -65,20 +66,20 @@ impl Limit {
         self.open.clone().try_acquire_owned().ok()
     }
 
-    /// Answers 503 on `stream`, a connection beyond the limit, and closes it, in a task of its
-    /// own; closes it at once when too many refusals are under way already.
+    /// Answers 503 on `stream`, a connection beyond the limit, and closes it: at once, or after a
+    /// moment for the request to come in a task of its own while few refusals are under way.
     pub fn refuse(&self, mut stream: TcpStream) {
+        // What takes no wait: the answer, and the request as far as it came (closing with a
+        // request unread would reset the connection, and the client could lose the answer).
+        let _ = stream.try_write(&self.refusal);
+        let mut unread = [0; 1024];
+        while stream.try_read(&mut unread).is_ok_and(|read| read > 0) {}
         let Ok(refusing) = self.refusing.clone().try_acquire_owned() else {
             return;
         };
-        let refusal = self.refusal.clone();
         tokio::spawn(async move {
             let _ = tokio::time::timeout(REFUSAL_TIME, async {
-                stream.write_all(&refusal).await?;
                 stream.shutdown().await?;
-                // Closing with the request unread would reset the connection, and the client
-                // could lose the answer: read until it closes its side (or the time is up).
-                let mut unread = [0; 1024];
                 while stream.read(&mut unread).await? > 0 {}
                 std::io::Result::Ok(())
             })
