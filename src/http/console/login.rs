@@ -1,5 +1,5 @@
 //! Logging in and out: a login with `[http] token` sets the session cookie, its tries counted
-//! against guessing (see `logins`); a logout ends the session in Redis for every daemon there, so
+//! against guessing (see `login_tries`); a logout ends the session in Redis for every daemon there, so
 //! that a copy of the cookie stops working at once.
 
 use std::net::SocketAddr;
@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::Response;
 use tokio::time::Instant;
 
-use super::logins::Throttled;
+use super::login_tries::Throttled;
 use super::{allowed, fields, problem, respond, see_other, session, unix_seconds, viewer, views};
 use crate::http::AppState;
 use crate::http::jobs::same;
@@ -69,8 +69,8 @@ pub(super) async fn login(
         let main = views::login(&next, Some(trouble));
         respond(status, views::page("Log in", &viewer, None, false, main))
     };
-    let logins = &state.console.logins;
-    if let Err(throttled) = logins.take(peer.ip(), Instant::now()) {
+    let tries = &state.console.login_tries;
+    if let Err(throttled) = tries.take(peer.ip(), Instant::now()) {
         let (whose, wait) = match throttled {
             Throttled::Address(wait) => ("from this address", wait),
             Throttled::InAll(wait) => ("from all addresses together", wait),
@@ -89,7 +89,7 @@ pub(super) async fn login(
     if !same(given.as_bytes(), token.as_bytes()) {
         return page(StatusCode::UNAUTHORIZED, "That is not the token.");
     }
-    logins.succeeded(peer.ip());
+    tries.succeeded(peer.ip());
     let expires = unix_seconds() + session::LIFETIME.as_secs();
     let value = state.console.guard.session(expires).unwrap_or_default();
     let cookie = format!(

@@ -5,7 +5,7 @@
 //! another host.
 
 mod login;
-mod logins;
+mod login_tries;
 mod rates;
 mod session;
 mod views;
@@ -33,7 +33,7 @@ use super::AppState;
 use super::census::RESERVATIONS_COUNTED;
 use super::figures::Reading;
 use super::jobs::{bearer_ok, named, status_of};
-use logins::Logins;
+use login_tries::LoginTries;
 use rates::{Counts, Rates};
 use session::Guard;
 use views::Viewer;
@@ -44,7 +44,7 @@ const PAGE: usize = 50;
 /// The console's own state.
 pub struct Console {
     guard: Guard,
-    logins: Logins,
+    login_tries: LoginTries,
     rates: Rates,
     started: Instant,
 }
@@ -54,7 +54,7 @@ impl Console {
         let started = Instant::now();
         Console {
             guard: Guard::new(token),
-            logins: Logins::new(started),
+            login_tries: LoginTries::new(started),
             rates: Rates::new(started),
             started,
         }

@@ -69,7 +69,7 @@ pub enum Throttled {
 }
 
 /// The tries of every address, and of all together.
-pub struct Logins {
+pub struct LoginTries {
     state: Mutex<State>,
 }
 
@@ -78,9 +78,9 @@ struct State {
     by_address: HashMap<IpAddr, Tries>,
 }
 
-impl Logins {
-    pub fn new(now: Instant) -> Logins {
-        Logins {
+impl LoginTries {
+    pub fn new(now: Instant) -> LoginTries {
+        LoginTries {
             state: Mutex::new(State {
                 in_all: Tries::full(now, &IN_ALL),
                 by_address: HashMap::new(),
@@ -90,7 +90,7 @@ impl Logins {
 
     /// Takes a try for a login from `address` at `now`, before the token is compared (so that
     /// any number sent at once is counted), or says why not. A login that succeeds gives it back
-    /// ([`Logins::succeeded`]).
+    /// ([`LoginTries::succeeded`]).
     pub fn take(&self, address: IpAddr, now: Instant) -> Result<(), Throttled> {
         let mut state = self.state.lock().expect("not poisoned");
         let address = counted_as(address);
@@ -145,7 +145,7 @@ fn counted_as(address: IpAddr) -> IpAddr {
 
 #[cfg(test)]
 mod tests {
-    use super::{Logins, Throttled};
+    use super::{LoginTries, Throttled};
     use std::net::IpAddr;
     use std::time::Duration;
     use tokio::time::Instant;
@@ -157,49 +157,46 @@ mod tests {
     #[test]
     fn an_address_gets_five_tries_then_one_every_five_seconds_and_all_back_on_success() {
         let now = Instant::now();
-        let logins = Logins::new(now);
+        let tries = LoginTries::new(now);
         let guesser = address("10.0.0.1");
         for _ in 0..5 {
-            assert!(logins.take(guesser, now).is_ok());
+            assert!(tries.take(guesser, now).is_ok());
         }
-        match logins.take(guesser, now) {
+        match tries.take(guesser, now) {
             Err(Throttled::Address(wait)) => assert_eq!(wait, Duration::from_secs(5)),
             _ => panic!("a sixth try at once"),
         }
         // Another address is not held up; one more try is back after 5 s, and only one.
-        assert!(logins.take(address("10.0.0.2"), now).is_ok());
+        assert!(tries.take(address("10.0.0.2"), now).is_ok());
         let later = now + Duration::from_secs(5);
-        assert!(logins.take(guesser, later).is_ok());
-        assert!(logins.take(guesser, later).is_err());
-        logins.succeeded(guesser);
-        assert!(logins.take(guesser, later).is_ok());
+        assert!(tries.take(guesser, later).is_ok());
+        assert!(tries.take(guesser, later).is_err());
+        tries.succeeded(guesser);
+        assert!(tries.take(guesser, later).is_ok());
     }
 
     #[test]
     fn all_addresses_together_get_fifty_tries_then_one_a_second() {
         let now = Instant::now();
-        let logins = Logins::new(now);
+        let tries = LoginTries::new(now);
         for n in 0..50u32 {
             let from = IpAddr::from(std::net::Ipv4Addr::from(0x0a01_0000 + n));
-            assert!(logins.take(from, now).is_ok(), "{n}");
+            assert!(tries.take(from, now).is_ok(), "{n}");
         }
         let another = address("10.2.0.1");
-        assert!(matches!(
-            logins.take(another, now),
-            Err(Throttled::InAll(_))
-        ));
-        assert!(logins.take(another, now + Duration::from_secs(1)).is_ok());
+        assert!(matches!(tries.take(another, now), Err(Throttled::InAll(_))));
+        assert!(tries.take(another, now + Duration::from_secs(1)).is_ok());
     }
 
     #[test]
     fn an_ipv6_network_counts_as_one_address() {
         let now = Instant::now();
-        let logins = Logins::new(now);
+        let tries = LoginTries::new(now);
         for n in 0..5 {
-            assert!(logins.take(address(&format!("2001:db8::{n}")), now).is_ok());
+            assert!(tries.take(address(&format!("2001:db8::{n}")), now).is_ok());
         }
-        assert!(logins.take(address("2001:db8::ffff:1"), now).is_err());
-        assert!(logins.take(address("2001:db8:0:1::1"), now).is_ok());
-        assert!(logins.take(address("::ffff:10.0.0.9"), now).is_ok());
+        assert!(tries.take(address("2001:db8::ffff:1"), now).is_err());
+        assert!(tries.take(address("2001:db8:0:1::1"), now).is_ok());
+        assert!(tries.take(address("::ffff:10.0.0.9"), now).is_ok());
     }
 }
