@@ -59,8 +59,6 @@ pub struct HttpSettings {
 pub struct Http {
     listener: std::net::TcpListener,
     state: Arc<AppState>,
-    /// The most connections served at once, sized from the open-file limit.
-    most_connections: usize,
 }
 
 /// What every handler may use; shared, not cloned, by each request.
@@ -95,7 +93,6 @@ impl Http {
         metrics.set_listed(settings.max_listed_topics);
         Ok(Http {
             listener,
-            most_connections: connections::most(open_files::limit()),
             state: Arc::new(AppState {
                 figures: Arc::new(Figures::new(client.clone(), metrics.clone())),
                 client,
@@ -123,11 +120,11 @@ impl Http {
         let served = runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(self.listener)?;
             let address = listener.local_addr()?;
-            let most = self.most_connections;
+            let open_files = open_files::limit();
+            let most = connections::most(open_files);
             info!(
                 "Serving HTTP on http://{address}: the job API, /metrics, /healthz, and the console \
-                 at /; at most {most} connections at once (open-file limit {})",
-                open_files::limit()
+                 at /; at most {most} connections at once (open-file limit {open_files})"
             );
             let stopping = self.state.stopping.clone();
             let router = router(self.state);
