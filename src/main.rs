@@ -9,9 +9,9 @@ use clap::Parser;
 use delayer::cli::{self, Args, Command, Serving};
 use delayer::config::{self, Config, Problems};
 use delayer::service::daemon::{self, Readiness};
-use delayer::service::logging;
 use delayer::service::pidfile::PidFile;
 use delayer::service::signals::EarlySignals;
+use delayer::service::{logging, open_files};
 use delayer::text::escape::one_line;
 use delayer::{Service, Stop};
 
@@ -138,6 +138,7 @@ fn run(config: &Config, readiness: &mut Readiness, early: Option<EarlySignals>) 
     let _pid_file = config.pid.as_deref().map(PidFile::acquire).transpose()?;
     // Dropped last: the stop line must reach the log.
     let _logs = logging::init(&config.log)?;
+    open_files::raise();
     // The mover is one loop: one thread. An HTTP server runs on threads of its own (see http).
     let result = runtime()?.block_on(async {
         let stop = Stop::on_signals(early)?;

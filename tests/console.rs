@@ -291,6 +291,88 @@ async fn the_pages_in_a_browser_show_the_topics_escaped_and_their_forms_requeue_
     daemon.stop();
 }
 
+/// Serves `page` (HTML) at every path of a free port of this host, on a thread of its own, for
+/// as long as the process lives; its port.
+fn serve_page(page: String) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut head = [0; 4096];
+            let _ = std::io::Read::read(&mut stream, &mut head);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+            let _ = std::io::Write::write_all(&mut stream, answer.as_bytes());
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn without_a_token_a_page_of_another_site_in_a_browser_can_neither_remove_nor_add_nor_pause()
+{
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "csrf", "");
+    let jobs = format!("http://{http}/delay-queue/api/jobs");
+    let add = |id: &str| format!(r#"{{"id":"{id}","topic":"order","delay":3600,"body":"b"}}"#);
+    let added = request(
+        &http,
+        "POST",
+        "/delay-queue/api/jobs/add",
+        &[],
+        add("waiting").as_bytes(),
+    );
+    assert_eq!(added.status, 200, "{}", added.body);
+    // The form token of the console's pages, as if it had leaked: the other site's page must be
+    // refused for where it comes from alone.
+    let page = request(&http, "GET", "/topic?name=order", &[], b"").body;
+    let token = field(&page, "form_token");
+    let attack = format!(
+        r#"<!doctype html><html><body>
+<img src="{jobs}/remove?job_id=waiting">
+<iframe name="sink"></iframe>
+<form id="pause" method="post" action="http://{http}/actions/pause" target="sink">
+<input type="hidden" name="form_token" value="{token}"><input type="hidden" name="topic" value="order">
+</form>
+<script>
+fetch("{jobs}/add", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}},
+  body: {planted:?}}});
+document.getElementById("pause").submit();
+</script></body></html>"#,
+        planted = add("planted"),
+    );
+    let port = serve_page(attack);
+
+    // Another site (localhost is not 127.0.0.1's site), and another port of the same host (the
+    // same site, but another origin).
+    for origin in [
+        format!("http://localhost:{port}/"),
+        format!("http://127.0.0.1:{port}/"),
+    ] {
+        chromium_with(server.dir(), &origin, None, &["--virtual-time-budget=5000"]);
+    }
+
+    let pooled: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
+    assert_eq!(pooled, ["waiting"], "removed or planted");
+    let planted: bool = redis.exists(job_bucket("planted")).await.unwrap();
+    assert!(!planted);
+    let paused: bool = redis.exists(format!("{PAUSED_PREFIX}order")).await.unwrap();
+    assert!(!paused);
+    // The same requests from the console's own pages do act (the page sends the token).
+    let fields = format!("form_token={token}&topic=order");
+    let pause = submit(
+        &http,
+        "/actions/pause",
+        &fields,
+        &[("Origin", &format!("http://{http}"))],
+    );
+    assert_eq!(pause.status, 303, "{}", pause.body);
+    daemon.stop();
+}
+
 #[tokio::test]
 async fn with_a_token_every_action_and_every_body_wants_a_login_and_a_form_of_the_console() {
     let server = RedisServer::start();
@@ -388,6 +470,105 @@ async fn with_a_token_every_action_and_every_body_wants_a_login_and_a_form_of_th
         "{}",
         not_dead.body
     );
+    daemon.stop();
+}
+
+/// Logs in to the console at `http` with `token`; the session's `Cookie` header value.
+fn log_in(http: &str, token: &str) -> String {
+    let login = submit(http, "/login", &format!("token={token}&next=/"), &[]);
+    assert_eq!(login.status, 303, "{}", login.body);
+    let cookie = login.header("set-cookie").unwrap();
+    cookie.split(';').next().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_logout_ends_the_session_at_once_for_every_daemon_of_the_redis() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    // Two daemons behind one load balancer: each takes the sessions the token signed.
+    let (one, _logs, first) = serving(&server, "one", "token = s3cret");
+    let (two, _logs, second) = serving(&server, "two", "token = s3cret");
+    let session = log_in(&first, "s3cret");
+    let with_session = [("Cookie", session.as_str())];
+    let logged_in = |http: &str| {
+        let page = request(http, "GET", "/", &with_session, b"").body;
+        page.contains("action=\"/logout\"")
+    };
+    assert!(
+        logged_in(&first) && logged_in(&second),
+        "one session for both"
+    );
+    let page = request(&first, "GET", "/topic?name=t", &with_session, b"").body;
+    let token = field(&page, "form_token").to_string();
+
+    // A copy of the cookie, kept by whoever took it.
+    let logout = submit(
+        &first,
+        "/logout",
+        &format!("form_token={token}"),
+        &with_session,
+    );
+    assert_eq!(logout.status, 303, "{}", logout.body);
+    assert!(logout.header("set-cookie").unwrap().contains("Max-Age=0"));
+
+    assert!(
+        !logged_in(&first) && !logged_in(&second),
+        "ended for both at once"
+    );
+    let fields = format!("form_token={token}&topic=t");
+    for http in [&first, &second] {
+        let pause = submit(http, "/actions/pause", &fields, &with_session);
+        assert_eq!(pause.status, 401, "{}", pause.body);
+    }
+    let paused: bool = redis.exists(format!("{PAUSED_PREFIX}t")).await.unwrap();
+    assert!(!paused);
+    // Remembered in Redis until the session would have expired (12 h), and no longer.
+    let id = session.split('.').nth(1).unwrap();
+    let ttl: i64 = redis.ttl(format!("delayer:logged_out:{id}")).await.unwrap();
+    assert!((12 * 3600 - 60..=12 * 3600 + 60).contains(&ttl), "{ttl}");
+    // A new login is a new session.
+    let again = log_in(&second, "s3cret");
+    assert_ne!(again, session);
+    assert!(
+        request(&first, "GET", "/", &[("Cookie", again.as_str())], b"")
+            .body
+            .contains("action=\"/logout\"")
+    );
+    one.stop();
+    two.stop();
+}
+
+#[tokio::test]
+async fn wrong_logins_in_a_row_are_refused_unchecked_after_five_and_the_token_works_again_within_seconds()
+ {
+    let server = RedisServer::start();
+    let (daemon, _logs, http) = serving(&server, "guessed", "token = s3cret");
+    let statuses: Vec<u16> = (0..20)
+        .map(|n| submit(&http, "/login", &format!("token=guess{n}&next=/"), &[]).status)
+        .collect();
+    let count = |status| statuses.iter().filter(|&&s| s == status).count();
+    assert_eq!((count(401), count(429)), (5, 15), "{statuses:?}");
+    assert!(
+        statuses[..5].iter().all(|&status| status == 401),
+        "{statuses:?}"
+    );
+
+    // While it is throttled, even the right token is not looked at.
+    let throttled = submit(&http, "/login", "token=s3cret&next=/", &[]);
+    assert_eq!(throttled.status, 429, "{}", throttled.body);
+    assert_eq!(throttled.header("retry-after"), Some("5"));
+    assert!(throttled.header("set-cookie").is_none());
+    assert!(
+        throttled
+            .body
+            .contains("Too many failed logins from this address: try again in 5 s"),
+        "{}",
+        throttled.body
+    );
+    // A refused try costs nothing: one comes back within 5 s, and the operator is in.
+    support::wait_until_sync(Duration::from_secs(10), "the token to log in again", || {
+        submit(&http, "/login", "token=s3cret&next=/", &[]).status == 303
+    });
     daemon.stop();
 }
 

@@ -519,6 +519,148 @@ async fn unknown_paths_and_methods_are_answered_in_the_envelope_and_get_takes_re
     daemon.stop();
 }
 
+#[tokio::test]
+async fn a_host_it_does_not_answer_for_and_a_browser_of_another_site_are_refused_and_other_clients_work()
+ {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "sites", "hosts = delayer.internal");
+    let port = http.rsplit_once(':').unwrap().1;
+    let add = format!("{JOBS}/add");
+    let waiting = |id: &str| json!({"id": id, "topic": "t", "delay": 3600, "body": "b"});
+    assert_eq!(post(&http, &add, &waiting("w1")).status, 200);
+
+    // DNS rebinding: a page at the attacker's name, which resolves to this server.
+    let evil = [("Host", "evil.example")];
+    let page = request(&http, "GET", "/topic?name=t", &evil, b"");
+    assert_eq!(page.status, 421, "{}", page.body);
+    assert!(page.body.contains("[http] hosts"), "{}", page.body);
+    let token_page = request(&http, "GET", "/topic?name=t", &[], b"").body;
+    let token = token_page
+        .split("name=\"form_token\" value=\"")
+        .nth(1)
+        .unwrap();
+    let fields = format!("form_token={}&topic=t", &token[..token.find('"').unwrap()]);
+    let form = ("Content-Type", "application/x-www-form-urlencoded");
+    let evil_host = ("Host", format!("evil.example:{port}"));
+    let evil_form = [form, (evil_host.0, evil_host.1.as_str())];
+    let pause = request(
+        &http,
+        "POST",
+        "/actions/pause",
+        &evil_form,
+        fields.as_bytes(),
+    );
+    assert_eq!(pause.status, 421, "{}", pause.body);
+    let paused: bool = redis
+        .exists(format!("{}t", delayer_client::keys::PAUSED_PREFIX))
+        .await
+        .unwrap();
+    assert!(!paused);
+    // Its IP address (what curl, Prometheus and probes use), localhost, and the names listed.
+    for host in [
+        format!("localhost:{port}"),
+        format!("delayer.internal:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let health = request(&http, "GET", "/healthz", &[("Host", host.as_str())], b"");
+        assert_eq!(health.status, 200, "{host}: {}", health.body);
+    }
+
+    // A browser's request from another site, by Sec-Fetch-Site or else by Origin.
+    let remove = format!("{JOBS}/remove?job_id=w1");
+    for headers in [
+        &[
+            ("Sec-Fetch-Site", "cross-site"),
+            ("Sec-Fetch-Mode", "no-cors"),
+        ][..],
+        &[
+            ("Sec-Fetch-Site", "same-site"),
+            ("Sec-Fetch-Mode", "navigate"),
+        ][..],
+        &[("Origin", "http://127.0.0.1:1")][..],
+    ] {
+        let refused = request(&http, "GET", &remove, headers, b"");
+        assert_eq!(refused.status, 403, "{headers:?}: {}", refused.body);
+        assert!(
+            refused
+                .body
+                .contains("a page of another site cannot act here"),
+            "{}",
+            refused.body
+        );
+    }
+    let pooled: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
+    assert_eq!(pooled, ["w1"]);
+
+    // A body a page may send anywhere without asking first is not the job API's JSON.
+    for content_type in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        let body = waiting("planted").to_string();
+        let refused = request(
+            &http,
+            "POST",
+            &add,
+            &[("Content-Type", content_type)],
+            body.as_bytes(),
+        );
+        assert_eq!(refused.status, 415, "{content_type}: {}", refused.body);
+        assert!(
+            refused.body.contains("Content-Type: application/json"),
+            "{}",
+            refused.body
+        );
+    }
+    let planted: bool = redis
+        .exists(delayer_client::keys::job_bucket("planted"))
+        .await
+        .unwrap();
+    assert!(!planted);
+
+    // Clients that are not browsers: no Origin, no Sec-Fetch-*, JSON with or without its type.
+    let json = [("Content-Type", "application/json; charset=utf-8")];
+    let added = request(
+        &http,
+        "POST",
+        &add,
+        &json,
+        waiting("w2").to_string().as_bytes(),
+    );
+    assert_eq!(added.status, 200, "{}", added.body);
+    let same_origin = format!("http://{http}");
+    let mine = [
+        ("Origin", same_origin.as_str()),
+        ("Sec-Fetch-Site", "same-origin"),
+    ];
+    let removed = request(&http, "GET", &remove, &mine, b"");
+    assert_eq!(removed.status, 200, "{}", removed.body);
+    let removed = request(&http, "GET", &format!("{JOBS}/remove?job_id=w2"), &[], b"");
+    assert_eq!(removed.status, 200, "{}", removed.body);
+    // A link from another site to one of the console's pages opens it (as a page of its own).
+    let link = [
+        ("Sec-Fetch-Site", "cross-site"),
+        ("Sec-Fetch-Mode", "navigate"),
+        ("Sec-Fetch-Dest", "document"),
+    ];
+    assert_eq!(
+        request(&http, "GET", "/topic?name=t", &link, b"").status,
+        200
+    );
+    let image = [
+        ("Sec-Fetch-Site", "cross-site"),
+        ("Sec-Fetch-Mode", "no-cors"),
+        ("Sec-Fetch-Dest", "image"),
+    ];
+    assert_eq!(
+        request(&http, "GET", "/topic?name=t", &image, b"").status,
+        403
+    );
+    daemon.stop();
+}
+
 /// A request that must be refused, and what the refusal must say.
 struct Bad {
     headers: &'static [(&'static str, &'static str)],
@@ -946,6 +1088,137 @@ async fn a_second_signal_stops_at_once() {
         read(&logs.error)
     );
     drop(stalled);
+}
+
+/// The connection limit and the open-file limit a daemon's start line names.
+fn connection_limit(logs: &support::Logs) -> (usize, u64) {
+    logs.wait_for_line("connections at once (open-file limit ");
+    let line = read(&logs.access);
+    let at_most = line.split("at most ").nth(1).expect("the limit in the log");
+    let (most, rest) = at_most.split_once(' ').unwrap();
+    let limit = rest.split("open-file limit ").nth(1).unwrap();
+    let limit = limit.split(')').next().unwrap();
+    (most.parse().unwrap(), limit.parse().unwrap())
+}
+
+#[tokio::test]
+async fn with_three_thousand_idle_connections_open_healthz_answers_within_a_second() {
+    const IDLE: usize = 3_000;
+    // This process holds one end of each connection, the daemon (which inherits the limit and
+    // raises it to the hard one) the other.
+    let limit = rlimit::increase_nofile_limit(1 << 20).unwrap();
+    assert!(
+        limit > 2 * IDLE as u64,
+        "the open-file limit {limit} is too low for this test"
+    );
+    let server = RedisServer::start();
+    let (daemon, _logs, http) = serving(&server, "idle", "");
+    let before = daemon.open_files();
+
+    let idle: Vec<TcpStream> = (0..IDLE)
+        .map(|n| {
+            TcpStream::connect_timeout(&http.parse().unwrap(), Duration::from_secs(2))
+                .unwrap_or_else(|error| panic!("connection {n} of {IDLE}: {error}"))
+        })
+        .collect();
+    support::wait_until_sync(
+        Duration::from_secs(5),
+        "the daemon to hold them all",
+        || daemon.open_files() >= before + IDLE,
+    );
+
+    let asked = std::time::Instant::now();
+    let health = request(&http, "GET", "/healthz", &[], b"");
+    let took = asked.elapsed();
+    assert_eq!(health.status, 200, "{}", health.body);
+    assert!(took < Duration::from_secs(1), "/healthz took {took:?}");
+    drop(idle);
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn connections_beyond_the_limit_are_answered_503_at_once_and_served_again_once_one_closes() {
+    let server = RedisServer::start();
+    // Soft and hard: the daemon cannot raise it, and sizes its limit from it.
+    let (daemon, logs, http) = support::http_client::serving_with_ulimit(&server, "full", "-n 400");
+    let (most, limit) = connection_limit(&logs);
+    assert_eq!((most, limit), (72, 400));
+    let mut idle: Vec<TcpStream> = (0..most)
+        .map(|_| TcpStream::connect(&http).unwrap())
+        .collect();
+    // More than the refusals that wait for the rest of a request at once (64), kept open so
+    // that they wait: each is answered all the same.
+    let beyond: Vec<TcpStream> = (0..70)
+        .map(|n| {
+            let mut beyond = TcpStream::connect(&http).unwrap();
+            beyond
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut answer = String::new();
+            let _ = std::io::Read::read_to_string(&mut beyond, &mut answer);
+            assert!(answer.starts_with("HTTP/1.1 503"), "{n}: {answer:?}");
+            beyond
+        })
+        .collect();
+
+    // Accepted after the idle ones (the backlog is first in, first out): every place is taken.
+    let refused = request(&http, "GET", "/healthz", &[], b"");
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert!(
+        refused.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("at its limit of 72 connections at once"),
+        "{}",
+        refused.body
+    );
+
+    drop((beyond, idle.pop()));
+    support::wait_until_sync(Duration::from_secs(5), "a place to free up", || {
+        request(&http, "GET", "/healthz", &[], b"").status == 200
+    });
+    drop(idle);
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn the_open_file_limit_is_raised_to_the_hard_one_at_start() {
+    let (_, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE).unwrap();
+    let server = RedisServer::start();
+    let (daemon, logs, _http) =
+        support::http_client::serving_with_ulimit(&server, "raised", "-Sn 300");
+    let (_, limit) = connection_limit(&logs);
+    assert_eq!(limit, hard.min(1 << 20));
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn a_connection_that_sends_nothing_and_one_idle_after_a_request_are_closed_within_10_s() {
+    // hyper's header_read_timeout starts when the server waits for a request: at once on a new
+    // connection, and again after each answer on a kept-alive one.
+    let server = RedisServer::start();
+    let (daemon, _logs, http) = serving(&server, "timeouts", "");
+    let silent = TcpStream::connect(&http).unwrap();
+    let mut kept = TcpStream::connect(&http).unwrap();
+    write!(kept, "GET /healthz HTTP/1.1\r\nHost: {http}\r\n\r\n").unwrap();
+    let mut answer = [0; 512];
+    let read = std::io::Read::read(&mut kept, &mut answer).unwrap();
+    // Answered (200, or 503 before the daemon's first look), and kept alive.
+    assert!(answer[..read].starts_with(b"HTTP/1.1 "), "answered");
+
+    for (name, mut stream) in [("silent", silent), ("kept alive", kept)] {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut rest = Vec::new();
+        let closed = std::io::Read::read_to_end(&mut stream, &mut rest);
+        assert!(
+            closed.is_ok() && rest.is_empty(),
+            "{name}: {closed:?} {rest:?}"
+        );
+    }
+    daemon.stop();
 }
 
 #[tokio::test]

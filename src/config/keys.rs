@@ -12,7 +12,7 @@ use delayer_client::keys::{Layout, Names};
 
 use super::Config;
 use super::values::{addresses, assign, boolean, choice, name_of, number, path, seconds};
-use crate::http::HttpSettings;
+use crate::http::{HostName, HttpSettings};
 use crate::metrics::DEFAULT_LISTED_TOPICS;
 use crate::redis::{SentinelSettings, TlsSettings, address_list};
 use crate::service::logging::{LogFormat, LogLevel, LogRotation};
@@ -398,6 +398,7 @@ pub(super) const KEYS: &[Key] = &[
                     listen,
                     token: None,
                     max_listed_topics: DEFAULT_LISTED_TOPICS,
+                    hosts: Vec::new(),
                 })),
             )
         },
@@ -427,6 +428,25 @@ pub(super) const KEYS: &[Key] = &[
             None => Ok(()),
         },
         show: |config| Some(config.http.as_ref()?.max_listed_topics.to_string()),
+    },
+    Key {
+        section: "http",
+        name: "hosts",
+        default: "",
+        doc: "names (or name:port) that requests may give as their Host, besides IP addresses and localhost",
+        secret: false,
+        set: |config, raw| match &mut config.http {
+            Some(http) => {
+                let hosts = raw.split(',').map(|entry| HostName::parse(entry.trim()));
+                assign(&mut http.hosts, hosts.collect())
+            }
+            None => Ok(()),
+        },
+        show: |config| {
+            let hosts = &config.http.as_ref()?.hosts;
+            let hosts: Vec<String> = hosts.iter().map(HostName::to_string).collect();
+            (!hosts.is_empty()).then(|| hosts.join(", "))
+        },
     },
 ];
 

@@ -533,6 +533,15 @@ mod tests {
             error_of("[http]\nlisten = 127.0.0.1:0\ntoken =   ; none yet\n")
                 .contains("[http] token = \"\": empty")
         );
+        let hosts =
+            parse("[http]\nlisten = 127.0.0.1:0\nhosts = delayer.internal, Q.example:9277\n");
+        let hosts = hosts.unwrap().http.unwrap().hosts;
+        let hosts: Vec<String> = hosts.iter().map(ToString::to_string).collect();
+        assert_eq!(hosts, ["delayer.internal", "q.example:9277"]);
+        assert!(
+            error_of("[http]\nlisten = 127.0.0.1:0\nhosts = a, http://b\n")
+                .contains("[http] hosts = \"a, http://b\": \"http://b\" is not a host name")
+        );
     }
 
     #[test]
@@ -691,7 +700,7 @@ mod tests {
     fn the_printout_of_an_http_section_reads_back_with_or_without_a_token() {
         for text in [
             "[http]\nlisten = 127.0.0.1:9277\n",
-            "[http]\nlisten = 127.0.0.1:9277\ntoken = s3cret\n",
+            "[http]\nlisten = 127.0.0.1:9277\ntoken = s3cret\nhosts = a.example, b.example:1\n",
         ] {
             let printed = parse(text).unwrap().to_string();
             assert!(!printed.contains("s3cret"), "{printed}");

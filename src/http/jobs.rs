@@ -1,9 +1,9 @@
 //! The job API: go-delay-queue's `add`, `remove` and `get`, as it answers them, and ours (`pop`,
 //! `reserve`, `ack`, `nack`, `touch`). Each is a POST of JSON answered `{"code": 0, "message": ...,
 //! "data": ...}` (`remove` and `get` also take go-delay-queue's server's `GET ...?job_id=ID`); a
-//! failure's code is its HTTP status (400, 401, 404, 405, 409, 413, 503) and its message names the
-//! problem. Nothing is written unless the whole request is good. Ids and topics that are
-//! not UTF-8 come with their bytes in base64 (`id_base64`, `topic_base64`) and are named so back.
+//! failure's code is its HTTP status (400, 401, 403, 404, 405, 409, 413, 415, 421, 503), its
+//! message the problem. Nothing is written unless the whole request is good. Ids and topics that
+//! are not UTF-8 come with their bytes in base64 (`id_base64`, `topic_base64`), named so back.
 
 use std::borrow::Cow;
 use std::fmt::Display;
@@ -132,7 +132,7 @@ pub(super) fn status_of(error: &Error) -> StatusCode {
     }
 }
 
-/// A JSON request body, whatever its Content-Type says (go-delay-queue's clients often send none);
+/// A JSON request body (as application/json, or without a Content-Type: `cross_site::json_only`);
 /// a malformed one is refused in go-delay-queue's shape (400, or 413 when too large), with serde's
 /// words for what is wrong. A GET's fields are its query's (go-delay-queue's server serves
 /// `remove` and `get` so), each a string.

@@ -3,7 +3,9 @@
 //! (requests in flight finish).
 
 mod census;
+mod connections;
 mod console;
+mod cross_site;
 mod figures;
 mod jobs;
 mod pages;
@@ -23,7 +25,8 @@ use tower_http::timeout::TimeoutLayer;
 use tracing::info;
 
 use crate::metrics::Metrics;
-use crate::service::Stop;
+use crate::service::{Stop, open_files};
+pub use cross_site::HostName;
 use figures::Figures;
 
 /// A request may be this many times the largest body, plus [`REQUEST_SLACK`]: the body's JSON
@@ -48,6 +51,8 @@ pub struct HttpSettings {
     pub token: Option<String>,
     /// `max_listed_topics`: the most topics `/metrics` and the console name one by one.
     pub max_listed_topics: usize,
+    /// `hosts`: the names a request may give as its `Host`, besides IP addresses and localhost.
+    pub hosts: Vec<HostName>,
 }
 
 /// The server, bound and ready to serve.
@@ -63,6 +68,8 @@ struct AppState {
     /// What `/metrics` and the console show, shared by their readers.
     figures: Arc<Figures>,
     token: Option<String>,
+    /// `[http] hosts`.
+    hosts: Vec<HostName>,
     timer_interval: Duration,
     redis_address: String,
     console: console::Console,
@@ -81,8 +88,7 @@ impl Http {
         timer_interval: Duration,
         redis_address: String,
     ) -> Result<Http> {
-        let listener = std::net::TcpListener::bind(settings.listen)
-            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+        let listener = server::listen(settings.listen)
             .with_context(|| format!("cannot listen on {} ([http] listen)", settings.listen))?;
         metrics.set_listed(settings.max_listed_topics);
         Ok(Http {
@@ -93,6 +99,7 @@ impl Http {
                 metrics,
                 console: console::Console::new(settings.token.as_deref()),
                 token: settings.token.clone(),
+                hosts: settings.hosts.clone(),
                 timer_interval,
                 redis_address,
                 stopping: CancellationToken::new(),
@@ -113,12 +120,16 @@ impl Http {
         let served = runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(self.listener)?;
             let address = listener.local_addr()?;
+            let open_files = open_files::limit();
+            let most = connections::most(open_files);
             info!(
-                "Serving HTTP on http://{address}: the job API, /metrics, /healthz, and the console at /"
+                "Serving HTTP on http://{address}: the job API, /metrics, /healthz, and the console \
+                 at /; at most {most} connections at once (open-file limit {open_files})"
             );
             let stopping = self.state.stopping.clone();
             let router = router(self.state);
-            tokio::join!(server::serve(listener, router, &stop), async {
+            let limit = connections::Limit::new(most);
+            tokio::join!(server::serve(listener, router, &limit, &stop), async {
                 stop.graceful.cancelled().await;
                 stopping.cancel();
             });
@@ -148,6 +159,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/pause", post(jobs::pause))
         .route("/resume", post(jobs::resume))
         .method_not_allowed_fallback(jobs::no_such_method)
+        .layer(axum::middleware::from_fn(cross_site::json_only))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             jobs::authorize,
@@ -159,6 +171,10 @@ fn router(state: Arc<AppState>) -> Router {
         .merge(console::routes())
         .method_not_allowed_fallback(jobs::no_such_method)
         .fallback(jobs::no_such_path)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            cross_site::guard,
+        ))
         .layer(DefaultBodyLimit::max(request_limit))
         .layer(TimeoutLayer::with_status_code(
             axum::http::StatusCode::REQUEST_TIMEOUT,

@@ -1,7 +1,9 @@
-//! Process plumbing: detaching into the background, the pid file, the stop signals, the logs.
+//! Process plumbing: detaching into the background, the pid file, the stop signals, the logs, the
+//! open-file limit.
 
 pub mod daemon;
 pub mod logging;
+pub mod open_files;
 pub mod pidfile;
 pub mod signals;
 

@@ -20,12 +20,37 @@ pub fn serving_with(
     delayer: &str,
     http: &str,
 ) -> (Daemon, Logs, String) {
-    let (config, logs) = server.daemon_config(name, &format!("timer_interval = 100\n{delayer}"));
-    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n{http}\n", read(&config));
-    std::fs::write(&config, text).unwrap();
+    let (config, logs) = http_config(server, name, delayer, http);
     let daemon = Daemon::start(&config);
     let address = http_address(&logs);
     (daemon, logs, address)
+}
+
+/// As [`serving`], under the open-file limit that `ulimit` sets with `flags` (see
+/// [`Daemon::start_with_ulimit`]).
+pub fn serving_with_ulimit(
+    server: &RedisServer,
+    name: &str,
+    flags: &str,
+) -> (Daemon, Logs, String) {
+    let (config, logs) = http_config(server, name, "", "");
+    let daemon = Daemon::start_with_ulimit(&config, flags);
+    let address = http_address(&logs);
+    (daemon, logs, address)
+}
+
+/// The configuration of a daemon serving HTTP on a free port, with `delayer` lines in
+/// `[delayer]` and `http` lines in `[http]`.
+fn http_config(
+    server: &RedisServer,
+    name: &str,
+    delayer: &str,
+    http: &str,
+) -> (std::path::PathBuf, Logs) {
+    let (config, logs) = server.daemon_config(name, &format!("timer_interval = 100\n{delayer}"));
+    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n{http}\n", read(&config));
+    std::fs::write(&config, text).unwrap();
+    (config, logs)
 }
 
 /// Waits until a daemon logging to `logs` serves HTTP, and returns its address (host:port).
@@ -61,7 +86,8 @@ impl Answer {
     }
 }
 
-/// Sends `method path` with `headers` and `body` to `address` (host:port).
+/// Sends `method path` with `headers` and `body` to `address` (host:port), naming `address` as
+/// the `Host` unless `headers` name another.
 pub fn request(
     address: &str,
     method: &str,
@@ -74,9 +100,15 @@ pub fn request(
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        head.push_str(&format!("Host: {address}\r\n"));
+    }
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }

@@ -36,6 +36,17 @@ impl Daemon {
         Daemon::start_as(command, config)
     }
 
+    /// Under the open-file limit `ulimit` sets with these flags (`-n 400`: the soft and the hard
+    /// limit; `-Sn 400`: the soft one alone).
+    pub fn start_with_ulimit(config: &Path, flags: &str) -> Daemon {
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(format!("ulimit {flags} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_delayer"));
+        Daemon::start_as(command, config)
+    }
+
     fn start_as(mut command: Command, config: &Path) -> Daemon {
         Daemon {
             process: command
@@ -50,6 +61,11 @@ impl Daemon {
 
     pub fn pid(&self) -> u32 {
         self.process.id()
+    }
+
+    /// How many files it has open (sockets included).
+    pub fn open_files(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, Iterator::count)
     }
 
     pub fn signal(&self, name: &str) {

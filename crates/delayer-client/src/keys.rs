@@ -36,6 +36,9 @@ pub const PARKED_PREFIX: &str = "delayer:parked_by_due:";
 /// Ours, written by earlier builds: prefix of the set of a paused topic's parked jobs, without
 /// their due times. A resume deletes it; its jobs move a recheck after they were parked.
 pub const PARKED_SET_PREFIX: &str = "delayer:parked:";
+/// Ours. Prefix of a console session ended by a logout (the session's id follows): while the key
+/// exists, until the session would have expired anyway, every daemon on this Redis refuses it.
+pub const LOGGED_OUT_PREFIX: &str = "delayer:logged_out:";
 /// Ours. Set of every topic seen (pushed by our clients, or moved by the daemon), so that nothing
 /// needs to SCAN to find them.
 pub const TOPICS: &str = "delayer:topics";

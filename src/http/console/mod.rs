@@ -4,6 +4,8 @@
 //! carries a Content-Security-Policy that allows only our own script and style, and nothing from
 //! another host.
 
+mod login;
+mod login_tries;
 mod rates;
 mod session;
 mod views;
@@ -30,7 +32,8 @@ use tokio::time::Instant;
 use super::AppState;
 use super::census::RESERVATIONS_COUNTED;
 use super::figures::Reading;
-use super::jobs::{bearer_ok, named, same, status_of};
+use super::jobs::{bearer_ok, named, status_of};
+use login_tries::LoginTries;
 use rates::{Counts, Rates};
 use session::Guard;
 use views::Viewer;
@@ -41,6 +44,7 @@ const PAGE: usize = 50;
 /// The console's own state.
 pub struct Console {
     guard: Guard,
+    login_tries: LoginTries,
     rates: Rates,
     started: Instant,
 }
@@ -50,6 +54,7 @@ impl Console {
         let started = Instant::now();
         Console {
             guard: Guard::new(token),
+            login_tries: LoginTries::new(started),
             rates: Rates::new(started),
             started,
         }
@@ -61,8 +66,8 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/", get(overview))
         .route("/topic", get(topic))
         .route("/job", get(job))
-        .route("/login", get(login_form).post(login))
-        .route("/logout", post(logout))
+        .route("/login", get(login::form).post(login::login))
+        .route("/logout", post(login::logout))
         .route("/actions/requeue", post(requeue))
         .route("/actions/delete", post(delete))
         .route("/actions/remove", post(remove))
@@ -104,17 +109,22 @@ fn problem(status: StatusCode, viewer: &Viewer, message: &str, back: &str) -> Re
     respond(status, views::page("Problem", viewer, None, false, main))
 }
 
-/// Who is asking, and their session's cookie value ("" when none).
-fn viewer(state: &AppState, headers: &HeaderMap) -> (Viewer, String) {
+/// Who is asking, and their session's cookie value ("" when none, or when it ended).
+async fn viewer(state: &AppState, headers: &HeaderMap) -> (Viewer, String) {
     let guard = &state.console.guard;
-    let session = headers
+    let cookie = headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .find_map(|value| session::cookie(value, session::COOKIE))
-        .filter(|value| guard.valid(value, unix_seconds()))
-        .unwrap_or_default()
-        .to_string();
+        .unwrap_or_default();
+    let session = match guard.valid(cookie, unix_seconds()) {
+        // One that Redis cannot tell was not ended (while it does not answer) counts as ended.
+        Some(signed) if matches!(state.client.session_ended(signed.id).await, Ok(false)) => {
+            cookie.to_string()
+        }
+        _ => String::new(),
+    };
     let authorized = !guard.guarded() || !session.is_empty() || bearer_ok(state, headers);
     let viewer = Viewer {
         guarded: guard.guarded(),
@@ -174,7 +184,7 @@ fn name_in(
 }
 
 async fn overview(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
-    let (viewer, _) = viewer(&state, &headers);
+    let (viewer, _) = viewer(&state, &headers).await;
     let reading = state.figures.reading().await;
     let figures = state
         .figures
@@ -235,7 +245,7 @@ fn overview_figures(state: &AppState, reading: &Reading) -> String {
 }
 
 async fn topic(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
-    let (viewer, _) = viewer(&state, &headers);
+    let (viewer, _) = viewer(&state, &headers).await;
     let mut fields = fields(uri.query().unwrap_or_default().as_bytes());
     let topic = match name_in(&mut fields, "name", "base64") {
         Ok(topic) => Topic::from(topic),
@@ -323,7 +333,7 @@ async fn topic_page<'a>(
 }
 
 async fn job(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
-    let (viewer, _) = viewer(&state, &headers);
+    let (viewer, _) = viewer(&state, &headers).await;
     let mut fields = fields(uri.query().unwrap_or_default().as_bytes());
     let id = match name_in(&mut fields, "id", "id_base64") {
         Ok(id) => id,
@@ -348,33 +358,6 @@ async fn job(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -
     }
 }
 
-async fn login_form(State(state): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
-    let (viewer, _) = viewer(&state, &headers);
-    let next = fields(uri.query().unwrap_or_default().as_bytes())
-        .remove("next")
-        .unwrap_or_else(|| "/".into());
-    let main = views::login(&next, false);
-    respond(
-        StatusCode::OK,
-        views::page("Log in", &viewer, None, false, main),
-    )
-}
-
-/// A path on this host to go on to: `next` when it is one, else `/` (never another site: not
-/// `//host`, nor `/\\host` or `/<tab>/host`, which browsers read as `//host`).
-fn local(next: Option<&String>) -> String {
-    match next {
-        Some(next)
-            if next.starts_with('/')
-                && !next.starts_with("//")
-                && next.chars().all(|c| c.is_ascii_graphic() && c != '\\') =>
-        {
-            next.clone()
-        }
-        _ => "/".into(),
-    }
-}
-
 /// A 303 to `location`, with `cookie` set if given.
 fn see_other(location: &str, cookie: Option<String>) -> Response {
     let mut response = (StatusCode::SEE_OTHER, [(LOCATION, location.to_string())]).into_response();
@@ -384,60 +367,25 @@ fn see_other(location: &str, cookie: Option<String>) -> Response {
     response
 }
 
-async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
-    let (viewer, _) = viewer(&state, &headers);
-    let fields = fields(&body);
-    let next = local(fields.get("next"));
-    let Some(token) = &state.token else {
-        return see_other(&next, None);
-    };
-    let given = fields.get("token").map_or("", String::as_str);
-    if !same(given.as_bytes(), token.as_bytes()) {
-        let main = views::login(&next, true);
-        return respond(
-            StatusCode::UNAUTHORIZED,
-            views::page("Log in", &viewer, None, false, main),
-        );
-    }
-    let expires = unix_seconds() + session::LIFETIME.as_secs();
-    let value = state.console.guard.session(expires).unwrap_or_default();
-    let cookie = format!(
-        "{}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
-        session::COOKIE,
-        session::LIFETIME.as_secs()
-    );
-    see_other(&next, Some(cookie))
-}
-
-async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err((status, message, back)) = allowed(&state, &headers, &body) {
-        return problem(status, &viewer(&state, &headers).0, message, back);
-    }
-    let cookie = format!(
-        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
-        session::COOKIE
-    );
-    see_other("/", Some(cookie))
-}
-
 /// Why an action is refused: its status, what to say, where to go from there.
 type Refusal = (StatusCode, &'static str, &'static str);
 
-/// An action's form, if it may act: with `[http] token` set, from a session (or with the token
-/// as a Bearer header); and, unless it has the Bearer header, with its session's form token.
+/// An action's form, if `viewer` (of `session`) may act: with `[http] token` set, from a session
+/// (or with the token as a Bearer header); and, unless it has the Bearer header, with its
+/// session's form token.
 fn allowed(
     state: &AppState,
     headers: &HeaderMap,
+    (viewer, session): (&Viewer, &str),
     body: &[u8],
 ) -> Result<HashMap<String, String>, Refusal> {
-    let (viewer, session) = viewer(state, headers);
     let fields = fields(body);
     if !viewer.authorized {
         let message = "Log in first: with [http] token set, actions need it.";
         return Err((StatusCode::UNAUTHORIZED, message, "/login"));
     }
     let given = fields.get("form_token").map_or("", String::as_str);
-    if !bearer_ok(state, headers) && !state.console.guard.form_token_is(&session, given) {
+    if !bearer_ok(state, headers) && !state.console.guard.form_token_is(session, given) {
         let message = "This form did not come from this console's pages (or its session ended): \
                        open the page again and retry.";
         return Err((StatusCode::FORBIDDEN, message, "/"));
@@ -450,14 +398,14 @@ async fn act<F>(state: &AppState, headers: &HeaderMap, body: &[u8], action: F) -
 where
     F: AsyncFnOnce(HashMap<String, String>) -> Result<String, (StatusCode, String)>,
 {
-    let viewer = || viewer(state, headers).0;
-    let fields = match allowed(state, headers, body) {
+    let (viewer, session) = viewer(state, headers).await;
+    let fields = match allowed(state, headers, (&viewer, &session), body) {
         Ok(fields) => fields,
-        Err((status, message, back)) => return problem(status, &viewer(), message, back),
+        Err((status, message, back)) => return problem(status, &viewer, message, back),
     };
     match action(fields).await {
         Ok(location) => see_other(&location, None),
-        Err((status, message)) => problem(status, &viewer(), &message, "/"),
+        Err((status, message)) => problem(status, &viewer, &message, "/"),
     }
 }
 
@@ -548,25 +496,4 @@ async fn resume(State(state): State<Arc<AppState>>, headers: HeaderMap, body: By
         Ok(format!("/topic?{page}&done=resumed&count={count}"))
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::local;
-
-    #[test]
-    fn a_login_goes_on_to_a_page_of_this_host_only() {
-        let next = |path: &str| local(Some(&path.to_string()));
-        assert_eq!(next("/job?id=a%20b"), "/job?id=a%20b");
-        for elsewhere in [
-            "//evil.example",
-            "/\\evil.example",
-            "/\t/evil.example",
-            "https://x",
-            "",
-        ] {
-            assert_eq!(next(elsewhere), "/", "{elsewhere:?}");
-        }
-        assert_eq!(local(None), "/");
-    }
 }

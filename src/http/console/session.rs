@@ -1,6 +1,7 @@
 //! Who may act from a browser. With `[http] token` set, a login with the token sets a session
-//! cookie (SameSite=Strict, HttpOnly) whose value is the token's HMAC of its expiry: it proves the
-//! token without holding it, and a new token ends every session. Every form carries a token of
+//! cookie (SameSite=Strict, HttpOnly) whose value is a random id and an expiry, signed with the
+//! token (an HMAC): it proves the token without holding it, and a new token ends every session. A
+//! logout ends its session in Redis (see `Client::end_session`). Every form carries a token of
 //! its own (the HMAC of the session), which a page of another site cannot read, so a forged POST
 //! fails even where a browser would send the cookie. Without a token there is no session, but
 //! forms still carry a token (from a key made at start), so no other site can act either.
@@ -15,6 +16,12 @@ pub const COOKIE: &str = "delayer_session";
 /// How long a login lasts.
 pub const LIFETIME: Duration = Duration::from_secs(12 * 3600);
 
+/// A session's cookie value whose signature holds: its id and expiry (unix seconds).
+pub struct Signed<'a> {
+    pub id: &'a str,
+    pub expires: u64,
+}
+
 /// The keys sessions and forms are signed with.
 pub struct Guard {
     /// From the token: sessions; `None` without a token.
@@ -27,13 +34,7 @@ impl Guard {
     pub fn new(token: Option<&str>) -> Guard {
         let forms = match token {
             Some(token) => hmac::Key::new(hmac::HMAC_SHA256, token.as_bytes()),
-            None => {
-                let mut key = [0u8; 32];
-                SystemRandom::new()
-                    .fill(&mut key)
-                    .expect("the system's random numbers");
-                hmac::Key::new(hmac::HMAC_SHA256, &key)
-            }
+            None => hmac::Key::new(hmac::HMAC_SHA256, &random::<32>()),
         };
         Guard {
             session: token.map(|token| hmac::Key::new(hmac::HMAC_SHA256, token.as_bytes())),
@@ -46,28 +47,23 @@ impl Guard {
         self.session.is_some()
     }
 
-    /// A session's cookie value, valid until `expires` (unix seconds).
+    /// A new session's cookie value, valid until `expires` (unix seconds): `expires.id.mac`.
     pub fn session(&self, expires: u64) -> Option<String> {
         let key = self.session.as_ref()?;
-        Some(format!(
-            "{expires}.{}",
-            hex(&sign(key, "session", &expires.to_string()))
-        ))
+        let signed = format!("{expires}.{}", hex(&random::<16>()));
+        Some(format!("{signed}.{}", hex(&sign(key, "session", &signed))))
     }
 
-    /// Whether `value` is a session of this token that has not expired at `now` (unix seconds).
-    pub fn valid(&self, value: &str, now: u64) -> bool {
-        let Some(key) = &self.session else {
-            return false;
-        };
-        let Some((expires, mac)) = value.split_once('.') else {
-            return false;
-        };
-        let (Ok(at), Some(mac)) = (expires.parse::<u64>(), unhex(mac)) else {
-            return false;
-        };
-        let message = format!("session {expires}");
-        at > now && hmac::verify(key, message.as_bytes(), &mac).is_ok()
+    /// The session `value` is, if this token signed it and it has not expired at `now` (unix
+    /// seconds). Whether a logout ended it is Redis's to say.
+    pub fn valid<'a>(&self, value: &'a str, now: u64) -> Option<Signed<'a>> {
+        let key = self.session.as_ref()?;
+        let (signed, mac) = value.rsplit_once('.')?;
+        let (expires, id) = signed.split_once('.')?;
+        let expires = expires.parse::<u64>().ok()?;
+        let message = format!("session {signed}");
+        let genuine = hmac::verify(key, message.as_bytes(), &unhex(mac)?).is_ok();
+        (genuine && expires > now).then_some(Signed { id, expires })
     }
 
     /// The token of the forms of `session` (the cookie's value; "" without a token).
@@ -88,6 +84,15 @@ fn sign(key: &hmac::Key, purpose: &str, text: &str) -> Vec<u8> {
     hmac::sign(key, format!("{purpose} {text}").as_bytes())
         .as_ref()
         .to_vec()
+}
+
+/// `N` bytes from the system's random numbers.
+fn random<const N: usize>() -> [u8; N] {
+    let mut bytes = [0; N];
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system's random numbers");
+    bytes
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -120,13 +125,24 @@ mod tests {
     fn a_session_holds_until_it_expires_and_only_for_its_token() {
         let guard = Guard::new(Some("s3cret"));
         let session = guard.session(1_000).unwrap();
-        assert!(guard.valid(&session, 999));
-        assert!(!guard.valid(&session, 1_000), "expired");
-        assert!(!Guard::new(Some("other")).valid(&session, 999));
+        let signed = guard.valid(&session, 999).unwrap();
+        assert_eq!((signed.id.len(), signed.expires), (32, 1_000));
+        assert!(guard.valid(&session, 1_000).is_none(), "expired");
+        assert!(Guard::new(Some("other")).valid(&session, 999).is_none());
         let stretched = session.replacen("1000", "9000", 1);
-        assert!(!guard.valid(&stretched, 999), "its expiry is signed");
-        assert!(!guard.valid("", 0) && !guard.valid("1000.zz", 0));
+        assert!(
+            guard.valid(&stretched, 999).is_none(),
+            "its expiry is signed"
+        );
+        let (_, mac) = session.rsplit_once('.').unwrap();
+        let renamed = format!("1000.{}.{mac}", "0".repeat(32));
+        assert!(guard.valid(&renamed, 999).is_none(), "its id is signed");
+        for junk in ["", "1000.zz", "1000.ab.zz", "x.y.z"] {
+            assert!(guard.valid(junk, 0).is_none(), "{junk}");
+        }
         assert!(Guard::new(None).session(1_000).is_none());
+        // Two logins in the same second are two sessions: a logout ends one of them.
+        assert_ne!(guard.session(1_000), guard.session(1_000));
     }
 
     #[test]
@@ -137,7 +153,7 @@ mod tests {
         assert!(guard.form_token_is(&session, &form));
         assert!(!guard.form_token_is(&guard.session(2_000).unwrap(), &form));
         assert!(!guard.form_token_is(&session, ""));
-        assert!(!guard.valid(&format!("1000.{form}"), 0));
+        assert!(guard.valid(&format!("1000.ab.{form}"), 0).is_none());
         // Without a token, each start has its own key.
         let (one, two) = (Guard::new(None), Guard::new(None));
         assert!(one.form_token_is("", &one.form_token("")));

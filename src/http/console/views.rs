@@ -464,10 +464,11 @@ fn job_actions(info: &JobInfo, viewer: &Viewer) -> Markup {
     }
 }
 
-pub fn login(next: &str, wrong: bool) -> Markup {
+/// The login form, with what went wrong with the last try, if anything.
+pub fn login(next: &str, trouble: Option<&str>) -> Markup {
     html! {
         h1 { "Log in" }
-        @if wrong { p.bad { "That is not the token." } }
+        @if let Some(trouble) = trouble { p.bad { (trouble) } }
         form method="post" action="/login" {
             input type="hidden" name="next" value=(next);
             label { "[http] token " input type="password" name="token" autofocus; }

@@ -1,7 +1,7 @@
 //! The client: a handle on the delayer Redis, cheap to clone. What it does is split by concern:
 //! [`push`] (push and remove), [`pop`] (the legacy pop, at most once), [`reserve`] and [`finish`]
 //! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
-//! queues up), [`pause`] (pause and resume a topic).
+//! queues up), [`pause`] (pause and resume a topic), [`sessions`] (the daemon's console's logouts).
 
 pub(crate) mod finish;
 pub(crate) mod inspect;
@@ -9,6 +9,7 @@ pub(crate) mod pause;
 pub(crate) mod pop;
 pub(crate) mod push;
 pub(crate) mod reserve;
+pub(crate) mod sessions;
 pub(crate) mod stats;
 
 use redis::{IntoConnectionInfo, RedisResult};
