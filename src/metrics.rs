@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use delayer_client::Topic;
 use delayer_client::scripts::move_due::Batch;
@@ -80,6 +80,9 @@ pub struct Metrics {
     listed: AtomicUsize,
     /// Whether a look has ended, well or not.
     looked: AtomicBool,
+    /// When the last successful look ended, by the monotonic clock (health's measure: a step of
+    /// the wall clock must not make a healthy daemon look stalled).
+    last_good_look: Mutex<Option<Instant>>,
     /// The last [`RECENT_LAGS`] move lags, in seconds, for the console.
     recent_lags: Mutex<VecDeque<f64>>,
 }
@@ -237,6 +240,7 @@ impl Default for Metrics {
             counted: Mutex::default(),
             listed: AtomicUsize::new(DEFAULT_LISTED_TOPICS),
             looked: AtomicBool::new(false),
+            last_good_look: Mutex::new(None),
             recent_lags: Mutex::new(VecDeque::with_capacity(RECENT_LAGS)),
         }
     }
@@ -334,6 +338,7 @@ impl Metrics {
         self.redis_up.set(i64::from(answered));
         if answered {
             self.last_look.set(unix_now());
+            *self.last_good_look.lock().expect("not poisoned") = Some(Instant::now());
         }
     }
 
@@ -342,9 +347,10 @@ impl Metrics {
         self.looked.load(Ordering::Relaxed)
     }
 
-    /// Whether Redis answered the last look, and when the last successful look was (unix time).
-    pub fn last_look(&self) -> (bool, f64) {
-        (self.redis_up.get() == 1, self.last_look.get())
+    /// Whether Redis answered the last look, and how long ago the last successful look was.
+    pub fn last_look(&self) -> (bool, Option<Duration>) {
+        let last = *self.last_good_look.lock().expect("not poisoned");
+        (self.redis_up.get() == 1, last.map(|at| at.elapsed()))
     }
 
     /// The topics the counters have series for (at most [`listed`](Self::listed)), less those

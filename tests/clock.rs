@@ -13,7 +13,7 @@ use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
 use delayer_client::{Client, Worker};
 use serde_json::json;
-use support::http_client::{http_address, post};
+use support::http_client::{http_address, post, request};
 use support::legacy_client::{self, Message};
 use support::{Daemon, DaemonSetup, RedisServer, read, shift_clock, wait_for};
 
@@ -225,4 +225,30 @@ async fn worker_on_a_slow_host() {
     .await;
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_step_of_the_host_clock_does_not_make_a_healthy_daemon_look_stalled() {
+    let server = RedisServer::start();
+    let clock = support::SteppedClock::new(server.dir());
+    let (config, logs) = server.daemon_config("stepped", "timer_interval = 30000");
+    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n", read(&config));
+    std::fs::write(&config, text).unwrap();
+    let _daemon = Daemon::start_with_stepped_clock(&config, &clock);
+    logs.wait_for_line("Service started successfully");
+    let http = http_address(&logs);
+    let health = || request(&http, "GET", "/healthz", &[], b"");
+    wait_for(Duration::from_secs(10), "a first look", || async {
+        (health().status == 200).then_some(())
+    })
+    .await;
+
+    // An hour ahead, as after a VM resumed from a snapshot: the last look was a moment ago all
+    // the same (the next is up to 30 s away). The step reaches the daemon within a second.
+    clock.step_to("+1h");
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < until {
+        let answer = health();
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
 }

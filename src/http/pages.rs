@@ -7,7 +7,6 @@ use axum::extract::State;
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use delayer_client::time::unix_now;
 
 use super::AppState;
 use crate::metrics::Format;
@@ -48,9 +47,9 @@ pub(super) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 pub(super) fn health(state: &AppState) -> Result<String, String> {
-    let (answered, last_look) = state.metrics.last_look();
+    let (answered, since) = state.metrics.last_look();
     let limit = 2.0 * state.timer_interval.as_secs_f64();
-    if last_look == 0.0 {
+    let Some(since) = since.map(|since| since.as_secs_f64()) else {
         if state.metrics.has_looked() {
             return Err(format!(
                 "Redis at {} did not answer: no look at the job pool has succeeded yet\n",
@@ -58,8 +57,7 @@ pub(super) fn health(state: &AppState) -> Result<String, String> {
             ));
         }
         return Err("not looked at the job pool yet\n".into());
-    }
-    let since = unix_now() - last_look;
+    };
     if !answered {
         return Err(format!(
             "Redis at {} did not answer the last look (the last good one was {since:.1} s ago)\n",
