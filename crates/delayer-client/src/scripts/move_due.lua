@@ -65,7 +65,7 @@ local function call_in_slices(command, key, items)
   end
 end
 
-local topics, ids_by_topic, orphans, removed, reborn, unparked, moving = {}, {}, {}, {}, {}, {}, {}
+local topics, ids_by_topic, orphans, removed, reborn, unparked = {}, {}, {}, {}, {}, {}
 -- Moving jobs whose bucket names a reservation that ended (`ended`: see release.lua).
 local ended = {}
 -- A stuck topic's jobs would come back first on every call and hold up every later job: parked
@@ -116,7 +116,6 @@ for _, id in ipairs(due) do
     if ids then
       ids[#ids + 1] = id
       removed[#removed + 1] = id
-      moving[#moving + 1] = id
       if fields[2] then
         reborn[#reborn + 1] = id
       end
@@ -141,9 +140,10 @@ end
 -- may not read them (the legacy keys only) still gets its jobs moved.
 local holders = reserved ~= '' and reserved .. ':holders'
 local superseded = {}
-if holders and #moving > 0 and may('TYPE', holders) and may('HMGET', holders, 'id') then
-  local kind = redis.pcall('TYPE', holders)
-  if kind.ok == 'hash' then
+if holders and #topics > 0 and may('TYPE', holders) and may('HMGET', holders, 'id')
+    and redis.pcall('TYPE', holders).ok == 'hash' then
+  for _, topic in ipairs(topics) do
+    local moving = ids_by_topic[topic]
     for first = 1, #moving, 1000 do
       local last = math.min(first + 999, #moving)
       local held = redis.pcall('HMGET', holders, unpack(moving, first, last))
