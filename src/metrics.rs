@@ -7,10 +7,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use delayer_client::Topic;
-use delayer_client::scripts::move_due::Batch;
-use delayer_client::scripts::release::Released;
-use delayer_client::time::unix_now;
+use delayer_wire::Topic;
+use delayer_wire::scripts::move_due::Batch;
+use delayer_wire::scripts::release::Released;
+use delayer_wire::time::unix_now;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

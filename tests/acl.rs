@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use delayer_client::keys::{RESERVED, dead_queue, field, job_bucket};
 use delayer_client::redis::AsyncCommands;
+use delayer_wire::keys::{RESERVED, dead_queue, field, job_bucket};
 use support::legacy_client::{self, Message};
 use support::{
     DAEMON_ACL, Daemon, DaemonSetup, RedisServer, acl, delayer_succeeds, read, wait_for_ready,

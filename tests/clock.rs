@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
 
-use delayer_client::keys::{JOB_POOL, RESERVED, job_bucket, ready_queue};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
 use delayer_client::{Client, Worker};
+use delayer_wire::keys::{JOB_POOL, RESERVED, job_bucket, ready_queue};
 use serde_json::json;
 use support::http_client::{http_address, post, request};
 use support::legacy_client::{self, Message};

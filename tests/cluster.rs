@@ -8,11 +8,11 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use delayer_client::keys::Layout;
 use delayer_client::redis::cluster_async::ClusterConnection;
 use delayer_client::redis::{self, AsyncCommands, IntoConnectionInfo};
 use delayer_client::{Acked, Client, Settings, State, Target};
 use delayer_testkit::cluster::{self, RedisCluster};
+use delayer_wire::keys::Layout;
 use serde_json::json;
 use support::http_client::{http_address, post, request};
 use support::{DAEMON_ACL, Daemon, RedisServer, acl, delayer_fails, delayer_succeeds, read};
@@ -52,7 +52,7 @@ async fn two_daemons_drain_100k_jobs_over_30_topics_on_three_masters_each_once()
     let cluster = RedisCluster::start(3);
     let connection = cluster.connect().await;
     // Due over the next two seconds: the daemons start on a backlog that keeps growing.
-    let start = delayer_client::time::unix_now();
+    let start = delayer_wire::time::unix_now();
     let jobs = (0..JOBS).map(|index| {
         let due = start + 2.0 * index as f64 / JOBS as f64;
         (format!("job-{index:06}"), topic(index), due)
@@ -141,7 +141,7 @@ async fn the_daemon_runs_as_the_readme_acl_user_on_a_cluster() {
         .await;
     }
     let connection = cluster.connect().await;
-    let now = delayer_client::time::unix_now();
+    let now = delayer_wire::time::unix_now();
     cluster::add_jobs(
         &connection,
         (0..3_000).map(|index| (format!("job-{index}"), topic(index), now)),
@@ -169,7 +169,7 @@ async fn the_daemon_runs_as_the_readme_acl_user_on_a_cluster() {
 async fn topics_missing_from_the_registry_are_added_back_from_their_pools() {
     let cluster = RedisCluster::start(3);
     let connection = cluster.connect().await;
-    let now = delayer_client::time::unix_now();
+    let now = delayer_wire::time::unix_now();
     // (One job's bucket, `delayer:{topic-0}:job_bucket:odd}:job_pool`, looks like a pool by name.)
     let odd = std::iter::once(("odd}:job_pool".to_string(), topic(0), now));
     cluster::add_jobs(
@@ -205,7 +205,7 @@ async fn a_registry_that_loses_topics_while_the_daemon_runs_is_repaired() {
     let cluster = RedisCluster::start(3);
     let connection = cluster.connect().await;
     // Never due here: only what the registry holds is looked at.
-    let due = delayer_client::time::unix_now() + 3600.0;
+    let due = delayer_wire::time::unix_now() + 3600.0;
     cluster::add_jobs(
         &connection,
         (0..2 * TOPICS).map(|index| (format!("job-{index}"), topic(index), due)),
@@ -686,7 +686,7 @@ async fn idle_topics_cost_nothing_and_a_push_looks_at_its_topic_alone() {
     const IDLE: usize = 2_000;
     let cluster = RedisCluster::start(3);
     let connection = cluster.connect().await;
-    let later = delayer_client::time::unix_now() + 3600.0;
+    let later = delayer_wire::time::unix_now() + 3600.0;
     let idle = (0..IDLE).map(|index| (format!("idle-{index}"), format!("idle-{index}"), later));
     cluster::add_jobs(&connection, idle).await;
     let dir = tempfile::tempdir().unwrap();
@@ -836,7 +836,7 @@ async fn a_resharding_in_the_middle_of_a_drain_loses_and_repeats_nothing() {
     let cluster = RedisCluster::start(3);
     let connection = cluster.connect().await;
     // Due over the next three seconds, so that the drain is under way while slots move.
-    let start = delayer_client::time::unix_now();
+    let start = delayer_wire::time::unix_now();
     let jobs = 30_000;
     let all = (0..jobs).map(|index| {
         let due = start + 3.0 * index as f64 / jobs as f64;
@@ -982,7 +982,7 @@ async fn a_paused_topic_waits_on_its_master_and_moves_in_due_order_at_an_http_re
 
     // 1,200 jobs falling due over the next 1.5 s, each parked when it is found due; then 100
     // pushed due 100 s ago, parked after them.
-    let start = delayer_client::time::unix_now();
+    let start = delayer_wire::time::unix_now();
     let later: Vec<(String, String, f64)> = (0..1_200)
         .map(|index| {
             let due = start + 0.5 + 0.000_8 * index as f64;
@@ -1230,7 +1230,7 @@ async fn a_topic_holding_a_closing_brace_takes_no_new_job_and_its_old_ones_still
     // A topic holding `}` that already has jobs (pushed before it was refused): they move, and
     // consumers pop and reserve them.
     let old = "old}topic";
-    let now = delayer_client::time::unix_now();
+    let now = delayer_wire::time::unix_now();
     let jobs = ["o1", "o2"].map(|id| (id.to_string(), old.to_string(), now));
     cluster::add_jobs(&connection, jobs).await;
     let popped = client.bpop(&[old], Duration::from_secs(5)).await.unwrap();

@@ -12,10 +12,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use delayer_client::keys::{JOB_POOL, PAUSED_PREFIX, dead_queue, field, job_bucket};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, Nacked, Settings};
+use delayer_wire::keys::{JOB_POOL, PAUSED_PREFIX, dead_queue, field, job_bucket};
 use support::http_client::{Answer, request, serving};
 use support::legacy_client::{self, Message};
 use support::{RedisServer, wait_for, wait_for_ready};

@@ -9,13 +9,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine;
-use delayer_client::keys::{
-    HOLDERS, JOB_POOL, RESERVED, dead_queue, field, job_bucket, ready_queue,
-};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::time::{deadline_score, from_deadline_score, unix_now};
 use delayer_client::{Client, State, Worker};
+use delayer_wire::keys::{HOLDERS, JOB_POOL, RESERVED, dead_queue, field, job_bucket, ready_queue};
+use delayer_wire::time::{deadline_score, from_deadline_score, unix_now};
 use support::legacy_client::{self, Message};
 use support::{Daemon, DaemonSetup, RedisServer, delayer_command, read, wait_for};
 

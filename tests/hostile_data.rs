@@ -7,8 +7,8 @@ use support::DaemonSetup;
 
 use std::time::Duration;
 
-use delayer_client::keys::{JOB_POOL, ready_queue};
 use delayer_client::redis::{self, AsyncCommands};
+use delayer_wire::keys::{JOB_POOL, ready_queue};
 use support::legacy_client::{self, Message};
 use support::{Daemon, RedisServer, read};
 

@@ -9,9 +9,9 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use base64::Engine;
-use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_wire::keys::{JOB_POOL, job_bucket, ready_queue};
 use serde_json::json;
 use support::http_client::{post, request, serving, serving_with};
 use support::legacy_client::{self, Message};
@@ -553,7 +553,7 @@ async fn a_host_it_does_not_answer_for_and_a_browser_of_another_site_are_refused
     );
     assert_eq!(pause.status, 421, "{}", pause.body);
     let paused: bool = redis
-        .exists(format!("{}t", delayer_client::keys::PAUSED_PREFIX))
+        .exists(format!("{}t", delayer_wire::keys::PAUSED_PREFIX))
         .await
         .unwrap();
     assert!(!paused);
@@ -615,7 +615,7 @@ async fn a_host_it_does_not_answer_for_and_a_browser_of_another_site_are_refused
         );
     }
     let planted: bool = redis
-        .exists(delayer_client::keys::job_bucket("planted"))
+        .exists(delayer_wire::keys::job_bucket("planted"))
         .await
         .unwrap();
     assert!(!planted);
@@ -752,7 +752,7 @@ async fn metrics_parse_and_move_with_the_work() {
     assert_eq!(metrics["delayer_redis_up"], 1.0);
     assert!(metrics["delayer_script_duration_seconds_count{script=\"move\"}"] >= 1.0);
     let looked = metrics["delayer_last_look_timestamp_seconds"];
-    assert!((delayer_client::time::unix_now() - looked).abs() < 5.0);
+    assert!((delayer_wire::time::unix_now() - looked).abs() < 5.0);
 
     // A ready list that something else overwrote is left out, not reported at its last length
     // (once the figures, a second old at most, are read again).
@@ -806,7 +806,7 @@ async fn every_series_is_there_from_the_start_and_a_first_burst_of_dead_jobs_cou
     assert_eq!(after["delayer_reserved_jobs"], 0.0);
     let dead: usize = redis
         .clone()
-        .llen(delayer_client::keys::dead_queue("work"))
+        .llen(delayer_wire::keys::dead_queue("work"))
         .await
         .unwrap();
     assert_eq!(dead, 3, "the dead list holds them");
@@ -1301,7 +1301,7 @@ async fn a_waiting_pop_whose_caller_went_away_puts_its_job_back() {
     let ready = wait_for_ready(&redis, "gone", 1).await;
     assert_eq!(ready, ["g1"], "next in line again");
     let ttl: i64 = redis
-        .ttl(delayer_client::keys::job_bucket("g1"))
+        .ttl(delayer_wire::keys::job_bucket("g1"))
         .await
         .unwrap();
     assert!(
@@ -1373,7 +1373,7 @@ async fn a_due_time_beyond_the_calendar_is_answered() {
     // What a legacy writer may leave: a score no calendar date holds.
     let _: () = redis
         .hset_multiple(
-            delayer_client::keys::job_bucket("far"),
+            delayer_wire::keys::job_bucket("far"),
             &[("topic", "t"), ("body", "b"), ("due", "1e15")],
         )
         .await
@@ -1507,8 +1507,8 @@ async fn metrics_and_the_console_overview_stay_small_and_are_read_once_for_all_s
     // Topics anyone who pushes can add; the first 100 with 1 to 100 ready jobs, and one with 500.
     let names: Vec<String> = (0..TOPICS).map(|index| format!("t-{index:05}")).collect();
     let mut pipe = delayer_client::redis::pipe();
-    pipe.sadd(delayer_client::keys::TOPICS, &names).ignore();
-    pipe.sadd(delayer_client::keys::TOPICS, "big").ignore();
+    pipe.sadd(delayer_wire::keys::TOPICS, &names).ignore();
+    pipe.sadd(delayer_wire::keys::TOPICS, "big").ignore();
     for (index, topic) in names.iter().take(100).enumerate() {
         let ids: Vec<String> = (0..=index).map(|id| id.to_string()).collect();
         pipe.lpush(ready_queue(topic), ids).ignore();

@@ -6,9 +6,9 @@ use support::DaemonSetup;
 
 use std::time::Duration;
 
-use delayer_client::keys::{JOB_POOL, JOP_POOL, Layout, job_bucket, ready_queue};
 use delayer_client::redis::AsyncCommands;
-use delayer_client::time::unix_now;
+use delayer_wire::keys::{JOB_POOL, JOP_POOL, Layout, job_bucket, ready_queue};
+use delayer_wire::time::unix_now;
 use support::legacy_client::{self, Message};
 use support::{RedisServer, delayer_succeeds, spawn_service};
 

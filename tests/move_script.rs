@@ -5,11 +5,11 @@ mod support;
 use std::path::Path;
 
 use delayer::{Config, Mover};
-use delayer_client::keys::{HOLDERS, JOB_POOL, Layout, RESERVED, job_bucket, ready_queue};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
-use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK, Stuck, StuckBecause};
 use delayer_client::{JobId, Topic};
+use delayer_wire::keys::{HOLDERS, JOB_POOL, Layout, RESERVED, job_bucket, ready_queue};
+use delayer_wire::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK, Stuck, StuckBecause};
 use support::RedisServer;
 
 /// A realistic unix time: scores this large are where a double's precision runs out.

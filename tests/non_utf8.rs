@@ -8,9 +8,9 @@ mod support;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use delayer_client::JobId;
-use delayer_client::keys::{JOB_POOL, RESERVED, TOPICS, job_bucket, ready_queue};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_wire::keys::{JOB_POOL, RESERVED, TOPICS, job_bucket, ready_queue};
 use serde_json::{Value, json};
 use support::http_client::{Answer, post, request, serving};
 use support::{

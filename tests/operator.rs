@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use delayer_client::keys::{JOB_POOL, job_bucket};
 use delayer_client::redis::AsyncCommands;
+use delayer_wire::keys::{JOB_POOL, job_bucket};
 use support::{Daemon, DaemonSetup, RedisServer, delayer_command, read};
 
 fn run(args: &[&str], config: &Path) -> Output {

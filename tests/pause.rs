@@ -6,11 +6,11 @@ mod support;
 use std::time::{Duration, Instant};
 
 use delayer_client::Client;
-use delayer_client::keys::{
-    JOB_POOL, PARKED_PREFIX, PARKED_SET_PREFIX, PAUSED_PREFIX, field, job_bucket, ready_queue,
-};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
+use delayer_wire::keys::{
+    JOB_POOL, PARKED_PREFIX, PARKED_SET_PREFIX, PAUSED_PREFIX, field, job_bucket, ready_queue,
+};
 use serde_json::json;
 use support::http_client::{self, post, request};
 use support::{DaemonSetup, RedisServer, add_jobs, delayer_succeeds, wait_for, wait_for_ready};
@@ -19,7 +19,7 @@ const JOBS: &str = "/delay-queue/api/jobs";
 
 /// Unix seconds, as a legacy client scores a job (fractional here, to order jobs due 20 ms apart).
 fn now() -> f64 {
-    delayer_client::time::unix_now()
+    delayer_wire::time::unix_now()
 }
 
 async fn ready(redis: &mut MultiplexedConnection, topic: &str) -> Vec<String> {

@@ -7,9 +7,9 @@ use support::DaemonSetup;
 
 use std::time::{Duration, Instant};
 
-use delayer_client::keys::{JOB_POOL, job_bucket, ready_queue};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
+use delayer_wire::keys::{JOB_POOL, job_bucket, ready_queue};
 use support::legacy_client::{self, Message};
 use support::{
     Daemon, RedisServer, delivered, fill_backlog, read, wait_for_ready, wait_until_sync,

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use delayer_client::keys::{JOB_POOL, job_bucket};
 use delayer_client::redis::AsyncCommands;
+use delayer_wire::keys::{JOB_POOL, job_bucket};
 use support::{Daemon, RedisServer, delayer_command, read, send_signal, wait_until_sync};
 
 /// True while `pid` runs (a zombie waiting to be reaped has stopped running).

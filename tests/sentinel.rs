@@ -6,11 +6,11 @@ mod support;
 
 use std::time::Duration;
 
-use delayer_client::connection::Target;
-use delayer_client::keys::{JOB_POOL, ready_queue};
 use delayer_client::redis::{AsyncCommands, IntoConnectionInfo};
 use delayer_testkit::proxy::ForgetfulProxy;
 use delayer_testkit::sentinel::{MASTER_NAME, SentinelSetup};
+use delayer_wire::connection::Target;
+use delayer_wire::keys::{JOB_POOL, ready_queue};
 use support::{Daemon, DaemonSetup, RedisServer, add_jobs, delayer_fails, delayer_succeeds, read};
 
 const JOBS: usize = 20_000;
@@ -38,7 +38,7 @@ async fn the_daemon_follows_a_failover_in_the_middle_of_a_drain_and_loses_nothin
     let setup = SentinelSetup::start();
     let mut master = setup.master.connect().await;
     // Due over the next five seconds: the drain is under way when the failover comes.
-    let start = delayer_client::time::unix_now();
+    let start = delayer_wire::time::unix_now();
     let jobs = (0..JOBS).map(|index| {
         let due = start + 5.0 * index as f64 / JOBS as f64;
         (format!("job-{index:05}"), TOPICS[index % 2], due)

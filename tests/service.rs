@@ -8,9 +8,9 @@ use support::DaemonSetup;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use delayer_client::keys::{JOB_POOL, job_bucket};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
+use delayer_wire::keys::{JOB_POOL, job_bucket};
 use support::{
     Daemon, RedisServer, delayer_command, delivered, fill_backlog, read, wait_until_sync,
 };

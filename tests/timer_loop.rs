@@ -6,8 +6,8 @@ use support::DaemonSetup;
 
 use std::time::Duration;
 
-use delayer_client::keys::{JOB_POOL, job_bucket};
 use delayer_client::redis::AsyncCommands;
+use delayer_wire::keys::{JOB_POOL, job_bucket};
 use support::legacy_client::{self, Message};
 use support::{RedisServer, spawn_service};
 
@@ -89,7 +89,7 @@ async fn a_job_pushed_while_the_loop_sleeps_moves_on_time() {
         .unwrap();
 
     let popped = legacy_client::bpop(&mut client, "t", 5).await.unwrap();
-    let late = delayer_client::time::unix_now() - due;
+    let late = delayer_wire::time::unix_now() - due;
     assert_eq!(popped.map(|message| message.id), Some("soon".to_string()));
     assert!(
         (0.0..0.5).contains(&late),

@@ -5,13 +5,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayer_client::keys::{JOB_POOL, Layout};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{
     self, AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, Value,
 };
-use delayer_client::scripts::move_due::MoveScript;
-use delayer_client::time::unix_now;
+use delayer_wire::keys::{JOB_POOL, Layout};
+use delayer_wire::scripts::move_due::MoveScript;
+use delayer_wire::time::unix_now;
 
 use super::support::{Daemon, DaemonSetup, RedisServer, add_jobs};
 use super::{TOPICS, fresh, stop};

@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use delayer_client::keys::Layout;
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::cluster_async::ClusterConnection;
 use delayer_testkit::cluster::{RedisCluster, add_jobs};
+use delayer_wire::keys::Layout;
 
 use crate::support::Daemon;
 use crate::{RUNS, stop};
@@ -41,7 +41,7 @@ pub async fn cluster_drain() {
 async fn drain(masters: usize) -> f64 {
     let cluster = RedisCluster::start(masters);
     let connection = cluster.connect().await;
-    let now = delayer_client::time::unix_now();
+    let now = delayer_wire::time::unix_now();
     let jobs = (0..JOBS).map(|index| (format!("job-{index:06}"), topic(index), now - 1.0));
     add_jobs(&connection, jobs).await;
 

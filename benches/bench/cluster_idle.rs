@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use delayer_client::keys::Layout;
 use delayer_client::redis;
 use delayer_testkit::cluster::{RedisCluster, add_jobs};
+use delayer_wire::keys::Layout;
 
 use crate::cluster_drain::start_daemon;
 use crate::{clock_ticks_per_second, cpu_ticks};
@@ -33,7 +33,7 @@ pub async fn cluster_idle() {
 async fn run(idle: usize) {
     let cluster = RedisCluster::start(3);
     let connection = cluster.connect().await;
-    let now = delayer_client::time::unix_now();
+    let now = delayer_wire::time::unix_now();
     let jobs = (0..idle).map(|index| {
         (
             format!("idle-{index}"),

@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use delayer_client::keys::{Layout, job_bucket, ready_queue};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::scripts::push::{NewJob, PushScript};
-use delayer_client::time::unix_now;
 use delayer_client::{Client, DEFAULT_CONCURRENCY, NewPush, Worker};
+use delayer_wire::keys::{Layout, job_bucket, ready_queue};
+use delayer_wire::scripts::push::{NewJob, PushScript};
+use delayer_wire::time::unix_now;
 use tokio::task::JoinSet;
 
 use super::support::legacy_client::{self, Message};
@@ -146,7 +146,7 @@ pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> Run {
     tasks.join_all().await;
     let seconds = started.elapsed().as_secs_f64();
     let redis_cpu_seconds = redis_cpu_seconds(&mut redis).await - cpu_before;
-    let pushed: usize = redis.zcard(delayer_client::keys::JOB_POOL).await.unwrap();
+    let pushed: usize = redis.zcard(delayer_wire::keys::JOB_POOL).await.unwrap();
     assert_eq!(pushed, PUSHES, "every push landed");
     Run {
         seconds,
@@ -265,7 +265,7 @@ async fn consume_run(server: &RedisServer, consume: Consume, consumers: usize, j
         let seconds = started.elapsed().as_secs_f64();
         let redis_cpu_seconds = redis_cpu_seconds(&mut redis).await - cpu_before;
         assert_eq!(done.load(Ordering::Relaxed), jobs, "every job taken once");
-        let left: usize = redis.zcard(delayer_client::keys::RESERVED).await.unwrap();
+        let left: usize = redis.zcard(delayer_wire::keys::RESERVED).await.unwrap();
         assert_eq!(left, 0, "every job acked");
         return Run {
             seconds,
@@ -385,7 +385,7 @@ pub async fn end_to_end(server: &RedisServer) {
         .concurrency(IN_FLIGHT)
         .handle("e2e", move |job| {
             let started = unix_now();
-            let due = delayer_client::time::to_unix(job.due.expect("our pushes record it"));
+            let due = delayer_wire::time::to_unix(job.due.expect("our pushes record it"));
             recorded.lock().unwrap().push((started - due) * 1000.0);
             async { Ok::<(), String>(()) }
         })

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use delayer_client::keys::JOB_POOL;
 use delayer_client::redis::AsyncCommands;
+use delayer_wire::keys::JOB_POOL;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;

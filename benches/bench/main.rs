@@ -24,11 +24,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use delayer_client::keys::{JOB_POOL, Layout, ready_queue};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands, Value};
-use delayer_client::scripts::move_due::MoveScript;
-use delayer_client::time::unix_now;
+use delayer_wire::keys::{JOB_POOL, Layout, ready_queue};
+use delayer_wire::scripts::move_due::MoveScript;
+use delayer_wire::time::unix_now;
 use support::{Daemon, RedisServer, delivered, fill_backlog};
 
 const TOPICS: [&str; 10] = ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"];

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use delayer_client::keys::{TOPICS as REGISTRY, ready_queue};
 use delayer_client::redis::{self, AsyncCommands};
-use delayer_client::time::unix_now;
+use delayer_wire::keys::{TOPICS as REGISTRY, ready_queue};
+use delayer_wire::time::unix_now;
 
 use super::support::http_client::serving;
 use super::support::{RedisServer, add_jobs, command_stats, redis_cpu_seconds};

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayer_client::keys::{JOB_POOL, RESERVED, ready_queue};
-use delayer_client::time::unix_now;
 use delayer_client::{Client, DEFAULT_CONCURRENCY, Worker};
+use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
+use delayer_wire::time::unix_now;
 use tokio::task::JoinSet;
 
 use super::consumers::pop_one;

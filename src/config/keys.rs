@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use delayer_client::keys::{Layout, Names};
+use delayer_wire::keys::{Layout, Names};
 
 use super::Config;
 use super::values::{addresses, assign, boolean, choice, name_of, number, path, seconds};

@@ -289,7 +289,7 @@ mod tests {
     use super::*;
     use crate::redis::address_list;
     use crate::service::logging::{LogFormat, LogLevel, LogRotation};
-    use delayer_client::keys::Layout;
+    use delayer_wire::keys::Layout;
     use std::time::Duration;
 
     const ORIGINAL: &str = include_str!("../../delayer.conf");

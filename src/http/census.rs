@@ -7,8 +7,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::time::Duration;
 
-use delayer_client::time::unix_now;
 use delayer_client::{Client, Lengths, Topic};
+use delayer_wire::time::unix_now;
 use tokio::time::Instant;
 
 use crate::metrics::Census;
@@ -33,8 +33,7 @@ pub async fn take(
 ) -> delayer_client::Result<Census> {
     let started = Instant::now();
     let mut tally = Tally::new(listed, unix_now());
-    let summed = client.keys().per_topic();
-    tally.add(&own, client.lengths(&own).await?, summed);
+    tally.add(&own, client.lengths(&own).await?);
     let own: HashSet<Topic> = own.into_iter().collect();
     let mut cursor = 0;
     let mut first = true;
@@ -48,7 +47,7 @@ pub async fn take(
         topics.retain(|topic| !own.contains(topic));
         if !topics.is_empty() {
             let lengths = client.lengths(&topics).await?;
-            tally.add(&topics, lengths, summed);
+            tally.add(&topics, lengths);
         }
         if next == 0 {
             break;
@@ -98,11 +97,11 @@ impl Tally {
         }
     }
 
-    /// The lengths read of `topics`: in the cluster layout (`summed`) each slice's pools are its
-    /// topics' own, to add up; else each slice reads the one pool again, and the last read holds.
-    fn add(&mut self, topics: &[Topic], lengths: Lengths, summed: bool) {
+    /// The lengths read of `topics`: each slice's pools are its topics' own, to add up (the
+    /// cluster layout); or each slice reads the one pool again, and the last read holds.
+    fn add(&mut self, topics: &[Topic], lengths: Lengths) {
         let census = &mut self.census;
-        if summed {
+        if !lengths.whole_pool {
             census.waiting += lengths.waiting;
             census.due_now += lengths.due_now;
             census.reserved += lengths.reserved;
@@ -174,12 +173,24 @@ mod tests {
     fn keeps_the_topics_with_the_most_and_sums_the_others_once() {
         let mut tally = Tally::new(3, 0.0);
         let (names, lengths) = slice(&[("a", 5), ("b", 1), ("c", 9), ("d", 5)], 10);
-        tally.add(&names, lengths, false);
+        tally.add(
+            &names,
+            Lengths {
+                whole_pool: true,
+                ..lengths
+            },
+        );
         // SSCAN gave "c" and "a" again; "e" is of the wrong type (not among the lengths read).
         let (mut names, mut lengths) = slice(&[("c", 9), ("a", 5), ("f", 2)], 12);
         names.push("e".into());
         lengths.ready.retain(|(topic, _)| topic != "e");
-        tally.add(&names, lengths, false);
+        tally.add(
+            &names,
+            Lengths {
+                whole_pool: true,
+                ..lengths
+            },
+        );
         let census = tally.into_census();
         // Ties by name.
         let listed: Vec<(&str, u64)> = census
@@ -198,7 +209,7 @@ mod tests {
         let mut tally = Tally::new(0, 0.0);
         for topics in [[("a", 1)], [("b", 2)]] {
             let (names, lengths) = slice(&topics, 4);
-            tally.add(&names, lengths, true);
+            tally.add(&names, lengths);
         }
         let census = tally.into_census();
         assert!(census.listed.is_empty());
@@ -213,7 +224,13 @@ mod tests {
         let odd = Topic::from(&b"t\xff"[..]);
         names.push(odd.clone());
         lengths.ready.push((odd, 3));
-        tally.add(&names, lengths, false);
+        tally.add(
+            &names,
+            Lengths {
+                whole_pool: true,
+                ..lengths
+            },
+        );
         let census = tally.into_census();
         assert_eq!(
             census.listed,

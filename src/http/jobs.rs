@@ -20,11 +20,11 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::DateTime;
-use delayer_client::time::to_unix;
 use delayer_client::{
     Acked, Error, HeldJob, Job, JobId, JobInfo, MIN_TTR, Nacked, NewPush, Receipt, Removed,
     State as JobState, Topic,
 };
+use delayer_wire::time::to_unix;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;

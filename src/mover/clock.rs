@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use deadpool_redis::redis::aio::ConnectionLike;
 use deadpool_redis::redis::{self, RedisResult};
-use delayer_client::time::unix_now;
+use delayer_wire::time::unix_now;
 
 /// Marks a clock that has not read Redis's time yet.
 const UNSEEN: i64 = i64::MIN;

@@ -9,10 +9,10 @@ use tracing::{error, info, warn};
 
 use crate::redis::{Failure, Trouble};
 use crate::text::escape;
-use delayer_client::keys::Keys;
-use delayer_client::scripts::move_due::{Batch, Stuck, StuckBecause};
-use delayer_client::scripts::release::Released;
-use delayer_client::{JobId, Topic};
+use delayer_wire::keys::Keys;
+use delayer_wire::scripts::move_due::{Batch, Stuck, StuckBecause};
+use delayer_wire::scripts::release::Released;
+use delayer_wire::{JobId, Topic};
 
 /// Logs the jobs a batch moved and the orphans it dropped.
 pub fn moves(batch: &Batch) {

@@ -14,8 +14,8 @@ mod wakeup;
 use std::sync::Arc;
 
 use anyhow::Result;
-use delayer_client::Target;
-use delayer_client::scripts::move_due::Batch;
+use delayer_wire::Target;
+use delayer_wire::scripts::move_due::Batch;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;

@@ -6,9 +6,9 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use deadpool_redis::PoolError;
 use deadpool_redis::redis;
-use delayer_client::Target;
-use delayer_client::keys::Keys;
-use delayer_client::scripts::move_due::Batch;
+use delayer_wire::Target;
+use delayer_wire::keys::Keys;
+use delayer_wire::scripts::move_due::Batch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use deadpool_redis::redis::aio::ConnectionLike;
 use deadpool_redis::redis::{RedisError, RedisResult};
-use delayer_client::keys::Keys;
-use delayer_client::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK};
-use delayer_client::scripts::release::ReleaseScript;
+use delayer_wire::keys::Keys;
+use delayer_wire::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK};
+use delayer_wire::scripts::release::ReleaseScript;
 use tokio::time::Instant;
 use tracing::warn;
 

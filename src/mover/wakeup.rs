@@ -1,10 +1,10 @@
 //! Wakes the timer loop when anyone writes the job pool, so a job pushed while the loop sleeps is
-//! seen at once rather than after up to `timer_interval` (see `delayer_client::watch`). Where Redis
+//! seen at once rather than after up to `timer_interval` (see `delayer_wire::watch`). Where Redis
 //! cannot report writes (Redis 5, `CLIENT` denied by ACL) the loop looks every `timer_interval`.
 
-use delayer_client::keys::Keys;
-use delayer_client::watch::{Ensured, KeyWatch};
-use delayer_client::{Target, connection};
+use delayer_wire::keys::Keys;
+use delayer_wire::watch::{Ensured, KeyWatch};
+use delayer_wire::{Target, connection};
 use tokio::sync::watch;
 use tracing::info;
 

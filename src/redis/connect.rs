@@ -5,7 +5,7 @@ use anyhow::{Context, Result, anyhow};
 use deadpool_redis::redis::{
     self, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo,
 };
-use delayer_client::Target;
+use delayer_wire::Target;
 
 use super::tls::certificates;
 use super::{RedisSettings, TlsSettings};

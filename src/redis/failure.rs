@@ -3,7 +3,7 @@
 //! else does (Redis answers `ERR` for a wrong database, and Redis 6 wraps a script's errors in one).
 
 use deadpool_redis::redis::{ErrorKind, RedisError};
-use delayer_client::connection::{NO_SUCH_MASTER, NOT_A_SENTINEL};
+use delayer_wire::connection::{NO_SUCH_MASTER, NOT_A_SENTINEL};
 
 /// How rustls words a certificate it does not trust (the cluster client keeps only the words of
 /// the error it met).
@@ -130,12 +130,12 @@ impl Failure {
 }
 
 /// Whether a script call of the daemon that failed with `error` may have run all the same: the
-/// client's rule ([`delayer_client::unanswered`]), but a cluster error is Redis's answer on the
+/// client's rule ([`delayer_wire::unanswered`]), but a cluster error is Redis's answer on the
 /// daemon's own connection to a master, which sends a call once. What is left are the errors that
 /// carry no code of Redis's: no reply came (a timeout, a connection that broke), or the reply
 /// could not be read (the script ran).
 pub fn reply_may_be_lost(error: &RedisError) -> bool {
-    delayer_client::unanswered(error) && !error.is_cluster_error()
+    delayer_wire::unanswered(error) && !error.is_cluster_error()
 }
 
 /// What Redis's error code says, where it says enough.
@@ -370,7 +370,7 @@ mod tests {
         assert!(!reply_may_be_lost(&reply(
             "CLUSTERDOWN The cluster is down"
         )));
-        assert!(delayer_client::unanswered(&reply(
+        assert!(delayer_wire::unanswered(&reply(
             "MOVED 3999 127.0.0.1:6381"
         )));
     }

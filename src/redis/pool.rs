@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use anyhow::{Context, Result};
 use deadpool_redis::redis::{self, ConnectionInfo, ErrorKind};
 use deadpool_redis::{Connection, Manager, Pool, PoolError};
-use delayer_client::Target;
-use delayer_client::connection::{self, MASTER_CHECK};
+use delayer_wire::Target;
+use delayer_wire::connection::{self, MASTER_CHECK};
 use tokio_util::sync::CancellationToken;
 
 use super::RedisSettings;

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use delayer_client::connection::host_port;
-use delayer_client::keys::Layout;
+use delayer_wire::connection::host_port;
+use delayer_wire::keys::Layout;
 
 /// The `[redis]` section. `Default` is the blank that the key table (`config/keys.rs`) fills in.
 #[derive(Debug, Clone, Default)]

@@ -3,7 +3,7 @@
 
 use deadpool_redis::PoolError;
 use deadpool_redis::redis::{self, ErrorKind, RedisConnectionInfo};
-use delayer_client::connection::{
+use delayer_wire::connection::{
     self, CONNECT_TIMEOUT, NOT_A_SENTINEL, RESPONSE_TIMEOUT, SENTINEL_DENIED, SENTINEL_REFUSED,
 };
 

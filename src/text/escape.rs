@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::fmt::{self, Write};
 
-use delayer_client::name::{Quoted, Text};
+use delayer_wire::name::{Quoted, Text};
 
 /// The most bytes of one id or topic a log line carries whole: anyone who writes to Redis chooses
 /// them, and a megabyte id must not be written into the log at every move.

@@ -4,7 +4,7 @@
 use std::time::SystemTime;
 
 use chrono::{DateTime, Local, SecondsFormat, Utc};
-use delayer_client::time::to_unix;
+use delayer_wire::time::to_unix;
 
 /// RFC 3339 in UTC, to the millisecond: `2026-12-24T18:00:00.000Z`.
 pub fn rfc3339(time: SystemTime) -> String {

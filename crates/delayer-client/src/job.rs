@@ -7,12 +7,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use crate::name::{JobId, Topic};
+use crate::scripts::reserve::ReservedJob;
 
 /// A job a consumer received.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
+    /// Its id, the bytes its pusher chose (or made).
     pub id: JobId,
+    /// The topic it was pushed to.
     pub topic: Topic,
+    /// What its pusher wrote.
     pub body: Vec<u8>,
     /// How many times it was reserved, this time included (0 for a job popped the legacy way).
     pub attempts: u32,
@@ -24,6 +28,18 @@ pub struct Job {
 }
 
 impl Job {
+    /// A job a reserve call of `token` took.
+    pub(crate) fn reserved(job: ReservedJob, token: &str) -> Job {
+        Job {
+            id: job.id,
+            topic: job.topic,
+            body: job.body,
+            attempts: job.attempt,
+            due: job.due,
+            token: Some(token.to_string()),
+        }
+    }
+
     /// The body as text, when it is UTF-8 (every body a legacy client pushed is).
     pub fn body_text(&self) -> Result<&str, std::str::Utf8Error> {
         std::str::from_utf8(&self.body)
@@ -61,7 +77,9 @@ impl State {
 /// What [`Client::get`](crate::Client::get) tells about a job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobInfo {
+    /// The id looked up.
     pub id: JobId,
+    /// Where the job is in its life.
     pub state: State,
     /// `None` when the job is unknown.
     pub topic: Option<Topic>,
@@ -106,7 +124,9 @@ impl JobInfo {
 /// [`reserve`]: crate::Client::reserve
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Receipt {
+    /// The job's id.
     pub id: JobId,
+    /// Which attempt the reservation is ([`Job::attempts`]).
     pub attempt: u32,
     /// The reserve call's token ([`Job::token`]). Without one, the attempt alone names the
     /// reservation, which works only while the job's attempts were never counted afresh (pushed

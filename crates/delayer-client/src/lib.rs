@@ -22,32 +22,27 @@
 //! until acked, and delivered again if its time to run passes). Every change of more than one key
 //! is one Lua script ([`scripts`]), so that nothing is ever half done.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod client;
-pub mod connection;
 mod error;
 mod job;
-pub mod keys;
-pub mod name;
-pub mod scripts;
 mod settings;
-mod shared_connection;
-pub mod time;
-pub mod watch;
 mod worker;
 
+// The wire crate's modules, where this crate's code finds them.
+use delayer_wire::{connection, keys, name, scripts, shared_connection, time, watch};
+
 pub use client::Client;
-pub use client::finish::Nacked;
+pub use client::finish::{Acked, Nacked};
 pub use client::inspect::JobMarks;
 pub use client::pop::HeldJob;
 pub use client::push::{NewPush, Push, Removed};
 pub use client::stats::{Lengths, Stats, TopicDetails, TopicStats};
-pub use connection::Target;
-pub use error::{Error, Result, unanswered};
+pub use delayer_wire::keys::Layout;
+pub use delayer_wire::{JobId, Target, Topic, redis};
+pub use error::{Error, Result};
 pub use job::{Job, JobInfo, Receipt, State};
-pub use name::{JobId, Topic};
-pub use redis;
-pub use scripts::ack::Acked;
 pub use settings::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TTR, DEFAULT_READY_MAX_LIFETIME,
     MAX_BATCH, MAX_DELAY, MAX_PUSH_BATCH, MIN_TTR, Settings,

@@ -13,9 +13,7 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
 /// The longest delay a push takes: 2^31 - 1 s, about 68 years (go-delay-queue's limit). Longer is
 /// a mistake (milliseconds given for seconds), and Redis refuses to expire a bucket much later.
 pub const MAX_DELAY: Duration = Duration::from_secs(i32::MAX as u64);
-/// The shortest time to run a reservation gets (a shorter one is made this long): less would
-/// deliver a job again before a consumer could touch it, every few hundred milliseconds.
-pub const MIN_TTR: Duration = Duration::from_secs(1);
+pub use crate::scripts::reserve::MIN_TTR;
 /// The longest time to run a reservation may have unless told otherwise: a consumer that dies
 /// holding a job keeps it from everyone this long at most. A job that runs longer is touched.
 pub const DEFAULT_MAX_TTR: Duration = Duration::from_secs(24 * 3600);

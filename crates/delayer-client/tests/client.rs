@@ -3,11 +3,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use delayer_client::keys::{self, JOB_POOL, RESERVED, job_bucket, ready_queue};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{AsyncCommands, ErrorKind};
-use delayer_client::scripts::release::ReleaseScript;
-use delayer_client::time::deadline_score;
 use delayer_client::{
     Acked, Client, Error, JobId, JobMarks, Nacked, Receipt, Removed, Settings, State, Topic,
 };
@@ -15,6 +12,9 @@ use delayer_testkit::jobs::{move_due_jobs, move_until_empty, move_until_left};
 use delayer_testkit::legacy_client::{self, Message};
 use delayer_testkit::proxy::ForgetfulProxy;
 use delayer_testkit::{RedisServer, wait_for};
+use delayer_wire::keys::{self, JOB_POOL, RESERVED, job_bucket, ready_queue};
+use delayer_wire::scripts::release::ReleaseScript;
+use delayer_wire::time::deadline_score;
 
 async fn client(server: &RedisServer) -> Client {
     Client::connect(server.info()).await.unwrap()
@@ -39,7 +39,7 @@ async fn a_job_pushed_here_is_popped_by_the_legacy_clients_intact() {
     let mut redis = server.connect().await;
     let client = client(&server).await;
 
-    let before = delayer_client::time::unix_now();
+    let before = delayer_wire::time::unix_now();
     let id = client
         .push("order.close", "order 42")
         .delay(Duration::from_millis(1500))
@@ -221,7 +221,7 @@ async fn nack_with_a_delay_puts_the_job_back_in_the_pool_for_then() {
     move_until_empty(&mut redis).await;
     let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
 
-    let before = delayer_client::time::unix_now();
+    let before = delayer_wire::time::unix_now();
     assert_eq!(
         client.nack(&job, Duration::from_secs(90)).await.unwrap(),
         Nacked::Retry
@@ -285,7 +285,7 @@ async fn touch_extends_a_reservation_and_ack_after_it_lapsed_says_so() {
 
     client.touch(&job, Duration::from_secs(600)).await.unwrap();
     let deadline: i64 = redis.zscore(RESERVED, &id).await.unwrap();
-    let now = delayer_client::time::unix_now();
+    let now = delayer_wire::time::unix_now();
     assert!(deadline > deadline_score(now + 590.0), "whole milliseconds");
 
     // As if its time had run out and the daemon had delivered it again.
@@ -314,7 +314,7 @@ async fn a_time_to_run_is_at_least_a_second_for_reserve_and_touch_as_for_the_wor
 
     let job = reserve_now(&client, "t", Duration::from_nanos(1)).await;
     let deadline: i64 = redis.zscore(RESERVED, &id).await.unwrap();
-    let now = delayer_client::time::unix_now();
+    let now = delayer_wire::time::unix_now();
     assert!(
         deadline >= deadline_score(now + 0.9),
         "a second, not a nanosecond"
@@ -536,8 +536,8 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
     );
     // A time to live Redis would refuse (EXPIRE comes after the bucket's write) fails the push
     // script before that write.
-    let script = delayer_client::scripts::push::PushScript::default();
-    let job = delayer_client::scripts::push::NewJob {
+    let script = delayer_wire::scripts::push::PushScript::default();
+    let job = delayer_wire::scripts::push::NewJob {
         id: b"forever",
         topic: b"t",
         body: b"b",
@@ -1447,10 +1447,7 @@ async fn windows_of_the_lists_read_what_they_show_oldest_first() {
     let ids: Vec<JobId> = window.iter().map(|id| JobId::from(id.as_str())).collect();
     let marks = client.marks("t", &ids).await.unwrap();
     assert_eq!(marks[0].attempts, 2);
-    assert_eq!(
-        marks[0].due.map(delayer_client::time::to_unix),
-        Some(1000.5)
-    );
+    assert_eq!(marks[0].due.map(delayer_wire::time::to_unix), Some(1000.5));
     assert_eq!(
         marks[1],
         JobMarks::default(),
@@ -1469,7 +1466,7 @@ async fn reservations_written_the_old_way_are_still_acked_touched_nacked_and_rel
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = client(&server).await;
-    let deadline = deadline_score(delayer_client::time::unix_now() + 30.0);
+    let deadline = deadline_score(delayer_wire::time::unix_now() + 30.0);
     for id in ["acked", "nacked", "lapsing"] {
         let fields = [
             ("topic", "t"),

@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use delayer_client::keys::{JOB_POOL, TOPICS, job_bucket};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, Error, MAX_PUSH_BATCH, NewPush};
 use delayer_testkit::RedisServer;
 use delayer_testkit::jobs::{move_until_empty, script_runs};
 use delayer_testkit::legacy_client;
+use delayer_wire::keys::{JOB_POOL, TOPICS, job_bucket};
 
 /// What delayer wrote: the pool (id, score), each bucket's fields (`due` and `delay`, which
 /// depend on when it was pushed, by name only) and TTL, and the registry.
@@ -118,7 +118,7 @@ async fn push_many_writes_what_single_pushes_write_and_legacy_clients_pop_them()
         .unwrap();
     let redis_now = now.0 as f64 + now.1 as f64 / 1e6;
     assert!(score("job-00000") > redis_now && score("job-00000") < redis_now + 1.5);
-    let at_seconds = delayer_client::time::to_unix(at);
+    let at_seconds = delayer_wire::time::to_unix(at);
     assert!(
         (score("job-00001") - at_seconds).abs() < 0.002,
         "the time given"

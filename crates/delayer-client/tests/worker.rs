@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use delayer_client::keys::{JOB_POOL, Layout, RESERVED, ready_queue};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::scripts::release::ReleaseScript;
 use delayer_client::{Client, JobId, Settings, State, Topic, Worker};
 use delayer_testkit::jobs::{command_stats, move_due_jobs, move_until_empty};
 use delayer_testkit::proxy::ForgetfulProxy;
 use delayer_testkit::{RedisServer, legacy_client, wait_for};
+use delayer_wire::keys::{JOB_POOL, Layout, RESERVED, ready_queue};
+use delayer_wire::scripts::release::ReleaseScript;
 use tokio::sync::oneshot;
 
 async fn client(server: &RedisServer) -> Client {
@@ -750,7 +750,7 @@ async fn an_ack_redis_did_not_answer_is_sent_again_and_the_job_runs_once() {
         let id = ids[0].clone();
         async move {
             let left: bool = redis
-                .exists(delayer_client::keys::job_bucket(&id))
+                .exists(delayer_wire::keys::job_bucket(&id))
                 .await
                 .unwrap();
             (!left).then_some(())
@@ -794,7 +794,7 @@ async fn a_job_whose_id_or_topic_is_not_utf8_runs_once() {
         let mut redis = redis.clone();
         async move {
             let left: usize = redis
-                .exists(&jobs.map(|(id, _)| delayer_client::keys::job_bucket(id)))
+                .exists(&jobs.map(|(id, _)| delayer_wire::keys::job_bucket(id)))
                 .await
                 .unwrap();
             (left == 0).then_some(())

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use std::collections::BTreeMap;
 
-use delayer_client::keys::Layout;
+use delayer_wire::keys::Layout;
 use redis::aio::MultiplexedConnection;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;

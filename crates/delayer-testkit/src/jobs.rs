@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use delayer_client::JobId;
-use delayer_client::keys::{JOB_POOL, Layout, job_bucket, ready_queue};
-use delayer_client::name::Text;
+use delayer_wire::keys::{JOB_POOL, Layout, job_bucket, ready_queue};
+use delayer_wire::name::Text;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 
@@ -138,14 +138,14 @@ pub async fn wait_for_empty_pool(redis: &MultiplexedConnection, timeout: Duratio
 
 /// Moves the jobs due now onto their ready lists, as the daemon would (for tests without one).
 pub async fn move_due_jobs(redis: &mut MultiplexedConnection) -> usize {
-    let script = delayer_client::scripts::move_due::MoveScript::default();
+    let script = delayer_wire::scripts::move_due::MoveScript::default();
     let mut moved = 0;
     loop {
         let batch = script
             .run(
                 redis,
                 &Layout::LEGACY.keys(""),
-                delayer_client::time::unix_now(),
+                delayer_wire::time::unix_now(),
                 1000,
             )
             .await

@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use delayer_client::keys::{JOB_POOL, Layout, job_bucket};
+use delayer_wire::keys::{JOB_POOL, Layout, job_bucket};
 use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
 

@@ -24,8 +24,8 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine;
-use delayer_client::keys::{Names, Placement};
 use delayer_client::{Error, Removed, Topic};
+use delayer_wire::keys::{Names, Placement};
 use maud::{Markup, PreEscaped, html};
 use tokio::time::Instant;
 
@@ -136,7 +136,7 @@ async fn viewer(state: &AppState, headers: &HeaderMap) -> (Viewer, String) {
 
 /// Now by this host's clock, in whole unix seconds: sessions are the console's own business.
 fn unix_seconds() -> u64 {
-    delayer_client::time::unix_now() as u64
+    delayer_wire::time::unix_now() as u64
 }
 
 /// The fields of a query or a form.

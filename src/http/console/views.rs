@@ -278,7 +278,7 @@ fn topics(o: &Overview, census: &Census) -> Markup {
             }
             " Rates are this daemon's moves, over the last minute (or since it started)."
         }
-        p { "Read from Redis at " (time(delayer_client::time::from_unix(census.read_at))) ": " (census.topics) " topics." }
+        p { "Read from Redis at " (time(delayer_wire::time::from_unix(census.read_at))) ": " (census.topics) " topics." }
     }
 }
 

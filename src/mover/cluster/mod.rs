@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use deadpool_redis::redis::{AsyncCommands, ErrorKind, RedisError, RedisResult};
-use delayer_client::keys::Layout;
-use delayer_client::watch::Written;
-use delayer_client::{MIN_TTR, Target, Topic};
+use delayer_wire::keys::Layout;
+use delayer_wire::scripts::reserve::MIN_TTR;
+use delayer_wire::watch::Written;
+use delayer_wire::{Target, Topic};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;

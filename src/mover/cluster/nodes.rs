@@ -13,7 +13,7 @@ use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::{self, ErrorKind, RedisError, RedisResult, Value};
 
 use crate::redis::{Failure, RedisSettings, node_info};
-use delayer_client::connection::{self, host_port};
+use delayer_wire::connection::{self, host_port};
 
 /// The slots of a cluster.
 const SLOTS: u16 = 16384;

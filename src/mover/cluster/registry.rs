@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_redis::redis::{self, RedisError, RedisResult};
-use delayer_client::keys::Layout;
+use delayer_wire::keys::Layout;
 use tokio::time::Instant;
 use tracing::{info, warn};
 

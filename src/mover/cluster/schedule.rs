@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use delayer_client::Topic;
-use delayer_client::keys::Layout;
+use delayer_wire::Topic;
+use delayer_wire::keys::Layout;
 use tracing::error;
 
 use crate::text::escape;

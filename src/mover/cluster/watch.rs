@@ -9,9 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use delayer_client::Target;
-use delayer_client::connection;
-use delayer_client::watch::{Ensured, KeyWatch, Written};
+use delayer_wire::Target;
+use delayer_wire::connection;
+use delayer_wire::watch::{Ensured, KeyWatch, Written};
 use futures_util::future::select_all;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

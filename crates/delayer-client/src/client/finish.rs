@@ -10,8 +10,21 @@ use crate::error::{Error, Result};
 use crate::job::Receipt;
 use crate::keys::Keys;
 use crate::scripts::Named;
-use crate::scripts::ack::{Acked, Unacked};
+use crate::scripts::ack::Outcome;
 use crate::settings::{MAX_BATCH, MAX_DELAY};
+
+/// What an ack did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acked {
+    /// The reservation was current: the job is finished, never delivered again.
+    Done,
+    /// Its time to run had passed (or it was nacked), but nothing happened to the job since:
+    /// finished all the same.
+    Late,
+    /// Stale: the job was reserved again since (by another consumer, perhaps running it now),
+    /// pushed again or requeued. Nothing changed.
+    Stale,
+}
 
 /// What became of a nacked (or given back) job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,13 +64,7 @@ impl Client {
         // The reservations of each topic's keys (all of them but in the cluster layout).
         let mut groups: Vec<(Cow<'_, Keys>, Vec<usize>)> = Vec::new();
         let mut named = HashSet::new();
-        let per_topic = self.per_topic();
         for (index, reservation) in reservations.iter().enumerate() {
-            // A job named again is acked once: its second ack would find the job lapsed, and
-            // finish it even if it was pushed again after the first ended the reservation.
-            if !named.insert((&reservation.id, per_topic.then_some(&reservation.topic))) {
-                continue;
-            }
             let keys = match check_id(reservation.id.as_bytes()) {
                 Ok(()) => {
                     self.keys_of(reservation.id.as_bytes(), reservation.topic.as_ref())
@@ -66,6 +73,10 @@ impl Client {
                 Err(error) => Err(error),
             };
             match keys {
+                // A job named again (under the same keys) is acked once: its second ack would
+                // find the job lapsed, and finish it even if it was pushed again after the first
+                // ended the reservation.
+                Ok(Some(keys)) if !named.insert((&reservation.id, keys.pool().to_string())) => {}
                 Ok(Some(keys)) => match groups.iter_mut().find(|(known, _)| *known == keys) {
                     Some((_, members)) => members.push(index),
                     None => groups.push((keys, vec![index])),
@@ -107,15 +118,14 @@ impl Client {
                 match codes {
                     Ok(codes) => {
                         for (&index, code) in members.iter().zip(codes) {
-                            match code {
-                                Ok(code) => acked[index] = Ok(code),
-                                Err(Unacked::TokenNeeded) => {
-                                    let id = reservations[index].id.clone();
-                                    acked[index] = Err(Error::TokenNeeded(id));
-                                }
-                                // UnknownJob, as set above.
-                                Err(Unacked::Unknown) => {}
-                            }
+                            let id = || reservations[index].id.clone();
+                            acked[index] = match code {
+                                Outcome::Done => Ok(Acked::Done),
+                                Outcome::Late => Ok(Acked::Late),
+                                Outcome::Stale => Ok(Acked::Stale),
+                                Outcome::Unknown => Err(Error::UnknownJob(id())),
+                                Outcome::TokenNeeded => Err(Error::TokenNeeded(id())),
+                            };
                         }
                     }
                     Err(error) => {

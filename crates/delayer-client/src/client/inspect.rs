@@ -201,7 +201,8 @@ impl Client {
         let keys = self.keys_for(topic);
         let mut redis = self.connection().await?;
         let deadline = |score: f64| from_unix(from_deadline_score(score));
-        if self.per_topic() {
+        if keys.every_topic().is_none() {
+            // The topic's own reservations.
             let last = isize::try_from(skip.saturating_add(count)).unwrap_or(isize::MAX) - 1;
             let first = isize::try_from(skip).unwrap_or(isize::MAX);
             let held: Vec<(JobId, f64)> = redis

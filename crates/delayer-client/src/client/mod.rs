@@ -134,46 +134,26 @@ impl Client {
     }
 
     /// The key names this client uses: every topic's, or in the cluster layout the registry's
-    /// and the lists' (see [`keys_for`](Client::keys_for)).
-    pub fn keys(&self) -> &Keys {
+    /// and the lists' (see [`Keys::of_topic`]).
+    pub(crate) fn keys(&self) -> &Keys {
         &self.inner.keys
     }
 
-    /// The key names of `topic`'s jobs. (In the cluster layout, whose key names are text, a
-    /// topic that is not UTF-8 is refused before its keys are needed: see [`Layout::refusal`].)
-    pub fn keys_for(&self, topic: impl AsRef<[u8]>) -> Cow<'_, Keys> {
-        if self.per_topic() {
-            Cow::Owned(self.layout().keys(&String::from_utf8_lossy(topic.as_ref())))
-        } else {
-            Cow::Borrowed(&self.inner.keys)
-        }
+    /// The key names of `topic`'s jobs.
+    pub(crate) fn keys_for(&self, topic: impl AsRef<[u8]>) -> Cow<'_, Keys> {
+        self.inner.keys.of_topic(topic)
     }
 
     fn layout(&self) -> Layout {
         self.inner.settings.layout
     }
 
-    /// Whether each topic has keys of its own (the cluster layout).
-    fn per_topic(&self) -> bool {
-        self.inner.keys.per_topic()
-    }
-
-    /// `topics` in groups that one script call can serve: all at once, or placed per topic
-    /// (each in a slot of its own) one by one.
-    fn script_groups<'t, T>(&self, topics: &'t [T]) -> Vec<&'t [T]> {
-        if self.per_topic() {
-            topics.chunks(1).collect()
-        } else {
-            vec![topics]
-        }
-    }
-
     /// The key names of job `id`'s data. In the cluster layout, where they depend on the topic:
     /// those of `topic` when known, else of the first topic of the registry (in name order) that
     /// holds the id; `None` when none does.
     async fn keys_of(&self, id: &[u8], topic: Option<&Topic>) -> Result<Option<Cow<'_, Keys>>> {
-        if !self.per_topic() {
-            return Ok(Some(Cow::Borrowed(&self.inner.keys)));
+        if let Some(keys) = self.inner.keys.every_topic() {
+            return Ok(Some(Cow::Borrowed(keys)));
         }
         if let Some(topic) = topic {
             return Ok(Some(self.keys_for(topic)));

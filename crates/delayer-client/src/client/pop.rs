@@ -90,7 +90,8 @@ impl Client {
         for topic in topics {
             check_topic_in(self.layout(), topic.as_ref())?;
         }
-        if self.per_topic() && topics.len() > 1 {
+        // One BRPOP waits on lists of one shard (one cluster slot) only.
+        if self.keys().shards(topics).len() > 1 {
             return self.bpop_polling(topics, timeout).await;
         }
         let ready: Vec<Vec<u8>> = topics

@@ -265,18 +265,16 @@ impl Client {
             }
             checked.push(job);
         }
+        // The jobs of each shard (one pool), in the order their shards first come.
         let mut groups: Vec<Vec<usize>> = Vec::new();
-        if self.per_topic() {
-            let mut by_topic: HashMap<&Topic, usize> = HashMap::new();
-            for (index, job) in checked.iter().enumerate() {
-                let group = *by_topic.entry(&job.topic).or_insert_with(|| {
-                    groups.push(Vec::new());
-                    groups.len() - 1
-                });
-                groups[group].push(index);
-            }
-        } else {
-            groups.push((0..checked.len()).collect());
+        let mut by_pool: HashMap<String, usize> = HashMap::new();
+        for (index, job) in checked.iter().enumerate() {
+            let pool = self.keys_for(job.topic.as_bytes()).pool().to_string();
+            let group = *by_pool.entry(pool).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+            groups[group].push(index);
         }
         let mut connection = self.connection().await?;
         // The indexes of the jobs written so far.

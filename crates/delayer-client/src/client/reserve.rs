@@ -8,7 +8,8 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::{Client, check_topic_in};
-use crate::error::{Error, Result, unanswered};
+use crate::connection::unanswered;
+use crate::error::{Error, Result};
 use crate::job::{Job, unique_id};
 use crate::keys::Keys;
 use crate::scripts::reserve::Reserved;
@@ -137,10 +138,8 @@ impl Client {
     /// it has `most`.
     async fn reserve_once(&self, topics: &[&[u8]], ttr: Duration, most: usize) -> Result<Vec<Job>> {
         let mut connection = self.connection().await?;
-        let groups = self.script_groups(topics);
         let (mut jobs, mut failed) = (Vec::new(), None);
-        for group in groups {
-            let keys = self.keys_for(group.first().copied().unwrap_or_default());
+        for (keys, group) in self.keys().shards(topics) {
             let wanted = most.saturating_sub(jobs.len());
             let more = self
                 .reserve_call(&mut connection, &keys, group, ttr, wanted)
@@ -191,7 +190,7 @@ impl Client {
             .run(connection, keys, call, most, most_body, topics)
             .await
         {
-            Ok(reserved) => return self.give_back_too_large(reserved).await,
+            Ok(reserved) => return self.give_back_too_large(reserved, &token).await,
             Err(error) => error,
         };
         if unanswered(&error)
@@ -201,17 +200,18 @@ impl Client {
                 .await
             && started.elapsed() < ttr / 2
         {
-            return self.give_back_too_large(found).await;
+            return self.give_back_too_large(found, &token).await;
         }
         Err(Error::about_key(error, keys.reserved()))
     }
 
-    /// The jobs `reserved` took, once those whose body is over
+    /// The jobs the reserve call of `token` took (`reserved`), once those whose body is over
     /// [`Settings::max_body_read`](crate::Settings::max_body_read) are given back (untried, due
     /// again at once): an error naming one of those when they were all it took.
-    async fn give_back_too_large(&self, reserved: Reserved) -> Result<Vec<Job>> {
+    async fn give_back_too_large(&self, reserved: Reserved, token: &str) -> Result<Vec<Job>> {
         let mut refused = None;
         for (job, size) in reserved.too_large {
+            let job = Job::reserved(job, token);
             let limit = self.inner.settings.max_body_read.unwrap_or_default();
             if let Err(error) = self.give_back(&job).await {
                 warn!(
@@ -226,13 +226,15 @@ impl Client {
                 limit,
             });
         }
+        let jobs = reserved.jobs.into_iter();
+        let jobs: Vec<Job> = jobs.map(|job| Job::reserved(job, token)).collect();
         match refused {
-            Some(error) if reserved.jobs.is_empty() => Err(error),
+            Some(error) if jobs.is_empty() => Err(error),
             Some(error) => {
                 warn!("{error}: given back");
-                Ok(reserved.jobs)
+                Ok(jobs)
             }
-            None => Ok(reserved.jobs),
+            None => Ok(jobs),
         }
     }
 

@@ -1,6 +1,7 @@
 //! What the queues hold, for `delayer stats`: counted with ZCARD, ZCOUNT and LLEN, never a SCAN
 //! (topics come from the registry `delayer:topics`, which the daemon and our pushes keep).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
@@ -28,6 +29,7 @@ pub struct Stats {
 /// One topic's lists.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopicStats {
+    /// The topic.
     pub topic: Topic,
     /// Due jobs waiting for a consumer.
     pub ready: u64,
@@ -92,6 +94,10 @@ pub struct Lengths {
     /// Topics left out of the counts: their ready list, or in the cluster layout their pool,
     /// holds another type of value.
     pub unreadable: Vec<Topic>,
+    /// Whether `waiting`, `due_now` and `reserved` count every topic's jobs (one pool for every
+    /// topic), not only those of the topics asked about (each topic's own, in the cluster
+    /// layout): lengths of several slices of the topics then add up only without it.
+    pub whole_pool: bool,
 }
 
 /// A pool's ZCARD, its ZCOUNT of jobs due now, and its first job not due yet with its score.
@@ -150,14 +156,15 @@ impl Client {
         let dead: Vec<Option<u64>> = topics.iter().map(|t| dead.get(t).copied()).collect();
         let (next, ages) = self.next_ready(&topics, now).await?;
 
-        let per_topic = self.per_topic();
+        // Each topic's own reservations key, when it has one, was read for its count.
+        let own_reservations = self.keys().every_topic().is_none();
         let unreadable: HashSet<&Topic> = lengths.unreadable.iter().collect();
         let mut rows = Vec::with_capacity(topics.len());
         for ((topic, dead), next) in topics.iter().zip(dead).zip(next) {
             let unread = dead.is_none()
                 || next.is_none()
                 || unreadable.contains(topic)
-                || (per_topic && !reserved_by_topic.contains_key(topic));
+                || (own_reservations && !reserved_by_topic.contains_key(topic));
             let problem = if unread {
                 // Empty when the key was mended meanwhile.
                 Some(self.wrong_keys(topic).await?).filter(|problem| !problem.is_empty())
@@ -187,13 +194,15 @@ impl Client {
     /// its first `scanned` are counted by topic. A few commands a topic, never a scan of a list.
     pub async fn details(&self, topics: &[Topic], scanned: usize) -> Result<Vec<TopicDetails>> {
         let reserved = self.reserved_by_topic(topics, scanned).await?;
-        let waiting: Vec<Option<u64>> = if self.per_topic() {
-            self.per_topic_tolerant(topics, |pipe, keys, _| {
-                pipe.zcard(keys.pool());
-            })
-            .await?
-        } else {
-            vec![None; topics.len()]
+        // A topic's jobs waiting are known where it has a pool of its own.
+        let waiting: Vec<Option<u64>> = match self.keys().every_topic() {
+            Some(_) => vec![None; topics.len()],
+            None => {
+                self.each_topic_tolerant(topics, |pipe, keys, _| {
+                    pipe.zcard(keys.pool());
+                })
+                .await?
+            }
         };
         Ok(topics
             .iter()
@@ -224,7 +233,8 @@ impl Client {
     async fn wrong_keys(&self, topic: &Topic) -> Result<String> {
         let keys = self.keys_for(topic);
         let mut expected = vec![(keys.ready(topic), "list"), (keys.dead(topic), "list")];
-        if keys.per_topic() {
+        if keys.every_topic().is_none() {
+            // The topic's own pool and reservations.
             expected.push((keys.pool().into(), "zset"));
             expected.push((keys.reserved().into(), "zset"));
         }
@@ -252,10 +262,11 @@ impl Client {
         topics: &[Topic],
         scanned: usize,
     ) -> Result<HashMap<Topic, u64>> {
-        if self.per_topic() {
-            // A reservations key of the wrong type fails that topic's reserves, with its name.
+        if self.keys().every_topic().is_none() {
+            // Each topic's own set. A reservations key of the wrong type fails that topic's
+            // reserves, with its name.
             let counts: Vec<Option<u64>> = self
-                .per_topic_tolerant(topics, |pipe, keys, _| {
+                .each_topic_tolerant(topics, |pipe, keys, _| {
                     pipe.zcard(keys.reserved());
                 })
                 .await?;
@@ -304,26 +315,22 @@ impl Client {
             .collect())
     }
 
-    /// The pool's counts and reservations (in the cluster layout, those of `topics`' pools), and
-    /// the length of each of `topics`' ready and dead lists: O(1) and O(log n) commands only, never a scan.
+    /// The counts of the pools and reservations `topics`' jobs are in (one pool for every topic,
+    /// or in the cluster layout each topic's own), and the length of each of `topics`' ready and
+    /// dead lists: O(1) and O(log n) commands only, never a scan.
     pub async fn lengths(&self, topics: &[Topic]) -> Result<Lengths> {
         let now = self.now().await?;
-        // One pool, or in the cluster layout one per topic.
-        let pools = if self.per_topic() {
-            topics.to_vec()
-        } else {
-            vec![Topic::default()]
-        };
+        let shards = self.keys().shards(topics);
         let counts: Vec<Option<PoolCounts>> = self
-            .per_topic_tolerant(&pools, |pipe, keys, _| {
+            .each_shard_tolerant(&shards, |pipe, keys| {
                 pipe.zcard(keys.pool())
                     .zcount(keys.pool(), "-inf", now)
                     .zrangebyscore_limit_withscores(keys.pool(), format!("({now}"), "+inf", 0, 1);
             })
             .await?;
-        if !self.per_topic() && counts[0].is_none() {
+        if let (Some(every), None) = (self.keys().every_topic(), &counts[0]) {
             // The one pool of every topic: nothing is moved either, which must be said.
-            let pool = self.keys().pool();
+            let pool = every.pool();
             let kind: String = redis::cmd("TYPE")
                 .arg(pool)
                 .query_async(&mut self.connection().await?)
@@ -335,7 +342,7 @@ impl Client {
         }
         // Each reply on its own: a list of the wrong type must not hide the other's count.
         let lists = self
-            .per_topic_each(topics, |pipe, keys, topic| {
+            .each_topic(topics, |pipe, keys, topic| {
                 pipe.llen(keys.ready(topic))
                     .llen(keys.dead(topic))
                     .exists(keys.paused(topic));
@@ -350,14 +357,19 @@ impl Client {
             paused.push(parsed::<bool>(pause)?);
         }
         let reserved: Vec<Option<u64>> = self
-            .per_topic_tolerant(&pools, |pipe, keys, _| {
+            .each_shard_tolerant(&shards, |pipe, keys| {
                 pipe.zcard(keys.reserved());
             })
             .await?;
-        let unread_pools = pools.iter().zip(&counts).filter(|(_, read)| read.is_none());
+        // A pool that could not be read is its shard's topics' trouble (none of the one pool for
+        // every topic: that is the error above).
+        let unread_pools = shards
+            .iter()
+            .zip(&counts)
+            .filter(|(_, read)| read.is_none());
         let unread_lists = topics.iter().zip(&ready).filter(|(_, read)| read.is_none());
         let unreadable = unread_pools
-            .map(|(topic, _)| topic.clone())
+            .flat_map(|((_, topics), _)| topics.iter().cloned())
             .chain(unread_lists.map(|(topic, _)| topic.clone()))
             .collect();
         let counts: Vec<&PoolCounts> = counts.iter().flatten().collect();
@@ -380,6 +392,7 @@ impl Client {
                 .filter_map(|(topic, dead)| Some((topic.clone(), dead?)))
                 .collect(),
             reserved: reserved.into_iter().flatten().sum(),
+            whole_pool: self.keys().every_topic().is_some(),
             paused: topics
                 .iter()
                 .zip(paused)
@@ -405,7 +418,7 @@ impl Client {
         now: f64,
     ) -> Result<(Vec<Option<Option<JobId>>>, HashMap<Topic, Duration>)> {
         let next: Vec<Option<Option<JobId>>> = self
-            .per_topic_tolerant(topics, |pipe, keys, topic| {
+            .each_topic_tolerant(topics, |pipe, keys, topic| {
                 pipe.lindex(keys.ready(topic), -1);
             })
             .await?;
@@ -428,7 +441,7 @@ impl Client {
     ) -> Result<HashMap<Topic, Duration>> {
         let topics: Vec<Topic> = oldest.keys().cloned().collect();
         let found: Vec<Option<(Option<f64>, i64)>> = self
-            .per_topic_tolerant(&topics, |pipe, keys, topic| {
+            .each_topic_tolerant(&topics, |pipe, keys, topic| {
                 let bucket = keys.bucket(&oldest[topic]);
                 pipe.hget(&bucket, field::DUE).pttl(&bucket);
             })
@@ -451,32 +464,53 @@ impl Client {
 
     /// Sends `commands(pipe, keys, topic)` for each of `topics` and reads each topic's replies
     /// as one `T`, or `None` when they found a key of the wrong type (see
-    /// [`per_topic_each`](Client::per_topic_each)).
-    async fn per_topic_tolerant<T: FromRedisValue>(
+    /// [`each_topic`](Client::each_topic)).
+    async fn each_topic_tolerant<T: FromRedisValue>(
         &self,
         topics: &[Topic],
         commands: impl Fn(&mut Pipeline, &Keys, &Topic),
     ) -> Result<Vec<Option<T>>> {
-        let replies = self.per_topic_each(topics, commands).await?;
+        let replies = self.each_topic(topics, commands).await?;
         replies
             .into_iter()
-            .map(|replies| {
-                let Some(values) = replies.into_iter().collect::<Option<Vec<Value>>>() else {
-                    return Ok(None);
-                };
-                let mut one = T::from_redis_values(values).map_err(RedisError::from)?;
-                Ok(Some(one.pop().ok_or_else(|| {
-                    RedisError::from((redis::ErrorKind::UnexpectedReturnType, "no reply"))
-                })?))
-            })
+            .map(
+                |replies| match replies.into_iter().collect::<Option<Vec<Value>>>() {
+                    Some(values) => one_of(values).map(Some),
+                    None => Ok(None),
+                },
+            )
             .collect()
     }
 
+    /// Sends `commands(pipe, keys)` for each shard of `shards` (the same commands for each) and
+    /// reads each shard's replies as one `T`, or `None` when they found a key of the wrong type.
+    async fn each_shard_tolerant<T: FromRedisValue>(
+        &self,
+        shards: &[(Cow<'_, Keys>, &[Topic])],
+        commands: impl Fn(&mut Pipeline, &Keys),
+    ) -> Result<Vec<Option<T>>> {
+        let mut redis = self.connection().await?;
+        let mut read = Vec::with_capacity(shards.len());
+        for (keys, _) in shards {
+            let mut pipe = redis::pipe();
+            commands(&mut pipe, keys);
+            let values: Vec<RedisResult<Value>> =
+                pipe.ignore_errors().query_async(&mut redis).await?;
+            let values: Option<Vec<Value>> =
+                values.into_iter().map(tolerate).collect::<Result<_>>()?;
+            read.push(match values {
+                Some(values) => Some(one_of(values)?),
+                None => None,
+            });
+        }
+        Ok(read)
+    }
+
     /// Sends `commands(pipe, keys, topic)` (as many for each) for each of `topics` and reads
-    /// each reply on its own, `None` for one that found a key of the wrong type: in one
-    /// pipeline, or in the cluster layout one per topic (each topic's keys are in a slot of their
-    /// own, perhaps on another master).
-    async fn per_topic_each(
+    /// each reply on its own, `None` for one that found a key of the wrong type: one pipeline a
+    /// shard (in the cluster layout one a topic, whose keys are in a slot of their own, perhaps
+    /// on another master).
+    async fn each_topic(
         &self,
         topics: &[Topic],
         commands: impl Fn(&mut Pipeline, &Keys, &Topic),
@@ -486,22 +520,18 @@ impl Client {
             return Ok(Vec::new());
         }
         let mut redis = self.connection().await?;
-        let pipes: Vec<(Pipeline, usize)> = if self.per_topic() {
-            topics
-                .iter()
-                .map(|topic| {
-                    let mut pipe = redis::pipe();
-                    commands(&mut pipe, &self.keys_for(topic), topic);
-                    (pipe, 1)
-                })
-                .collect()
-        } else {
-            let mut pipe = redis::pipe();
-            for topic in topics {
-                commands(&mut pipe, self.keys(), topic);
-            }
-            vec![(pipe, topics.len())]
-        };
+        let pipes: Vec<(Pipeline, usize)> = self
+            .keys()
+            .shards(topics)
+            .into_iter()
+            .map(|(keys, topics)| {
+                let mut pipe = redis::pipe();
+                for topic in topics {
+                    commands(&mut pipe, &keys, topic);
+                }
+                (pipe, topics.len())
+            })
+            .collect();
         let mut replies = Vec::with_capacity(topics.len());
         for (mut pipe, topics) in pipes {
             // `commands` sends as many commands for each topic.
@@ -518,6 +548,14 @@ impl Client {
         }
         Ok(replies)
     }
+}
+
+/// The replies to one topic's or shard's commands, read as one `T`.
+fn one_of<T: FromRedisValue>(values: Vec<Value>) -> Result<T> {
+    let mut one = T::from_redis_values(values).map_err(RedisError::from)?;
+    Ok(one
+        .pop()
+        .ok_or_else(|| RedisError::from((redis::ErrorKind::UnexpectedReturnType, "no reply")))?)
 }
 
 /// A reply tolerated by [`tolerate`], read as a `T`.

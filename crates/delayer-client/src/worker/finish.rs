@@ -9,10 +9,11 @@ use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use crate::client::Client;
+use crate::client::finish::Acked;
 use crate::client::finish::Nacked;
-use crate::error::{Error, unanswered};
+use crate::connection::unanswered;
+use crate::error::Error;
 use crate::job::Receipt;
-use crate::scripts::ack::Acked;
 
 /// The wait before an ack that Redis did not answer is sent again; it doubles up to
 /// [`ACK_RETRY_MAX_WAIT`].

@@ -60,6 +60,7 @@ pub const DEFAULT_TTR: Duration = Duration::from_secs(60);
 pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The first retry's delay; each next one doubles, up to [`DEFAULT_MAX_BACKOFF`].
 pub const DEFAULT_FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest delay between retries, unless told otherwise.
 pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(3600);
 
 /// Runs handlers for reserved jobs; see the module docs.
@@ -75,6 +76,8 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// A worker that reserves jobs with `client`, with the defaults until told otherwise; give
+    /// it a handler for each topic ([`handle`](Worker::handle)), then [`run`](Worker::run) it.
     pub fn new(client: Client) -> Worker {
         Worker {
             client,

@@ -5,9 +5,11 @@ use redis::{RedisResult, Value};
 
 use std::time::Duration;
 
+use std::time::SystemTime;
+
 use super::{host_clock, malformed, name, seconds};
-use crate::job::Job;
 use crate::keys::Keys;
+use crate::name::{JobId, Topic};
 use crate::time::from_unix;
 
 script_type!(
@@ -16,14 +18,31 @@ script_type!(
     "reserve.lua"
 );
 
+/// The shortest time to run a reservation gets (a shorter one is made this long): less would
+/// deliver a job again before a consumer could touch it, every few hundred milliseconds. The
+/// daemon counts on it: a reservation written now lapses no sooner.
+pub const MIN_TTR: Duration = Duration::from_secs(1);
+
+/// A job a reserve call took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReservedJob {
+    pub id: JobId,
+    pub topic: Topic,
+    pub body: Vec<u8>,
+    /// Which attempt this reservation is (1 for the first).
+    pub attempt: u32,
+    /// When it fell due; `None` for a job pushed by a legacy client, which does not record it.
+    pub due: Option<SystemTime>,
+}
+
 /// What a reserve call (or the look for what one reserved) took.
 #[derive(Debug, Default, PartialEq)]
 pub struct Reserved {
     /// The jobs, oldest first.
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<ReservedJob>,
     /// The jobs whose body is longer than the call's limit, each with its body left out (empty),
     /// and the body's length: reserved all the same, for the caller to give back.
-    pub too_large: Vec<(Job, usize)>,
+    pub too_large: Vec<(ReservedJob, usize)>,
 }
 
 impl ReserveScript {
@@ -61,7 +80,7 @@ impl ReserveScript {
                 Value::Nil => return Ok(Reserved::default()),
                 // It dropped many ids whose bucket had expired, and stopped: there may be more.
                 Value::Array(items) if items.is_empty() => continue,
-                reply => return read_jobs(reply, token).ok_or_else(|| malformed("reserve")),
+                reply => return read_jobs(reply).ok_or_else(|| malformed("reserve")),
             }
         }
     }
@@ -69,8 +88,8 @@ impl ReserveScript {
 
 /// A reply of jobs, as reserve.lua and find_reserved.lua give them, in one flat array: a topic,
 /// how many of its jobs follow, and four items a job (id, body or its length, attempts, due);
-/// again for the next topic. Each reserved by the call of `token`.
-pub(super) fn read_jobs(reply: Value, token: &str) -> Option<Reserved> {
+/// again for the next topic.
+pub(super) fn read_jobs(reply: Value) -> Option<Reserved> {
     let Value::Array(items) = reply else {
         return None;
     };
@@ -87,13 +106,12 @@ pub(super) fn read_jobs(reply: Value, token: &str) -> Option<Reserved> {
             let Value::Int(attempts) = attempts else {
                 return None;
             };
-            let mut job = Job {
+            let mut job = ReservedJob {
                 id: name(id)?,
                 topic: topic.clone().into(),
                 body: Vec::new(),
-                attempts: u32::try_from(attempts).ok()?,
+                attempt: u32::try_from(attempts).ok()?,
                 due: seconds(due).and_then(from_unix),
-                token: Some(token.to_string()),
             };
             match body {
                 Value::BulkString(body) => {

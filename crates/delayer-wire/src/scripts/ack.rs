@@ -12,25 +12,19 @@ script_type!(
     "ack.lua"
 );
 
-/// What an ack did.
+/// What an ack did to one reservation (ack.lua's codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Acked {
+pub enum Outcome {
     /// The reservation was current: the job is finished, never delivered again.
     Done,
-    /// Its time to run had passed, but nobody had reserved the job since: finished all the same.
+    /// It had ended, and nothing happened to the job since: finished all the same.
     Late,
-    /// Stale: the job was reserved again since (by another consumer, perhaps running it now), or
-    /// pushed again. Nothing changed.
+    /// Stale: the job was reserved again since, pushed again or requeued. Nothing changed.
     Stale,
-}
-
-/// Why an ack finished nothing, besides [`Acked::Stale`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unacked {
     /// There is no such job.
     Unknown,
     /// The receipt has no token, and the job's attempts were counted afresh since its first
-    /// reservation: the attempt alone names more than one.
+    /// reservation: the attempt alone names more than one. Nothing changed.
     TokenNeeded,
 }
 
@@ -42,7 +36,7 @@ impl AckScript {
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         reservations: &[(&[u8], u32, &str)],
-    ) -> RedisResult<Vec<Result<Acked, Unacked>>> {
+    ) -> RedisResult<Vec<Outcome>> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool()).key(keys.holders());
         for (id, _, _) in reservations {
@@ -61,11 +55,11 @@ impl AckScript {
         codes
             .into_iter()
             .map(|code| match code {
-                1 => Ok(Ok(Acked::Done)),
-                2 => Ok(Ok(Acked::Late)),
-                0 => Ok(Ok(Acked::Stale)),
-                -1 => Ok(Err(Unacked::Unknown)),
-                -2 => Ok(Err(Unacked::TokenNeeded)),
+                1 => Ok(Outcome::Done),
+                2 => Ok(Outcome::Late),
+                0 => Ok(Outcome::Stale),
+                -1 => Ok(Outcome::Unknown),
+                -2 => Ok(Outcome::TokenNeeded),
                 _ => Err(malformed("ack")),
             })
             .collect()

@@ -16,7 +16,7 @@ use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use crate::connection::{Connection, MASTER_CHECK, Target};
 
 /// Where to connect, and the connection while it works.
-pub(crate) struct SharedConnection {
+pub struct SharedConnection {
     redis: Target,
     /// The working connection, numbered so that a late failure of an old one cannot drop a new one.
     current: Mutex<Option<(u64, Connection)>>,
@@ -31,14 +31,14 @@ pub(crate) struct SharedConnection {
 
 impl SharedConnection {
     /// Connects at once, so that a wrong address or password is told at start.
-    pub(crate) async fn connect(redis: Target) -> RedisResult<Arc<SharedConnection>> {
+    pub async fn connect(redis: Target) -> RedisResult<Arc<SharedConnection>> {
         let shared = SharedConnection::lazy(redis);
         shared.get().await?;
         Ok(shared)
     }
 
     /// Connects on the first command.
-    pub(crate) fn lazy(redis: Target) -> Arc<SharedConnection> {
+    pub fn lazy(redis: Target) -> Arc<SharedConnection> {
         Arc::new(SharedConnection {
             redis,
             current: Mutex::new(None),
@@ -50,7 +50,7 @@ impl SharedConnection {
     }
 
     /// A handle for some commands; connects first if the last connection broke.
-    pub(crate) async fn get(self: &Arc<Self>) -> RedisResult<Commands> {
+    pub async fn get(self: &Arc<Self>) -> RedisResult<Commands> {
         if let Some(working) = self.working() {
             return Ok(self.handle(working));
         }
@@ -140,7 +140,7 @@ async fn follow_master(shared: Weak<SharedConnection>) {
 /// A handle on the shared connection; commands sent through it that find it broken have it
 /// replaced.
 #[derive(Clone)]
-pub(crate) struct Commands {
+pub struct Commands {
     shared: Arc<SharedConnection>,
     generation: u64,
     connection: Connection,

@@ -39,6 +39,6 @@ impl FindReservedScript {
             .arg(most_body.map(|most| most.to_string()).unwrap_or_default())
             .invoke_async(connection)
             .await?;
-        read_jobs(reply, token).ok_or_else(|| malformed("find_reserved"))
+        read_jobs(reply).ok_or_else(|| malformed("find_reserved"))
     }
 }

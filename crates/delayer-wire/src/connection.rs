@@ -385,3 +385,11 @@ impl Sentinels {
         self.node.clone().set_addr(addr)
     }
 }
+
+/// Whether a call that failed with `error` got no answer from Redis itself: a connection that
+/// broke or was refused, a timeout, a reply that could not be read, or a cluster redirection (a
+/// cluster connection sends a call again after such a failure, so an earlier try may have run).
+/// Such a call may have run, or not; an error Redis answered means it did not.
+pub fn unanswered(error: &RedisError) -> bool {
+    error.code().is_none() || error.is_cluster_error()
+}

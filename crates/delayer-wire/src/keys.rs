@@ -3,6 +3,8 @@
 //! choices, what the keys are called ([`Names`]) and where a topic's keys are ([`Placement`]);
 //! [`Keys`] holds the names it gives. Every key name any part of delayer uses comes from here.
 
+use std::borrow::Cow;
+
 /// Sorted set: job id → due time in unix seconds (whole seconds from legacy clients).
 pub const JOB_POOL: &str = "delayer:job_pool";
 /// Prefix of the hash holding a job's fields (see [`field`]).
@@ -221,6 +223,7 @@ impl Layout {
         let (pool, bucket) = self.words();
         match self.placement {
             Placement::Shared => Keys {
+                layout: self,
                 pool: format!("delayer:{pool}"),
                 bucket_prefix: format!("delayer:{bucket}:"),
                 ready: Affixes::prefix(READY_QUEUE_PREFIX),
@@ -239,6 +242,7 @@ impl Layout {
                     suffix: format!("}}:{name}"),
                 };
                 Keys {
+                    layout: self,
                     pool: tagged(pool),
                     bucket_prefix: tagged(&format!("{bucket}:")),
                     ready: around("ready_queue"),
@@ -268,6 +272,8 @@ impl Layout {
 /// The key names of one layout: of every topic's jobs, or placed per topic, one topic's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Keys {
+    /// The layout that named these.
+    layout: Layout,
     pool: String,
     bucket_prefix: String,
     ready: Affixes,
@@ -302,10 +308,43 @@ impl Affixes {
     }
 }
 
+/// Where topics' keys are is answered here alone, so that a new layout touches this module only.
+/// A *shard* is the keys one script call works on: in the shared layouts one shard holds every
+/// topic; placed per topic, each topic is a shard of its own (a slot of a cluster).
 impl Keys {
     /// Whether these are one topic's keys (see [`Layout::per_topic`]).
     pub fn per_topic(&self) -> bool {
         self.topic.is_some()
+    }
+
+    /// The keys of `topic`'s jobs: these, when one shard holds every topic; else the topic's own
+    /// (a topic that is not UTF-8 named with U+FFFD: the cluster layout refuses such topics
+    /// before their keys are needed).
+    pub fn of_topic(&self, topic: impl AsRef<[u8]>) -> Cow<'_, Keys> {
+        if self.layout.per_topic() {
+            Cow::Owned(self.layout.keys(&String::from_utf8_lossy(topic.as_ref())))
+        } else {
+            Cow::Borrowed(self)
+        }
+    }
+
+    /// `topics` by shard, each with its shard's keys, in order: all in one shard (even none), or
+    /// placed per topic one shard a topic.
+    pub fn shards<'t, T: AsRef<[u8]>>(&self, topics: &'t [T]) -> Vec<(Cow<'_, Keys>, &'t [T])> {
+        if self.layout.per_topic() {
+            topics
+                .chunks(1)
+                .map(|topic| (self.of_topic(&topic[0]), topic))
+                .collect()
+        } else {
+            vec![(Cow::Borrowed(self), topics)]
+        }
+    }
+
+    /// These keys, when one shard holds every topic (the shared layouts): a job's keys then do
+    /// not depend on its topic, and the pool and the reservations hold every topic's jobs.
+    pub fn every_topic(&self) -> Option<&Keys> {
+        (!self.layout.per_topic()).then_some(self)
     }
 
     /// The sorted set of waiting job ids, scored by due time.

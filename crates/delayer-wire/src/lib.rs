@@ -1,0 +1,25 @@
+//! delayer-wire: the Redis layout that delayer's daemon and client share with the Go Delayer
+//! server and its PHP and Go clients, and every operation on it.
+//!
+//! A job is a hash `delayer:job_bucket:<id>` {topic, body} and an entry of the sorted set
+//! `delayer:job_pool` scored by its due time in unix seconds. When it falls due, the daemon moves
+//! its id onto the list `delayer:ready_queue:<topic>`, where consumers pop it (at most once) or
+//! reserve it (at least once: recorded in `delayer:reserved` until acked, delivered again when its
+//! time to run passes). [`keys`] names every key and where a topic's keys are; [`scripts`] holds
+//! every change of more than one key, one Lua script each, so that nothing is ever half done.
+//! [`name`] holds ids and topics as the bytes clients wrote; [`time`] turns Redis's scores and
+//! times into Rust's; [`connection`] and [`watch`] reach Redis (one server, Sentinel or a
+//! cluster) and hear of writes to keys.
+#![forbid(unsafe_code)]
+
+pub mod connection;
+pub mod keys;
+pub mod name;
+pub mod scripts;
+pub mod shared_connection;
+pub mod time;
+pub mod watch;
+
+pub use connection::{Target, unanswered};
+pub use name::{JobId, Topic};
+pub use redis;
