@@ -31,7 +31,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use super::AppState;
+use super::state::AppState;
 use crate::text::time::rfc3339;
 use crate::text::{bytes, escape};
 

@@ -10,6 +10,7 @@ mod figures;
 mod jobs;
 mod pages;
 mod server;
+mod state;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use crate::metrics::Metrics;
 use crate::service::{Stop, open_files};
 pub use cross_site::HostName;
 use figures::Figures;
+use state::AppState;
 
 /// A request may be this many times the largest body, plus [`REQUEST_SLACK`]: the body's JSON
 /// encoding with every byte escaped (`\u00e9` for each byte of a non-ASCII character, as PHP's
@@ -61,22 +63,6 @@ pub struct Http {
     state: Arc<AppState>,
 }
 
-/// What every handler may use; shared, not cloned, by each request.
-struct AppState {
-    client: Client,
-    metrics: Arc<Metrics>,
-    /// What `/metrics` and the console show, shared by their readers.
-    figures: Arc<Figures>,
-    token: Option<String>,
-    /// `[http] hosts`.
-    hosts: Vec<HostName>,
-    timer_interval: Duration,
-    redis_address: String,
-    console: console::Console,
-    /// Cancelled when a stop begins: waits for jobs end early, so that a stop never waits them out.
-    stopping: CancellationToken,
-}
-
 impl Http {
     /// Binds `listen` now, so that a start fails at once when the address is taken. `client`
     /// connects to Redis on the first request that needs it: the server starts while Redis is
@@ -97,9 +83,9 @@ impl Http {
                 figures: Arc::new(Figures::new(client.clone(), metrics.clone())),
                 client,
                 metrics,
-                console: console::Console::new(settings.token.as_deref()),
+                console: console::state::Console::new(settings.token.as_deref()),
                 token: settings.token.clone(),
-                hosts: settings.hosts.clone(),
+                hosts: settings.hosts.clone().into(),
                 timer_interval,
                 redis_address,
                 stopping: CancellationToken::new(),
@@ -172,7 +158,7 @@ fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(jobs::no_such_method)
         .fallback(jobs::no_such_path)
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.hosts.clone(),
             cross_site::guard,
         ))
         .layer(DefaultBodyLimit::max(request_limit))

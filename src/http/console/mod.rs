@@ -8,6 +8,7 @@ mod login;
 mod login_tries;
 mod rates;
 mod session;
+pub(super) mod state;
 mod views;
 
 use std::collections::HashMap;
@@ -29,37 +30,15 @@ use delayer_client::{Error, Removed, Topic};
 use maud::{Markup, PreEscaped, html};
 use tokio::time::Instant;
 
-use super::AppState;
 use super::census::RESERVATIONS_COUNTED;
 use super::figures::Reading;
 use super::jobs::{bearer_ok, named, status_of};
-use login_tries::LoginTries;
-use rates::{Counts, Rates};
-use session::Guard;
+use super::state::AppState;
+use rates::Counts;
 use views::Viewer;
 
 /// Jobs a topic's page shows of each list at a time.
 const PAGE: usize = 50;
-
-/// The console's own state.
-pub struct Console {
-    guard: Guard,
-    login_tries: LoginTries,
-    rates: Rates,
-    started: Instant,
-}
-
-impl Console {
-    pub fn new(token: Option<&str>) -> Console {
-        let started = Instant::now();
-        Console {
-            guard: Guard::new(token),
-            login_tries: LoginTries::new(started),
-            rates: Rates::new(started),
-            started,
-        }
-    }
-}
 
 pub(super) fn routes() -> Router<Arc<AppState>> {
     Router::new()
