@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use super::jobs::refuse;
+use super::reply::refuse;
 
 /// A host name the server answers for (`[http] hosts`), on any port or on one.
 #[derive(Debug, Clone, PartialEq)]

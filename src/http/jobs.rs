@@ -6,19 +6,17 @@
 //! are not UTF-8 come with their bytes in base64 (`id_base64`, `topic_base64`), named so back.
 
 use std::borrow::Cow;
-use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, OriginalUri, Request, State};
+use axum::extract::{FromRequest, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use chrono::DateTime;
 use delayer_client::time::to_unix;
 use delayer_client::{
@@ -31,6 +29,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
+use super::reply::{Answer, bad, ok, refuse, refuse_with, refused, status_of};
 use super::state::AppState;
 use crate::text::time::rfc3339;
 use crate::text::{bytes, escape};
@@ -41,96 +40,6 @@ const MAX_WAIT: f64 = 30.0;
 const POP_SLICE: Duration = Duration::from_secs(1);
 /// A reservation's time to run when the request gives none, in seconds.
 const DEFAULT_TTR: f64 = 60.0;
-
-/// Every answer, in go-delay-queue's shape and field order.
-#[derive(Serialize)]
-struct Reply<'a, T> {
-    code: u16,
-    message: &'a str,
-    data: T,
-}
-
-/// A success.
-fn ok(message: &str, data: impl Serialize) -> Response {
-    Json(Reply {
-        code: 0,
-        message,
-        data,
-    })
-    .into_response()
-}
-
-/// A failure: `status` as the HTTP status and the code, `message` saying what is wrong.
-pub(super) fn refuse(status: StatusCode, message: impl Display) -> Response {
-    refuse_with(status, message, ())
-}
-
-/// A failure that did part of its work, which `data` says.
-fn refuse_with(status: StatusCode, message: impl Display, data: impl Serialize) -> Response {
-    let reply = Reply {
-        code: status.as_u16(),
-        message: &message.to_string(),
-        data,
-    };
-    (status, Json(reply)).into_response()
-}
-
-/// What a handler answers: a refusal is an `Err`, so that `?` refuses.
-type Answer = Result<Response, Response>;
-
-/// The refusal of a request that is not good: 400, `wrong` saying why.
-fn bad(wrong: impl Display) -> Response {
-    refuse(StatusCode::BAD_REQUEST, wrong)
-}
-
-/// The HTTP status for each of the client's errors.
-fn refused(error: Error) -> Response {
-    let status = status_of(&error);
-    match &error {
-        // Most likely the text of an id that is not UTF-8, sent back in place of its bytes.
-        Error::UnknownJob(id) | Error::NotReserved(id)
-            if id
-                .to_str()
-                .is_some_and(|id| id.contains(char::REPLACEMENT_CHARACTER)) =>
-        {
-            let hint = "an id that is not UTF-8 is named by the id_base64 its reply gave";
-            refuse(status, format!("{error} ({hint})"))
-        }
-        Error::BodyTooLarge { .. } => refuse(status, format!("{error} ([delayer] max_body_bytes)")),
-        Error::BodyTooLargeToRead { .. } => refuse(
-            status,
-            format!(
-                "{error} ([delayer] max_body_bytes): it stays in Redis for a client that reads it there"
-            ),
-        ),
-        _ => refuse(status, error),
-    }
-}
-
-/// The HTTP status for one of the client's errors (a batch's: its job's).
-pub(super) fn status_of(error: &Error) -> StatusCode {
-    match error {
-        Error::EmptyTopic
-        | Error::DuplicateId(_)
-        | Error::EmptyId
-        | Error::EmptyBody
-        | Error::InThePast(_)
-        | Error::TooFar(_)
-        | Error::TtrTooLong { .. }
-        | Error::TopicRefused(..) => StatusCode::BAD_REQUEST,
-        Error::BodyTooLarge { .. } | Error::BodyTooLargeToRead { .. } => {
-            StatusCode::PAYLOAD_TOO_LARGE
-        }
-        Error::UnknownJob(_) | Error::Incomplete(_) => StatusCode::NOT_FOUND,
-        Error::NotReserved(_)
-        | Error::TokenNeeded(_)
-        | Error::NotDead { .. }
-        | Error::WrongType { .. }
-        | Error::AmbiguousId { .. } => StatusCode::CONFLICT,
-        Error::InBatch { error, .. } | Error::PartlyPushed { error, .. } => status_of(error),
-        Error::Redis(_) => StatusCode::SERVICE_UNAVAILABLE,
-    }
-}
 
 /// A JSON request body (as application/json, or without a Content-Type: `cross_site::json_only`);
 /// a malformed one is refused in go-delay-queue's shape (400, or 413 when too large), with serde's
@@ -167,28 +76,6 @@ impl<T: DeserializeOwned> FromRequest<Arc<AppState>> for Body<T> {
             .map(Body)
             .map_err(|error| bad(format!("the request is not the JSON expected: {error}")))
     }
-}
-
-/// A path the server does not serve: 404, in the job API's shape.
-pub(super) async fn no_such_path(OriginalUri(uri): OriginalUri) -> Response {
-    refuse(
-        StatusCode::NOT_FOUND,
-        format!("no such path: {}", uri.path()),
-    )
-}
-
-/// A method a path is not served by: 405, in the job API's shape.
-pub(super) async fn no_such_method(method: Method, OriginalUri(uri): OriginalUri) -> Response {
-    let message = match uri.path() {
-        path if path.starts_with("/delay-queue/") => {
-            format!("{path} does not take a {method}: the job API takes a POST of JSON")
-        }
-        path if path.starts_with("/actions/") || path == "/logout" => {
-            format!("{path} takes a POST (a form of the console's pages), not a {method}")
-        }
-        path => format!("{path} takes a GET, not a {method}"),
-    };
-    refuse(StatusCode::METHOD_NOT_ALLOWED, message)
 }
 
 /// With `[http] token` set, the job API wants `Authorization: Bearer <token>`.

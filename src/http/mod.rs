@@ -9,6 +9,7 @@ mod cross_site;
 mod figures;
 mod jobs;
 mod pages;
+mod reply;
 mod server;
 mod state;
 
@@ -144,7 +145,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/touch", post(jobs::touch))
         .route("/pause", post(jobs::pause))
         .route("/resume", post(jobs::resume))
-        .method_not_allowed_fallback(jobs::no_such_method)
+        .method_not_allowed_fallback(reply::no_such_method)
         .layer(axum::middleware::from_fn(cross_site::json_only))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -155,8 +156,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(pages::metrics))
         .route("/healthz", get(pages::healthz))
         .merge(console::routes())
-        .method_not_allowed_fallback(jobs::no_such_method)
-        .fallback(jobs::no_such_path)
+        .method_not_allowed_fallback(reply::no_such_method)
+        .fallback(reply::no_such_path)
         .layer(axum::middleware::from_fn_with_state(
             state.hosts.clone(),
             cross_site::guard,

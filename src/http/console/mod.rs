@@ -32,7 +32,8 @@ use tokio::time::Instant;
 
 use super::census::RESERVATIONS_COUNTED;
 use super::figures::Reading;
-use super::jobs::{bearer_ok, named, status_of};
+use super::jobs::{bearer_ok, named};
+use super::reply::status_of;
 use super::state::AppState;
 use rates::Counts;
 use views::Viewer;
