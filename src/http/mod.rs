@@ -2,6 +2,7 @@
 //! check and the console, served beside the mover on threads of its own and stopped with it
 //! (requests in flight finish).
 
+mod auth;
 mod census;
 mod connections;
 mod console;
@@ -149,7 +150,7 @@ fn router(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn(cross_site::json_only))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            jobs::authorize,
+            auth::authorize,
         ));
     Router::new()
         .nest("/delay-queue/api/jobs", jobs)

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::login_tries::Throttled;
 use super::{allowed, fields, problem, respond, see_other, session, unix_seconds, viewer, views};
-use crate::http::jobs::same;
+use crate::http::auth::same;
 use crate::http::state::AppState;
 
 /// How much longer than its session an ended session is remembered: the clocks of the daemons

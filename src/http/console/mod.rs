@@ -30,9 +30,10 @@ use delayer_client::{Error, Removed, Topic};
 use maud::{Markup, PreEscaped, html};
 use tokio::time::Instant;
 
+use super::auth::bearer_ok;
 use super::census::RESERVATIONS_COUNTED;
 use super::figures::Reading;
-use super::jobs::{bearer_ok, named};
+use super::jobs::named;
 use super::reply::status_of;
 use super::state::AppState;
 use rates::Counts;
