@@ -11,6 +11,7 @@ mod figures;
 mod jobs;
 mod pages;
 mod reply;
+mod request;
 mod server;
 mod state;
 
