@@ -22,7 +22,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::get;
 use delayer_client::Client;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
@@ -135,26 +135,8 @@ fn router(state: Arc<AppState>) -> Router {
     let max_body = state.client.settings().max_body_bytes;
     // Larger requests are refused whole (413).
     let request_limit = JSON_ESCAPE_FACTOR * max_body + REQUEST_SLACK;
-    let jobs = Router::new()
-        .route("/add", post(jobs::add))
-        // go-delay-queue's server also serves these two as GET ...?job_id=ID.
-        .route("/remove", post(jobs::remove).get(jobs::remove))
-        .route("/get", post(jobs::get).get(jobs::get))
-        .route("/pop", post(jobs::pop))
-        .route("/reserve", post(jobs::reserve))
-        .route("/ack", post(jobs::ack))
-        .route("/nack", post(jobs::nack))
-        .route("/touch", post(jobs::touch))
-        .route("/pause", post(jobs::pause))
-        .route("/resume", post(jobs::resume))
-        .method_not_allowed_fallback(reply::no_such_method)
-        .layer(axum::middleware::from_fn(cross_site::json_only))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::authorize,
-        ));
     Router::new()
-        .nest("/delay-queue/api/jobs", jobs)
+        .nest("/delay-queue/api/jobs", jobs::routes(&state))
         .route("/metrics", get(pages::metrics))
         .route("/healthz", get(pages::healthz))
         .merge(console::routes())
