@@ -29,6 +29,7 @@ use axum::routing::{get, post};
 
 use super::state::AppState;
 
+/// The console's pages and actions: a new page is a file of this folder and a route here.
 pub(super) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/", get(overview::show))
