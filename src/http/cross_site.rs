@@ -15,8 +15,7 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use super::AppState;
-use super::jobs::refuse;
+use super::reply::refuse;
 
 /// A host name the server answers for (`[http] hosts`), on any port or on one.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,7 +141,7 @@ fn same_origin(origin: &str, host: &str) -> bool {
 /// Refuses a request for a host the server does not answer for (421), and a browser's request
 /// from another site (403) that would act or load one of the console's pages.
 pub(super) async fn guard(
-    State(state): State<Arc<AppState>>,
+    State(hosts): State<Arc<[HostName]>>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -155,7 +154,7 @@ pub(super) async fn guard(
     };
     // A request without a Host (HTTP/1.0) comes from no browser.
     if let Some(host) = host
-        && !answers_for(host, &state.hosts)
+        && !answers_for(host, &hosts)
     {
         return refuse(
             StatusCode::MISDIRECTED_REQUEST,

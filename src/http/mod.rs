@@ -2,6 +2,7 @@
 //! check and the console, served beside the mover on threads of its own and stopped with it
 //! (requests in flight finish).
 
+mod auth;
 mod census;
 mod connections;
 mod console;
@@ -9,7 +10,10 @@ mod cross_site;
 mod figures;
 mod jobs;
 mod pages;
+mod reply;
+mod request;
 mod server;
+mod state;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,7 +22,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::get;
 use delayer_client::Client;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
@@ -28,6 +32,7 @@ use crate::metrics::Metrics;
 use crate::service::{Stop, open_files};
 pub use cross_site::HostName;
 use figures::Figures;
+use state::AppState;
 
 /// A request may be this many times the largest body, plus [`REQUEST_SLACK`]: the body's JSON
 /// encoding with every byte escaped (`\u00e9` for each byte of a non-ASCII character, as PHP's
@@ -61,22 +66,6 @@ pub struct Http {
     state: Arc<AppState>,
 }
 
-/// What every handler may use; shared, not cloned, by each request.
-struct AppState {
-    client: Client,
-    metrics: Arc<Metrics>,
-    /// What `/metrics` and the console show, shared by their readers.
-    figures: Arc<Figures>,
-    token: Option<String>,
-    /// `[http] hosts`.
-    hosts: Vec<HostName>,
-    timer_interval: Duration,
-    redis_address: String,
-    console: console::Console,
-    /// Cancelled when a stop begins: waits for jobs end early, so that a stop never waits them out.
-    stopping: CancellationToken,
-}
-
 impl Http {
     /// Binds `listen` now, so that a start fails at once when the address is taken. `client`
     /// connects to Redis on the first request that needs it: the server starts while Redis is
@@ -97,9 +86,9 @@ impl Http {
                 figures: Arc::new(Figures::new(client.clone(), metrics.clone())),
                 client,
                 metrics,
-                console: console::Console::new(settings.token.as_deref()),
+                console: console::state::Console::new(settings.token.as_deref()),
                 token: settings.token.clone(),
-                hosts: settings.hosts.clone(),
+                hosts: settings.hosts.clone().into(),
                 timer_interval,
                 redis_address,
                 stopping: CancellationToken::new(),
@@ -146,33 +135,15 @@ fn router(state: Arc<AppState>) -> Router {
     let max_body = state.client.settings().max_body_bytes;
     // Larger requests are refused whole (413).
     let request_limit = JSON_ESCAPE_FACTOR * max_body + REQUEST_SLACK;
-    let jobs = Router::new()
-        .route("/add", post(jobs::add))
-        // go-delay-queue's server also serves these two as GET ...?job_id=ID.
-        .route("/remove", post(jobs::remove).get(jobs::remove))
-        .route("/get", post(jobs::get).get(jobs::get))
-        .route("/pop", post(jobs::pop))
-        .route("/reserve", post(jobs::reserve))
-        .route("/ack", post(jobs::ack))
-        .route("/nack", post(jobs::nack))
-        .route("/touch", post(jobs::touch))
-        .route("/pause", post(jobs::pause))
-        .route("/resume", post(jobs::resume))
-        .method_not_allowed_fallback(jobs::no_such_method)
-        .layer(axum::middleware::from_fn(cross_site::json_only))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            jobs::authorize,
-        ));
     Router::new()
-        .nest("/delay-queue/api/jobs", jobs)
+        .nest("/delay-queue/api/jobs", jobs::routes(&state))
         .route("/metrics", get(pages::metrics))
         .route("/healthz", get(pages::healthz))
         .merge(console::routes())
-        .method_not_allowed_fallback(jobs::no_such_method)
-        .fallback(jobs::no_such_path)
+        .method_not_allowed_fallback(reply::no_such_method)
+        .fallback(reply::no_such_path)
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.hosts.clone(),
             cross_site::guard,
         ))
         .layer(DefaultBodyLimit::max(request_limit))

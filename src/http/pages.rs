@@ -8,7 +8,7 @@ use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
+use super::state::AppState;
 use crate::metrics::Format;
 
 /// Everything the daemon counted, and what the pool and the lists hold (see `census`): the same

@@ -11,12 +11,16 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::header::{RETRY_AFTER, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::Response;
+use maud::{Markup, html};
 use tokio::time::Instant;
 
+use super::fields::fields;
+use super::layout::{self, problem, respond, see_other};
 use super::login_tries::Throttled;
-use super::{allowed, fields, problem, respond, see_other, session, unix_seconds, viewer, views};
-use crate::http::AppState;
-use crate::http::jobs::same;
+use super::session::{self, unix_seconds};
+use super::viewer::{allowed, viewer};
+use crate::http::auth::same;
+use crate::http::state::AppState;
 
 /// How much longer than its session an ended session is remembered: the clocks of the daemons
 /// that check it may differ a little from this one's.
@@ -31,11 +35,25 @@ pub(super) async fn form(
     let next = fields(uri.query().unwrap_or_default().as_bytes())
         .remove("next")
         .unwrap_or_else(|| "/".into());
-    let main = views::login(&next, None);
+    let main = render(&next, None);
     respond(
         StatusCode::OK,
-        views::page("Log in", &viewer, None, false, main),
+        layout::page("Log in", &viewer, None, false, main),
     )
+}
+
+/// The login form, with what went wrong with the last try, if anything.
+fn render(next: &str, trouble: Option<&str>) -> Markup {
+    html! {
+        h1 { "Log in" }
+        @if let Some(trouble) = trouble { p.bad { (trouble) } }
+        form method="post" action="/login" {
+            input type="hidden" name="next" value=(next);
+            label { "[http] token " input type="password" name="token" autofocus; }
+            " " button { "Log in" }
+        }
+        p { "The session lasts 12 hours, in a cookie this console alone gets." }
+    }
 }
 
 /// A path on this host to go on to: `next` when it is one, else `/` (never another site: not
@@ -66,8 +84,8 @@ pub(super) async fn login(
         return see_other(&next, None);
     };
     let page = |status, trouble: &str| {
-        let main = views::login(&next, Some(trouble));
-        respond(status, views::page("Log in", &viewer, None, false, main))
+        let main = render(&next, Some(trouble));
+        respond(status, layout::page("Log in", &viewer, None, false, main))
     };
     let tries = &state.console.login_tries;
     if let Err(throttled) = tries.take(peer.ip(), Instant::now()) {

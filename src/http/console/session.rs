@@ -16,6 +16,11 @@ pub const COOKIE: &str = "delayer_session";
 /// How long a login lasts.
 pub const LIFETIME: Duration = Duration::from_secs(12 * 3600);
 
+/// Now by this host's clock, in whole unix seconds: sessions are the console's own business.
+pub fn unix_seconds() -> u64 {
+    delayer_wire::time::unix_now() as u64
+}
+
 /// A session's cookie value whose signature holds: its id and expiry (unix seconds).
 pub struct Signed<'a> {
     pub id: &'a str,

@@ -1,0 +1,31 @@
+//! Links to a topic's page, a job's and the login page, naming a topic or an id by text when it
+//! is UTF-8, else by the base64 of its bytes.
+
+use delayer_client::{JobId, Topic};
+use maud::{Markup, html};
+
+use crate::text::escape::capped;
+
+/// A topic's or id's query: by text when it is UTF-8, else by the base64 of its bytes.
+pub(super) fn query(text_name: &str, base64_name: &str, bytes: &[u8]) -> String {
+    let (name, value) = match crate::text::bytes::base64(bytes) {
+        Some(encoded) => (base64_name, encoded),
+        None => (text_name, String::from_utf8_lossy(bytes).into_owned()),
+    };
+    let value: String = form_urlencoded::byte_serialize(value.as_bytes()).collect();
+    format!("{name}={value}")
+}
+
+/// The login page's address, going on to `path` after.
+pub(super) fn login_then(path: &str) -> String {
+    let path: String = form_urlencoded::byte_serialize(path.as_bytes()).collect();
+    format!("/login?next={path}")
+}
+
+pub(super) fn topic_link(topic: &Topic) -> Markup {
+    html! { a href={ "/topic?" (query("name", "base64", topic.as_bytes())) } { (capped(topic)) } }
+}
+
+pub(super) fn job_link(id: &JobId) -> Markup {
+    html! { a href={ "/job?" (query("id", "id_base64", id.as_bytes())) } { (capped(id)) } }
+}

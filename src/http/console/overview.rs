@@ -1,0 +1,224 @@
+//! The overview (`/`): Redis, this daemon, the jobs, and a row per listed topic, below a health
+//! line; its figures are made once a second at most, whoever looks.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
+use delayer_wire::keys::{Names, Placement};
+use maud::{Markup, PreEscaped, html};
+use tokio::time::Instant;
+
+use super::actions::said;
+use super::fields::fields;
+use super::layout::{self, respond};
+use super::links::topic_link;
+use super::rates::Counts;
+use super::times::{span, time};
+use super::viewer::viewer;
+use crate::http::census::RESERVATIONS_COUNTED;
+use crate::http::figures::Reading;
+use crate::http::pages::health;
+use crate::http::state::AppState;
+use crate::metrics::Census;
+
+pub(super) async fn show(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let (viewer, _) = viewer(&state, &headers).await;
+    let reading = state.figures.reading().await;
+    let figures = state
+        .figures
+        .overview(&reading, || overview_figures(&state, &reading));
+    let health = health(&state);
+    let main = html! {
+        @match &health {
+            Ok(fine) => p { (fine) },
+            Err(trouble) => p.bad { (trouble) },
+        }
+        (PreEscaped(String::from_utf8_lossy(&figures)))
+    };
+    let said = said(&fields(uri.query().unwrap_or_default().as_bytes()));
+    respond(
+        StatusCode::OK,
+        layout::page("Overview", &viewer, said.as_deref(), true, main),
+    )
+}
+
+/// The overview below its health line, as of `reading`.
+fn overview_figures(state: &AppState, reading: &Reading) -> String {
+    let census = reading.census.as_deref();
+    let now = Instant::now();
+    let listed = census.map_or(&[][..], |census| &census.listed_topics);
+    let counted: Vec<(String, u64, u64)> = listed
+        .iter()
+        .map(|topic| state.metrics.counts(topic))
+        .collect();
+    let counts: Counts = counted
+        .iter()
+        .map(|(label, moved, again)| (label.clone(), (*moved, *again)))
+        .collect();
+    let per_minute = state.console.rates.per_minute(now, counts);
+    let layout = state.client.settings().layout;
+    let layout = match (layout.names, layout.placement) {
+        (_, Placement::PerTopic) => "cluster (each topic's keys in a slot of their own)",
+        (Names::Legacy, Placement::Shared) => "legacy (delayer:job_pool)",
+        (Names::Jop, Placement::Shared) => "jop (delayer:jop_pool, the earliest Delayer's)",
+    };
+    render(&Overview {
+        redis_address: &state.redis_address,
+        redis_version: census.and_then(|census| census.redis_version.as_deref()),
+        redis_error: reading.error.as_deref(),
+        version: env!("CARGO_PKG_VERSION"),
+        uptime: now.duration_since(state.console.started),
+        layout,
+        census,
+        lag: state.metrics.recent_lag_percentiles(),
+        // A label shared by the topics beyond the first counted tells no one topic's rate.
+        rates: counted
+            .iter()
+            .map(|(label, _, _)| per_minute.get(label).copied().filter(|_| !label.is_empty()))
+            .collect(),
+        listed_most: state.metrics.listed(),
+        reservations_counted: RESERVATIONS_COUNTED,
+    })
+    .into_string()
+}
+
+/// The overview's figures, as the census read them.
+struct Overview<'a> {
+    redis_address: &'a str,
+    redis_version: Option<&'a str>,
+    /// Why the last read of Redis failed.
+    redis_error: Option<&'a str>,
+    version: &'a str,
+    uptime: Duration,
+    layout: &'a str,
+    /// The last census read whole; `None` before the first.
+    census: Option<&'a Census>,
+    /// How late jobs were moved: median, 99th percentile, most (seconds).
+    lag: Option<(f64, f64, f64)>,
+    /// By topic, as `census.listed`: (moved, delivered again) per minute.
+    rates: Vec<Option<(f64, f64)>>,
+    listed_most: usize,
+    reservations_counted: usize,
+}
+
+/// The overview below its health line: made once a second at most, whoever looks.
+fn render(o: &Overview) -> Markup {
+    html! {
+        div.cards {
+            section {
+                h2 { "Redis" }
+                dl {
+                    dt { "address" } dd { (o.redis_address) }
+                    dt { "version" } dd { (o.redis_version.unwrap_or("—")) }
+                    dt { "reachable" } dd {
+                        @match o.redis_error {
+                            None => "yes",
+                            Some(error) => span.bad { "no: " (error) },
+                        }
+                    }
+                }
+            }
+            section {
+                h2 { "This daemon" }
+                dl {
+                    dt { "version" } dd { (o.version) }
+                    dt { "up for" } dd { (span(o.uptime)) }
+                    dt { "key layout" } dd { (o.layout) }
+                    dt { "move lag" } dd { (lag(o.lag)) }
+                }
+            }
+            @if let Some(census) = o.census { (jobs(census, o.redis_error.is_some())) }
+        }
+        @match o.census {
+            // Never zeros: a Redis that does not answer must not pass for an empty one.
+            None => p.bad { "Nothing read from Redis yet: no figures to show." },
+            Some(census) => (topics(o, census)),
+        }
+    }
+}
+
+/// How late jobs were moved: median, 99th percentile, most.
+fn lag(lag: Option<(f64, f64, f64)>) -> Markup {
+    let at = |seconds: f64| span(Duration::from_secs_f64(seconds));
+    html! {
+        @match lag {
+            Some((p50, p99, max)) => {
+                "median " (at(p50)) ", 99th percentile " (at(p99)) ", most " (at(max))
+            }
+            None => "no job moved yet",
+        }
+    }
+}
+
+/// The pool's figures; `stale` when Redis did not answer the last read.
+fn jobs(census: &Census, stale: bool) -> Markup {
+    html! {
+        section {
+            h2 { "Jobs" @if stale { " (as last read)" } }
+            dl {
+                dt { "waiting" } dd { (census.waiting) }
+                dt { "due now" } dd { (census.due_now) }
+                dt { "reserved" } dd { (census.reserved) }
+                dt { "next due" } dd { (time(census.next_due)) }
+            }
+        }
+    }
+}
+
+fn topics(o: &Overview, census: &Census) -> Markup {
+    let ages: HashMap<&str, f64> = census
+        .oldest_ready_age
+        .iter()
+        .map(|(name, age)| (name.as_str(), *age))
+        .collect();
+    html! {
+        h2 { "Topics" }
+        table {
+            tr {
+                th { "topic" } th.n { "waiting" } th.n { "ready" } th.n { "reserved" } th.n { "dead" }
+                th.n { "oldest ready" } th.n { "moved / min" } th.n { "delivered again / min" }
+                th { "state" }
+            }
+            @for (index, topic) in census.listed_topics.iter().enumerate() {
+                // No details when they could not be read: dashes, not zeros.
+                @let details = census.details.get(index);
+                @let dash = || "—".to_string();
+                @let rates = o.rates.get(index).copied().flatten();
+                @let name = census.listed[index].0.as_str();
+                tr {
+                    td { (topic_link(topic)) }
+                    td.n { (details.and_then(|d| d.waiting).map_or_else(dash, |n| n.to_string())) }
+                    td.n { (census.listed[index].1) }
+                    td.n { (details.map_or_else(dash, |d| d.reserved.to_string())) }
+                    td.n { (census.dead.get(index).map_or(0, |(_, dead)| *dead)) }
+                    td.n { (ages.get(name).map_or_else(dash, |age| span(Duration::from_secs_f64(*age)))) }
+                    td.n { (rates.map_or_else(|| "—".into(), |(moved, _)| format!("{moved:.1}"))) }
+                    td.n { (rates.map_or_else(|| "—".into(), |(_, again)| format!("{again:.1}"))) }
+                    td { @if census.paused.contains(name) { b { "paused" } } }
+                }
+            }
+        }
+        @if census.unlisted_topics > 0 {
+            p {
+                "And " (census.unlisted_topics) " more topics with " (census.unlisted_ready)
+                " ready jobs in all ([http] max_listed_topics = " (o.listed_most) ")."
+            }
+        }
+        p {
+            "Waiting by topic is known in the cluster layout only (one pool holds every topic's jobs otherwise)."
+            @if census.reserved > o.reservations_counted as u64 {
+                " Reserved by topic counts the " (o.reservations_counted) " reservations due back soonest."
+            }
+            " Rates are this daemon's moves, over the last minute (or since it started)."
+        }
+        p { "Read from Redis at " (time(delayer_wire::time::from_unix(census.read_at))) ": " (census.topics) " topics." }
+    }
+}

@@ -1,0 +1,213 @@
+//! A topic's page (`/topic?name=TOPIC`, or `?base64=...`): whether it is paused, and its ready,
+//! reserved and dead jobs, a window of each list at a time.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
+use delayer_client::{JobId, JobMarks, Topic, TopicDetails};
+use maud::{Markup, html};
+
+use super::actions::said;
+use super::fields::{fields, name_in};
+use super::forms::{dead_job_forms, named_field, token_field};
+use super::layout::{self, problem, respond};
+use super::links::{job_link, query};
+use super::times::{span, time};
+use super::viewer::{Viewer, viewer};
+use crate::http::census::RESERVATIONS_COUNTED;
+use crate::http::reply::status_of;
+use crate::http::state::AppState;
+use crate::text::escape::capped;
+
+/// Jobs a topic's page shows of each list at a time.
+const PAGE: usize = 50;
+
+pub(super) async fn show(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let (viewer, _) = viewer(&state, &headers).await;
+    let mut fields = fields(uri.query().unwrap_or_default().as_bytes());
+    let topic = match name_in(&mut fields, "name", "base64") {
+        Ok(topic) => Topic::from(topic),
+        Err(wrong) => return problem(StatusCode::BAD_REQUEST, &viewer, &wrong, "/"),
+    };
+    let skip = |list: &str| fields.get(list).and_then(|n| n.parse().ok()).unwrap_or(0);
+    match topic_page(
+        &state,
+        &topic,
+        [skip("ready"), skip("reserved"), skip("dead")],
+    )
+    .await
+    {
+        Ok(page) => {
+            let title = format!("Topic {}", capped(&topic));
+            let main = render(&page, &viewer);
+            let said = said(&fields);
+            respond(
+                StatusCode::OK,
+                layout::page(&title, &viewer, said.as_deref(), false, main),
+            )
+        }
+        Err(error) => problem(status_of(&error), &viewer, &error.to_string(), "/"),
+    }
+}
+
+/// A topic's figures and one window of each of its lists, skipping `[ready, reserved, dead]`.
+async fn topic_page<'a>(
+    state: &AppState,
+    topic: &'a Topic,
+    [ready, reserved, dead]: [usize; 3],
+) -> delayer_client::Result<TopicPage<'a>> {
+    let client = &state.client;
+    let topics = std::slice::from_ref(topic);
+    let lengths = client.lengths(topics).await?;
+    let details = client
+        .details(topics, RESERVATIONS_COUNTED)
+        .await?
+        .pop()
+        .unwrap_or_default();
+    let undated = |ids: Vec<JobId>| ids.into_iter().map(|id| (id, None)).collect();
+    let mut windows = vec![
+        Window {
+            list: "ready",
+            total: lengths.ready.first().map_or(0, |(_, n)| *n),
+            skip: ready,
+            ids: undated(client.ready_window(topic, ready, PAGE).await?),
+            marks: Vec::new(),
+        },
+        Window {
+            list: "reserved",
+            total: details.reserved,
+            skip: reserved,
+            ids: client
+                .reserved_window(topic, reserved, PAGE, RESERVATIONS_COUNTED)
+                .await?,
+            marks: Vec::new(),
+        },
+        Window {
+            list: "dead",
+            total: lengths.dead.first().map_or(0, |(_, n)| *n),
+            skip: dead,
+            ids: undated(client.dead_window(topic, dead, PAGE).await?),
+            marks: Vec::new(),
+        },
+    ];
+    // One round trip for the three windows' marks, handed back in their order.
+    let ids: Vec<_> = windows
+        .iter()
+        .flat_map(|window| window.ids.iter().map(|(id, _)| id.clone()))
+        .collect();
+    let mut marks = client.marks(topic, &ids).await?.into_iter();
+    for window in &mut windows {
+        window.marks = marks.by_ref().take(window.ids.len()).collect();
+    }
+    let oldest_ready_age = client.oldest_ready_ages(topics).await?.remove(topic);
+    Ok(TopicPage {
+        topic,
+        details,
+        oldest_ready_age,
+        paused: lengths.paused.contains(topic),
+        windows,
+        page_size: PAGE,
+    })
+}
+
+/// One list of a topic's page.
+struct Window {
+    /// `ready`, `reserved` or `dead`: the list and its query parameter.
+    list: &'static str,
+    /// How many the list holds (of those counted).
+    total: u64,
+    /// How many were skipped to get here.
+    skip: usize,
+    /// The window's jobs, with their reservation's deadline (reserved jobs only).
+    ids: Vec<(JobId, Option<SystemTime>)>,
+    /// What each job's data says, in the same order.
+    marks: Vec<JobMarks>,
+}
+
+struct TopicPage<'a> {
+    topic: &'a Topic,
+    details: TopicDetails,
+    oldest_ready_age: Option<Duration>,
+    paused: bool,
+    windows: Vec<Window>,
+    page_size: usize,
+}
+
+fn render(t: &TopicPage, viewer: &Viewer) -> Markup {
+    let name = query("name", "base64", t.topic.as_bytes());
+    html! {
+        h1 { "Topic " (capped(t.topic)) @if t.paused { " (paused)" } }
+        p {
+            "Oldest ready job: " (t.oldest_ready_age.map_or_else(|| "none".into(), span))
+            @if let Some(waiting) = t.details.waiting { ". Waiting: " (waiting) }
+            "."
+            @if t.paused { " Paused: its jobs that fall due wait in the pool until it is resumed." }
+        }
+        @if viewer.authorized {
+            @let (action, label) = if t.paused { ("resume", "Resume") } else { ("pause", "Pause") };
+            form method="post" action={ "/actions/" (action) } {
+                (token_field(viewer))
+                (named_field("topic", "topic_base64", t.topic.as_bytes()))
+                button { (label) " this topic" }
+            }
+        }
+        @for window in &t.windows {
+            h2 { (window.list) " (" (window.total) ")" }
+            @if window.list == "dead" && window.total > 0 && viewer.authorized {
+                form method="post" action="/actions/requeue" {
+                    (token_field(viewer))
+                    (named_field("topic", "topic_base64", t.topic.as_bytes()))
+                    button { "Requeue all dead jobs (" (window.total) ")" }
+                }
+            }
+            @if window.ids.is_empty() {
+                p { "None" @if window.skip > 0 { " past " (window.skip) } "." }
+            } @else {
+                table {
+                    tr {
+                        th.n { "#" } th { "id" }
+                        @match window.list {
+                            "reserved" => th { "deadline" },
+                            "dead" => th { "died" },
+                            _ => th { "due" },
+                        }
+                        th.n { "attempts" }
+                        @if window.list == "dead" && viewer.authorized { th { "act" } }
+                    }
+                    @for (index, (id, deadline)) in window.ids.iter().enumerate() {
+                        @let marks = window.marks.get(index).cloned().unwrap_or_default();
+                        tr {
+                            td.n { (window.skip + index + 1) }
+                            td { (job_link(id)) }
+                            @match window.list {
+                                "reserved" => td { (time(*deadline)) },
+                                "dead" => td { (time(marks.died)) },
+                                _ => td { (time(marks.due)) },
+                            }
+                            td.n { (marks.attempts) }
+                            @if window.list == "dead" && viewer.authorized {
+                                td { (dead_job_forms(viewer, t.topic, id)) }
+                            }
+                        }
+                    }
+                }
+                @if window.skip > 0 || window.skip + window.ids.len() < window.total as usize { p {
+                    @if window.skip > 0 {
+                        a href={ "/topic?" (name) "&" (window.list) "=" (window.skip.saturating_sub(t.page_size)) } { "« earlier" }
+                        " "
+                    }
+                    @if (window.skip + window.ids.len()) < window.total as usize {
+                        a href={ "/topic?" (name) "&" (window.list) "=" (window.skip + t.page_size) } { "later »" }
+                    }
+                } }
+            }
+        }
+    }
+}

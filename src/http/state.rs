@@ -1,0 +1,28 @@
+//! What every handler may use (`AppState`), built once when the server binds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use delayer_client::Client;
+use tokio_util::sync::CancellationToken;
+
+use super::console::state::Console;
+use super::cross_site::HostName;
+use super::figures::Figures;
+use crate::metrics::Metrics;
+
+/// What every handler may use; shared, not cloned, by each request.
+pub(super) struct AppState {
+    pub(super) client: Client,
+    pub(super) metrics: Arc<Metrics>,
+    /// What `/metrics` and the console show, shared by their readers.
+    pub(super) figures: Arc<Figures>,
+    pub(super) token: Option<String>,
+    /// `[http] hosts`.
+    pub(super) hosts: Arc<[HostName]>,
+    pub(super) timer_interval: Duration,
+    pub(super) redis_address: String,
+    pub(super) console: Console,
+    /// Cancelled when a stop begins: waits for jobs end early, so that a stop never waits them out.
+    pub(super) stopping: CancellationToken,
+}
