@@ -35,7 +35,7 @@ use delayer_wire::{connection, keys, name, scripts, shared_connection, time, wat
 
 pub use client::Client;
 pub use client::finish::{Acked, Nacked};
-pub use client::inspect::JobMarks;
+pub use client::inspect::JobTimes;
 pub use client::pop::HeldJob;
 pub use client::push::{NewPush, Push, Removed};
 pub use client::stats::{Lengths, Stats, TopicDetails, TopicStats};

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{AsyncCommands, ErrorKind};
 use delayer_client::{
-    Acked, Client, Error, JobId, JobMarks, Nacked, Receipt, Removed, Settings, State, Topic,
+    Acked, Client, Error, JobId, JobTimes, Nacked, Receipt, Removed, Settings, State, Topic,
 };
 use delayer_testkit::jobs::{move_due_jobs, move_until_empty, move_until_left};
 use delayer_testkit::legacy_client::{self, Message};
@@ -1445,13 +1445,13 @@ async fn windows_of_the_lists_read_what_they_show_oldest_first() {
     let window: Vec<String> = window.iter().map(|id| id.to_string()).collect();
     assert_eq!(window, ["3", "4", "5", "6"]);
     let ids: Vec<JobId> = window.iter().map(|id| JobId::from(id.as_str())).collect();
-    let marks = client.marks("t", &ids).await.unwrap();
+    let marks = client.job_times("t", &ids).await.unwrap();
     assert_eq!(marks[0].attempts, 2);
     assert_eq!(marks[0].due.map(delayer_wire::time::to_unix), Some(1000.5));
     assert_eq!(
         marks[1],
-        JobMarks::default(),
-        "a bucket of the wrong type marks nothing"
+        JobTimes::default(),
+        "a bucket of the wrong type has none"
     );
     assert_eq!(client.ready_window("t", 8, 4).await.unwrap().len(), 2);
     assert!(client.ready_window("t", 10, 4).await.unwrap().is_empty());
@@ -1566,7 +1566,7 @@ async fn a_reserve_writes_no_bucket_and_an_ack_forgets_the_holder() {
         let holder: String = redis.hget(keys::HOLDERS, job.id.as_bytes()).await.unwrap();
         assert!(holder.starts_with("1:"), "{holder}");
         assert_eq!(client.get(job.id.as_bytes()).await.unwrap().attempts, 1);
-        let marks = client.marks(&job.topic, std::slice::from_ref(&job.id));
+        let marks = client.job_times(&job.topic, std::slice::from_ref(&job.id));
         assert_eq!(
             marks.await.unwrap()[0].attempts,
             1,

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
-use delayer_client::{JobId, JobMarks, Topic, TopicDetails};
+use delayer_client::{JobId, JobTimes, Topic, TopicDetails};
 use maud::{Markup, html};
 
 use super::actions::said;
@@ -78,7 +78,7 @@ async fn topic_page<'a>(
             total: lengths.ready.first().map_or(0, |(_, n)| *n),
             skip: ready,
             ids: undated(client.ready_window(topic, ready, PAGE).await?),
-            marks: Vec::new(),
+            job_times: Vec::new(),
         },
         Window {
             list: "reserved",
@@ -87,24 +87,24 @@ async fn topic_page<'a>(
             ids: client
                 .reserved_window(topic, reserved, PAGE, RESERVATIONS_COUNTED)
                 .await?,
-            marks: Vec::new(),
+            job_times: Vec::new(),
         },
         Window {
             list: "dead",
             total: lengths.dead.first().map_or(0, |(_, n)| *n),
             skip: dead,
             ids: undated(client.dead_window(topic, dead, PAGE).await?),
-            marks: Vec::new(),
+            job_times: Vec::new(),
         },
     ];
-    // One round trip for the three windows' marks, handed back in their order.
+    // One round trip for the three windows' job times, handed back in their order.
     let ids: Vec<_> = windows
         .iter()
         .flat_map(|window| window.ids.iter().map(|(id, _)| id.clone()))
         .collect();
-    let mut marks = client.marks(topic, &ids).await?.into_iter();
+    let mut times = client.job_times(topic, &ids).await?.into_iter();
     for window in &mut windows {
-        window.marks = marks.by_ref().take(window.ids.len()).collect();
+        window.job_times = times.by_ref().take(window.ids.len()).collect();
     }
     let oldest_ready_age = client.oldest_ready_ages(topics).await?.remove(topic);
     Ok(TopicPage {
@@ -128,7 +128,7 @@ struct Window {
     /// The window's jobs, with their reservation's deadline (reserved jobs only).
     ids: Vec<(JobId, Option<SystemTime>)>,
     /// What each job's data says, in the same order.
-    marks: Vec<JobMarks>,
+    job_times: Vec<JobTimes>,
 }
 
 struct TopicPage<'a> {
@@ -182,16 +182,16 @@ fn render(t: &TopicPage, viewer: &Viewer) -> Markup {
                         @if window.list == "dead" && viewer.authorized { th { "act" } }
                     }
                     @for (index, (id, deadline)) in window.ids.iter().enumerate() {
-                        @let marks = window.marks.get(index).cloned().unwrap_or_default();
+                        @let times = window.job_times.get(index).cloned().unwrap_or_default();
                         tr {
                             td.n { (window.skip + index + 1) }
                             td { (job_link(id)) }
                             @match window.list {
                                 "reserved" => td { (time(*deadline)) },
-                                "dead" => td { (time(marks.died)) },
-                                _ => td { (time(marks.due)) },
+                                "dead" => td { (time(times.died)) },
+                                _ => td { (time(times.due)) },
                             }
-                            td.n { (marks.attempts) }
+                            td.n { (times.attempts) }
                             @if window.list == "dead" && viewer.authorized {
                                 td { (dead_job_forms(viewer, t.topic, id)) }
                             }

@@ -35,9 +35,9 @@ const GET_FIELDS: [&str; 5] = [
     field::DIED_AT,
 ];
 
-/// What [`Client::marks`] reads of a job.
+/// What [`Client::job_times`] reads of a job: its due time, attempts and death time.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct JobMarks {
+pub struct JobTimes {
     /// When it fell (or falls) due; known for jobs our pushes wrote.
     pub due: Option<SystemTime>,
     /// How many times it was reserved.
@@ -227,7 +227,7 @@ impl Client {
     /// For each of `ids` (jobs of `topic`, a window a page shows): when it fell due (our pushes
     /// record it), its attempts, and when it died. One HMGET a job in one pipeline; a job whose
     /// data is gone or of the wrong type has none of them.
-    pub async fn marks(&self, topic: impl AsRef<[u8]>, ids: &[JobId]) -> Result<Vec<JobMarks>> {
+    pub async fn job_times(&self, topic: impl AsRef<[u8]>, ids: &[JobId]) -> Result<Vec<JobTimes>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -250,7 +250,7 @@ impl Client {
         Ok(found
             .chunks(2)
             .map(|pair| {
-                // A bucket of the wrong type (an error) or gone marks nothing.
+                // A bucket of the wrong type (an error) or gone has none.
                 let fields: Option<Fields> = match &pair[0] {
                     Ok(value) => redis::from_redis_value(value.clone()).ok(),
                     Err(_) => None,
@@ -261,7 +261,7 @@ impl Client {
                     Ok(Value::BulkString(holder)) => attempt_of_holder(holder),
                     _ => None,
                 };
-                JobMarks {
+                JobTimes {
                     due: time(due),
                     attempts: held_as
                         .or_else(|| attempts.and_then(|n| n.parse().ok()))
