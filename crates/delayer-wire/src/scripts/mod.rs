@@ -94,12 +94,12 @@ fn pairs<A: From<Vec<u8>>, B: From<Vec<u8>>>(value: Value) -> Option<Vec<(A, B)>
     Some(pairs)
 }
 
-/// A score or time in unix seconds; "" (or nil) means none.
 /// This host's clock as a script's fallback (`now` when the Redis user may not run TIME).
 fn host_clock() -> String {
     format!("{:.6}", crate::time::unix_now())
 }
 
+/// A score or time in unix seconds; "" (or nil) means none.
 fn seconds(value: Value) -> Option<f64> {
     let bytes: Vec<u8> = name(value)?;
     std::str::from_utf8(&bytes).ok()?.parse().ok()
