@@ -14,7 +14,8 @@ mod http_add;
 mod scrape;
 mod worker_burst;
 
-#[path = "../../tests/support/mod.rs"]
+#[path = "../../tests/it/support/mod.rs"]
+#[allow(dead_code, unused_imports)] // the bench uses a part of the tests' support
 mod support;
 
 use support::DaemonSetup;

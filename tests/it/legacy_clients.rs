@@ -1,6 +1,6 @@
 //! push → due → pop with the PHP and Go clients' own command sequences, against the running service.
 
-mod support;
+use crate::support;
 
 use support::DaemonSetup;
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::fixture::{start, start_with};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, JobId, Settings, State, Topic, Worker};
@@ -14,10 +15,6 @@ use delayer_testkit::{RedisServer, legacy_client, wait_for};
 use delayer_wire::keys::{JOB_POOL, Layout, RESERVED, ready_queue};
 use delayer_wire::scripts::release::ReleaseScript;
 use tokio::sync::oneshot;
-
-async fn client(server: &RedisServer) -> Client {
-    Client::connect(server.info()).await.unwrap()
-}
 
 /// Pushes `count` jobs on `topic`, due now, and moves them to its ready list.
 async fn ready_jobs(
@@ -70,9 +67,7 @@ async fn wait_until_finished(client: &Client, ids: &[String]) {
 
 #[tokio::test]
 async fn handlers_run_per_topic_and_ok_acks_the_job() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let orders = ready_jobs(&client, &mut redis, "order.close", 5).await;
     let mails = ready_jobs(&client, &mut redis, "mail", 5).await;
     let (seen_orders, seen_mails) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -114,13 +109,11 @@ async fn handlers_run_per_topic_and_ok_acks_the_job() {
 
 #[tokio::test]
 async fn a_failing_handler_is_retried_with_backoff_until_the_job_is_dead() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
     let settings = Settings {
         max_attempts: 3,
         ..Settings::default()
     };
-    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    let (_server, mut redis, client) = start_with(settings).await;
     let id = ready_jobs(&client, &mut redis, "flaky", 1).await.remove(0);
     let attempts = Arc::new(AtomicUsize::new(0));
     let counted = attempts.clone();
@@ -163,9 +156,7 @@ async fn a_failing_handler_is_retried_with_backoff_until_the_job_is_dead() {
 
 #[tokio::test]
 async fn at_most_concurrency_handlers_run_at_once_and_a_panic_is_a_failed_attempt() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let ids = ready_jobs(&client, &mut redis, "t", 12).await;
     let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let panicked = Arc::new(AtomicUsize::new(0));
@@ -218,9 +209,7 @@ async fn at_most_concurrency_handlers_run_at_once_and_a_panic_is_a_failed_attemp
 
 #[tokio::test]
 async fn a_long_job_is_touched_so_the_daemon_does_not_deliver_it_again() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let id = ready_jobs(&client, &mut redis, "slow", 1).await.remove(0);
     let runs = Arc::new(AtomicUsize::new(0));
     let counted = runs.clone();
@@ -265,9 +254,7 @@ async fn a_long_job_is_touched_so_the_daemon_does_not_deliver_it_again() {
 
 #[tokio::test]
 async fn a_stop_lets_running_handlers_finish_reserves_nothing_more_and_gives_back_the_abandoned() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let ids = ready_jobs(&client, &mut redis, "t", 4).await;
     let started = Arc::new(AtomicUsize::new(0));
     let counted = started.clone();
@@ -319,13 +306,11 @@ async fn a_stop_lets_running_handlers_finish_reserves_nothing_more_and_gives_bac
 
 #[tokio::test]
 async fn a_stop_gives_back_a_job_on_its_last_attempt_rather_than_killing_it() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
     let settings = Settings {
         max_attempts: 1,
         ..Settings::default()
     };
-    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    let (_server, mut redis, client) = start_with(settings).await;
     let id = ready_jobs(&client, &mut redis, "t", 1).await.remove(0);
     let started = Arc::new(AtomicUsize::new(0));
     let counted = started.clone();
@@ -377,9 +362,7 @@ async fn stopped_in_a_backlog(
     worker: impl FnOnce(Worker) -> Worker,
     handled: usize,
 ) -> StoppedInABacklog {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (server, mut redis, client) = start().await;
     let ids = ready_jobs(&client, &mut redis, "t", 2_000).await;
     let _: () = delayer_client::redis::cmd("CONFIG")
         .arg("RESETSTAT")
@@ -474,9 +457,7 @@ async fn a_larger_prefetch_takes_a_backlog_in_larger_calls_and_a_stop_gives_back
 #[tokio::test]
 async fn a_large_prefetch_holds_nothing_ahead_for_handlers_too_slow_to_start_it_soon() {
     const JOBS: usize = 10;
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let ids = ready_jobs(&client, &mut redis, "t", JOBS).await;
     // As each handler ends: how many had started, and how many jobs the ready list still held.
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -596,9 +577,7 @@ async fn a_job_reserved_with_an_ack_held_up_by_redis_is_not_started_after_the_st
 
 #[tokio::test]
 async fn a_job_a_slot_took_after_another_is_given_back_when_the_stop_abandons_it() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let ids = ready_jobs(&client, &mut redis, "t", 2).await;
     let started = Arc::new(AtomicUsize::new(0));
     let counted = started.clone();
@@ -635,9 +614,7 @@ async fn a_job_a_slot_took_after_another_is_given_back_when_the_stop_abandons_it
 
 #[tokio::test]
 async fn a_handler_that_panics_before_its_first_await_is_a_failed_attempt() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let ids = ready_jobs(&client, &mut redis, "t", 1).await;
     let (stop, stopped) = stop_signal();
     let worker = Worker::new(client.clone())
@@ -676,9 +653,7 @@ async fn script_calls(redis: &mut MultiplexedConnection) -> usize {
 async fn slots_that_finish_together_are_acked_in_one_call_and_fed_in_another() {
     const SLOTS: usize = 8;
     const ROUNDS: usize = 10;
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let ids = ready_jobs(&client, &mut redis, "t", SLOTS * ROUNDS).await;
     let _: () = delayer_client::redis::cmd("CONFIG")
         .arg("RESETSTAT")
@@ -768,9 +743,7 @@ async fn an_ack_redis_did_not_answer_is_sent_again_and_the_job_runs_once() {
 /// push it, is handled once and acked, not handed out again after each ack that could not name it.
 #[tokio::test]
 async fn a_job_whose_id_or_topic_is_not_utf8_runs_once() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let jobs: [(&[u8], &[u8]); 2] = [(b"job-\xff\xfe", b"mail"), (b"job-2", b"t\xff")];
     for (id, topic) in jobs {
         legacy_client::push_bytes(&mut redis, [id, topic, b"b"], 0)

@@ -2,7 +2,7 @@
 //! and a Worker 10 s slow. Redis's clock decides, so no job moves early, and a job whose consumer
 //! acks or touches in time is delivered once.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -15,7 +15,7 @@ use delayer_wire::keys::{JOB_POOL, RESERVED, job_bucket, ready_queue};
 use serde_json::json;
 use support::http_client::{http_address, post, request};
 use support::legacy_client::{self, Message};
-use support::{Daemon, DaemonSetup, RedisServer, read, shift_clock, wait_for};
+use support::{Daemon, DaemonSetup, RedisServer, read, shift_clock, test_name, wait_for};
 
 const JOBS: &str = "/delay-queue/api/jobs";
 /// How far the hosts' clocks are off.
@@ -164,7 +164,7 @@ async fn a_worker_10_s_slow_beside_a_daemon_10_s_fast_runs_each_job_once() {
     worker
         .args([
             "--exact",
-            "worker_on_a_slow_host",
+            &test_name(module_path!(), "worker_on_a_slow_host"),
             "--ignored",
             "--nocapture",
         ])

@@ -2,7 +2,7 @@
 //! nothing behind and touch no other instance, and logs in one style, filtered by level, as JSON
 //! lines, or with journald priorities.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Output, Stdio};

@@ -2,7 +2,7 @@
 //! on free ports. The daemon finds each topic's pool through the registry and moves every job
 //! exactly once, on every master, with two daemons at it.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! The move script, one call at a time with a fixed `now`, against a real redis-server.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

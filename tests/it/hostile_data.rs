@@ -1,7 +1,7 @@
 //! The binary against data that anyone who can write to Redis may leave there: a topic whose ready
 //! list key is not a list, and ids or topics written to forge the daemon's log.
 
-mod support;
+use crate::support;
 
 use support::DaemonSetup;
 

@@ -1,6 +1,6 @@
 //! Operating the binary as a service: `-d`, a second start, `--check-config`, log rotation.
 
-mod support;
+use crate::support;
 
 use support::DaemonSetup;
 

@@ -1,6 +1,5 @@
 //! Test harness of the daemon: the testkit (a throwaway redis-server, polling, the legacy clients)
 //! plus the `delayer` binary as a process and its logs.
-#![allow(dead_code, unused_imports)] // each test binary uses its own part of this module
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -152,6 +151,13 @@ fn fake_wall_clock(command: &mut Command) {
         .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
 }
 
+/// The full name of test `name` of the module whose `module_path!()` is `module`, as this test
+/// binary's `--exact` filter takes it: the module path within the binary, then the name.
+pub fn test_name(module: &str, name: &str) -> String {
+    let within = module.split_once("::").map_or("", |(_, within)| within);
+    format!("{within}::{name}")
+}
+
 /// `delayer` with no arguments yet.
 pub fn delayer_command() -> Command {
     Command::new(env!("CARGO_BIN_EXE_delayer"))
@@ -290,7 +296,7 @@ pub fn start_daemons(
 }
 
 /// The ACL a delayer user needs, as docs/redis-deployments.md gives it, word for word (less the
-/// password; `tests/acl.rs` holds the page to it).
+/// password; `tests/it/acl.rs` holds the page to it).
 pub const DAEMON_ACL: &str = "~delayer:* +ping +unwatch +select +hello +info +client|tracking \
      +evalsha +script|load +type +zrangebyscore +zrevrangebyscore +zrange +zscore +zadd +zrem \
      +hget +hmget +hset +hdel +hincrby +lpush +sadd +time";

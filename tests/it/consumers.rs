@@ -2,7 +2,7 @@
 //! again (exactly once, even by several daemons), a worker killed mid-job loses nothing, a job out
 //! of attempts goes to its dead list, and the CLI works on all of it.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
@@ -15,7 +15,7 @@ use delayer_client::{Client, State, Worker};
 use delayer_wire::keys::{HOLDERS, JOB_POOL, RESERVED, dead_queue, field, job_bucket, ready_queue};
 use delayer_wire::time::{deadline_score, from_deadline_score, unix_now};
 use support::legacy_client::{self, Message};
-use support::{Daemon, DaemonSetup, RedisServer, delayer_command, read, wait_for};
+use support::{Daemon, DaemonSetup, RedisServer, delayer_command, read, test_name, wait_for};
 
 /// Set (to a redis socket) when this test binary runs as a worker process (see `worker_process`).
 const WORKER_SOCKET: &str = "DELAYER_TEST_WORKER_SOCKET";
@@ -64,7 +64,7 @@ async fn worker_connections(variable: &str) -> Option<(Client, MultiplexedConnec
 /// Runs this test binary's `test` alone as a worker process, on `server` (told in `variable`).
 fn start_worker_process(server: &RedisServer, test: &str, variable: &str) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture"])
+        .args(["--exact", &test_name(module_path!(), test), "--nocapture"])
         .env(variable, server.socket())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::fixture::{start, start_with};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{AsyncCommands, ErrorKind};
 use delayer_client::{
@@ -15,10 +16,6 @@ use delayer_testkit::{RedisServer, wait_for};
 use delayer_wire::keys::{self, JOB_POOL, RESERVED, job_bucket, ready_queue};
 use delayer_wire::scripts::release::ReleaseScript;
 use delayer_wire::time::deadline_score;
-
-async fn client(server: &RedisServer) -> Client {
-    Client::connect(server.info()).await.unwrap()
-}
 
 /// Reserves the job that is ready on `topic` now (there must be one).
 async fn reserve_now(client: &Client, topic: &str, ttr: Duration) -> delayer_client::Job {
@@ -35,9 +32,7 @@ async fn pool(redis: &mut MultiplexedConnection) -> Vec<(String, f64)> {
 
 #[tokio::test]
 async fn a_job_pushed_here_is_popped_by_the_legacy_clients_intact() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
 
     let before = delayer_wire::time::unix_now();
     let id = client
@@ -87,9 +82,7 @@ async fn a_job_pushed_here_is_popped_by_the_legacy_clients_intact() {
 
 #[tokio::test]
 async fn a_job_pushed_by_a_legacy_client_is_popped_reserved_and_got_here() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     for id in ["legacy-1", "legacy-2", "legacy-3"] {
         let message = Message {
             id: id.into(),
@@ -134,9 +127,7 @@ async fn a_job_pushed_by_a_legacy_client_is_popped_reserved_and_got_here() {
 
 #[tokio::test]
 async fn remove_and_get_follow_a_job_through_its_life() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let at = SystemTime::now() + Duration::from_secs(3600);
     let id = client.push("t", "b").at(at).id("job-1").await.unwrap();
     assert_eq!(id, "job-1");
@@ -167,13 +158,11 @@ async fn remove_and_get_follow_a_job_through_its_life() {
 
 #[tokio::test]
 async fn nack_retries_until_max_attempts_then_the_job_is_dead_and_can_be_requeued() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
     let settings = Settings {
         max_attempts: 3,
         ..Settings::default()
     };
-    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    let (_server, mut redis, client) = start_with(settings).await;
     let id = client.push("flaky", "b").await.unwrap();
     let ttr = Duration::from_secs(30);
 
@@ -214,9 +203,7 @@ async fn nack_retries_until_max_attempts_then_the_job_is_dead_and_can_be_requeue
 
 #[tokio::test]
 async fn nack_with_a_delay_puts_the_job_back_in_the_pool_for_then() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
     let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
@@ -238,9 +225,7 @@ async fn nack_with_a_delay_puts_the_job_back_in_the_pool_for_then() {
 #[tokio::test]
 async fn a_nack_far_off_keeps_the_jobs_data_until_then_and_one_too_far_is_refused() {
     const DAY: u64 = 86_400;
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (server, mut redis, client) = start().await;
     let id = client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
     let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
@@ -276,9 +261,7 @@ async fn a_nack_far_off_keeps_the_jobs_data_until_then_and_one_too_far_is_refuse
 
 #[tokio::test]
 async fn touch_extends_a_reservation_and_ack_after_it_lapsed_says_so() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let id = client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
     let job = reserve_now(&client, "t", Duration::from_secs(1)).await;
@@ -306,9 +289,7 @@ async fn touch_extends_a_reservation_and_ack_after_it_lapsed_says_so() {
 
 #[tokio::test]
 async fn a_time_to_run_is_at_least_a_second_for_reserve_and_touch_as_for_the_worker() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let id = client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
 
@@ -350,9 +331,7 @@ async fn a_time_to_run_is_at_least_a_second_for_reserve_and_touch_as_for_the_wor
 
 #[tokio::test]
 async fn a_waiting_reserve_wakes_as_soon_as_a_job_is_ready() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let consumer = client.clone();
     let waiting = tokio::spawn(async move {
         let job = consumer
@@ -390,9 +369,7 @@ async fn a_waiting_reserve_wakes_as_soon_as_a_job_is_ready() {
 
 #[tokio::test]
 async fn a_reserve_that_finds_a_job_at_once_does_not_watch_the_ready_lists() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
 
@@ -438,9 +415,7 @@ async fn a_reserve_that_finds_a_job_at_once_does_not_watch_the_ready_lists() {
 
 #[tokio::test]
 async fn reserve_drops_ids_whose_data_expired_and_gives_up_after_its_timeout() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let ids: Vec<String> = (0..250).map(|index| format!("gone-{index}")).collect();
     let _: () = redis.lpush(ready_queue("t"), &ids).await.unwrap();
     client.push("t", "b").id("real").await.unwrap();
@@ -462,13 +437,11 @@ async fn reserve_drops_ids_whose_data_expired_and_gives_up_after_its_timeout() {
 
 #[tokio::test]
 async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
     let settings = Settings {
         max_body_bytes: 1000,
         ..Settings::default()
     };
-    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    let (_server, mut redis, client) = start_with(settings).await;
 
     let refusals = [
         (client.push("", "b").await, "the topic is empty"),
@@ -581,9 +554,7 @@ async fn connecting_to_a_wrong_password_or_no_redis_fails_at_once() {
 
 #[tokio::test]
 async fn a_reservations_key_of_the_wrong_type_fails_a_reserve_before_anything_changed() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let id = client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
     let _: () = redis.set(RESERVED, "oops").await.unwrap();
@@ -613,7 +584,7 @@ async fn a_reservations_key_of_the_wrong_type_fails_a_reserve_before_anything_ch
 #[tokio::test]
 async fn the_client_reconnects_after_redis_restarts() {
     let mut server = RedisServer::start();
-    let client = client(&server).await;
+    let client = Client::connect(server.info()).await.unwrap();
     client.push("t", "before").await.unwrap();
 
     server.stop(true);
@@ -652,9 +623,7 @@ async fn release_lapsed(redis: &mut MultiplexedConnection, after: Duration) {
 
 #[tokio::test]
 async fn a_consumer_whose_time_ran_out_cannot_touch_nack_or_ack_the_next_ones_reservation() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let id = client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
     let late = reserve_now(&client, "t", Duration::from_secs(1)).await;
@@ -688,9 +657,7 @@ async fn a_consumer_whose_time_ran_out_cannot_touch_nack_or_ack_the_next_ones_re
 
 #[tokio::test]
 async fn a_job_pushed_again_survives_the_old_reservations_ack_and_is_not_taken_early() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     client.push("t", "v1").id("x").await.unwrap();
     move_until_empty(&mut redis).await;
     let old = reserve_now(&client, "t", Duration::from_secs(30)).await;
@@ -752,9 +719,7 @@ async fn assert_stale(client: &Client, stale: &delayer_client::Job) {
 
 #[tokio::test]
 async fn an_old_receipt_cannot_finish_or_give_back_a_job_pushed_again_and_reserved_by_another() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     client.push("t", "first").id("x").await.unwrap();
     move_until_empty(&mut redis).await;
     let first = reserve_now(&client, "t", Duration::from_secs(30)).await;
@@ -784,9 +749,7 @@ async fn an_old_receipt_cannot_finish_or_give_back_a_job_pushed_again_and_reserv
 #[tokio::test]
 async fn a_job_a_legacy_client_pushes_again_while_reserved_is_delivered_and_the_old_receipt_is_stale()
  {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let again = |id: &str| Message {
         id: id.into(),
         topic: "t".into(),
@@ -831,13 +794,11 @@ async fn a_job_a_legacy_client_pushes_again_while_reserved_is_delivered_and_the_
 
 #[tokio::test]
 async fn an_old_receipt_cannot_finish_a_dead_job_requeued_and_reserved_by_another() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
     let settings = Settings {
         max_attempts: 1,
         ..Settings::default()
     };
-    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    let (_server, mut redis, client) = start_with(settings).await;
     client.push("t", "b").id("x").await.unwrap();
     move_until_empty(&mut redis).await;
     let first = reserve_now(&client, "t", Duration::from_secs(30)).await;
@@ -858,9 +819,7 @@ async fn an_old_receipt_cannot_finish_a_dead_job_requeued_and_reserved_by_anothe
 
 #[tokio::test]
 async fn a_receipt_without_a_token_names_a_reservation_only_while_attempts_never_restarted() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let bare = |job: &delayer_client::Job| Receipt {
         token: None,
         ..Receipt::from(job)
@@ -896,9 +855,7 @@ async fn a_receipt_without_a_token_names_a_reservation_only_while_attempts_never
 
 #[tokio::test]
 async fn a_late_ack_finishes_a_job_nobody_took_since_but_never_a_legacy_clients_push() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     for id in ["waiting", "ready", "pushed", "moved"] {
         client.push("t", "b").id(id).await.unwrap();
     }
@@ -945,13 +902,11 @@ async fn a_late_ack_finishes_a_job_nobody_took_since_but_never_a_legacy_clients_
 
 #[tokio::test]
 async fn a_client_with_a_body_limit_reads_no_longer_body_and_leaves_its_job_where_it_was() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
     let settings = Settings {
         max_body_read: Some(10),
         ..Settings::default()
     };
-    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    let (_server, mut redis, client) = start_with(settings).await;
     for (id, body) in [("long", "longer than ten"), ("short", "short")] {
         client.push("t", body).id(id).await.unwrap();
     }
@@ -1002,9 +957,7 @@ async fn a_client_with_a_body_limit_reads_no_longer_body_and_leaves_its_job_wher
 
 #[tokio::test]
 async fn a_job_pushed_again_to_another_topic_reaches_only_that_topics_consumers() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     client.push("c1", "one").id("x").await.unwrap();
     move_until_empty(&mut redis).await;
     client.push("c2", "two").id("x").await.unwrap();
@@ -1096,9 +1049,7 @@ async fn a_job_pushed_again_after_it_died_is_not_requeued_early() {
 
 #[tokio::test]
 async fn ack_fails_before_changing_anything_when_the_pool_key_is_broken() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let id = client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
     let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
@@ -1117,9 +1068,7 @@ async fn ack_fails_before_changing_anything_when_the_pool_key_is_broken() {
 
 #[tokio::test]
 async fn reserve_many_takes_the_oldest_jobs_topic_by_topic_and_ack_many_finishes_each() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     for id in ["a0", "a1", "a2", "a3"] {
         client.push("a", "body").id(id).await.unwrap();
     }
@@ -1227,9 +1176,7 @@ async fn reserve_many_takes_the_oldest_jobs_topic_by_topic_and_ack_many_finishes
 
 #[tokio::test]
 async fn a_ready_list_of_the_wrong_type_is_passed_over_and_fails_only_a_look_that_found_nothing() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let id = client.push("a", "body").await.unwrap();
     move_until_empty(&mut redis).await;
     let bad = ready_queue("b");
@@ -1262,9 +1209,7 @@ async fn a_ready_list_of_the_wrong_type_is_passed_over_and_fails_only_a_look_tha
 
 #[tokio::test]
 async fn an_attempt_count_that_is_not_a_whole_number_starts_again_and_fails_nothing() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     for id in ["sound", "odd", "huge"] {
         client.push("t", "body").id(id).await.unwrap();
     }
@@ -1350,9 +1295,7 @@ async fn a_reserve_whose_reply_was_lost_finds_the_jobs_it_reserved() {
 
 #[tokio::test]
 async fn a_reservation_named_twice_in_ack_many_leaves_a_job_pushed_again_alone() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     client.push("t", "first").id("j").await.unwrap();
     move_until_empty(&mut redis).await;
     let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
@@ -1463,9 +1406,7 @@ async fn windows_of_the_lists_read_what_they_show_oldest_first() {
 /// upgrade they are acked, touched, nacked and delivered again as they were.
 #[tokio::test]
 async fn reservations_written_the_old_way_are_still_acked_touched_nacked_and_released() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     let deadline = deadline_score(delayer_wire::time::unix_now() + 30.0);
     for id in ["acked", "nacked", "lapsing"] {
         let fields = [
@@ -1541,9 +1482,7 @@ async fn reservations_written_the_old_way_are_still_acked_touched_nacked_and_rel
 /// written to a bucket while its job is reserved; the holders hash has the attempt.
 #[tokio::test]
 async fn a_reserve_writes_no_bucket_and_an_ack_forgets_the_holder() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     for index in 0..3 {
         client.push("t", "b").id(format!("j{index}")).await.unwrap();
     }
@@ -1586,9 +1525,7 @@ async fn a_reserve_writes_no_bucket_and_an_ack_forgets_the_holder() {
 
 #[tokio::test]
 async fn a_topics_reserved_window_and_count_come_from_the_one_set_of_reservations() {
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let client = client(&server).await;
+    let (_server, mut redis, client) = start().await;
     for (id, topic) in [("a1", "a"), ("b1", "b"), ("a2", "a"), ("a3", "a")] {
         client.push(topic, "body").id(id).await.unwrap();
     }

@@ -3,7 +3,7 @@
 //! without a byte lost, each named back by its bytes in base64, and listed escaped by /metrics
 //! and the console.
 
-mod support;
+use crate::support;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;

@@ -2,7 +2,7 @@
 //! by openssl in the test: the daemon under exactly the documented ACL, the CLI, mutual TLS, and
 //! each mistake told at start and by --check-config.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The timer loop's sleeping: capped by `timer_interval`, and never a busy loop.
 
-mod support;
+use crate::support;
 
 use support::DaemonSetup;
 

@@ -2,7 +2,7 @@
 //! the daemon finds the master through them, follows a failover forced in the middle of a drain,
 //! and every job reaches the new master's ready lists exactly once.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The binary when Redis misbehaves: restarts, outages, a reply that never comes, out of memory,
 //! a read-only replica. Jobs move exactly once, and the log says what happened in plain words.
 
-mod support;
+use crate::support;
 
 use support::DaemonSetup;
 

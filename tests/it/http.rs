@@ -1,7 +1,7 @@
 //! The HTTP server over real HTTP, beside a real redis-server: go-delay-queue's job API and ours,
-//! bad requests, /metrics, /healthz and the console's overview (the console itself: tests/console.rs).
+//! bad requests, /metrics, /healthz and the console's overview (the console itself: tests/it/console.rs).
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::io::Write;

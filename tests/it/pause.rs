@@ -1,7 +1,7 @@
 //! Pausing a topic: its due jobs wait in the pool, whichever daemon looks and across restarts,
 //! until it is resumed; then each moves once, in its own due order.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! With `DELAYER_SCREENSHOTS=DIR` set, the browser test also saves the pages as PNGs in DIR (the
 //! pictures in docs/ come from there).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! The `delayer` binary as a user runs it: several instances, signals, pid file,
 //! and bad input.
 
-mod support;
+use crate::support;
 
 use support::DaemonSetup;
 

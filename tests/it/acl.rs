@@ -2,7 +2,7 @@
 //! jobs, delivers lapsed reservations again, fills dead lists and answers `--check-config`, and
 //! needs nothing more.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

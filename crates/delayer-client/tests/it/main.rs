@@ -1,0 +1,7 @@
+//! The client crate's integration tests, in one binary, each against a throwaway redis-server of
+//! its own: `client` (push, pop, reserve and what ends a reservation), `push_many`, `worker`.
+
+mod client;
+mod fixture;
+mod push_many;
+mod worker;

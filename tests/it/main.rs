@@ -1,0 +1,25 @@
+//! The daemon's integration tests, in one binary: each module tests one part the way users run
+//! it, the `delayer` binary and real redis-servers (started per test, on free ports or unix
+//! sockets), sentinels, clusters and a browser; `support` holds what they share.
+
+mod support;
+
+mod acl;
+mod clock;
+mod cluster;
+mod console;
+mod consumers;
+mod docs;
+mod hostile_data;
+mod http;
+mod legacy_clients;
+mod move_script;
+mod non_utf8;
+mod operator;
+mod pause;
+mod redis_trouble;
+mod running_as_a_service;
+mod sentinel;
+mod service;
+mod timer_loop;
+mod tls;
