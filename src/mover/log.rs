@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tracing::{error, info, warn};
 
-use crate::redis::{Failure, Trouble};
+use crate::redis::{FailureKind, Trouble};
 use crate::text::escape;
 use delayer_client::keys::Keys;
 use delayer_client::scripts::move_due::{Batch, Stuck, StuckBecause};
@@ -68,7 +68,7 @@ pub fn failing(trouble: &Trouble, topic: Option<&str>, slot_moving: Option<&str>
 }
 
 /// Logs the end of a failure of kind `failure` (of every topic's look, or of `topic`'s).
-pub fn recovered(failure: Failure, address: &str, topic: Option<&str>) {
+pub fn recovered(failure: FailureKind, address: &str, topic: Option<&str>) {
     let recovered = failure.recovered(address);
     match topic {
         None => info!("{recovered}"),

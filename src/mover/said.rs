@@ -11,7 +11,9 @@ use std::time::Duration;
 use deadpool_redis::redis::RedisError;
 
 use super::log;
-use crate::redis::{Failure, RedisSettings, Trouble, describe_redis, reply_may_be_lost};
+use crate::redis::{
+    FailureKind, RedisSettings, Trouble, describe_redis, reply_may_be_lost, slot_moving,
+};
 
 /// The first wait after a failed look; it doubles up to [`MAX_RETRY_WAIT`].
 const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -49,13 +51,6 @@ impl Failed {
     }
 }
 
-/// Whether `error` says the keys' slot is moving between masters (a resharding): MOVED, ASK,
-/// TRYAGAIN, or a script that met a key already moved. Redis refused the call before any write.
-pub(super) fn slot_moving(error: &RedisError) -> bool {
-    matches!(error.code(), Some("MOVED" | "ASK" | "TRYAGAIN"))
-        || error.to_string().contains("non local key")
-}
-
 /// What has been said, by subject.
 pub(super) struct Said {
     /// Where Redis is, for the lines that say a failure ended.
@@ -63,13 +58,13 @@ pub(super) struct Said {
     batch_size: usize,
     failing: Mutex<HashMap<Option<String>, Failing>>,
     /// Redis refuses the release of lapsed reservations this way (jobs still move).
-    release_refused: Mutex<HashMap<Option<String>, Failure>>,
+    release_refused: Mutex<HashMap<Option<String>, FailureKind>>,
 }
 
 /// A subject whose looks fail.
 struct Failing {
     /// The cause said last; `None` once Redis answered again, before the look ended well.
-    said: Option<Failure>,
+    said: Option<FailureKind>,
     /// The wait before the next try.
     wait: Duration,
 }

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::said::Failed;
 use super::step::{Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
 use super::wakeup::PoolWatch;
-use crate::redis::{Failure, RedisPool, RedisSettings, describe, describe_refusal, target};
+use crate::redis::{FailureKind, RedisPool, RedisSettings, describe, describe_refusal, target};
 
 /// How long before a known due time the timer wakes: enough to take a connection from the pool
 /// (which checks it with a round trip) and to absorb tokio's whole-millisecond timer, so that the
@@ -54,7 +54,7 @@ impl SingleMover {
             Err(_) => return Ok(()),
         };
         match reply {
-            Err(error) if Failure::of(&error).is_config_error() => {
+            Err(error) if FailureKind::of(&error).is_config_error() => {
                 bail!(describe_refusal(&error, &self.redis).await)
             }
             _ => Ok(()),

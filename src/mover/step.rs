@@ -16,9 +16,9 @@ use tracing::warn;
 
 use super::clock::RedisClock;
 use super::log::{self, StuckTopics};
-use super::said::{Said, slot_moving};
+use super::said::Said;
 use crate::metrics::Metrics;
-use crate::redis::{Failure, RedisSettings, describe_redis};
+use crate::redis::{FailureKind, RedisSettings, describe_redis, slot_moving};
 
 /// The least time between two looks woken by writes to the pool: a burst of pushes must not turn
 /// into thousands of script calls, and a job due within this is at most this late.
@@ -270,11 +270,11 @@ impl Step {
 /// Whether Redis refused a release of lapsed reservations (a failure of this `kind`) for a reason
 /// of its keys or its user (no permission, a key of the wrong type), not because a cluster is on
 /// the move or down: then jobs still move, and the release is tried again at the next look.
-fn refuses_release(error: &RedisError, kind: Failure) -> bool {
+fn refuses_release(error: &RedisError, kind: FailureKind) -> bool {
     let cluster_trouble = error.is_cluster_error()
         || slot_moving(error)
         || matches!(error.code(), Some("CROSSSLOT" | "MASTERDOWN"));
-    matches!(kind, Failure::NoPermission | Failure::Other) && !cluster_trouble
+    matches!(kind, FailureKind::NoPermission | FailureKind::Other) && !cluster_trouble
 }
 
 /// How long to sleep at `now`: until `next_due` (unix seconds, both by Redis's clock), but never

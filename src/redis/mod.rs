@@ -2,7 +2,7 @@
 //! what a failure means and how to say it.
 
 mod connect;
-mod failure;
+mod failure_kind;
 mod pool;
 mod settings;
 mod tls;
@@ -10,7 +10,7 @@ mod trouble;
 mod version;
 
 pub use connect::{node_info, target};
-pub use failure::{Failure, reply_may_be_lost};
+pub use failure_kind::{FailureKind, reply_may_be_lost, slot_moving};
 pub use pool::RedisPool;
 pub use settings::{RedisSettings, SentinelSettings, TlsSettings, address_list};
 pub use trouble::{Trouble, describe, describe_redis, describe_refusal};

@@ -8,13 +8,13 @@ use delayer_client::connection::{
 };
 
 use super::connect::target;
-use super::failure::{Failure, UNTRUSTED, tls_error};
+use super::failure_kind::{FailureKind, UNTRUSTED, tls_error};
 use super::{RedisSettings, SentinelSettings, address_list};
 
 /// A failure to talk to Redis: its kind (an outage is logged once per kind) and what to tell the user.
 #[derive(Debug)]
 pub struct Trouble {
-    pub kind: Failure,
+    pub kind: FailureKind,
     pub message: String,
 }
 
@@ -28,13 +28,13 @@ impl std::fmt::Display for Trouble {
 pub fn describe(error: &PoolError, config: &RedisSettings) -> Trouble {
     match error {
         // Before the I/O failures: a TLS handshake fails as I/O, but no wait mends it.
-        PoolError::Backend(error) if Failure::of(error) == Failure::Tls => {
+        PoolError::Backend(error) if FailureKind::of(error) == FailureKind::Tls => {
             describe_redis(error, config)
         }
         // Connecting includes a handshake: a Redis that is blocked (or a host that drops packets)
         // lets it time out.
         PoolError::Backend(error) if error.is_timeout() => Trouble {
-            kind: Failure::Timeout,
+            kind: FailureKind::Timeout,
             message: format!(
                 "Redis at {} did not answer within {} s of connecting{}",
                 config.address(),
@@ -49,7 +49,7 @@ pub fn describe(error: &PoolError, config: &RedisSettings) -> Trouble {
         },
         // Any other I/O failure while connecting (no such host, no route): nothing was lost.
         PoolError::Backend(error) if error.is_io_error() => Trouble {
-            kind: Failure::Unreachable,
+            kind: FailureKind::Unreachable,
             message: format!(
                 "cannot reach Redis at {}: {error}{}",
                 config.address(),
@@ -63,7 +63,7 @@ pub fn describe(error: &PoolError, config: &RedisSettings) -> Trouble {
         },
         PoolError::Backend(error) => describe_redis(error, config),
         other => Trouble {
-            kind: Failure::Other,
+            kind: FailureKind::Other,
             message: format!("Redis at {}: {other}", config.address()),
         },
     }
@@ -72,9 +72,9 @@ pub fn describe(error: &PoolError, config: &RedisSettings) -> Trouble {
 /// Like [`describe`], for an error from a command.
 pub fn describe_redis(error: &redis::RedisError, config: &RedisSettings) -> Trouble {
     let address = config.address();
-    let kind = Failure::of(error);
+    let kind = FailureKind::of(error);
     let message = match kind {
-        Failure::Password if error.to_string().contains(SENTINEL_REFUSED) => format!(
+        FailureKind::Password if error.to_string().contains(SENTINEL_REFUSED) => format!(
             "Redis {address}: the sentinels refused the password ([redis] {}): {}",
             match &config.sentinel {
                 Some(SentinelSettings {
@@ -86,7 +86,7 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisSettings) -> Trou
             },
             error.detail().unwrap_or_default()
         ),
-        Failure::Password => format!(
+        FailureKind::Password => format!(
             "Redis at {address} refused the password ([redis] password is {}): {error}",
             if config.password.is_some() {
                 "set"
@@ -94,24 +94,26 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisSettings) -> Trou
                 "empty"
             }
         ),
-        Failure::Database => format!(
+        FailureKind::Database => format!(
             "Redis at {address} has no database {} ([redis] database): {error}",
             config.database
         ),
-        Failure::Unreachable => format!("cannot reach Redis at {address}: {error}"),
-        Failure::ConnectionLost => format!("lost the connection to Redis at {address}: {error}"),
-        Failure::Timeout => format!(
+        FailureKind::Unreachable => format!("cannot reach Redis at {address}: {error}"),
+        FailureKind::ConnectionLost => {
+            format!("lost the connection to Redis at {address}: {error}")
+        }
+        FailureKind::Timeout => format!(
             "Redis at {address} did not answer within {} s",
             RESPONSE_TIMEOUT.as_secs()
         ),
-        Failure::OutOfMemory => format!("Redis at {address} is out of memory: {error}"),
-        Failure::ReadOnly => format!("Redis at {address} is a read-only replica: {error}"),
-        Failure::Loading => format!("Redis at {address} is loading its data set: {error}"),
-        Failure::CannotSave => {
+        FailureKind::OutOfMemory => format!("Redis at {address} is out of memory: {error}"),
+        FailureKind::ReadOnly => format!("Redis at {address} is a read-only replica: {error}"),
+        FailureKind::Loading => format!("Redis at {address} is loading its data set: {error}"),
+        FailureKind::CannotSave => {
             format!("Redis at {address} refuses writes because it cannot save to disk: {error}")
         }
-        Failure::Busy => format!("Redis at {address} is busy running a script: {error}"),
-        Failure::NoPermission if error.to_string().contains(SENTINEL_DENIED) => format!(
+        FailureKind::Busy => format!("Redis at {address} is busy running a script: {error}"),
+        FailureKind::NoPermission if error.to_string().contains(SENTINEL_DENIED) => format!(
             "Redis {address}: the sentinels do not let {} ask where the master is (ACL: it needs \
              +sentinel|get-master-addr-by-name): {}",
             match config
@@ -124,11 +126,11 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisSettings) -> Trou
             },
             error.detail().unwrap_or_default()
         ),
-        Failure::NoPermission => format!(
+        FailureKind::NoPermission => format!(
             "Redis at {address} does not let this user do what delayer needs (ACL): {error}"
         ),
-        Failure::Tls => tls_trouble(error, config),
-        Failure::NoMaster if error.to_string().contains(NOT_A_SENTINEL) => format!(
+        FailureKind::Tls => tls_trouble(error, config),
+        FailureKind::NoMaster if error.to_string().contains(NOT_A_SENTINEL) => format!(
             "Redis {address}: {} is a plain Redis, not a sentinel: [redis] sentinels wants the \
              addresses of `redis-server --sentinel` (port 26379 by default)",
             error
@@ -136,7 +138,7 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisSettings) -> Trou
                 .and_then(|detail| detail.split(" said ").next())
                 .unwrap_or("one of the sentinels")
         ),
-        Failure::NoMaster => match &config.sentinel {
+        FailureKind::NoMaster => match &config.sentinel {
             Some(sentinel) => format!(
                 "none of the sentinels {} knows a master named {:?}: [redis] sentinel_master must \
                  be the name of their `sentinel monitor` line",
@@ -145,11 +147,11 @@ pub fn describe_redis(error: &redis::RedisError, config: &RedisSettings) -> Trou
             ),
             None => format!("Redis at {address}: {error}"),
         },
-        Failure::NotCluster => format!(
+        FailureKind::NotCluster => format!(
             "{address} is not a Redis Cluster ({error}): [redis] cluster wants nodes of a \
              cluster (cluster-enabled yes); for a single Redis give host and port instead"
         ),
-        Failure::Other => format!("Redis at {address} failed: {error}"),
+        FailureKind::Other => format!("Redis at {address} failed: {error}"),
     };
     Trouble { kind, message }
 }

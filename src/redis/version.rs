@@ -5,7 +5,7 @@ use deadpool_redis::PoolError;
 use deadpool_redis::redis::{self, Value};
 
 use super::connect::target;
-use super::failure::Failure;
+use super::failure_kind::FailureKind;
 use super::trouble::{describe, describe_redis, describe_refusal};
 use super::{RedisPool, RedisSettings};
 
@@ -35,7 +35,7 @@ pub async fn server_version(config: &RedisSettings) -> Result<String> {
     let pool = RedisPool::new(config, target(config)?)?;
     let mut connection = match pool.get().await {
         Ok(connection) => connection,
-        Err(PoolError::Backend(error)) if Failure::of(&error) == Failure::Password => {
+        Err(PoolError::Backend(error)) if FailureKind::of(&error) == FailureKind::Password => {
             bail!(describe_refusal(&error, config).await)
         }
         // With what connecting says (a TLS port spoken to in plain text, and the reverse).

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::said::Failed;
 use super::step::{Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
-use crate::redis::{Failure, RedisSettings, describe_redis, describe_refusal, target};
+use crate::redis::{FailureKind, RedisSettings, describe_redis, describe_refusal, target};
 use nodes::ClusterNodes;
 use registry::RegistryRepair;
 use schedule::Schedule;
@@ -81,7 +81,7 @@ impl ClusterMover {
     /// cluster is not an error here, the loop waits for it.
     pub(super) async fn check_redis(&self) -> Result<()> {
         match self.nodes.refresh().await {
-            Err(error) if Failure::of(&error).is_config_error() => {
+            Err(error) if FailureKind::of(&error).is_config_error() => {
                 bail!(describe_refusal(&error, &self.redis).await)
             }
             _ => Ok(()),

@@ -1,6 +1,7 @@
-//! What a Redis failure means for the daemon: pure functions of the error, told by the redis
-//! crate's error kind and Redis's error code where they say it, by the words only where nothing
-//! else does (Redis answers `ERR` for a wrong database, and Redis 6 wraps a script's errors in one).
+//! What kind of failure a Redis error is, for the daemon: pure functions of the error, told by the
+//! redis crate's error kind and Redis's error code where they say it, by the words only where
+//! nothing else does (Redis answers `ERR` for a wrong database, and Redis 6 wraps a script's errors
+//! in one). The words someone running the daemon reads are `trouble.rs`'s business.
 
 use deadpool_redis::redis::{ErrorKind, RedisError};
 use delayer_client::connection::{NO_SUCH_MASTER, NOT_A_SENTINEL};
@@ -9,9 +10,9 @@ use delayer_client::connection::{NO_SUCH_MASTER, NOT_A_SENTINEL};
 /// the error it met).
 pub(super) const UNTRUSTED: &str = "invalid peer certificate";
 
-/// What went wrong, as far as it changes what the daemon says and waits for.
+/// What kind of failure it is, as far as that changes what the daemon says and waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
+pub enum FailureKind {
     /// Redis refuses the configured password (or wants one).
     Password,
     /// Redis has no such database.
@@ -44,30 +45,30 @@ pub enum Failure {
     Other,
 }
 
-impl Failure {
+impl FailureKind {
     /// What `error` is.
-    pub fn of(error: &RedisError) -> Failure {
+    pub fn of(error: &RedisError) -> FailureKind {
         match error.code() {
             // Redis's own code says it all; its words may quote keys, which anyone names.
-            Some(code) if code != "ERR" => return by_code(code).unwrap_or(Failure::Other),
+            Some(code) if code != "ERR" => return by_code(code).unwrap_or(FailureKind::Other),
             _ => {}
         }
         if error.kind() == ErrorKind::AuthenticationFailed {
-            return Failure::Password;
+            return FailureKind::Password;
         }
         if let Some(failure) = by_words(error) {
             return failure;
         }
         if tls_error(error).is_some() {
-            Failure::Tls
+            FailureKind::Tls
         } else if error.is_timeout() {
-            Failure::Timeout
+            FailureKind::Timeout
         } else if error.is_connection_refusal() {
-            Failure::Unreachable
+            FailureKind::Unreachable
         } else if error.is_io_error() || error.is_connection_dropped() {
-            Failure::ConnectionLost
+            FailureKind::ConnectionLost
         } else {
-            Failure::Other
+            FailureKind::Other
         }
     }
 
@@ -76,32 +77,35 @@ impl Failure {
     pub fn is_config_error(self) -> bool {
         matches!(
             self,
-            Failure::Password
-                | Failure::Database
-                | Failure::Tls
-                | Failure::NoMaster
-                | Failure::NotCluster
+            FailureKind::Password
+                | FailureKind::Database
+                | FailureKind::Tls
+                | FailureKind::NoMaster
+                | FailureKind::NotCluster
         )
     }
 
     /// What the daemon does about it, said after the failure itself.
     pub fn waiting_for(self) -> &'static str {
         match self {
-            Failure::Password | Failure::Database => "retrying until Redis accepts them",
-            Failure::Tls | Failure::NoMaster | Failure::NotCluster | Failure::Other => "retrying",
-            Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout => {
+            FailureKind::Password | FailureKind::Database => "retrying until Redis accepts them",
+            FailureKind::Tls
+            | FailureKind::NoMaster
+            | FailureKind::NotCluster
+            | FailureKind::Other => "retrying",
+            FailureKind::Unreachable | FailureKind::ConnectionLost | FailureKind::Timeout => {
                 "retrying until it answers"
             }
-            Failure::OutOfMemory => {
+            FailureKind::OutOfMemory => {
                 "no job can move until Redis has memory to spare (maxmemory, eviction policy); retrying"
             }
-            Failure::ReadOnly => {
+            FailureKind::ReadOnly => {
                 "no job can move until it is promoted or [redis] names the master; retrying"
             }
-            Failure::Loading => "waiting until it has loaded",
-            Failure::CannotSave => "no job can move until it can save again; retrying",
-            Failure::Busy => "waiting until the script ends (SCRIPT KILL ends it)",
-            Failure::NoPermission => {
+            FailureKind::Loading => "waiting until it has loaded",
+            FailureKind::CannotSave => "no job can move until it can save again; retrying",
+            FailureKind::Busy => "waiting until the script ends (SCRIPT KILL ends it)",
+            FailureKind::NoPermission => {
                 "no job can move until the user may (see the ACL a delayer user needs in \
                  docs/redis-deployments.md); retrying"
             }
@@ -111,18 +115,21 @@ impl Failure {
     /// The line that ends an outage of this kind.
     pub fn recovered(self, address: &str) -> String {
         match self {
-            Failure::OutOfMemory | Failure::ReadOnly | Failure::CannotSave => {
+            FailureKind::OutOfMemory | FailureKind::ReadOnly | FailureKind::CannotSave => {
                 format!("Redis at {address} accepts writes again")
             }
-            Failure::Loading => format!("Redis at {address} has loaded its data"),
-            Failure::Password
-            | Failure::Database
-            | Failure::NoPermission
-            | Failure::Tls
-            | Failure::NoMaster
-            | Failure::NotCluster
-            | Failure::Other => format!("Redis at {address} works again"),
-            Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout | Failure::Busy => {
+            FailureKind::Loading => format!("Redis at {address} has loaded its data"),
+            FailureKind::Password
+            | FailureKind::Database
+            | FailureKind::NoPermission
+            | FailureKind::Tls
+            | FailureKind::NoMaster
+            | FailureKind::NotCluster
+            | FailureKind::Other => format!("Redis at {address} works again"),
+            FailureKind::Unreachable
+            | FailureKind::ConnectionLost
+            | FailureKind::Timeout
+            | FailureKind::Busy => {
                 format!("Redis at {address} answers again")
             }
         }
@@ -138,16 +145,23 @@ pub fn reply_may_be_lost(error: &RedisError) -> bool {
     delayer_client::unanswered(error) && !error.is_cluster_error()
 }
 
+/// Whether `error` says the keys' slot is moving between masters (a resharding): MOVED, ASK,
+/// TRYAGAIN, or a script that met a key already moved. Redis refused the call before any write.
+pub fn slot_moving(error: &RedisError) -> bool {
+    matches!(error.code(), Some("MOVED" | "ASK" | "TRYAGAIN"))
+        || error.to_string().contains("non local key")
+}
+
 /// What Redis's error code says, where it says enough.
-fn by_code(code: &str) -> Option<Failure> {
+fn by_code(code: &str) -> Option<FailureKind> {
     Some(match code {
-        "NOAUTH" | "WRONGPASS" => Failure::Password,
-        "OOM" => Failure::OutOfMemory,
-        "READONLY" => Failure::ReadOnly,
-        "LOADING" => Failure::Loading,
-        "MISCONF" => Failure::CannotSave,
-        "BUSY" => Failure::Busy,
-        "NOPERM" => Failure::NoPermission,
+        "NOAUTH" | "WRONGPASS" => FailureKind::Password,
+        "OOM" => FailureKind::OutOfMemory,
+        "READONLY" => FailureKind::ReadOnly,
+        "LOADING" => FailureKind::Loading,
+        "MISCONF" => FailureKind::CannotSave,
+        "BUSY" => FailureKind::Busy,
+        "NOPERM" => FailureKind::NoPermission,
         _ => return None,
     })
 }
@@ -155,30 +169,30 @@ fn by_code(code: &str) -> Option<Failure> {
 /// What the words say, for the errors that carry no telling kind or code: a generic `ERR`, a
 /// script's error wrapped in one (Redis 6), our own resolution errors, and the cluster client,
 /// which keeps only the words of the errors it met.
-fn by_words(error: &RedisError) -> Option<Failure> {
+fn by_words(error: &RedisError) -> Option<FailureKind> {
     let text = error.to_string();
     let has = |markers: &[&str]| markers.iter().any(|marker| text.contains(marker));
     Some(if has(&["WRONGTYPE"]) {
         // A script's own check (Redis 6 wraps it in ERR): it names a key, whatever that holds.
-        Failure::Other
+        FailureKind::Other
     } else if has(&["invalid password", "without any password"]) {
-        Failure::Password
+        FailureKind::Password
     } else if error.kind() == ErrorKind::InvalidClientConfig
         && has(&[NO_SUCH_MASTER, NOT_A_SENTINEL])
     {
-        Failure::NoMaster
+        FailureKind::NoMaster
     } else if has(&["cluster support disabled"]) {
-        Failure::NotCluster
+        FailureKind::NotCluster
     } else if has(&["DB index"]) {
-        Failure::Database
+        FailureKind::Database
     } else if has(&["OOM command not allowed"]) {
-        Failure::OutOfMemory
+        FailureKind::OutOfMemory
     } else if has(&["READONLY"]) {
-        Failure::ReadOnly
+        FailureKind::ReadOnly
     } else if has(&["NOPERM", "can't access", "has no permissions"]) {
-        Failure::NoPermission
+        FailureKind::NoPermission
     } else if has(&[UNTRUSTED]) {
-        Failure::Tls
+        FailureKind::Tls
     } else {
         return None;
     })
@@ -227,89 +241,89 @@ mod tests {
     #[test]
     fn each_reply_redis_gives_is_recognised() {
         let cases = [
-            ("NOAUTH Authentication required.", Failure::Password),
+            ("NOAUTH Authentication required.", FailureKind::Password),
             (
                 "WRONGPASS invalid username-password pair or user is disabled.",
-                Failure::Password,
+                FailureKind::Password,
             ),
-            ("ERR invalid password", Failure::Password),
+            ("ERR invalid password", FailureKind::Password),
             (
                 "ERR AUTH <password> called without any password configured for the default \
                  user. Are you sure your configuration is correct?",
-                Failure::Password,
+                FailureKind::Password,
             ),
-            ("ERR DB index is out of range", Failure::Database),
+            ("ERR DB index is out of range", FailureKind::Database),
             (
                 "ERR This instance has cluster support disabled",
-                Failure::NotCluster,
+                FailureKind::NotCluster,
             ),
             (
                 "OOM command not allowed when used memory > 'maxmemory'.",
-                Failure::OutOfMemory,
+                FailureKind::OutOfMemory,
             ),
             (
                 "ERR Error running script (call to f_1): @user_script:1: @user_script: 1: -OOM \
                  command not allowed when used memory > 'maxmemory'.",
-                Failure::OutOfMemory,
+                FailureKind::OutOfMemory,
             ),
             (
                 "READONLY You can't write against a read only replica.",
-                Failure::ReadOnly,
+                FailureKind::ReadOnly,
             ),
             (
                 "ERR Error running script (call to f_1): @user_script:1: -READONLY You can't \
                  write against a read only replica.",
-                Failure::ReadOnly,
+                FailureKind::ReadOnly,
             ),
             (
                 "LOADING Redis is loading the dataset in memory",
-                Failure::Loading,
+                FailureKind::Loading,
             ),
             (
                 "MISCONF Redis is configured to save RDB snapshots, but it's currently unable \
                  to persist to disk.",
-                Failure::CannotSave,
+                FailureKind::CannotSave,
             ),
             (
                 "BUSY Redis is busy running a script. You can only call SCRIPT KILL or \
                  SHUTDOWN NOSAVE.",
-                Failure::Busy,
+                FailureKind::Busy,
             ),
             (
                 "NOPERM User delayer has no permissions to run the 'evalsha' command",
-                Failure::NoPermission,
+                FailureKind::NoPermission,
             ),
             (
                 "ERR Error running script (call to f_1): @user_script:12: The user executing \
                  the script can't access at least one of the keys mentioned in the command",
-                Failure::NoPermission,
+                FailureKind::NoPermission,
             ),
             (
                 "OOM command not allowed when used memory > 'maxmemory'. script: \
                  2f4ef1e4e19b0a4a3f4bd1b5e7b0a5fd2c3d4e5f, on @user_script:12.",
-                Failure::OutOfMemory,
+                FailureKind::OutOfMemory,
             ),
             (
                 "WRONGTYPE delayer:ready_queue:x-READONLY holds a string, not a list",
-                Failure::Other,
+                FailureKind::Other,
             ),
             (
                 "ERR Error running script (call to f_1): @user_script:9: @user_script: 9: \
                  WRONGTYPE delayer:ready_queue:DB index holds a string, not a list",
-                Failure::Other,
+                FailureKind::Other,
             ),
             (
                 "NOPERM this Redis user may not run LPUSH on delayer:ready_queue:READONLY",
-                Failure::NoPermission,
+                FailureKind::NoPermission,
             ),
-            ("ERR unknown command 'FOO'", Failure::Other),
+            ("ERR unknown command 'FOO'", FailureKind::Other),
             (
                 "WRONGTYPE Operation against a key holding the wrong kind of value",
-                Failure::Other,
+                FailureKind::Other,
             ),
         ];
         for (line, failure) in cases {
-            assert_eq!(Failure::of(&reply(line)), failure, "{line}");
+            assert_eq!(FailureKind::of(&reply(line)), failure, "{line}");
         }
     }
 
@@ -321,38 +335,47 @@ mod tests {
                     ErrorKind::AuthenticationFailed,
                     "Password authentication failed",
                 )),
-                Failure::Password,
+                FailureKind::Password,
             ),
             (
                 RedisError::from((ErrorKind::InvalidClientConfig, NO_SUCH_MASTER, "m".into())),
-                Failure::NoMaster,
+                FailureKind::NoMaster,
             ),
             (
                 RedisError::from((ErrorKind::InvalidClientConfig, NOT_A_SENTINEL, "x".into())),
-                Failure::NoMaster,
+                FailureKind::NoMaster,
             ),
-            (io(io::ErrorKind::TimedOut), Failure::Timeout),
-            (io(io::ErrorKind::ConnectionRefused), Failure::Unreachable),
-            (io(io::ErrorKind::ConnectionReset), Failure::ConnectionLost),
-            (io(io::ErrorKind::BrokenPipe), Failure::ConnectionLost),
-            (io(io::ErrorKind::UnexpectedEof), Failure::ConnectionLost),
+            (io(io::ErrorKind::TimedOut), FailureKind::Timeout),
+            (
+                io(io::ErrorKind::ConnectionRefused),
+                FailureKind::Unreachable,
+            ),
+            (
+                io(io::ErrorKind::ConnectionReset),
+                FailureKind::ConnectionLost,
+            ),
+            (io(io::ErrorKind::BrokenPipe), FailureKind::ConnectionLost),
+            (
+                io(io::ErrorKind::UnexpectedEof),
+                FailureKind::ConnectionLost,
+            ),
             (
                 RedisError::from((
                     ErrorKind::Io,
                     "tls",
                     "invalid peer certificate: UnknownIssuer".into(),
                 )),
-                Failure::Tls,
+                FailureKind::Tls,
             ),
             (
                 RedisError::from(io::Error::other(rustls::Error::InvalidCertificate(
                     rustls::CertificateError::UnknownIssuer,
                 ))),
-                Failure::Tls,
+                FailureKind::Tls,
             ),
         ];
         for (error, failure) in cases {
-            assert_eq!(Failure::of(&error), failure, "{error}");
+            assert_eq!(FailureKind::of(&error), failure, "{error}");
         }
     }
 
@@ -376,10 +399,25 @@ mod tests {
     }
 
     #[test]
+    fn a_slot_on_the_move_is_told_by_its_code_or_a_scripts_words() {
+        assert!(slot_moving(&reply("MOVED 3999 127.0.0.1:6381")));
+        assert!(slot_moving(&reply("ASK 3999 127.0.0.1:6381")));
+        assert!(slot_moving(&reply(
+            "TRYAGAIN Multiple keys request during rehashing of slot"
+        )));
+        assert!(slot_moving(&reply(
+            "ERR Error running script (call to f_1): @user_script:3: Script attempted to access \
+             a non local key in a cluster node"
+        )));
+        assert!(!slot_moving(&reply("CLUSTERDOWN The cluster is down")));
+        assert!(!slot_moving(&reply("OOM command not allowed")));
+    }
+
+    #[test]
     fn only_what_waiting_cannot_mend_stops_a_start() {
-        assert!(Failure::of(&reply("WRONGPASS x")).is_config_error());
-        assert!(Failure::of(&reply("ERR DB index is out of range")).is_config_error());
-        assert!(!Failure::of(&reply("LOADING x")).is_config_error());
-        assert!(!Failure::of(&io(io::ErrorKind::ConnectionRefused)).is_config_error());
+        assert!(FailureKind::of(&reply("WRONGPASS x")).is_config_error());
+        assert!(FailureKind::of(&reply("ERR DB index is out of range")).is_config_error());
+        assert!(!FailureKind::of(&reply("LOADING x")).is_config_error());
+        assert!(!FailureKind::of(&io(io::ErrorKind::ConnectionRefused)).is_config_error());
     }
 }
