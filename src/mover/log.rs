@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tracing::{error, info, warn};
 
-use crate::redis::{FailureKind, Trouble};
+use crate::redis::{Failure, FailureKind};
 use crate::text::escape;
 use delayer_client::keys::Keys;
 use delayer_client::scripts::move_due::{Batch, Stuck, StuckBecause};
@@ -39,29 +39,29 @@ pub fn moves(batch: &Batch) {
 
 /// Logs a script call whose reply never came, of every topic's jobs or of `topic`'s: every one is
 /// said, since each may hide moved jobs that no other line lists.
-pub fn lost_reply(trouble: &Trouble, topic: Option<&str>, batch_size: usize) {
+pub fn lost_reply(failure: &Failure, topic: Option<&str>, batch_size: usize) {
     let of_topic = topic.map_or_else(String::new, |topic| {
         format!(" of topic {}", escape::field(topic))
     });
     error!(
-        "The reply to a move{of_topic} never came ({trouble}): it may have moved up to \
+        "The reply to a move{of_topic} never came ({failure}): it may have moved up to \
          {batch_size} jobs that no \"Job is ready\" line lists; {}",
-        trouble.kind.waiting_for()
+        failure.kind.waiting_for()
     );
 }
 
 /// Logs a failure of every topic's look, or of `topic`'s; `slot_moving` holds Redis's words
 /// when the topic's slot is moving to another master (a resharding: nothing is amiss).
-pub fn failing(trouble: &Trouble, topic: Option<&str>, slot_moving: Option<&str>) {
-    let waiting = trouble.kind.waiting_for();
+pub fn failing(failure: &Failure, topic: Option<&str>, slot_moving: Option<&str>) {
+    let waiting = failure.kind.waiting_for();
     match (topic, slot_moving) {
-        (None, _) => error!("{trouble}; {waiting}"),
+        (None, _) => error!("{failure}; {waiting}"),
         (Some(topic), Some(moving)) => info!(
             "Topic {} waits while its slot moves to another master ({moving}); tried again",
             escape::field(topic)
         ),
         (Some(topic), None) => error!(
-            "Topic {} cannot move: {trouble}; {waiting}",
+            "Topic {} cannot move: {failure}; {waiting}",
             escape::field(topic)
         ),
     }
@@ -78,12 +78,12 @@ pub fn recovered(failure: FailureKind, address: &str, topic: Option<&str>) {
 
 /// Logs that Redis refuses to deliver lapsed reservations again (of every topic, or of `topic`),
 /// while jobs still move.
-pub fn release_refused(trouble: &Trouble, topic: Option<&str>) {
+pub fn release_refused(failure: &Failure, topic: Option<&str>) {
     let of_topic = topic.map_or_else(String::new, |topic| {
         format!(" (topic {})", escape::field(topic))
     });
     error!(
-        "Jobs whose reservation lapsed cannot be delivered again{of_topic} ({trouble}); jobs \
+        "Jobs whose reservation lapsed cannot be delivered again{of_topic} ({failure}); jobs \
          still move as they fall due"
     );
 }

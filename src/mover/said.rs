@@ -11,9 +11,7 @@ use std::time::Duration;
 use deadpool_redis::redis::RedisError;
 
 use super::log;
-use crate::redis::{
-    FailureKind, RedisSettings, Trouble, describe_redis, reply_may_be_lost, slot_moving,
-};
+use crate::redis::{Failure, FailureKind, RedisSettings, reply_may_be_lost, slot_moving};
 
 /// The first wait after a failed look; it doubles up to [`MAX_RETRY_WAIT`].
 const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -23,7 +21,7 @@ const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
 
 /// A look that failed: why, and how to say it.
 pub(super) struct Failed {
-    pub trouble: Trouble,
+    pub failure: Failure,
     /// The failed call was a script call whose reply never came: it may have moved jobs.
     pub lost_reply: bool,
     /// Redis refused the call because its slot is moving to another master (a resharding):
@@ -33,9 +31,9 @@ pub(super) struct Failed {
 
 impl Failed {
     /// A failure of no move: no connection, or the cluster's registry could not be read.
-    pub fn not_a_move(trouble: Trouble) -> Failed {
+    pub fn not_a_move(failure: Failure) -> Failed {
         Failed {
-            trouble,
+            failure,
             lost_reply: false,
             slot_moving: None,
         }
@@ -44,7 +42,7 @@ impl Failed {
     /// A script call failed with `error`.
     pub fn call(error: &RedisError, redis: &RedisSettings) -> Failed {
         Failed {
-            trouble: describe_redis(error, redis),
+            failure: Failure::of(error, redis),
             lost_reply: reply_may_be_lost(error),
             slot_moving: slot_moving(error).then(|| error.to_string()),
         }
@@ -82,7 +80,7 @@ impl Said {
     /// A look at `subject` failed: says so (a lost reply every time, anything else once per
     /// cause), and returns the wait before the next try.
     pub(super) fn failed(&self, subject: Option<&str>, failed: &Failed) -> Duration {
-        let kind = failed.trouble.kind;
+        let kind = failed.failure.kind;
         let (new, wait) = match self.lock().entry(subject.map(str::to_string)) {
             Entry::Vacant(vacant) => {
                 vacant.insert(Failing {
@@ -99,9 +97,9 @@ impl Said {
             }
         };
         if failed.lost_reply {
-            log::lost_reply(&failed.trouble, subject, self.batch_size);
+            log::lost_reply(&failed.failure, subject, self.batch_size);
         } else if new {
-            log::failing(&failed.trouble, subject, failed.slot_moving.as_deref());
+            log::failing(&failed.failure, subject, failed.slot_moving.as_deref());
         }
         wait
     }
@@ -142,10 +140,10 @@ impl Said {
     }
 
     /// Redis refused to release `subject`'s lapsed reservations (said once per cause).
-    pub(super) fn release_refused(&self, subject: Option<&str>, trouble: &Trouble) {
+    pub(super) fn release_refused(&self, subject: Option<&str>, failure: &Failure) {
         let mut refused = self.release_refused.lock().expect("not poisoned");
-        if refused.insert(subject.map(str::to_string), trouble.kind) != Some(trouble.kind) {
-            log::release_refused(trouble, subject);
+        if refused.insert(subject.map(str::to_string), failure.kind) != Some(failure.kind) {
+            log::release_refused(failure, subject);
         }
     }
 

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::said::Failed;
 use super::step::{Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
 use super::wakeup::PoolWatch;
-use crate::redis::{FailureKind, RedisPool, RedisSettings, describe, describe_refusal, target};
+use crate::redis::{Failure, FailureKind, RedisPool, RedisSettings, target};
 
 /// How long before a known due time the timer wakes: enough to take a connection from the pool
 /// (which checks it with a round trip) and to absorb tokio's whole-millisecond timer, so that the
@@ -55,7 +55,7 @@ impl SingleMover {
         };
         match reply {
             Err(error) if FailureKind::of(&error).is_config_error() => {
-                bail!(describe_refusal(&error, &self.redis).await)
+                bail!(Failure::refusal(&error, &self.redis).await)
             }
             _ => Ok(()),
         }
@@ -151,7 +151,7 @@ impl SingleMover {
         // Waiting for a connection is cancellable; the script calls are not.
         let mut connection = tokio::select! {
             connection = self.pool.get() => connection
-                .map_err(|error| Failed::not_a_move(describe(&error, &self.redis)))?,
+                .map_err(|error| Failed::not_a_move(Failure::connecting(&error, &self.redis)))?,
             () = shutdown.cancelled() => return Ok(None),
         };
         if let Some(due) = aim {

@@ -18,7 +18,7 @@ use super::clock::RedisClock;
 use super::log::{self, StuckTopics};
 use super::said::Said;
 use crate::metrics::Metrics;
-use crate::redis::{FailureKind, RedisSettings, describe_redis, slot_moving};
+use crate::redis::{Failure, FailureKind, RedisSettings, slot_moving};
 
 /// The least time between two looks woken by writes to the pool: a burst of pushes must not turn
 /// into thousands of script calls, and a job due within this is at most this late.
@@ -241,12 +241,12 @@ impl Step {
             let released = match released {
                 Ok(released) => released,
                 Err(error) => {
-                    let trouble = describe_redis(&error, &self.redis);
-                    if !refuses_release(&error, trouble.kind) {
+                    let failure = Failure::of(&error, &self.redis);
+                    if !refuses_release(&error, failure.kind) {
                         return Err(error);
                     }
                     self.said.answered(subject);
-                    self.said.release_refused(subject, &trouble);
+                    self.said.release_refused(subject, &failure);
                     return Ok((None, put_back));
                 }
             };
@@ -271,10 +271,10 @@ impl Step {
 /// of its keys or its user (no permission, a key of the wrong type), not because a cluster is on
 /// the move or down: then jobs still move, and the release is tried again at the next look.
 fn refuses_release(error: &RedisError, kind: FailureKind) -> bool {
-    let cluster_trouble = error.is_cluster_error()
+    let cluster_moving_or_down = error.is_cluster_error()
         || slot_moving(error)
         || matches!(error.code(), Some("CROSSSLOT" | "MASTERDOWN"));
-    matches!(kind, FailureKind::NoPermission | FailureKind::Other) && !cluster_trouble
+    matches!(kind, FailureKind::NoPermission | FailureKind::Other) && !cluster_moving_or_down
 }
 
 /// How long to sleep at `now`: until `next_due` (unix seconds, both by Redis's clock), but never

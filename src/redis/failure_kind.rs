@@ -1,7 +1,7 @@
 //! What kind of failure a Redis error is, for the daemon: pure functions of the error, told by the
 //! redis crate's error kind and Redis's error code where they say it, by the words only where
 //! nothing else does (Redis answers `ERR` for a wrong database, and Redis 6 wraps a script's errors
-//! in one). The words someone running the daemon reads are `trouble.rs`'s business.
+//! in one). The words someone running the daemon reads are [`Failure`](super::Failure)'s.
 
 use deadpool_redis::redis::{ErrorKind, RedisError};
 use delayer_client::connection::{NO_SUCH_MASTER, NOT_A_SENTINEL};

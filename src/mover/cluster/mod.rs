@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::said::Failed;
 use super::step::{Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
-use crate::redis::{FailureKind, RedisSettings, describe_redis, describe_refusal, target};
+use crate::redis::{Failure, FailureKind, RedisSettings, target};
 use nodes::ClusterNodes;
 use registry::RegistryRepair;
 use schedule::Schedule;
@@ -82,7 +82,7 @@ impl ClusterMover {
     pub(super) async fn check_redis(&self) -> Result<()> {
         match self.nodes.refresh().await {
             Err(error) if FailureKind::of(&error).is_config_error() => {
-                bail!(describe_refusal(&error, &self.redis).await)
+                bail!(Failure::refusal(&error, &self.redis).await)
             }
             _ => Ok(()),
         }
@@ -118,7 +118,7 @@ impl ClusterMover {
                     // The drains go on with the topics known so far.
                     Err(error) => {
                         self.step.metrics().looked(false);
-                        let failed = Failed::not_a_move(describe_redis(&error, &self.redis));
+                        let failed = Failed::not_a_move(Failure::of(&error, &self.redis));
                         read_registry_at = Instant::now() + self.step.said().failed(None, &failed);
                     }
                 }
@@ -263,7 +263,7 @@ impl ClusterMover {
             Ok(found) => found,
             Err(error) => {
                 self.nodes.failed(None, &error);
-                let failed = Failed::not_a_move(describe_redis(&error, &self.redis));
+                let failed = Failed::not_a_move(Failure::of(&error, &self.redis));
                 return (topic, Err(failed));
             }
         };
