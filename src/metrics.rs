@@ -78,11 +78,11 @@ pub struct Metrics {
     counted: Mutex<HashMap<String, Option<Topic>>>,
     /// The most topics a per-topic family has series for (`[http] max_listed_topics`).
     listed: AtomicUsize,
-    /// Whether a look has ended, well or not.
-    looked: AtomicBool,
-    /// When the last successful look ended, by the monotonic clock (health's measure: a step of
+    /// Whether a poll has ended, well or not.
+    polled: AtomicBool,
+    /// When the last successful poll ended, by the monotonic clock (health's measure: a step of
     /// the wall clock must not make a healthy daemon look stalled).
-    last_good_look: Mutex<Option<Instant>>,
+    last_good_poll: Mutex<Option<Instant>>,
     /// The last [`RECENT_LAGS`] move lags, in seconds, for the console.
     recent_lags: Mutex<VecDeque<f64>>,
 }
@@ -239,8 +239,8 @@ impl Default for Metrics {
             measured: Mutex::default(),
             counted: Mutex::default(),
             listed: AtomicUsize::new(DEFAULT_LISTED_TOPICS),
-            looked: AtomicBool::new(false),
-            last_good_look: Mutex::new(None),
+            polled: AtomicBool::new(false),
+            last_good_poll: Mutex::new(None),
             recent_lags: Mutex::new(VecDeque::with_capacity(RECENT_LAGS)),
         }
     }
@@ -324,32 +324,33 @@ impl Metrics {
         }
     }
 
-    /// A script call Redis answered: the loop is looking, even in the middle of a long drain.
+    /// A script call Redis answered: the loop is polling, even in the middle of a long drain.
     fn script(&self, script: &'static str, took: Duration) {
         self.script_seconds
             .get_or_create(&ScriptLabel { script })
             .observe(took.as_secs_f64());
-        self.looked(true);
+        self.polled(true);
     }
 
-    /// A look ended: Redis answered all of it (`true`), or failed it.
-    pub fn looked(&self, answered: bool) {
-        self.looked.store(true, Ordering::Relaxed);
+    /// A poll ended: Redis answered all of it (`true`), or failed it.
+    pub fn polled(&self, answered: bool) {
+        self.polled.store(true, Ordering::Relaxed);
         self.redis_up.set(i64::from(answered));
         if answered {
             self.last_look.set(unix_now());
-            *self.last_good_look.lock().expect("not poisoned") = Some(Instant::now());
+            *self.last_good_poll.lock().expect("not poisoned") = Some(Instant::now());
         }
     }
 
-    /// Whether a look has ended yet, well or not.
+    /// Whether a poll has ended yet, well or not. This and [`last_look`](Self::last_look) keep
+    /// the word of `/healthz` and of the metric `last_look_timestamp_seconds`: a look is a poll.
     pub fn has_looked(&self) -> bool {
-        self.looked.load(Ordering::Relaxed)
+        self.polled.load(Ordering::Relaxed)
     }
 
-    /// Whether Redis answered the last look, and how long ago the last successful look was.
+    /// Whether Redis answered the last poll, and how long ago the last successful poll was.
     pub fn last_look(&self) -> (bool, Option<Duration>) {
-        let last = *self.last_good_look.lock().expect("not poisoned");
+        let last = *self.last_good_poll.lock().expect("not poisoned");
         (self.redis_up.get() == 1, last.map(|at| at.elapsed()))
     }
 

@@ -50,7 +50,7 @@ pub fn lost_reply(failure: &Failure, topic: Option<&str>, batch_size: usize) {
     );
 }
 
-/// Logs a failure of every topic's look, or of `topic`'s; `slot_moving` holds Redis's words
+/// Logs a failure of every topic's poll, or of `topic`'s; `slot_moving` holds Redis's words
 /// when the topic's slot is moving to another master (a resharding: nothing is amiss).
 pub fn failing(failure: &Failure, topic: Option<&str>, slot_moving: Option<&str>) {
     let waiting = failure.kind.waiting_for();
@@ -67,7 +67,7 @@ pub fn failing(failure: &Failure, topic: Option<&str>, slot_moving: Option<&str>
     }
 }
 
-/// Logs the end of a failure of kind `failure` (of every topic's look, or of `topic`'s).
+/// Logs the end of a failure of kind `failure` (of every topic's poll, or of `topic`'s).
 pub fn recovered(failure: FailureKind, address: &str, topic: Option<&str>) {
     let recovered = failure.recovered(address);
     match topic {
@@ -168,7 +168,7 @@ fn by_topic(pairs: &[(Topic, JobId)]) -> Vec<(&Topic, Vec<JobId>)> {
 
 /// Topics whose jobs cannot move (a ready list key that is not a list) or may not (paused). Each
 /// is said once when it is found, with how many jobs were parked, and once when it moves again:
-/// not once per job, nor on every look.
+/// not once per job, nor on every poll.
 #[derive(Debug, Default)]
 pub struct StuckTopics {
     /// Already reported, not yet seen moving again, with why.

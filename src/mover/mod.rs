@@ -1,6 +1,6 @@
 //! The timer loop: moves each job, when it falls due, from its pool to its topic's ready list,
 //! and delivers again the jobs whose reservation lapsed. One Redis ([`single`]) and a cluster
-//! ([`cluster`]) are two loops over one step ([`step`]): the loops decide when to look and over
+//! ([`cluster`]) are two loops over one step ([`step`]): the loops decide when to poll and over
 //! which connection, the step moves, releases, counts, logs and says what failed.
 
 mod clock;

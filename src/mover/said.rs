@@ -13,13 +13,13 @@ use deadpool_redis::redis::RedisError;
 use super::log;
 use crate::redis::{Failure, FailureKind, RedisSettings, reply_may_be_lost, slot_moving};
 
-/// The first wait after a failed look; it doubles up to [`MAX_RETRY_WAIT`].
+/// The first wait after a failed poll; it doubles up to [`MAX_RETRY_WAIT`].
 const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);
 /// Capped well under a second so what fell due during an outage moves within a second of Redis
 /// returning.
 const MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
 
-/// A look that failed: why, and how to say it.
+/// A poll that failed: why, and how to say it.
 pub(super) struct Failed {
     pub failure: Failure,
     /// The failed call was a script call whose reply never came: it may have moved jobs.
@@ -59,9 +59,9 @@ pub(super) struct Said {
     release_refused: Mutex<HashMap<Option<String>, FailureKind>>,
 }
 
-/// A subject whose looks fail.
+/// A subject whose polls fail.
 struct Failing {
-    /// The cause said last; `None` once Redis answered again, before the look ended well.
+    /// The cause said last; `None` once Redis answered again, before the poll ended well.
     said: Option<FailureKind>,
     /// The wait before the next try.
     wait: Duration,
@@ -77,7 +77,7 @@ impl Said {
         }
     }
 
-    /// A look at `subject` failed: says so (a lost reply every time, anything else once per
+    /// A poll of `subject` failed: says so (a lost reply every time, anything else once per
     /// cause), and returns the wait before the next try.
     pub(super) fn failed(&self, subject: Option<&str>, failed: &Failed) -> Duration {
         let kind = failed.failure.kind;
@@ -104,8 +104,8 @@ impl Said {
         wait
     }
 
-    /// Redis answered a call of a look at `subject`. For Redis itself, a failure is over: said
-    /// at once, before what the look moved is logged. (A topic's is said once its look ended
+    /// Redis answered a call of a poll of `subject`. For Redis itself, a failure is over: said
+    /// at once, before what the poll moved is logged. (A topic's is said once its poll ended
     /// well: see [`drained`](Said::drained).)
     pub(super) fn answered(&self, subject: Option<&str>) {
         if subject.is_none() {
@@ -113,7 +113,7 @@ impl Said {
         }
     }
 
-    /// A look at `subject` ended well: its failure, if any, is over, and the next one waits
+    /// A poll of `subject` ended well: its failure, if any, is over, and the next one waits
     /// from the start again.
     pub(super) fn drained(&self, subject: Option<&str>) {
         self.ended(subject, true);

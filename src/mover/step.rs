@@ -20,9 +20,9 @@ use super::said::Said;
 use crate::metrics::Metrics;
 use crate::redis::{Failure, FailureKind, RedisSettings, slot_moving};
 
-/// The least time between two looks woken by writes to the pool: a burst of pushes must not turn
+/// The least time between two polls woken by writes to the pool: a burst of pushes must not turn
 /// into thousands of script calls, and a job due within this is at most this late.
-pub(super) const MIN_LOOK_GAP: Duration = Duration::from_millis(5);
+pub(super) const MIN_POLL_GAP: Duration = Duration::from_millis(5);
 /// While a backlog drains, lapsed reservations are still delivered again this often: a long drain
 /// must not hold up redelivery.
 const RELEASE_EVERY: Duration = Duration::from_secs(1);
@@ -31,7 +31,7 @@ const RELEASE_EVERY: Duration = Duration::from_secs(1);
 /// (`config/keys.rs`) fills in.
 #[derive(Debug, Clone, Default)]
 pub struct MoverSettings {
-    /// `timer_interval`: the longest the loop sleeps between two looks at the pool.
+    /// `timer_interval`: the longest the loop sleeps between two polls of the pool.
     pub timer_interval: Duration,
     /// `batch_size`: the most jobs one script call moves.
     pub batch_size: usize,
@@ -104,7 +104,7 @@ impl Step {
 
     /// Moves `keys`' due jobs until a batch comes back short (or `limits` end the drain), then
     /// delivers again the jobs whose reservation lapsed; the jobs that puts back are due now, and
-    /// moved in the same drain. Returns when to look again: when the next job falls due or the
+    /// moved in the same drain. Returns when to poll again: when the next job falls due or the
     /// next reservation lapses, or now when the drain ended with more to do. `subject` names
     /// what the keys are of (a topic, or `None` for every topic), for what is said.
     pub(super) async fn drain(
@@ -269,7 +269,7 @@ impl Step {
 
 /// Whether Redis refused a release of lapsed reservations (a failure of this `kind`) for a reason
 /// of its keys or its user (no permission, a key of the wrong type), not because a cluster is on
-/// the move or down: then jobs still move, and the release is tried again at the next look.
+/// the move or down: then jobs still move, and the release is tried again at the next poll.
 fn refuses_release(error: &RedisError, kind: FailureKind) -> bool {
     let cluster_moving_or_down = error.is_cluster_error()
         || slot_moving(error)

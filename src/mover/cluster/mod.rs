@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::said::Failed;
-use super::step::{Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
+use super::step::{Limits, MIN_POLL_GAP, MoverSettings, Step, wait_until};
 use crate::redis::{Failure, FailureKind, RedisSettings, target};
 use nodes::ClusterNodes;
 use registry::RegistryRepair;
@@ -33,7 +33,7 @@ use watch::ClusterWatch;
 /// Full batches one topic moves before the others' turn: a backlog of a million jobs in one topic
 /// must not keep another topic's due jobs waiting until it is gone.
 const BATCHES_PER_TURN: usize = 10;
-/// How long a look waits for the registry before it goes on with the topics it knew: a hung
+/// How long a poll waits for the registry before it goes on with the topics it knew: a hung
 /// master holding the registry must not hold up the others' moves for long.
 const REGISTRY_WAIT: Duration = Duration::from_millis(500);
 /// The most topics drained at once: each script call of a drain waits behind those before it on
@@ -41,7 +41,7 @@ const REGISTRY_WAIT: Duration = Duration::from_millis(500);
 /// and a stop waits for every call in flight.
 const MAX_DRAINS: usize = 32;
 /// While every master reports writes, how often the registry is read (new topics are known from
-/// their first push) and how often a topic nobody wrote to is looked at, as safety nets: a
+/// their first push) and how often a topic nobody wrote to is polled, as safety nets: a
 /// registry of 20,000 idle topics then costs Redis a few dozen script calls a second.
 const REGISTRY_EVERY: Duration = Duration::from_secs(10);
 const IDLE_RECHECK: Duration = Duration::from_secs(600);
@@ -109,15 +109,15 @@ impl ClusterMover {
                 read_registry_at = Instant::now() + self.read_registry_every(&watch);
                 match self.read_registry().await {
                     Ok(registry) => {
-                        self.step.metrics().looked(true);
+                        self.step.metrics().polled(true);
                         self.step.said().drained(None);
-                        schedule.know(registry, self.layout, self.step.now());
+                        schedule.add_topics(registry, self.layout, self.step.now());
                         watch.ensure(self.nodes.masters());
                         ready = true;
                     }
                     // The drains go on with the topics known so far.
                     Err(error) => {
-                        self.step.metrics().looked(false);
+                        self.step.metrics().polled(false);
                         let failed = Failed::not_a_move(Failure::of(&error, &self.redis));
                         read_registry_at = Instant::now() + self.step.said().failed(None, &failed);
                     }
@@ -206,7 +206,7 @@ impl ClusterMover {
         });
         let clock = self.step.clock();
         if topics.is_ok() && clock.seen() {
-            // A help only, and no part of the look: the next move reads Redis's time anyway.
+            // A help only, and no part of the poll: the next move reads Redis's time anyway.
             let _ = tokio::time::timeout(REGISTRY_WAIT, clock.read(&mut connection)).await;
         }
         match &topics {
@@ -222,7 +222,7 @@ impl ClusterMover {
         topics
     }
 
-    /// Takes note of a drain's end: when to look at its topic again.
+    /// Takes note of a drain's end: when to poll its topic again.
     fn finished(
         &self,
         schedule: &mut Schedule,
@@ -230,13 +230,13 @@ impl ClusterMover {
         topic: String,
         drained: Result<Option<f64>, Failed>,
     ) {
-        self.step.metrics().looked(drained.is_ok());
+        self.step.metrics().polled(drained.is_ok());
         let now = self.step.now();
         let due = match drained {
             Ok(next_due) => {
                 self.step.said().drained(Some(&topic));
                 // While every master reports writes, a topic nobody wrote to has nothing new:
-                // looked at again only as a safety net. Else at least every timer_interval, as
+                // polled again only as a safety net. Else at least every timer_interval, as
                 // with one Redis: a push that could not be reported waits no longer than that.
                 let recheck = if watch.watches_all(&self.nodes.masters()) {
                     IDLE_RECHECK
@@ -248,11 +248,11 @@ impl ClusterMover {
             }
             Err(failed) => now + self.step.said().failed(Some(&topic), &failed).as_secs_f64(),
         };
-        schedule.drained(topic, due, now + MIN_LOOK_GAP.as_secs_f64());
+        schedule.drained(topic, due, now + MIN_POLL_GAP.as_secs_f64());
     }
 
     /// Drains `topic` (see [`Step::drain`]) for one turn of [`BATCHES_PER_TURN`] full batches at
-    /// most, over our connection to its master. Returns when to look at the topic again.
+    /// most, over our connection to its master. Returns when to poll the topic again.
     async fn drain(
         &self,
         topic: String,
