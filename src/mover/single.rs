@@ -12,7 +12,7 @@ use delayer_client::scripts::move_due::Batch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::said::Failed;
+use super::outage::PollFailure;
 use super::step::{Limits, MIN_POLL_GAP, MoverSettings, Step, wait_until};
 use super::wakeup::PoolWatch;
 use crate::redis::{Failure, FailureKind, RedisPool, RedisSettings, target};
@@ -93,7 +93,7 @@ impl SingleMover {
             let drained = self.drain(shutdown, aim.take()).await;
             self.step.metrics().polled(drained.is_ok());
             if drained.is_ok() {
-                self.step.said().drained(None);
+                self.step.outages().succeeded(None);
             }
             let polled_at = Instant::now();
             if shutdown.is_cancelled() {
@@ -118,7 +118,7 @@ impl SingleMover {
                 Err(failed) => {
                     // With Sentinel, the next try asks where the master is now.
                     self.pool.forget_master();
-                    self.step.said().failed(None, &failed)
+                    self.step.outages().failed(None, &failed)
                 }
             };
             let early = if due_at.is_some() {
@@ -146,12 +146,12 @@ impl SingleMover {
         &self,
         shutdown: &CancellationToken,
         aim: Option<f64>,
-    ) -> Result<Option<f64>, Failed> {
+    ) -> Result<Option<f64>, PollFailure> {
         self.pool.prune();
         // Waiting for a connection is cancellable; the script calls are not.
         let mut connection = tokio::select! {
             connection = self.pool.get() => connection
-                .map_err(|error| Failed::not_a_move(Failure::connecting(&error, &self.redis)))?,
+                .map_err(|error| PollFailure::not_a_move(Failure::connecting(&error, &self.redis)))?,
             () = shutdown.cancelled() => return Ok(None),
         };
         if let Some(due) = aim {
@@ -166,7 +166,7 @@ impl SingleMover {
         self.step
             .drain(&mut connection, &self.keys, None, &limits)
             .await
-            .map_err(|error| Failed::call(&error, &self.redis))
+            .map_err(|error| PollFailure::call(&error, &self.redis))
     }
 }
 

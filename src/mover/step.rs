@@ -1,6 +1,6 @@
 //! The step both loops take, on every topic's keys (one Redis) or one topic's (a cluster): move the
 //! due jobs batch by batch, deliver lapsed reservations again, count and log what was done, and
-//! say what failed ([`Said`]).
+//! tell the outages what failed ([`Outages`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,7 +16,7 @@ use tracing::warn;
 
 use super::clock::RedisClock;
 use super::log::{self, StuckTopics};
-use super::said::Said;
+use super::outage::Outages;
 use crate::metrics::Metrics;
 use crate::redis::{Failure, FailureKind, RedisSettings, slot_moving};
 
@@ -40,7 +40,7 @@ pub struct MoverSettings {
     pub max_attempts: u32,
 }
 
-/// What both loops share: the scripts, the counts, and what has been said.
+/// What both loops share: the scripts, the counts, and the outages.
 pub(super) struct Step {
     script: MoveScript,
     release: ReleaseScript,
@@ -48,7 +48,7 @@ pub(super) struct Step {
     settings: MoverSettings,
     redis: RedisSettings,
     stuck: Mutex<StuckTopics>,
-    said: Said,
+    outages: Outages,
     clock: RedisClock,
     /// Whether a move went by this host's clock (the Redis user may not run TIME), said once.
     host_clock_said: AtomicBool,
@@ -73,7 +73,7 @@ impl Step {
             settings: settings.clone(),
             redis: redis.clone(),
             stuck: Mutex::default(),
-            said: Said::new(redis, settings.batch_size),
+            outages: Outages::new(redis, settings.batch_size),
             clock: RedisClock::default(),
             host_clock_said: AtomicBool::new(false),
         }
@@ -98,8 +98,8 @@ impl Step {
         &self.metrics
     }
 
-    pub(super) fn said(&self) -> &Said {
-        &self.said
+    pub(super) fn outages(&self) -> &Outages {
+        &self.outages
     }
 
     /// Moves `keys`' due jobs until a batch comes back short (or `limits` end the drain), then
@@ -181,7 +181,7 @@ impl Step {
     ) -> RedisResult<Batch> {
         let moved = async {
             let mut batch = self.move_once(connection, keys, self.now()).await?;
-            self.said.answered(subject);
+            self.outages.answered(subject);
             self.stuck().note(&batch, keys);
             *batches += 1;
             let mut released_at = Instant::now();
@@ -245,14 +245,14 @@ impl Step {
                     if !refuses_release(&error, failure.kind) {
                         return Err(error);
                     }
-                    self.said.answered(subject);
-                    self.said.release_refused(subject, &failure);
+                    self.outages.answered(subject);
+                    self.outages.release_refused(subject, &failure);
                     return Ok((None, put_back));
                 }
             };
             self.metrics.released(&released, started.elapsed());
-            self.said.answered(subject);
-            self.said.release_works(subject);
+            self.outages.answered(subject);
+            self.outages.release_works(subject);
             log::released(&released, self.settings.max_attempts, keys);
             put_back |= !released.retried.is_empty() || !released.blocked.is_empty();
             let more = released.ended >= self.settings.batch_size;

@@ -22,7 +22,7 @@ use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::said::Failed;
+use super::outage::PollFailure;
 use super::step::{Limits, MIN_POLL_GAP, MoverSettings, Step, wait_until};
 use crate::redis::{Failure, FailureKind, RedisSettings, target};
 use nodes::ClusterNodes;
@@ -110,7 +110,7 @@ impl ClusterMover {
                 match self.read_registry().await {
                     Ok(registry) => {
                         self.step.metrics().polled(true);
-                        self.step.said().drained(None);
+                        self.step.outages().succeeded(None);
                         schedule.add_topics(registry, self.layout, self.step.now());
                         watch.ensure(self.nodes.masters());
                         ready = true;
@@ -118,8 +118,9 @@ impl ClusterMover {
                     // The drains go on with the topics known so far.
                     Err(error) => {
                         self.step.metrics().polled(false);
-                        let failed = Failed::not_a_move(Failure::of(&error, &self.redis));
-                        read_registry_at = Instant::now() + self.step.said().failed(None, &failed);
+                        let failed = PollFailure::not_a_move(Failure::of(&error, &self.redis));
+                        read_registry_at =
+                            Instant::now() + self.step.outages().failed(None, &failed);
                     }
                 }
             }
@@ -228,13 +229,13 @@ impl ClusterMover {
         schedule: &mut Schedule,
         watch: &ClusterWatch,
         topic: String,
-        drained: Result<Option<f64>, Failed>,
+        drained: Result<Option<f64>, PollFailure>,
     ) {
         self.step.metrics().polled(drained.is_ok());
         let now = self.step.now();
         let due = match drained {
             Ok(next_due) => {
-                self.step.said().drained(Some(&topic));
+                self.step.outages().succeeded(Some(&topic));
                 // While every master reports writes, a topic nobody wrote to has nothing new:
                 // polled again only as a safety net. Else at least every timer_interval, as
                 // with one Redis: a push that could not be reported waits no longer than that.
@@ -246,7 +247,13 @@ impl ClusterMover {
                 let latest = now + recheck.as_secs_f64();
                 next_due.map_or(latest, |due| due.min(latest))
             }
-            Err(failed) => now + self.step.said().failed(Some(&topic), &failed).as_secs_f64(),
+            Err(failed) => {
+                now + self
+                    .step
+                    .outages()
+                    .failed(Some(&topic), &failed)
+                    .as_secs_f64()
+            }
         };
         schedule.drained(topic, due, now + MIN_POLL_GAP.as_secs_f64());
     }
@@ -257,13 +264,13 @@ impl ClusterMover {
         &self,
         topic: String,
         shutdown: &CancellationToken,
-    ) -> (String, Result<Option<f64>, Failed>) {
+    ) -> (String, Result<Option<f64>, PollFailure>) {
         let keys = self.layout.keys(&topic);
         let (master, mut connection) = match self.nodes.for_key(keys.pool()).await {
             Ok(found) => found,
             Err(error) => {
                 self.nodes.failed(None, &error);
-                let failed = Failed::not_a_move(Failure::of(&error, &self.redis));
+                let failed = PollFailure::not_a_move(Failure::of(&error, &self.redis));
                 return (topic, Err(failed));
             }
         };
@@ -278,7 +285,7 @@ impl ClusterMover {
             .await;
         let drained = drained.map_err(|error| {
             self.nodes.failed(Some(&master), &error);
-            Failed::call(&error, &self.redis)
+            PollFailure::call(&error, &self.redis)
         });
         (topic, drained)
     }
