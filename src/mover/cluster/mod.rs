@@ -119,8 +119,8 @@ impl ClusterMover {
                     Err(error) => {
                         self.step.metrics().polled(false);
                         let failed = PollFailure::not_a_move(Failure::of(&error, &self.redis));
-                        read_registry_at =
-                            Instant::now() + self.step.outages().failed(None, &failed);
+                        let wait = self.step.outages().failed(None, &failed);
+                        read_registry_at = Instant::now() + wait;
                     }
                 }
             }
@@ -248,11 +248,8 @@ impl ClusterMover {
                 next_due.map_or(latest, |due| due.min(latest))
             }
             Err(failed) => {
-                now + self
-                    .step
-                    .outages()
-                    .failed(Some(&topic), &failed)
-                    .as_secs_f64()
+                let wait = self.step.outages().failed(Some(&topic), &failed);
+                now + wait.as_secs_f64()
             }
         };
         schedule.drained(topic, due, now + MIN_POLL_GAP.as_secs_f64());
