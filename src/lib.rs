@@ -9,6 +9,37 @@
 //! The parts: [`config`] reads `delayer.conf`; `mover` is the timer loop; `redis` the pool and
 //! what Redis failures mean; `http` the job API, metrics and the console; [`cli`] the command line;
 //! [`service`] the process plumbing (daemon, pid file, signals, logs).
+//!
+//! # Words
+//!
+//! - **job**: an id, a topic and a body, pushed to fall due at a time. Its **bucket** is the hash
+//!   that holds its data (`delayer:job_bucket:<id>`: topic, body, and our own fields).
+//! - **pool**: the sorted set of the jobs waiting to fall due, each id scored by its due time
+//!   (`delayer:job_pool`; one per topic in the cluster layout). The other pool, of connections
+//!   to Redis, is a `RedisPool`.
+//! - **topic**: the name consumers take jobs by; each has a **ready list**
+//!   (`delayer:ready_queue:<topic>`) where its due jobs wait to be popped or reserved.
+//! - **move**: one call of the move script, which takes up to `batch_size` due ids from the pool
+//!   onto their ready lists at once, drops orphans (ids whose bucket is gone) and parks the jobs
+//!   of a topic that cannot take them (paused, or its ready list key holds another type). A
+//!   **drain** moves batch after batch until one comes back short, then releases the lapsed
+//!   reservations.
+//! - **poll**: one drain of the pool (in a cluster: of one topic, or a read of the registry of
+//!   topics), when the next job falls due, a client pushes, or `timer_interval` has passed. Log
+//!   lines, `/healthz` and the metric `delayer_last_look_timestamp_seconds` call it a look.
+//! - **reservation**: a job a consumer took with `reserve` (at least once, where a pop is at most
+//!   once): recorded with a deadline until it is acked or nacked, or the deadline passes. Its **receipt** (id, attempt, token) names
+//!   that one reservation to ack, nack or touch, so a consumer that ran out of time cannot finish
+//!   what another holds now.
+//! - **lapse**: a reservation whose deadline passed: the job is delivered again (back to the
+//!   pool, due now), or after `max_attempts` goes to its topic's **dead list**
+//!   (`delayer:dead_queue:<topic>`), where it stays until requeued.
+//! - **layout**: what the keys are called and where a topic's keys are: `legacy` (the original's
+//!   names), `jop` (its first generation's) or the cluster layout, where every key of a topic
+//!   carries the topic as its `{hash tag}`, so that one script call touches one slot.
+//! - **outage**: the time a subject's polls fail (Redis itself, or one topic of a cluster). What
+//!   went wrong is a Redis **failure**, of a **failure kind**; an outage is logged once when it
+//!   begins and once when it ends, however many polls fail in between.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

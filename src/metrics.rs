@@ -78,171 +78,204 @@ pub struct Metrics {
     counted: Mutex<HashMap<String, Option<Topic>>>,
     /// The most topics a per-topic family has series for (`[http] max_listed_topics`).
     listed: AtomicUsize,
-    /// Whether a look has ended, well or not.
-    looked: AtomicBool,
-    /// When the last successful look ended, by the monotonic clock (health's measure: a step of
+    /// Whether a poll has ended, well or not.
+    polled: AtomicBool,
+    /// When the last successful poll ended, by the monotonic clock (health's measure: a step of
     /// the wall clock must not make a healthy daemon look stalled).
-    last_good_look: Mutex<Option<Instant>>,
+    last_good_poll: Mutex<Option<Instant>>,
     /// The last [`RECENT_LAGS`] move lags, in seconds, for the console.
     recent_lags: Mutex<VecDeque<f64>>,
 }
 
 impl Default for Metrics {
     fn default() -> Metrics {
-        let moved = Family::<TopicLabel, Counter>::default();
-        let orphans = Counter::default();
-        let delivered_again = Family::<TopicLabel, Counter>::default();
-        let died = Family::<TopicLabel, Counter>::default();
-        // 100 us to ~13 s.
-        let script_seconds = Family::<ScriptLabel, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.0001, 2.0, 18))
-        });
-        // 1 ms to ~9 min.
-        let move_lag = Histogram::new(exponential_buckets(0.001, 2.0, 20));
-        let (redis_up, waiting, due_now) = (Gauge::default(), Gauge::default(), Gauge::default());
-        let last_look = Gauge::<f64, AtomicU64>::default();
-        let ready = Family::<TopicLabel, Gauge>::default();
-        let (topics, unlisted_topics, unlisted_ready) =
-            (Gauge::default(), Gauge::default(), Gauge::default());
-        let census_at = Gauge::<f64, AtomicU64>::default();
-        let dead = Family::<TopicLabel, Gauge>::default();
-        let (unlisted_dead, reserved) = (Gauge::default(), Gauge::default());
-        let paused = Family::<TopicLabel, Gauge>::default();
-        let oldest_ready_age = Family::<TopicLabel, Gauge<f64, AtomicU64>>::default();
-        // Each series from the start, so that increase() sees the first call.
-        for script in ["move", "release"] {
-            let _ = script_seconds.get_or_create(&ScriptLabel { script });
-        }
-
+        let metrics = Metrics {
+            // Each family is registered below, into one of these.
+            registry: Registry::default(),
+            holdings: Registry::default(),
+            moved: Family::default(),
+            orphans: Counter::default(),
+            delivered_again: Family::default(),
+            died: Family::default(),
+            // 100 us to ~13 s.
+            script_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+            }),
+            // 1 ms to ~9 min.
+            move_lag: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
+            redis_up: Gauge::default(),
+            last_look: Gauge::default(),
+            waiting: Gauge::default(),
+            due_now: Gauge::default(),
+            ready: Family::default(),
+            dead: Family::default(),
+            unlisted_dead: Gauge::default(),
+            reserved: Gauge::default(),
+            paused: Family::default(),
+            oldest_ready_age: Family::default(),
+            topics: Gauge::default(),
+            unlisted_topics: Gauge::default(),
+            unlisted_ready: Gauge::default(),
+            census_at: Gauge::default(),
+            measured: Mutex::default(),
+            counted: Mutex::default(),
+            listed: AtomicUsize::new(DEFAULT_LISTED_TOPICS),
+            polled: AtomicBool::new(false),
+            last_good_poll: Mutex::new(None),
+            recent_lags: Mutex::new(VecDeque::with_capacity(RECENT_LAGS)),
+        };
+        // In this order: it is the order `/metrics` lists them in.
         let mut registry = Registry::with_prefix("delayer");
+        metrics.register_job_counts(&mut registry);
+        metrics.register_script_times(&mut registry);
+        metrics.register_polls(&mut registry);
         let mut holdings = Registry::with_prefix("delayer");
+        metrics.register_pool(&mut holdings);
+        metrics.register_ready_lists(&mut holdings);
+        metrics.register_dead_lists(&mut holdings);
+        metrics.register_reservations(&mut holdings);
+        metrics.register_topic_states(&mut holdings);
+        Metrics {
+            registry,
+            holdings,
+            ..metrics
+        }
+    }
+}
+
+/// The families, registered one group at a time.
+impl Metrics {
+    /// What the scripts did to jobs.
+    fn register_job_counts(&self, registry: &mut Registry) {
         registry.register(
             "jobs_moved",
             "Jobs moved to their ready lists",
-            moved.clone(),
+            self.moved.clone(),
         );
         registry.register(
             "orphans_dropped",
             "Jobs dropped from the pool because their data was gone",
-            orphans.clone(),
+            self.orphans.clone(),
         );
         registry.register(
             "jobs_delivered_again",
             "Reserved jobs delivered again because their time to run passed",
-            delivered_again.clone(),
+            self.delivered_again.clone(),
         );
         registry.register(
             "jobs_dead",
             "Reserved jobs sent to their dead list after their last attempt",
-            died.clone(),
+            self.died.clone(),
         );
+    }
+
+    /// How long the script calls took, and how late the jobs moved.
+    fn register_script_times(&self, registry: &mut Registry) {
+        // Each series from the start, so that increase() sees the first call.
+        for script in ["move", "release"] {
+            let _ = self.script_seconds.get_or_create(&ScriptLabel { script });
+        }
         registry.register(
             "script_duration_seconds",
             "Script calls (move, release) and how long each took, round trip included",
-            script_seconds.clone(),
+            self.script_seconds.clone(),
         );
         registry.register(
             "move_lag_seconds",
             "How late each job was moved: moved at minus due at",
-            move_lag.clone(),
+            self.move_lag.clone(),
         );
+    }
+
+    /// Whether the polls work.
+    fn register_polls(&self, registry: &mut Registry) {
         registry.register(
             "redis_up",
             "1 when Redis answered the daemon's last look, else 0",
-            redis_up.clone(),
+            self.redis_up.clone(),
         );
         registry.register(
             "last_look_timestamp_seconds",
             "When the daemon last looked at the pool successfully (unix time)",
-            last_look.clone(),
+            self.last_look.clone(),
         );
-        holdings.register("jobs_waiting", "Jobs in the pool", waiting.clone());
+    }
+
+    /// The pool's jobs, as the census read them.
+    fn register_pool(&self, holdings: &mut Registry) {
+        holdings.register("jobs_waiting", "Jobs in the pool", self.waiting.clone());
         holdings.register(
             "jobs_due",
             "Jobs in the pool that are due now",
-            due_now.clone(),
+            self.due_now.clone(),
         );
+    }
+
+    /// The ready lists' lengths, the topics they were read for, and when the census read them.
+    fn register_ready_lists(&self, holdings: &mut Registry) {
         holdings.register(
             "ready_jobs",
             "Jobs on a topic's ready list, for the topics with the most",
-            ready.clone(),
+            self.ready.clone(),
         );
         holdings.register(
             "ready_jobs_unlisted",
             "Jobs on the ready lists of the topics ready_jobs leaves out",
-            unlisted_ready.clone(),
+            self.unlisted_ready.clone(),
         );
         holdings.register(
             "topics",
             "Topics whose ready lists were read: the registry's and those counted here",
-            topics.clone(),
+            self.topics.clone(),
         );
         holdings.register(
             "topics_unlisted",
             "Topics ready_jobs leaves out (beyond [http] max_listed_topics)",
-            unlisted_topics.clone(),
+            self.unlisted_topics.clone(),
         );
         holdings.register(
             "census_timestamp_seconds",
             "When jobs_waiting, jobs_due, ready_jobs and topics were read (unix time)",
-            census_at.clone(),
+            self.census_at.clone(),
         );
+    }
+
+    /// The dead lists' lengths.
+    fn register_dead_lists(&self, holdings: &mut Registry) {
         holdings.register(
             "dead_jobs",
             "Jobs on a topic's dead list, for the topics ready_jobs names",
-            dead.clone(),
+            self.dead.clone(),
         );
         holdings.register(
             "dead_jobs_unlisted",
             "Jobs on the dead lists of the topics ready_jobs leaves out",
-            unlisted_dead.clone(),
+            self.unlisted_dead.clone(),
         );
+    }
+
+    /// The reservations.
+    fn register_reservations(&self, holdings: &mut Registry) {
         holdings.register(
             "reserved_jobs",
             "Jobs reserved by consumers and not yet acked",
-            reserved.clone(),
+            self.reserved.clone(),
         );
+    }
+
+    /// Each topic's oldest ready job, and its pause.
+    fn register_topic_states(&self, holdings: &mut Registry) {
         holdings.register(
             "oldest_ready_age_seconds",
             "How long the job next in line on a topic's ready list has been ready, for the topics \
              ready_jobs names (none while the list is empty)",
-            oldest_ready_age.clone(),
+            self.oldest_ready_age.clone(),
         );
         holdings.register(
             "topic_paused",
             "1 for each paused topic: its due jobs wait in the pool until it is resumed",
-            paused.clone(),
+            self.paused.clone(),
         );
-        Metrics {
-            registry,
-            holdings,
-            moved,
-            orphans,
-            delivered_again,
-            died,
-            script_seconds,
-            move_lag,
-            redis_up,
-            last_look,
-            waiting,
-            due_now,
-            ready,
-            dead,
-            unlisted_dead,
-            reserved,
-            paused,
-            oldest_ready_age,
-            topics,
-            unlisted_topics,
-            unlisted_ready,
-            census_at,
-            measured: Mutex::default(),
-            counted: Mutex::default(),
-            listed: AtomicUsize::new(DEFAULT_LISTED_TOPICS),
-            looked: AtomicBool::new(false),
-            last_good_look: Mutex::new(None),
-            recent_lags: Mutex::new(VecDeque::with_capacity(RECENT_LAGS)),
-        }
     }
 }
 
@@ -324,32 +357,33 @@ impl Metrics {
         }
     }
 
-    /// A script call Redis answered: the loop is looking, even in the middle of a long drain.
+    /// A script call Redis answered: the loop is polling, even in the middle of a long drain.
     fn script(&self, script: &'static str, took: Duration) {
         self.script_seconds
             .get_or_create(&ScriptLabel { script })
             .observe(took.as_secs_f64());
-        self.looked(true);
+        self.polled(true);
     }
 
-    /// A look ended: Redis answered all of it (`true`), or failed it.
-    pub fn looked(&self, answered: bool) {
-        self.looked.store(true, Ordering::Relaxed);
+    /// A poll ended: Redis answered all of it (`true`), or failed it.
+    pub fn polled(&self, answered: bool) {
+        self.polled.store(true, Ordering::Relaxed);
         self.redis_up.set(i64::from(answered));
         if answered {
             self.last_look.set(unix_now());
-            *self.last_good_look.lock().expect("not poisoned") = Some(Instant::now());
+            *self.last_good_poll.lock().expect("not poisoned") = Some(Instant::now());
         }
     }
 
-    /// Whether a look has ended yet, well or not.
+    /// Whether a poll has ended yet, well or not. This and [`last_look`](Self::last_look) keep
+    /// the word of `/healthz` and of the metric `last_look_timestamp_seconds`: a look is a poll.
     pub fn has_looked(&self) -> bool {
-        self.looked.load(Ordering::Relaxed)
+        self.polled.load(Ordering::Relaxed)
     }
 
-    /// Whether Redis answered the last look, and how long ago the last successful look was.
+    /// Whether Redis answered the last poll, and how long ago the last successful poll was.
     pub fn last_look(&self) -> (bool, Option<Duration>) {
-        let last = *self.last_good_look.lock().expect("not poisoned");
+        let last = *self.last_good_poll.lock().expect("not poisoned");
         (self.redis_up.get() == 1, last.map(|at| at.elapsed()))
     }
 

@@ -1,13 +1,14 @@
-//! The job subcommands (push, get, pop, remove, stats, dead): each connects to the configured
-//! Redis through the client library, does one thing, and prints the result.
+//! The job subcommands (push, get, pop, remove, stats, pause, resume, dead): each connects to the
+//! configured Redis through the client library, does one thing (one function each), and prints
+//! the result.
 
 use std::fs::File;
 use std::io::{BufRead, Read, Write};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
-use delayer_client::{Client, Error, JobId, NewPush, Removed, State};
+use delayer_client::{Client, Error, JobId, NewPush, Removed, State, Topic};
 use serde_json::Value;
 
 use super::Command;
@@ -25,153 +26,202 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
         Command::Serve(_) => unreachable!("serving is not a job command"),
         Command::Push {
             topic,
+            delay,
+            at,
+            stdin: true,
+            ..
+        } => push_lines(&client, topic, delay, at).await,
+        Command::Push {
+            topic,
             body,
             body_file,
             delay,
             at,
-            stdin,
             id,
             id_base64,
+            ..
         } => {
-            if stdin {
-                let mut jobs = Vec::new();
-                for line in std::io::stdin().lock().split(b'\n') {
-                    let mut body = line.context("cannot read standard input")?;
-                    if body.last() == Some(&b'\r') {
-                        body.pop();
-                    }
-                    let job = NewPush::new(topic.clone(), body);
-                    jobs.push(match (delay, at) {
-                        (Some(delay), _) => job.delay(delay),
-                        (_, Some(at)) => job.at(at),
-                        (None, None) => job,
-                    });
-                }
-                let lines = jobs.len();
-                let ids = match client.push_many(jobs).await {
-                    Ok(ids) => ids,
-                    Err(Error::PartlyPushed { pushed, error }) => {
-                        // One topic: one run of script calls, so what was written comes first.
-                        let mut out = std::io::stdout().lock();
-                        for (_, id) in &pushed {
-                            writeln!(out, "{id}")?;
-                        }
-                        return Err(push_refused(*error).context(format!(
-                            "lines 1 to {} of {lines} were pushed (their ids are printed), line {} \
-                             and after were not",
-                            pushed.len(),
-                            pushed.len() + 1
-                        )));
-                    }
-                    Err(Error::InBatch { index, error }) => {
-                        return Err(push_refused(*error)
-                            .context(format!("line {} of standard input", index + 1)));
-                    }
-                    Err(other) => return Err(push_refused(other)),
-                };
-                let mut out = std::io::stdout().lock();
-                for id in ids {
-                    writeln!(out, "{id}")?;
-                }
-                return Ok(());
-            }
-            let limit = config.max_body_bytes;
-            let body = match (body, body_file) {
-                (Some(body), _) => body.into_bytes(),
-                (None, Some(path)) => read_body(&path, limit)?,
-                (None, None) => unreachable!("clap requires a body, --body-file or --stdin"),
-            };
-            let mut push = client.push(topic, body);
-            if let Some(delay) = delay {
-                push = push.delay(delay);
-            }
-            if let Some(at) = at {
-                push = push.at(at);
-            }
-            if let Some(id) = id_base64.or(id.map(JobId::from)) {
-                push = push.id(id);
-            }
-            let id = push.await.map_err(push_refused)?;
-            println!("{id}");
+            let body = body_of(body, body_file.as_deref(), config.max_body_bytes)?;
+            let id = id_base64.or(id.map(JobId::from));
+            push(&client, topic, body, delay, at, id).await
         }
-        Command::Get { id } => {
-            let id = id.id();
-            let info = client.get(&id).await?;
-            if info.state == State::Unknown {
-                bail!("no job {id:?} (finished, removed, or never pushed)");
-            }
-            println!("{}", info_json(&info));
-        }
-        Command::Pop { topic, wait } => {
-            let topic = topic.topic();
-            let job = match wait {
-                Some(wait) => {
-                    client
-                        .bpop(&[&topic], wait.max(Duration::from_millis(1)))
-                        .await?
-                }
-                None => client.pop(&topic).await?,
-            };
-            println!("{}", job.as_ref().map_or(Value::Null, popped_json));
-        }
-        Command::Remove { id } => {
-            let id = id.id();
-            match client.remove(&id).await? {
-                Removed::Waiting => println!("removed {id}"),
-                Removed::Due => println!(
-                    "removed {id}, which had fallen due: a consumer that takes it now finds it gone"
-                ),
-                Removed::Unknown => bail!("no job {id:?} (finished, removed, or never pushed)"),
-            }
-        }
-        Command::Stats { json } => {
-            let stats = client.stats().await?;
-            if json {
-                println!("{}", stats_json(&stats));
-            } else {
-                print!("{}", stats_table(&stats));
-            }
-        }
-        Command::Pause { topic } => {
-            let topic = topic.topic();
-            client.pause(&topic).await?;
-            println!("paused topic {topic}: its jobs that fall due wait until it is resumed");
-        }
-        Command::Resume { topic } => {
-            let topic = topic.topic();
-            let paused = client.is_paused(&topic).await?;
-            let moved = client.resume(&topic).await?;
-            let jobs = if moved == 1 { "job" } else { "jobs" };
-            if paused || moved > 0 {
-                println!("resumed topic {topic}: {moved} {jobs} that fell due meanwhile move now");
-            } else {
-                println!("topic {topic} was not paused");
-            }
-        }
+        Command::Get { id } => get(&client, id.id()).await,
+        Command::Pop { topic, wait } => pop(&client, topic.topic(), wait).await,
+        Command::Remove { id } => remove(&client, id.id()).await,
+        Command::Stats { json } => stats(&client, json).await,
+        Command::Pause { topic } => pause(&client, topic.topic()).await,
+        Command::Resume { topic } => resume(&client, topic.topic()).await,
         Command::Dead {
             topic,
             requeue: true,
             ..
-        } => {
-            let topic = topic.topic();
-            let requeued = client.requeue_dead(&topic).await?;
-            let jobs = if requeued == 1 { "job" } else { "jobs" };
-            println!("requeued {requeued} dead {jobs} of topic {topic}");
+        } => requeue_dead(&client, topic.topic()).await,
+        Command::Dead { topic, limit, .. } => dead(&client, topic.topic(), limit).await,
+    }
+}
+
+/// `push`: one job; prints its id.
+async fn push(
+    client: &Client,
+    topic: String,
+    body: Vec<u8>,
+    delay: Option<Duration>,
+    at: Option<SystemTime>,
+    id: Option<JobId>,
+) -> Result<()> {
+    let mut push = client.push(topic, body);
+    if let Some(delay) = delay {
+        push = push.delay(delay);
+    }
+    if let Some(at) = at {
+        push = push.at(at);
+    }
+    if let Some(id) = id {
+        push = push.id(id);
+    }
+    let id = push.await.map_err(push_refused)?;
+    println!("{id}");
+    Ok(())
+}
+
+/// `push --stdin`: a job per line of standard input, the line its body; prints their ids, one a
+/// line (those pushed, when Redis refuses half way).
+async fn push_lines(
+    client: &Client,
+    topic: String,
+    delay: Option<Duration>,
+    at: Option<SystemTime>,
+) -> Result<()> {
+    let mut jobs = Vec::new();
+    for line in std::io::stdin().lock().split(b'\n') {
+        let mut body = line.context("cannot read standard input")?;
+        if body.last() == Some(&b'\r') {
+            body.pop();
         }
-        Command::Dead { topic, limit, .. } => {
-            let topic = topic.topic();
-            // One more than asked: to tell that there are more.
-            let ids = client.dead(&topic, limit.saturating_add(1)).await?;
-            for id in ids.iter().take(limit) {
-                println!("{}", info_json(&client.get(id).await?));
+        let job = NewPush::new(topic.clone(), body);
+        jobs.push(match (delay, at) {
+            (Some(delay), _) => job.delay(delay),
+            (_, Some(at)) => job.at(at),
+            (None, None) => job,
+        });
+    }
+    let lines = jobs.len();
+    let ids = match client.push_many(jobs).await {
+        Ok(ids) => ids,
+        Err(Error::PartlyPushed { pushed, error }) => {
+            // One topic: one run of script calls, so what was written comes first.
+            let mut out = std::io::stdout().lock();
+            for (_, id) in &pushed {
+                writeln!(out, "{id}")?;
             }
-            if ids.len() > limit {
-                eprintln!(
-                    "the oldest {limit} dead jobs of topic {topic} are listed; there are more \
-                     (--limit N lists more, delayer stats counts them)"
-                );
-            }
+            return Err(push_refused(*error).context(format!(
+                "lines 1 to {} of {lines} were pushed (their ids are printed), line {} \
+                 and after were not",
+                pushed.len(),
+                pushed.len() + 1
+            )));
         }
+        Err(Error::InBatch { index, error }) => {
+            return Err(
+                push_refused(*error).context(format!("line {} of standard input", index + 1))
+            );
+        }
+        Err(other) => return Err(push_refused(other)),
+    };
+    let mut out = std::io::stdout().lock();
+    for id in ids {
+        writeln!(out, "{id}")?;
+    }
+    Ok(())
+}
+
+/// `get`: the job as JSON.
+async fn get(client: &Client, id: JobId) -> Result<()> {
+    let info = client.get(&id).await?;
+    if info.state == State::Unknown {
+        bail!("no job {id:?} (finished, removed, or never pushed)");
+    }
+    println!("{}", info_json(&info));
+    Ok(())
+}
+
+/// `pop`: the legacy pop, as JSON; `null` when nothing is ready (within `wait`, if given).
+async fn pop(client: &Client, topic: Topic, wait: Option<Duration>) -> Result<()> {
+    let job = match wait {
+        Some(wait) => {
+            client
+                .bpop(&[&topic], wait.max(Duration::from_millis(1)))
+                .await?
+        }
+        None => client.pop(&topic).await?,
+    };
+    println!("{}", job.as_ref().map_or(Value::Null, popped_json));
+    Ok(())
+}
+
+/// `remove`: the job, wherever it is.
+async fn remove(client: &Client, id: JobId) -> Result<()> {
+    match client.remove(&id).await? {
+        Removed::Waiting => println!("removed {id}"),
+        Removed::Due => println!(
+            "removed {id}, which had fallen due: a consumer that takes it now finds it gone"
+        ),
+        Removed::Unknown => bail!("no job {id:?} (finished, removed, or never pushed)"),
+    }
+    Ok(())
+}
+
+/// `stats`: the queues, as a table or JSON.
+async fn stats(client: &Client, json: bool) -> Result<()> {
+    let stats = client.stats().await?;
+    if json {
+        println!("{}", stats_json(&stats));
+    } else {
+        print!("{}", stats_table(&stats));
+    }
+    Ok(())
+}
+
+/// `pause`: the topic's due jobs wait in the pool.
+async fn pause(client: &Client, topic: Topic) -> Result<()> {
+    client.pause(&topic).await?;
+    println!("paused topic {topic}: its jobs that fall due wait until it is resumed");
+    Ok(())
+}
+
+/// `resume`: the topic's jobs that fell due meanwhile move now.
+async fn resume(client: &Client, topic: Topic) -> Result<()> {
+    let paused = client.is_paused(&topic).await?;
+    let moved = client.resume(&topic).await?;
+    let jobs = if moved == 1 { "job" } else { "jobs" };
+    if paused || moved > 0 {
+        println!("resumed topic {topic}: {moved} {jobs} that fell due meanwhile move now");
+    } else {
+        println!("topic {topic} was not paused");
+    }
+    Ok(())
+}
+
+/// `dead --requeue`: the topic's dead jobs back to the pool, due now.
+async fn requeue_dead(client: &Client, topic: Topic) -> Result<()> {
+    let requeued = client.requeue_dead(&topic).await?;
+    let jobs = if requeued == 1 { "job" } else { "jobs" };
+    println!("requeued {requeued} dead {jobs} of topic {topic}");
+    Ok(())
+}
+
+/// `dead`: the topic's `limit` oldest dead jobs, one JSON object each.
+async fn dead(client: &Client, topic: Topic, limit: usize) -> Result<()> {
+    // One more than asked: to tell that there are more.
+    let ids = client.dead(&topic, limit.saturating_add(1)).await?;
+    for id in ids.iter().take(limit) {
+        println!("{}", info_json(&client.get(id).await?));
+    }
+    if ids.len() > limit {
+        eprintln!(
+            "the oldest {limit} dead jobs of topic {topic} are listed; there are more \
+             (--limit N lists more, delayer stats counts them)"
+        );
     }
     Ok(())
 }
@@ -184,6 +234,15 @@ fn push_refused(error: Error) -> anyhow::Error {
             anyhow::anyhow!("{too_large} ([delayer] max_body_bytes)")
         }
         other => other.into(),
+    }
+}
+
+/// The body `push` was given: on the command line, or in a file (see [`read_body`]).
+fn body_of(body: Option<String>, body_file: Option<&Path>, limit: usize) -> Result<Vec<u8>> {
+    match (body, body_file) {
+        (Some(body), _) => Ok(body.into_bytes()),
+        (None, Some(path)) => read_body(path, limit),
+        (None, None) => unreachable!("clap requires a body, --body-file or --stdin"),
     }
 }
 

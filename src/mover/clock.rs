@@ -1,10 +1,10 @@
 //! Redis's clock as the daemon sees it. The scripts decide by Redis's clock (what is due, which
 //! reservations lapsed), so that hosts whose clocks disagree never move or deliver a job early;
-//! the daemon needs it only to know when to look next.
+//! the daemon needs it only to know when to poll next.
 //!
 //! What Redis said is kept against this host's monotonic clock, not its wall clock: a step of the
 //! wall clock (NTP, a VM resumed from a snapshot, `date -s`) must not make every due time look an
-//! hour away, or none would be looked at until a script ran again.
+//! hour away, or none would be polled until a script ran again.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;

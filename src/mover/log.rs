@@ -1,5 +1,6 @@
 //! The log lines that tell what the scripts did (the original's "Job is ready", dropped orphans,
-//! topics whose jobs cannot move, reservations that lapsed) and what kept them from running.
+//! topics whose jobs cannot move, reservations that lapsed). What kept them from running is
+//! logged by [`outage`](super::outage).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::{Display, Formatter};
@@ -7,7 +8,6 @@ use std::time::Duration;
 
 use tracing::{error, info, warn};
 
-use crate::redis::{Failure, Trouble};
 use crate::text::escape;
 use delayer_wire::keys::Keys;
 use delayer_wire::scripts::move_due::{Batch, Stuck, StuckBecause};
@@ -34,68 +34,6 @@ pub fn moves(batch: &Batch) {
             "Dropped orphan jobs (bucket or topic gone), IDs: [{}]",
             escape::list(&batch.orphans)
         );
-    }
-}
-
-/// Logs a script call whose reply never came, of every topic's jobs or of `topic`'s: every one is
-/// said, since each may hide moved jobs that no other line lists.
-pub fn lost_reply(trouble: &Trouble, topic: Option<&str>, batch_size: usize) {
-    let of_topic = topic.map_or_else(String::new, |topic| {
-        format!(" of topic {}", escape::field(topic))
-    });
-    error!(
-        "The reply to a move{of_topic} never came ({trouble}): it may have moved up to \
-         {batch_size} jobs that no \"Job is ready\" line lists; {}",
-        trouble.kind.waiting_for()
-    );
-}
-
-/// Logs a failure of every topic's look, or of `topic`'s; `slot_moving` holds Redis's words
-/// when the topic's slot is moving to another master (a resharding: nothing is amiss).
-pub fn failing(trouble: &Trouble, topic: Option<&str>, slot_moving: Option<&str>) {
-    let waiting = trouble.kind.waiting_for();
-    match (topic, slot_moving) {
-        (None, _) => error!("{trouble}; {waiting}"),
-        (Some(topic), Some(moving)) => info!(
-            "Topic {} waits while its slot moves to another master ({moving}); tried again",
-            escape::field(topic)
-        ),
-        (Some(topic), None) => error!(
-            "Topic {} cannot move: {trouble}; {waiting}",
-            escape::field(topic)
-        ),
-    }
-}
-
-/// Logs the end of a failure of kind `failure` (of every topic's look, or of `topic`'s).
-pub fn recovered(failure: Failure, address: &str, topic: Option<&str>) {
-    let recovered = failure.recovered(address);
-    match topic {
-        None => info!("{recovered}"),
-        Some(topic) => info!("{recovered}: topic {} moves again", escape::field(topic)),
-    }
-}
-
-/// Logs that Redis refuses to deliver lapsed reservations again (of every topic, or of `topic`),
-/// while jobs still move.
-pub fn release_refused(trouble: &Trouble, topic: Option<&str>) {
-    let of_topic = topic.map_or_else(String::new, |topic| {
-        format!(" (topic {})", escape::field(topic))
-    });
-    error!(
-        "Jobs whose reservation lapsed cannot be delivered again{of_topic} ({trouble}); jobs \
-         still move as they fall due"
-    );
-}
-
-/// Logs that lapsed reservations are delivered again after a refusal.
-pub fn release_works(topic: Option<&str>) {
-    match topic {
-        None => info!("Jobs whose reservation lapsed are delivered again"),
-        Some(topic) => info!(
-            "Jobs whose reservation lapsed are delivered again (topic {})",
-            escape::field(topic)
-        ),
     }
 }
 
@@ -168,7 +106,7 @@ fn by_topic(pairs: &[(Topic, JobId)]) -> Vec<(&Topic, Vec<JobId>)> {
 
 /// Topics whose jobs cannot move (a ready list key that is not a list) or may not (paused). Each
 /// is said once when it is found, with how many jobs were parked, and once when it moves again:
-/// not once per job, nor on every look.
+/// not once per job, nor on every poll.
 #[derive(Debug, Default)]
 pub struct StuckTopics {
     /// Already reported, not yet seen moving again, with why.

@@ -1,12 +1,13 @@
 //! The timer loop: moves each job, when it falls due, from its pool to its topic's ready list,
 //! and delivers again the jobs whose reservation lapsed. One Redis ([`single`]) and a cluster
-//! ([`cluster`]) are two loops over one step ([`step`]): the loops decide when to look and over
-//! which connection, the step moves, releases, counts, logs and says what failed.
+//! ([`cluster`]) are two loops over one step ([`step`]): the loops decide when to poll and over
+//! which connection, the step moves, releases, counts and logs, and what fails is an outage
+//! ([`outage`]), told once when it begins and once when it ends.
 
 mod clock;
 mod cluster;
 mod log;
-mod said;
+mod outage;
 mod single;
 mod step;
 mod wakeup;

@@ -12,10 +12,10 @@ use delayer_wire::scripts::move_due::Batch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::said::Failed;
-use super::step::{Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
+use super::outage::PollFailure;
+use super::step::{Limits, MIN_POLL_GAP, MoverSettings, Step, wait_until};
 use super::wakeup::PoolWatch;
-use crate::redis::{Failure, RedisPool, RedisSettings, describe, describe_refusal, target};
+use crate::redis::{Failure, FailureKind, RedisPool, RedisSettings, target};
 
 /// How long before a known due time the timer wakes: enough to take a connection from the pool
 /// (which checks it with a round trip) and to absorb tokio's whole-millisecond timer, so that the
@@ -54,8 +54,8 @@ impl SingleMover {
             Err(_) => return Ok(()),
         };
         match reply {
-            Err(error) if Failure::of(&error).is_config_error() => {
-                bail!(describe_refusal(&error, &self.redis).await)
+            Err(error) if FailureKind::of(&error).is_config_error() => {
+                bail!(Failure::refusal(&error, &self.redis).await)
             }
             _ => Ok(()),
         }
@@ -79,11 +79,11 @@ impl SingleMover {
     /// Moves jobs as they fall due until `shutdown` is cancelled. A script call that has started
     /// always finishes: Redis is never left with a job half-moved.
     pub(super) async fn run(&self, shutdown: &CancellationToken) {
-        tokio::join!(self.look(shutdown), self.pool.follow_master(shutdown));
+        tokio::join!(self.poll(shutdown), self.pool.follow_master(shutdown));
     }
 
-    /// The loop itself: a look at the pool, then a sleep until the next job falls due.
-    async fn look(&self, shutdown: &CancellationToken) {
+    /// The loop itself: a poll of the pool, then a sleep until the next job falls due.
+    async fn poll(&self, shutdown: &CancellationToken) {
         let timer_interval = self.step.settings().timer_interval;
         let mut watch = PoolWatch::new(self.pool.target(), &self.keys, self.redis.address());
         // The due time the timer woke early for, if it did.
@@ -91,11 +91,11 @@ impl SingleMover {
         loop {
             watch.seen();
             let drained = self.drain(shutdown, aim.take()).await;
-            self.step.metrics().looked(drained.is_ok());
+            self.step.metrics().polled(drained.is_ok());
             if drained.is_ok() {
-                self.step.said().drained(None);
+                self.step.outages().succeeded(None);
             }
-            let looked_at = Instant::now();
+            let polled_at = Instant::now();
             if shutdown.is_cancelled() {
                 return;
             }
@@ -109,7 +109,7 @@ impl SingleMover {
                     }
                     let wait = wait_until(next_due, self.step.now(), timer_interval);
                     // Only for a wait of a millisecond or more: jobs due closer together than that
-                    // are moved a tick at a time, as before, not in one look each.
+                    // are moved a tick at a time, as before, not in one poll each.
                     if wait >= Duration::from_millis(1) && wait < timer_interval {
                         due_at = next_due;
                     }
@@ -118,7 +118,7 @@ impl SingleMover {
                 Err(failed) => {
                     // With Sentinel, the next try asks where the master is now.
                     self.pool.forget_master();
-                    self.step.said().failed(None, &failed)
+                    self.step.outages().failed(None, &failed)
                 }
             };
             let early = if due_at.is_some() {
@@ -128,10 +128,10 @@ impl SingleMover {
             };
             tokio::select! {
                 () = tokio::time::sleep(wait.saturating_sub(early)) => aim = due_at,
-                // A client pushed: look again, but not more often than MIN_LOOK_GAP.
+                // A client pushed: poll again, but not more often than MIN_POLL_GAP.
                 () = async {
                     watch.written().await;
-                    tokio::time::sleep_until(looked_at + MIN_LOOK_GAP).await;
+                    tokio::time::sleep_until(polled_at + MIN_POLL_GAP).await;
                 } => {}
                 () = shutdown.cancelled() => return,
             }
@@ -140,18 +140,18 @@ impl SingleMover {
 
     /// One drain of the pool (see [`Step::drain`]), on a connection of the pool. Given `aim`,
     /// the due time the timer woke early for, the first move waits for it once it holds a
-    /// connection. A drain under way stops when the master is found elsewhere (the next look is
+    /// connection. A drain under way stops when the master is found elsewhere (the next poll is
     /// there, at once).
     async fn drain(
         &self,
         shutdown: &CancellationToken,
         aim: Option<f64>,
-    ) -> Result<Option<f64>, Failed> {
+    ) -> Result<Option<f64>, PollFailure> {
         self.pool.prune();
         // Waiting for a connection is cancellable; the script calls are not.
         let mut connection = tokio::select! {
             connection = self.pool.get() => connection
-                .map_err(|error| Failed::not_a_move(describe(&error, &self.redis)))?,
+                .map_err(|error| PollFailure::not_a_move(Failure::connecting(&error, &self.redis)))?,
             () = shutdown.cancelled() => return Ok(None),
         };
         if let Some(due) = aim {
@@ -166,7 +166,7 @@ impl SingleMover {
         self.step
             .drain(&mut connection, &self.keys, None, &limits)
             .await
-            .map_err(|error| Failed::call(&error, &self.redis))
+            .map_err(|error| PollFailure::call(&error, &self.redis))
     }
 }
 

@@ -1,6 +1,6 @@
 //! The step both loops take, on every topic's keys (one Redis) or one topic's (a cluster): move the
 //! due jobs batch by batch, deliver lapsed reservations again, count and log what was done, and
-//! say what failed ([`Said`]).
+//! tell the outages what failed ([`Outages`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,13 +16,13 @@ use tracing::warn;
 
 use super::clock::RedisClock;
 use super::log::{self, StuckTopics};
-use super::said::{Said, slot_moving};
+use super::outage::Outages;
 use crate::metrics::Metrics;
-use crate::redis::{Failure, RedisSettings, describe_redis};
+use crate::redis::{Failure, FailureKind, RedisSettings, slot_moving};
 
-/// The least time between two looks woken by writes to the pool: a burst of pushes must not turn
+/// The least time between two polls woken by writes to the pool: a burst of pushes must not turn
 /// into thousands of script calls, and a job due within this is at most this late.
-pub(super) const MIN_LOOK_GAP: Duration = Duration::from_millis(5);
+pub(super) const MIN_POLL_GAP: Duration = Duration::from_millis(5);
 /// While a backlog drains, lapsed reservations are still delivered again this often: a long drain
 /// must not hold up redelivery.
 const RELEASE_EVERY: Duration = Duration::from_secs(1);
@@ -31,7 +31,7 @@ const RELEASE_EVERY: Duration = Duration::from_secs(1);
 /// (`config/keys.rs`) fills in.
 #[derive(Debug, Clone, Default)]
 pub struct MoverSettings {
-    /// `timer_interval`: the longest the loop sleeps between two looks at the pool.
+    /// `timer_interval`: the longest the loop sleeps between two polls of the pool.
     pub timer_interval: Duration,
     /// `batch_size`: the most jobs one script call moves.
     pub batch_size: usize,
@@ -40,7 +40,7 @@ pub struct MoverSettings {
     pub max_attempts: u32,
 }
 
-/// What both loops share: the scripts, the counts, and what has been said.
+/// What both loops share: the scripts, the counts, and the outages.
 pub(super) struct Step {
     script: MoveScript,
     release: ReleaseScript,
@@ -48,7 +48,7 @@ pub(super) struct Step {
     settings: MoverSettings,
     redis: RedisSettings,
     stuck: Mutex<StuckTopics>,
-    said: Said,
+    outages: Outages,
     clock: RedisClock,
     /// Whether a move went by this host's clock (the Redis user may not run TIME), said once.
     host_clock_said: AtomicBool,
@@ -73,7 +73,7 @@ impl Step {
             settings: settings.clone(),
             redis: redis.clone(),
             stuck: Mutex::default(),
-            said: Said::new(redis, settings.batch_size),
+            outages: Outages::new(redis, settings.batch_size),
             clock: RedisClock::default(),
             host_clock_said: AtomicBool::new(false),
         }
@@ -98,13 +98,13 @@ impl Step {
         &self.metrics
     }
 
-    pub(super) fn said(&self) -> &Said {
-        &self.said
+    pub(super) fn outages(&self) -> &Outages {
+        &self.outages
     }
 
     /// Moves `keys`' due jobs until a batch comes back short (or `limits` end the drain), then
     /// delivers again the jobs whose reservation lapsed; the jobs that puts back are due now, and
-    /// moved in the same drain. Returns when to look again: when the next job falls due or the
+    /// moved in the same drain. Returns when to poll again: when the next job falls due or the
     /// next reservation lapses, or now when the drain ended with more to do. `subject` names
     /// what the keys are of (a topic, or `None` for every topic), for what is said.
     pub(super) async fn drain(
@@ -181,7 +181,7 @@ impl Step {
     ) -> RedisResult<Batch> {
         let moved = async {
             let mut batch = self.move_once(connection, keys, self.now()).await?;
-            self.said.answered(subject);
+            self.outages.answered(subject);
             self.stuck().note(&batch, keys);
             *batches += 1;
             let mut released_at = Instant::now();
@@ -241,18 +241,18 @@ impl Step {
             let released = match released {
                 Ok(released) => released,
                 Err(error) => {
-                    let trouble = describe_redis(&error, &self.redis);
-                    if !refuses_release(&error, trouble.kind) {
+                    let failure = Failure::of(&error, &self.redis);
+                    if !refuses_release(&error, failure.kind) {
                         return Err(error);
                     }
-                    self.said.answered(subject);
-                    self.said.release_refused(subject, &trouble);
+                    self.outages.answered(subject);
+                    self.outages.release_refused(subject, &failure);
                     return Ok((None, put_back));
                 }
             };
             self.metrics.released(&released, started.elapsed());
-            self.said.answered(subject);
-            self.said.release_works(subject);
+            self.outages.answered(subject);
+            self.outages.release_works(subject);
             log::released(&released, self.settings.max_attempts, keys);
             put_back |= !released.retried.is_empty() || !released.blocked.is_empty();
             let more = released.ended >= self.settings.batch_size;
@@ -269,12 +269,12 @@ impl Step {
 
 /// Whether Redis refused a release of lapsed reservations (a failure of this `kind`) for a reason
 /// of its keys or its user (no permission, a key of the wrong type), not because a cluster is on
-/// the move or down: then jobs still move, and the release is tried again at the next look.
-fn refuses_release(error: &RedisError, kind: Failure) -> bool {
-    let cluster_trouble = error.is_cluster_error()
+/// the move or down: then jobs still move, and the release is tried again at the next poll.
+fn refuses_release(error: &RedisError, kind: FailureKind) -> bool {
+    let cluster_moving_or_down = error.is_cluster_error()
         || slot_moving(error)
         || matches!(error.code(), Some("CROSSSLOT" | "MASTERDOWN"));
-    matches!(kind, Failure::NoPermission | Failure::Other) && !cluster_trouble
+    matches!(kind, FailureKind::NoPermission | FailureKind::Other) && !cluster_moving_or_down
 }
 
 /// How long to sleep at `now`: until `next_due` (unix seconds, both by Redis's clock), but never

@@ -1,6 +1,6 @@
 //! Wakes the timer loop when anyone writes the job pool, so a job pushed while the loop sleeps is
 //! seen at once rather than after up to `timer_interval` (see `delayer_wire::watch`). Where Redis
-//! cannot report writes (Redis 5, `CLIENT` denied by ACL) the loop looks every `timer_interval`.
+//! cannot report writes (Redis 5, `CLIENT` denied by ACL) the loop polls every `timer_interval`.
 
 use delayer_wire::keys::Keys;
 use delayer_wire::watch::{Ensured, KeyWatch};
@@ -40,7 +40,7 @@ impl PoolWatch {
         }
     }
 
-    /// Forgets the writes so far: the look about to start sees them.
+    /// Forgets the writes so far: the poll about to start sees them.
     pub fn seen(&mut self) {
         self.written.mark_unchanged();
     }

@@ -1,385 +1,248 @@
-//! What a Redis failure means for the daemon: pure functions of the error, told by the redis
-//! crate's error kind and Redis's error code where they say it, by the words only where nothing
-//! else does (Redis answers `ERR` for a wrong database, and Redis 6 wraps a script's errors in one).
+//! A Redis failure in words someone running the daemon understands: what happened, at which
+//! address, and which key of `[redis]` to look at; its kind ([`FailureKind`]) beside them.
 
-use deadpool_redis::redis::{ErrorKind, RedisError};
-use delayer_wire::connection::{NO_SUCH_MASTER, NOT_A_SENTINEL};
+use deadpool_redis::PoolError;
+use deadpool_redis::redis::{self, ErrorKind, RedisConnectionInfo};
+use delayer_wire::connection::{
+    self, CONNECT_TIMEOUT, NOT_A_SENTINEL, RESPONSE_TIMEOUT, SENTINEL_DENIED, SENTINEL_REFUSED,
+};
 
-/// How rustls words a certificate it does not trust (the cluster client keeps only the words of
-/// the error it met).
-pub(super) const UNTRUSTED: &str = "invalid peer certificate";
+use super::connect::target;
+use super::failure_kind::{FailureKind, UNTRUSTED, tls_error};
+use super::{RedisSettings, SentinelSettings, address_list};
 
-/// What went wrong, as far as it changes what the daemon says and waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
-    /// Redis refuses the configured password (or wants one).
-    Password,
-    /// Redis has no such database.
-    Database,
-    /// No connection could be made.
-    Unreachable,
-    /// An open connection broke (Redis went away, or the connection was killed).
-    ConnectionLost,
-    /// Redis took longer than the reply timeout: it may be alive but blocked.
-    Timeout,
-    /// Redis refuses writes: maxmemory reached under a `noeviction` policy.
-    OutOfMemory,
-    /// Redis refuses writes: it is a replica.
-    ReadOnly,
-    /// Redis is loading its data set after a restart.
-    Loading,
-    /// Redis refuses writes: it cannot save to disk (`stop-writes-on-bgsave-error`).
-    CannotSave,
-    /// Another client's script runs too long: Redis answers nothing else.
-    Busy,
-    /// The Redis user may not run a command or touch a key the daemon needs (ACL).
-    NoPermission,
-    /// TLS failed: Redis's certificate is not trusted, it wants ours, or it speaks no TLS there.
-    Tls,
-    /// No sentinel knows a master of the configured name, or one is not a sentinel at all.
-    NoMaster,
-    /// `[redis] cluster` names a Redis whose cluster support is off.
-    NotCluster,
-    /// Anything else.
-    Other,
+/// A failure to talk to Redis, as someone running the daemon reads it (what it displays).
+#[derive(Debug)]
+pub struct Failure {
+    /// What kind of failure: an outage is logged once per kind.
+    pub kind: FailureKind,
+    /// What went wrong, in words.
+    pub message: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 impl Failure {
-    /// What `error` is.
-    pub fn of(error: &RedisError) -> Failure {
-        match error.code() {
-            // Redis's own code says it all; its words may quote keys, which anyone names.
-            Some(code) if code != "ERR" => return by_code(code).unwrap_or(Failure::Other),
-            _ => {}
-        }
-        if error.kind() == ErrorKind::AuthenticationFailed {
-            return Failure::Password;
-        }
-        if let Some(failure) = by_words(error) {
-            return failure;
-        }
-        if tls_error(error).is_some() {
-            Failure::Tls
-        } else if error.is_timeout() {
-            Failure::Timeout
-        } else if error.is_connection_refusal() {
-            Failure::Unreachable
-        } else if error.is_io_error() || error.is_connection_dropped() {
-            Failure::ConnectionLost
-        } else {
-            Failure::Other
+    /// Why getting a connection failed, in the words of someone running the daemon.
+    pub fn connecting(error: &PoolError, config: &RedisSettings) -> Failure {
+        match error {
+            // Before the I/O failures: a TLS handshake fails as I/O, but no wait mends it.
+            PoolError::Backend(error) if FailureKind::of(error) == FailureKind::Tls => {
+                Failure::of(error, config)
+            }
+            // Connecting includes a handshake: a Redis that is blocked (or a host that drops packets)
+            // lets it time out.
+            PoolError::Backend(error) if error.is_timeout() => Failure {
+                kind: FailureKind::Timeout,
+                message: format!(
+                    "Redis at {} did not answer within {} s of connecting{}",
+                    config.address(),
+                    CONNECT_TIMEOUT.as_secs(),
+                    // A plain Redis waits for the rest of what it takes for a command.
+                    if config.tls.is_some() {
+                        " (with tls = true: is this its tls-port?)"
+                    } else {
+                        ""
+                    }
+                ),
+            },
+            // Any other I/O failure while connecting (no such host, no route): nothing was lost.
+            PoolError::Backend(error) if error.is_io_error() => Failure {
+                kind: FailureKind::Unreachable,
+                message: format!(
+                    "cannot reach Redis at {}: {error}{}",
+                    config.address(),
+                    // Redis's TLS port hangs up on a client that speaks no TLS.
+                    if config.tls.is_none() && error.to_string().contains("reset by peer") {
+                        " (a TLS port? then set [redis] tls = true)"
+                    } else {
+                        ""
+                    }
+                ),
+            },
+            PoolError::Backend(error) => Failure::of(error, config),
+            other => Failure {
+                kind: FailureKind::Other,
+                message: format!("Redis at {}: {other}", config.address()),
+            },
         }
     }
 
-    /// Whether retrying cannot mend it: the configured password, database, TLS files, sentinel
-    /// master or cluster are wrong.
-    pub fn is_config_error(self) -> bool {
-        matches!(
-            self,
-            Failure::Password
-                | Failure::Database
-                | Failure::Tls
-                | Failure::NoMaster
-                | Failure::NotCluster
-        )
-    }
-
-    /// What the daemon does about it, said after the failure itself.
-    pub fn waiting_for(self) -> &'static str {
-        match self {
-            Failure::Password | Failure::Database => "retrying until Redis accepts them",
-            Failure::Tls | Failure::NoMaster | Failure::NotCluster | Failure::Other => "retrying",
-            Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout => {
-                "retrying until it answers"
+    /// Like [`connecting`](Failure::connecting), for an error from a command.
+    pub fn of(error: &redis::RedisError, config: &RedisSettings) -> Failure {
+        let address = config.address();
+        let kind = FailureKind::of(error);
+        let message = match kind {
+            FailureKind::Password if error.to_string().contains(SENTINEL_REFUSED) => format!(
+                "Redis {address}: the sentinels refused the password ([redis] {}): {}",
+                match &config.sentinel {
+                    Some(SentinelSettings {
+                        username: Some(username),
+                        ..
+                    }) => format!("sentinel_username {username:?} and its sentinel_password"),
+                    Some(sentinel) if sentinel.password.is_some() =>
+                        "sentinel_password is set".into(),
+                    _ => "sentinel_password is empty".into(),
+                },
+                error.detail().unwrap_or_default()
+            ),
+            FailureKind::Password => format!(
+                "Redis at {address} refused the password ([redis] password is {}): {error}",
+                if config.password.is_some() {
+                    "set"
+                } else {
+                    "empty"
+                }
+            ),
+            FailureKind::Database => format!(
+                "Redis at {address} has no database {} ([redis] database): {error}",
+                config.database
+            ),
+            FailureKind::Unreachable => format!("cannot reach Redis at {address}: {error}"),
+            FailureKind::ConnectionLost => {
+                format!("lost the connection to Redis at {address}: {error}")
             }
-            Failure::OutOfMemory => {
-                "no job can move until Redis has memory to spare (maxmemory, eviction policy); retrying"
+            FailureKind::Timeout => format!(
+                "Redis at {address} did not answer within {} s",
+                RESPONSE_TIMEOUT.as_secs()
+            ),
+            FailureKind::OutOfMemory => format!("Redis at {address} is out of memory: {error}"),
+            FailureKind::ReadOnly => format!("Redis at {address} is a read-only replica: {error}"),
+            FailureKind::Loading => format!("Redis at {address} is loading its data set: {error}"),
+            FailureKind::CannotSave => {
+                format!("Redis at {address} refuses writes because it cannot save to disk: {error}")
             }
-            Failure::ReadOnly => {
-                "no job can move until it is promoted or [redis] names the master; retrying"
-            }
-            Failure::Loading => "waiting until it has loaded",
-            Failure::CannotSave => "no job can move until it can save again; retrying",
-            Failure::Busy => "waiting until the script ends (SCRIPT KILL ends it)",
-            Failure::NoPermission => {
-                "no job can move until the user may (see the ACL a delayer user needs in \
-                 docs/redis-deployments.md); retrying"
-            }
-        }
-    }
-
-    /// The line that ends an outage of this kind.
-    pub fn recovered(self, address: &str) -> String {
-        match self {
-            Failure::OutOfMemory | Failure::ReadOnly | Failure::CannotSave => {
-                format!("Redis at {address} accepts writes again")
-            }
-            Failure::Loading => format!("Redis at {address} has loaded its data"),
-            Failure::Password
-            | Failure::Database
-            | Failure::NoPermission
-            | Failure::Tls
-            | Failure::NoMaster
-            | Failure::NotCluster
-            | Failure::Other => format!("Redis at {address} works again"),
-            Failure::Unreachable | Failure::ConnectionLost | Failure::Timeout | Failure::Busy => {
-                format!("Redis at {address} answers again")
-            }
-        }
-    }
-}
-
-/// Whether a script call of the daemon that failed with `error` may have run all the same: the
-/// client's rule ([`delayer_wire::unanswered`]), but a cluster error is Redis's answer on the
-/// daemon's own connection to a master, which sends a call once. What is left are the errors that
-/// carry no code of Redis's: no reply came (a timeout, a connection that broke), or the reply
-/// could not be read (the script ran).
-pub fn reply_may_be_lost(error: &RedisError) -> bool {
-    delayer_wire::unanswered(error) && !error.is_cluster_error()
-}
-
-/// What Redis's error code says, where it says enough.
-fn by_code(code: &str) -> Option<Failure> {
-    Some(match code {
-        "NOAUTH" | "WRONGPASS" => Failure::Password,
-        "OOM" => Failure::OutOfMemory,
-        "READONLY" => Failure::ReadOnly,
-        "LOADING" => Failure::Loading,
-        "MISCONF" => Failure::CannotSave,
-        "BUSY" => Failure::Busy,
-        "NOPERM" => Failure::NoPermission,
-        _ => return None,
-    })
-}
-
-/// What the words say, for the errors that carry no telling kind or code: a generic `ERR`, a
-/// script's error wrapped in one (Redis 6), our own resolution errors, and the cluster client,
-/// which keeps only the words of the errors it met.
-fn by_words(error: &RedisError) -> Option<Failure> {
-    let text = error.to_string();
-    let has = |markers: &[&str]| markers.iter().any(|marker| text.contains(marker));
-    Some(if has(&["WRONGTYPE"]) {
-        // A script's own check (Redis 6 wraps it in ERR): it names a key, whatever that holds.
-        Failure::Other
-    } else if has(&["invalid password", "without any password"]) {
-        Failure::Password
-    } else if error.kind() == ErrorKind::InvalidClientConfig
-        && has(&[NO_SUCH_MASTER, NOT_A_SENTINEL])
-    {
-        Failure::NoMaster
-    } else if has(&["cluster support disabled"]) {
-        Failure::NotCluster
-    } else if has(&["DB index"]) {
-        Failure::Database
-    } else if has(&["OOM command not allowed"]) {
-        Failure::OutOfMemory
-    } else if has(&["READONLY"]) {
-        Failure::ReadOnly
-    } else if has(&["NOPERM", "can't access", "has no permissions"]) {
-        Failure::NoPermission
-    } else if has(&[UNTRUSTED]) {
-        Failure::Tls
-    } else {
-        return None;
-    })
-}
-
-/// The TLS error under `error`, if TLS is what failed.
-pub(super) fn tls_error(error: &RedisError) -> Option<&rustls::Error> {
-    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(error) = cause {
-        if let Some(tls) = error.downcast_ref::<rustls::Error>() {
-            return Some(tls);
-        }
-        cause = if let Some(shared) = error.downcast_ref::<Shared>() {
-            // redis-rs keeps the error it wraps behind an Arc.
-            Some(shared.as_ref())
-        } else if let Some(io) = error.downcast_ref::<std::io::Error>() {
-            // An io::Error's source() skips the error it wraps: look at that one itself.
-            io.get_ref()
-                .map(|inner| inner as &(dyn std::error::Error + 'static))
-        } else {
-            error.source()
+            FailureKind::Busy => format!("Redis at {address} is busy running a script: {error}"),
+            FailureKind::NoPermission if error.to_string().contains(SENTINEL_DENIED) => format!(
+                "Redis {address}: the sentinels do not let {} ask where the master is (ACL: it needs \
+             +sentinel|get-master-addr-by-name): {}",
+                match config
+                    .sentinel
+                    .as_ref()
+                    .and_then(|sentinel| sentinel.username.as_ref())
+                {
+                    Some(username) => format!("[redis] sentinel_username {username:?}"),
+                    None => "their default user".to_string(),
+                },
+                error.detail().unwrap_or_default()
+            ),
+            FailureKind::NoPermission => format!(
+                "Redis at {address} does not let this user do what delayer needs (ACL): {error}"
+            ),
+            FailureKind::Tls => tls_message(error, config),
+            FailureKind::NoMaster if error.to_string().contains(NOT_A_SENTINEL) => format!(
+                "Redis {address}: {} is a plain Redis, not a sentinel: [redis] sentinels wants the \
+             addresses of `redis-server --sentinel` (port 26379 by default)",
+                error
+                    .detail()
+                    .and_then(|detail| detail.split(" said ").next())
+                    .unwrap_or("one of the sentinels")
+            ),
+            FailureKind::NoMaster => match &config.sentinel {
+                Some(sentinel) => format!(
+                    "none of the sentinels {} knows a master named {:?}: [redis] sentinel_master must \
+                 be the name of their `sentinel monitor` line",
+                    address_list(&sentinel.addresses),
+                    sentinel.master
+                ),
+                None => format!("Redis at {address}: {error}"),
+            },
+            FailureKind::NotCluster => format!(
+                "{address} is not a Redis Cluster ({error}): [redis] cluster wants nodes of a \
+             cluster (cluster-enabled yes); for a single Redis give host and port instead"
+            ),
+            FailureKind::Other => format!("Redis at {address} failed: {error}"),
         };
+        Failure { kind, message }
     }
-    None
+
+    /// Like [`of`](Failure::of), with Redis's own words when it refused the password: redis-rs puts
+    /// its own ("Password authentication failed") in their place, so AUTH is sent once more by hand,
+    /// on a connection without credentials, to hear what Redis says.
+    pub async fn refusal(error: &redis::RedisError, config: &RedisSettings) -> Failure {
+        let mut failure = Failure::of(error, config);
+        if error.kind() == ErrorKind::AuthenticationFailed
+            && let Some(said) = auth_reply(config).await
+        {
+            failure.message = match &config.username {
+                Some(username) => format!(
+                    "Redis at {} refused user {username:?} with the password given ([redis] username \
+                 and password): {said}",
+                    config.address()
+                ),
+                None => format!(
+                    "Redis at {} refused the password ([redis] password is set): {said}",
+                    config.address()
+                ),
+            };
+        }
+        failure
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::io;
+/// What Redis answers to `AUTH [username] <password>`, when it refuses it.
+async fn auth_reply(config: &RedisSettings) -> Option<String> {
+    let password = config.password.as_deref()?;
+    let info = target(config).ok()?.resolve().await.ok()?;
+    let info = info.set_redis_settings(RedisConnectionInfo::default());
+    let mut connection = redis::Client::open(info)
+        .ok()?
+        .get_multiplexed_async_connection_with_config(&connection::config())
+        .await
+        .ok()?;
+    let refused = redis::cmd("AUTH")
+        .arg(config.username.as_deref())
+        .arg(password)
+        .query_async::<()>(&mut connection)
+        .await
+        .err()?;
+    Some(match (refused.code(), refused.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        _ => refused.to_string(),
+    })
+}
 
-    use deadpool_redis::redis::{self, ErrorKind, RedisError};
-
-    use super::*;
-
-    /// The error Redis answers with `line` (an error reply, without its `-`).
-    fn reply(line: &str) -> RedisError {
-        let value = redis::parse_redis_value(format!("-{line}\r\n").as_bytes()).unwrap();
-        value.extract_error().unwrap_err()
-    }
-
-    fn io(kind: io::ErrorKind) -> RedisError {
-        RedisError::from(io::Error::new(kind, "test"))
-    }
-
-    #[test]
-    fn each_reply_redis_gives_is_recognised() {
-        let cases = [
-            ("NOAUTH Authentication required.", Failure::Password),
-            (
-                "WRONGPASS invalid username-password pair or user is disabled.",
-                Failure::Password,
-            ),
-            ("ERR invalid password", Failure::Password),
-            (
-                "ERR AUTH <password> called without any password configured for the default \
-                 user. Are you sure your configuration is correct?",
-                Failure::Password,
-            ),
-            ("ERR DB index is out of range", Failure::Database),
-            (
-                "ERR This instance has cluster support disabled",
-                Failure::NotCluster,
-            ),
-            (
-                "OOM command not allowed when used memory > 'maxmemory'.",
-                Failure::OutOfMemory,
-            ),
-            (
-                "ERR Error running script (call to f_1): @user_script:1: @user_script: 1: -OOM \
-                 command not allowed when used memory > 'maxmemory'.",
-                Failure::OutOfMemory,
-            ),
-            (
-                "READONLY You can't write against a read only replica.",
-                Failure::ReadOnly,
-            ),
-            (
-                "ERR Error running script (call to f_1): @user_script:1: -READONLY You can't \
-                 write against a read only replica.",
-                Failure::ReadOnly,
-            ),
-            (
-                "LOADING Redis is loading the dataset in memory",
-                Failure::Loading,
-            ),
-            (
-                "MISCONF Redis is configured to save RDB snapshots, but it's currently unable \
-                 to persist to disk.",
-                Failure::CannotSave,
-            ),
-            (
-                "BUSY Redis is busy running a script. You can only call SCRIPT KILL or \
-                 SHUTDOWN NOSAVE.",
-                Failure::Busy,
-            ),
-            (
-                "NOPERM User delayer has no permissions to run the 'evalsha' command",
-                Failure::NoPermission,
-            ),
-            (
-                "ERR Error running script (call to f_1): @user_script:12: The user executing \
-                 the script can't access at least one of the keys mentioned in the command",
-                Failure::NoPermission,
-            ),
-            (
-                "OOM command not allowed when used memory > 'maxmemory'. script: \
-                 2f4ef1e4e19b0a4a3f4bd1b5e7b0a5fd2c3d4e5f, on @user_script:12.",
-                Failure::OutOfMemory,
-            ),
-            (
-                "WRONGTYPE delayer:ready_queue:x-READONLY holds a string, not a list",
-                Failure::Other,
-            ),
-            (
-                "ERR Error running script (call to f_1): @user_script:9: @user_script: 9: \
-                 WRONGTYPE delayer:ready_queue:DB index holds a string, not a list",
-                Failure::Other,
-            ),
-            (
-                "NOPERM this Redis user may not run LPUSH on delayer:ready_queue:READONLY",
-                Failure::NoPermission,
-            ),
-            ("ERR unknown command 'FOO'", Failure::Other),
-            (
-                "WRONGTYPE Operation against a key holding the wrong kind of value",
-                Failure::Other,
-            ),
-        ];
-        for (line, failure) in cases {
-            assert_eq!(Failure::of(&reply(line)), failure, "{line}");
-        }
-    }
-
-    #[test]
-    fn the_clients_own_errors_by_their_kind() {
-        let cases = [
-            (
-                RedisError::from((
-                    ErrorKind::AuthenticationFailed,
-                    "Password authentication failed",
-                )),
-                Failure::Password,
-            ),
-            (
-                RedisError::from((ErrorKind::InvalidClientConfig, NO_SUCH_MASTER, "m".into())),
-                Failure::NoMaster,
-            ),
-            (
-                RedisError::from((ErrorKind::InvalidClientConfig, NOT_A_SENTINEL, "x".into())),
-                Failure::NoMaster,
-            ),
-            (io(io::ErrorKind::TimedOut), Failure::Timeout),
-            (io(io::ErrorKind::ConnectionRefused), Failure::Unreachable),
-            (io(io::ErrorKind::ConnectionReset), Failure::ConnectionLost),
-            (io(io::ErrorKind::BrokenPipe), Failure::ConnectionLost),
-            (io(io::ErrorKind::UnexpectedEof), Failure::ConnectionLost),
-            (
-                RedisError::from((
-                    ErrorKind::Io,
-                    "tls",
-                    "invalid peer certificate: UnknownIssuer".into(),
-                )),
-                Failure::Tls,
-            ),
-            (
-                RedisError::from(io::Error::other(rustls::Error::InvalidCertificate(
-                    rustls::CertificateError::UnknownIssuer,
-                ))),
-                Failure::Tls,
-            ),
-        ];
-        for (error, failure) in cases {
-            assert_eq!(Failure::of(&error), failure, "{error}");
-        }
-    }
-
-    #[test]
-    fn only_what_no_answer_came_to_may_have_run() {
-        assert!(reply_may_be_lost(&io(io::ErrorKind::TimedOut)));
-        assert!(reply_may_be_lost(&io(io::ErrorKind::ConnectionReset)));
-        let unreadable = RedisError::from((ErrorKind::UnexpectedReturnType, "malformed"));
-        assert!(
-            reply_may_be_lost(&unreadable),
-            "it ran: its reply is what is wrong"
+/// A failed TLS handshake, with what to change in `[redis]`.
+fn tls_message(error: &redis::RedisError, config: &RedisSettings) -> String {
+    let address = config.address();
+    let untrusted = match tls_error(error) {
+        Some(rustls::Error::InvalidCertificate(why)) => Some(format!("{why:?}")),
+        // The cluster client keeps only the words of the error it met.
+        _ => error
+            .to_string()
+            .split_once(UNTRUSTED)
+            .map(|(_, why)| why.trim_start_matches(':').trim().to_string()),
+    };
+    if let Some(why) = untrusted {
+        return format!(
+            "Redis at {address} shows a TLS certificate delayer does not trust ({why}): [redis] \
+             tls_ca_file must name the CA that signed it, and the certificate must name {}",
+            if config.sentinel.is_some() {
+                "the address the sentinels give (and the sentinels' theirs)".to_string()
+            } else if config.cluster.is_some() {
+                "the address each node announces".to_string()
+            } else {
+                format!("the host {}", config.host)
+            }
         );
-        assert!(!reply_may_be_lost(&reply("OOM command not allowed")));
-        assert!(!reply_may_be_lost(&reply("MOVED 3999 127.0.0.1:6381")));
-        assert!(!reply_may_be_lost(&reply(
-            "CLUSTERDOWN The cluster is down"
-        )));
-        assert!(delayer_wire::unanswered(&reply(
-            "MOVED 3999 127.0.0.1:6381"
-        )));
     }
-
-    #[test]
-    fn only_what_waiting_cannot_mend_stops_a_start() {
-        assert!(Failure::of(&reply("WRONGPASS x")).is_config_error());
-        assert!(Failure::of(&reply("ERR DB index is out of range")).is_config_error());
-        assert!(!Failure::of(&reply("LOADING x")).is_config_error());
-        assert!(!Failure::of(&io(io::ErrorKind::ConnectionRefused)).is_config_error());
+    match tls_error(error) {
+        Some(rustls::Error::AlertReceived(alert))
+            if format!("{alert:?}").contains("Certificate") =>
+        {
+            format!(
+                "Redis at {address} refused delayer's TLS client certificate ({alert:?}): it \
+                 wants one its CA signed, in [redis] tls_cert_file and tls_key_file"
+            )
+        }
+        Some(rustls::Error::InvalidMessage(_)) => format!(
+            "Redis at {address} does not speak TLS ({error}): is {} its tls-port?",
+            config.port
+        ),
+        _ => format!("TLS with Redis at {address} failed: {error}"),
     }
 }

@@ -3,15 +3,15 @@
 
 mod connect;
 mod failure;
+mod failure_kind;
 mod pool;
 mod settings;
 mod tls;
-mod trouble;
 mod version;
 
 pub use connect::{node_info, target};
-pub use failure::{Failure, reply_may_be_lost};
+pub use failure::Failure;
+pub use failure_kind::{FailureKind, reply_may_be_lost, slot_moving};
 pub use pool::RedisPool;
 pub use settings::{RedisSettings, SentinelSettings, TlsSettings, address_list};
-pub use trouble::{Trouble, describe, describe_redis, describe_refusal};
 pub use version::server_version;

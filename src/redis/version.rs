@@ -6,7 +6,7 @@ use deadpool_redis::redis::{self, Value};
 
 use super::connect::target;
 use super::failure::Failure;
-use super::trouble::{describe, describe_redis, describe_refusal};
+use super::failure_kind::FailureKind;
 use super::{RedisPool, RedisSettings};
 
 /// Connects once and returns the server's `redis_version`.
@@ -15,13 +15,13 @@ pub async fn server_version(config: &RedisSettings) -> Result<String> {
         let mut connection = target(config)?
             .connect()
             .await
-            .map_err(|error| anyhow!(describe_redis(&error, config)))?;
+            .map_err(|error| anyhow!(Failure::of(&error, config)))?;
         // Through a cluster connection INFO goes to every node, and comes back one reply a node.
         let info: Value = redis::cmd("INFO")
             .arg("server")
             .query_async(&mut connection)
             .await
-            .map_err(|error| anyhow!(describe_redis(&error, config)))?;
+            .map_err(|error| anyhow!(Failure::of(&error, config)))?;
         let mut versions = Vec::new();
         versions_in(&info, &mut versions)?;
         versions.sort();
@@ -35,17 +35,17 @@ pub async fn server_version(config: &RedisSettings) -> Result<String> {
     let pool = RedisPool::new(config, target(config)?)?;
     let mut connection = match pool.get().await {
         Ok(connection) => connection,
-        Err(PoolError::Backend(error)) if Failure::of(&error) == Failure::Password => {
-            bail!(describe_refusal(&error, config).await)
+        Err(PoolError::Backend(error)) if FailureKind::of(&error) == FailureKind::Password => {
+            bail!(Failure::refusal(&error, config).await)
         }
         // With what connecting says (a TLS port spoken to in plain text, and the reverse).
-        Err(error) => bail!(describe(&error, config)),
+        Err(error) => bail!(Failure::connecting(&error, config)),
     };
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(&mut connection)
         .await
-        .map_err(|error| anyhow!(describe_redis(&error, config)))?;
+        .map_err(|error| anyhow!(Failure::of(&error, config)))?;
     Ok(redis_version(&info))
 }
 

@@ -23,9 +23,9 @@ use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::said::Failed;
-use super::step::{Limits, MIN_LOOK_GAP, MoverSettings, Step, wait_until};
-use crate::redis::{Failure, RedisSettings, describe_redis, describe_refusal, target};
+use super::outage::PollFailure;
+use super::step::{Limits, MIN_POLL_GAP, MoverSettings, Step, wait_until};
+use crate::redis::{Failure, FailureKind, RedisSettings, target};
 use nodes::ClusterNodes;
 use registry::RegistryRepair;
 use schedule::Schedule;
@@ -34,7 +34,7 @@ use watch::ClusterWatch;
 /// Full batches one topic moves before the others' turn: a backlog of a million jobs in one topic
 /// must not keep another topic's due jobs waiting until it is gone.
 const BATCHES_PER_TURN: usize = 10;
-/// How long a look waits for the registry before it goes on with the topics it knew: a hung
+/// How long a poll waits for the registry before it goes on with the topics it knew: a hung
 /// master holding the registry must not hold up the others' moves for long.
 const REGISTRY_WAIT: Duration = Duration::from_millis(500);
 /// The most topics drained at once: each script call of a drain waits behind those before it on
@@ -42,7 +42,7 @@ const REGISTRY_WAIT: Duration = Duration::from_millis(500);
 /// and a stop waits for every call in flight.
 const MAX_DRAINS: usize = 32;
 /// While every master reports writes, how often the registry is read (new topics are known from
-/// their first push) and how often a topic nobody wrote to is looked at, as safety nets: a
+/// their first push) and how often a topic nobody wrote to is polled, as safety nets: a
 /// registry of 20,000 idle topics then costs Redis a few dozen script calls a second.
 const REGISTRY_EVERY: Duration = Duration::from_secs(10);
 const IDLE_RECHECK: Duration = Duration::from_secs(600);
@@ -82,8 +82,8 @@ impl ClusterMover {
     /// cluster is not an error here, the loop waits for it.
     pub(super) async fn check_redis(&self) -> Result<()> {
         match self.nodes.refresh().await {
-            Err(error) if Failure::of(&error).is_config_error() => {
-                bail!(describe_refusal(&error, &self.redis).await)
+            Err(error) if FailureKind::of(&error).is_config_error() => {
+                bail!(Failure::refusal(&error, &self.redis).await)
             }
             _ => Ok(()),
         }
@@ -110,17 +110,18 @@ impl ClusterMover {
                 read_registry_at = Instant::now() + self.read_registry_every(&watch);
                 match self.read_registry().await {
                     Ok(registry) => {
-                        self.step.metrics().looked(true);
-                        self.step.said().drained(None);
-                        schedule.know(registry, self.layout, self.step.now());
+                        self.step.metrics().polled(true);
+                        self.step.outages().succeeded(None);
+                        schedule.add_topics(registry, self.layout, self.step.now());
                         watch.ensure(self.nodes.masters());
                         ready = true;
                     }
                     // The drains go on with the topics known so far.
                     Err(error) => {
-                        self.step.metrics().looked(false);
-                        let failed = Failed::not_a_move(describe_redis(&error, &self.redis));
-                        read_registry_at = Instant::now() + self.step.said().failed(None, &failed);
+                        self.step.metrics().polled(false);
+                        let failed = PollFailure::not_a_move(Failure::of(&error, &self.redis));
+                        let wait = self.step.outages().failed(None, &failed);
+                        read_registry_at = Instant::now() + wait;
                     }
                 }
             }
@@ -207,7 +208,7 @@ impl ClusterMover {
         });
         let clock = self.step.clock();
         if topics.is_ok() && clock.seen() {
-            // A help only, and no part of the look: the next move reads Redis's time anyway.
+            // A help only, and no part of the poll: the next move reads Redis's time anyway.
             let _ = tokio::time::timeout(REGISTRY_WAIT, clock.read(&mut connection)).await;
         }
         match &topics {
@@ -223,21 +224,21 @@ impl ClusterMover {
         topics
     }
 
-    /// Takes note of a drain's end: when to look at its topic again.
+    /// Takes note of a drain's end: when to poll its topic again.
     fn finished(
         &self,
         schedule: &mut Schedule,
         watch: &ClusterWatch,
         topic: String,
-        drained: Result<Option<f64>, Failed>,
+        drained: Result<Option<f64>, PollFailure>,
     ) {
-        self.step.metrics().looked(drained.is_ok());
+        self.step.metrics().polled(drained.is_ok());
         let now = self.step.now();
         let due = match drained {
             Ok(next_due) => {
-                self.step.said().drained(Some(&topic));
+                self.step.outages().succeeded(Some(&topic));
                 // While every master reports writes, a topic nobody wrote to has nothing new:
-                // looked at again only as a safety net. Else at least every timer_interval, as
+                // polled again only as a safety net. Else at least every timer_interval, as
                 // with one Redis: a push that could not be reported waits no longer than that.
                 let recheck = if watch.watches_all(&self.nodes.masters()) {
                     IDLE_RECHECK
@@ -247,24 +248,27 @@ impl ClusterMover {
                 let latest = now + recheck.as_secs_f64();
                 next_due.map_or(latest, |due| due.min(latest))
             }
-            Err(failed) => now + self.step.said().failed(Some(&topic), &failed).as_secs_f64(),
+            Err(failed) => {
+                let wait = self.step.outages().failed(Some(&topic), &failed);
+                now + wait.as_secs_f64()
+            }
         };
-        schedule.drained(topic, due, now + MIN_LOOK_GAP.as_secs_f64());
+        schedule.drained(topic, due, now + MIN_POLL_GAP.as_secs_f64());
     }
 
     /// Drains `topic` (see [`Step::drain`]) for one turn of [`BATCHES_PER_TURN`] full batches at
-    /// most, over our connection to its master. Returns when to look at the topic again.
+    /// most, over our connection to its master. Returns when to poll the topic again.
     async fn drain(
         &self,
         topic: String,
         shutdown: &CancellationToken,
-    ) -> (String, Result<Option<f64>, Failed>) {
+    ) -> (String, Result<Option<f64>, PollFailure>) {
         let keys = self.layout.keys(&topic);
         let (master, mut connection) = match self.nodes.for_key(keys.pool()).await {
             Ok(found) => found,
             Err(error) => {
                 self.nodes.failed(None, &error);
-                let failed = Failed::not_a_move(describe_redis(&error, &self.redis));
+                let failed = PollFailure::not_a_move(Failure::of(&error, &self.redis));
                 return (topic, Err(failed));
             }
         };
@@ -279,7 +283,7 @@ impl ClusterMover {
             .await;
         let drained = drained.map_err(|error| {
             self.nodes.failed(Some(&master), &error);
-            Failed::call(&error, &self.redis)
+            PollFailure::call(&error, &self.redis)
         });
         (topic, drained)
     }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::{self, ErrorKind, RedisError, RedisResult, Value};
 
-use crate::redis::{Failure, RedisSettings, node_info};
+use crate::redis::{FailureKind, RedisSettings, node_info};
 use delayer_wire::connection::{self, host_port};
 
 /// The slots of a cluster.
@@ -82,8 +82,8 @@ impl ClusterNodes {
                     // cannot be reached.
                     if failure
                         .as_ref()
-                        .is_none_or(|failure| !Failure::of(failure).is_config_error())
-                        && (failure.is_none() || Failure::of(&error).is_config_error())
+                        .is_none_or(|failure| !FailureKind::of(failure).is_config_error())
+                        && (failure.is_none() || FailureKind::of(&error).is_config_error())
                     {
                         failure = Some(error);
                     }

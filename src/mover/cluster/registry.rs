@@ -3,7 +3,7 @@
 //! one master, and a failover can lose its latest additions (replication is asynchronous), or a
 //! master without persistence can restart empty at the same address. A topic lost so would wait
 //! for its next push. So whenever the registry is found on another master than before (at start,
-//! after a failover or a resharding), or holds fewer topics than at the last look (nothing of
+//! after a failover or a resharding), or holds fewer topics than at the last poll (nothing of
 //! delayer's removes one), every master is scanned for pools, and the topics they belong to are
 //! added back.
 
@@ -24,7 +24,7 @@ const SCAN_COUNT: usize = 1000;
 /// How long after a failed repair (a master down or hung) the next one is tried.
 const RETRY_WAIT: Duration = Duration::from_secs(30);
 
-/// When to repair the registry: told where it was read from at every look.
+/// When to repair the registry: told where it was read from at every poll.
 #[derive(Default)]
 pub struct RegistryRepair {
     state: Arc<Mutex<State>>,
@@ -44,7 +44,7 @@ struct State {
 impl RegistryRepair {
     /// The registry `registry` was just read from `master`, holding `topics` topics: repairs
     /// it, in the background, when that is another master than last time, or fewer topics, or a
-    /// retry is due. The next look reads the topics added.
+    /// retry is due. The next poll reads the topics added.
     pub fn read_from(
         &self,
         master: &str,

@@ -1,4 +1,4 @@
-//! When each topic is looked at next, kept in due order: a look costs in proportion to the topics
+//! When each topic is polled next, kept in due order: a poll costs in proportion to the topics
 //! that are due, however many the registry holds.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -12,7 +12,7 @@ use crate::text::escape;
 /// When each topic is to be drained next.
 #[derive(Default)]
 pub(super) struct Schedule {
-    /// The next look at each topic not being drained, in unix seconds (Redis's clock).
+    /// The next poll of each topic not being drained, in unix seconds (Redis's clock).
     due: HashMap<String, f64>,
     /// The same in due order, by whole microseconds.
     queue: BTreeSet<(i64, String)>,
@@ -23,10 +23,10 @@ pub(super) struct Schedule {
 }
 
 impl Schedule {
-    /// Takes note of the registry's `topics`: those not known yet are looked at `now`. Each one
+    /// Takes note of the registry's `topics`: those not known yet are polled `now`. Each one
     /// that `layout` cannot hold (one that is not UTF-8 among them: see [`Layout::refusal`]) is
     /// said once and left alone.
-    pub(super) fn know(&mut self, topics: Vec<Topic>, layout: Layout, now: f64) {
+    pub(super) fn add_topics(&mut self, topics: Vec<Topic>, layout: Layout, now: f64) {
         for topic in topics {
             let text = match (layout.refusal(&topic), topic.to_str()) {
                 (None, Some(text)) => text,
@@ -48,8 +48,8 @@ impl Schedule {
         }
     }
 
-    /// Looks at `topic` no later than `at` (after its drain, if one is under way: the write that
-    /// woke it may have come after the drain looked).
+    /// Polls `topic` no later than `at` (after its drain, if one is under way: the write that
+    /// woke it may have come after the drain read the pool).
     pub(super) fn wake(&mut self, topic: &str, at: f64) {
         if let Some(woken) = self.draining.get_mut(topic) {
             *woken = Some(woken.map_or(at, |earlier| earlier.min(at)));
@@ -58,7 +58,7 @@ impl Schedule {
         }
     }
 
-    /// Looks at every topic known no later than `at`.
+    /// Polls every topic known no later than `at`.
     pub(super) fn wake_all(&mut self, at: f64) {
         let topics: Vec<String> = self
             .due
@@ -86,7 +86,7 @@ impl Schedule {
         taken
     }
 
-    /// A drain of `topic` ended: it is looked at again at `next`, or, when it was woken meanwhile,
+    /// A drain of `topic` ended: it is polled again at `next`, or, when it was woken meanwhile,
     /// at that time but no sooner than `woken_not_before`.
     pub(super) fn drained(&mut self, topic: String, next: f64, woken_not_before: f64) {
         let woken = self.draining.remove(&topic).flatten();
@@ -123,7 +123,7 @@ mod tests {
     #[test]
     fn takes_topics_in_due_order_a_bounded_number_at_a_time() {
         let mut schedule = Schedule::default();
-        schedule.know(topics(&["a", "b", "c"]), Layout::CLUSTER, 10.0);
+        schedule.add_topics(topics(&["a", "b", "c"]), Layout::CLUSTER, 10.0);
         schedule.wake("b", 5.0);
         assert_eq!(schedule.take_due(10.0, 2), ["b", "a"]);
         assert_eq!(schedule.next(), Some(10.0));
@@ -137,10 +137,10 @@ mod tests {
     #[test]
     fn a_topic_woken_while_drained_is_looked_at_again_after_its_drain() {
         let mut schedule = Schedule::default();
-        schedule.know(topics(&["t"]), Layout::CLUSTER, 0.0);
+        schedule.add_topics(topics(&["t"]), Layout::CLUSTER, 0.0);
         assert_eq!(schedule.take_due(0.0, 1), ["t"]);
         schedule.wake("t", 1.0);
-        schedule.know(topics(&["t"]), Layout::CLUSTER, 0.0);
+        schedule.add_topics(topics(&["t"]), Layout::CLUSTER, 0.0);
         schedule.drained("t".into(), 100.0, 1.005);
         assert_eq!(schedule.next(), Some(1.005));
         schedule.wake("t", 50.0);
@@ -152,9 +152,9 @@ mod tests {
         let mut schedule = Schedule::default();
         let mut registry = topics(&["}bad", "good"]);
         registry.push(Topic::from(&b"t\xff"[..]));
-        schedule.know(registry.clone(), Layout::CLUSTER, 0.0);
+        schedule.add_topics(registry.clone(), Layout::CLUSTER, 0.0);
         assert_eq!(schedule.take_due(0.0, 5), ["good"]);
-        schedule.know(registry, Layout::CLUSTER, 0.0);
+        schedule.add_topics(registry, Layout::CLUSTER, 0.0);
         assert_eq!(schedule.refused.len(), 2, "each said once");
         assert!(schedule.take_due(0.0, 5).is_empty());
     }

@@ -1,6 +1,6 @@
 //! Wakes the cluster mover when any master's job pools or reservations are written, and tells
-//! which topics' keys they were, so that a job pushed to fall due before the next look is moved in
-//! time (as `wakeup` does for one Redis) and only its topic is looked at. A cluster's writes
+//! which topics' keys they were, so that a job pushed to fall due before the next poll is moved in
+//! time (as `wakeup` does for one Redis) and only its topic is polled. A cluster's writes
 //! happen on its masters, so each is watched on a connection of its own, connected in the
 //! background: a master that hangs must not hold up the loop, which moves the other masters' jobs
 //! meanwhile.
@@ -86,7 +86,7 @@ impl ClusterWatch {
     }
 
     /// Whether writes are reported from each of `masters`: then a topic nobody wrote to needs
-    /// no look.
+    /// no poll.
     pub fn watches_all(&self, masters: &[String]) -> bool {
         let watching = self.shared.watching.lock().expect("not poisoned");
         !masters.is_empty() && masters.iter().all(|master| watching.contains(master))
@@ -182,7 +182,7 @@ impl Shared {
                          ({refusal}; CLIENT TRACKING needs Redis 6)"
                     );
                 }
-                // Tried again at the next look.
+                // Tried again at the next poll.
                 _ => {}
             }
         }

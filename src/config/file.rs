@@ -1,0 +1,793 @@
+//! `delayer.conf` as a whole: the typed [`Config`], read from the file's text (every problem
+//! found, not just the first) and rendered back in the file's shape.
+
+use std::fmt::{self, Display};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::ini::IniFile;
+use super::keys::{self, KEYS};
+use super::{paths, rules};
+use crate::http::HttpSettings;
+use crate::mover::MoverSettings;
+use crate::redis::RedisSettings;
+use crate::service::logging::LogSettings;
+
+/// Everything the daemon needs to know, validated; relative paths are already made absolute.
+/// [`Config::parse`] of an empty file has the defaults.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file this was read from (for messages).
+    pub file: PathBuf,
+    /// `[delayer] pid`: the pid file, or `None` to allow several instances.
+    pub pid: Option<PathBuf>,
+    /// `[delayer]`'s log keys.
+    pub log: LogSettings,
+    /// `[delayer]`'s keys of the timer loop.
+    pub mover: MoverSettings,
+    /// `[delayer] max_body_bytes`: the largest job body the shell commands and the HTTP API push.
+    pub max_body_bytes: usize,
+    /// `[delayer] max_ttr`: the longest time to run the HTTP API gives a reservation.
+    pub max_ttr: Duration,
+    /// The `[redis]` section.
+    pub redis: RedisSettings,
+    /// The `[http]` section: no HTTP server without it.
+    pub http: Option<HttpSettings>,
+    /// Unknown sections and keys (a typo, most likely): ignored with a warning, as the original
+    /// did, but refused by `--check-config`.
+    pub unknown: Vec<String>,
+    /// Other things worth a warning (a key set twice), logged once logging is up.
+    pub warnings: Vec<String>,
+}
+
+/// A configuration file as read: the configuration, with the default in place of each value
+/// that is wrong, and what is wrong, one problem a line, each naming the file.
+pub struct Reading {
+    /// The configuration as far as the file could be read.
+    pub config: Config,
+    /// Every problem found; more may be added (paths that cannot be written) before
+    /// [`into_config`](Reading::into_config) tells them all at once.
+    pub errors: Vec<String>,
+}
+
+impl Reading {
+    /// The configuration, or [`Problems`] naming everything wrong with it (and the warnings that
+    /// go with them: an unknown key may be the typo behind a missing value).
+    pub fn into_config(self) -> Result<Config> {
+        if self.errors.is_empty() {
+            return Ok(self.config);
+        }
+        let config = self.config;
+        let warnings = config.unknown.into_iter().chain(config.warnings).collect();
+        Err(Problems {
+            errors: self.errors,
+            warnings,
+        }
+        .into())
+    }
+}
+
+/// Everything wrong with a configuration, one problem a line.
+#[derive(Debug)]
+pub struct Problems {
+    /// What stops the start.
+    pub errors: Vec<String>,
+    /// What is ignored, but said.
+    pub warnings: Vec<String>,
+}
+
+impl Display for Problems {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.errors.join("\n"))
+    }
+}
+
+impl std::error::Error for Problems {}
+
+impl Config {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<Config> {
+        Config::read(path)?.into_config()
+    }
+
+    /// Validates the text of a configuration file; `file` names it in messages and nothing is read.
+    pub fn parse(text: &str, file: &Path) -> Result<Config> {
+        Config::read_text(text, file)?.into_config()
+    }
+
+    /// Reads `path`, and every problem with its values; fails at once only when it is no file
+    /// or not INI.
+    pub fn read(path: &Path) -> Result<Reading> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read configuration file {}", path.display()))?;
+        Config::read_text(&text, path)
+    }
+
+    fn read_text(text: &str, file: &Path) -> Result<Reading> {
+        let file = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+        let ini = IniFile::parse(text, &file)?;
+        // The blank that the keys fill in, each with its value or its default.
+        let mut config = Config {
+            file: file.clone(),
+            pid: None,
+            log: LogSettings::default(),
+            mover: MoverSettings::default(),
+            max_body_bytes: 0,
+            max_ttr: Duration::ZERO,
+            redis: RedisSettings::default(),
+            http: None,
+            unknown: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let mut wrong = Vec::new();
+        for key in KEYS {
+            let raw = ini.get(key.section, key.name).unwrap_or(key.default);
+            if raw.is_empty() {
+                continue;
+            }
+            if let Err(why) = (key.set)(&mut config, raw) {
+                wrong.push(rules::Wrong::of(&ini, key, why));
+                // The default in its place, so that what is told beside it is not about a blank.
+                if !key.default.is_empty() {
+                    let _ = (key.set)(&mut config, key.default);
+                }
+            }
+        }
+        wrong.extend(rules::check(&config, &ini));
+        let errors = wrong
+            .iter()
+            .map(|wrong| format!("{}: {wrong}", file.display()))
+            .collect();
+        (config.unknown, config.warnings) = unknown_entries(&ini, &file);
+        let risky = rules::risky(&config).into_iter();
+        let risky = risky.map(|warning| format!("{}: {warning}", file.display()));
+        config.warnings.extend(risky);
+        Ok(Reading { config, errors })
+    }
+
+    /// The pid file and logs that this process can neither create nor append to, each said as
+    /// a problem (for serving, and `--check-config`).
+    pub fn path_problems(&self) -> Vec<String> {
+        let paths = [
+            ("pid", &self.pid),
+            ("access_log", &self.log.access_log),
+            ("error_log", &self.log.error_log),
+        ];
+        paths
+            .into_iter()
+            .filter_map(|(key, path)| {
+                let path = path.as_ref()?;
+                let why = paths::can_write(path).err()?;
+                Some(format!(
+                    "{}: [delayer] {key} = {}: {why}",
+                    self.file.display(),
+                    path.display()
+                ))
+            })
+            .collect()
+    }
+
+    /// What the CLI's and the HTTP server's clients are told: what the daemon does.
+    pub fn client_settings(&self) -> delayer_client::Settings {
+        delayer_client::Settings {
+            max_attempts: self.mover.max_attempts,
+            max_body_bytes: self.max_body_bytes,
+            max_ttr: self.max_ttr,
+            layout: self.redis.layout,
+            ..delayer_client::Settings::default()
+        }
+    }
+}
+
+/// The configuration as it will be used, in `delayer.conf`'s own shape (passwords masked, keys
+/// of features that are off left out); an empty value says what empty means.
+impl Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render(false))
+    }
+}
+
+impl Config {
+    /// The configuration in `delayer.conf`'s shape; `documented`: every key with its line of
+    /// doc, as the shipped `dist/delayer.conf` has it.
+    fn render(&self, documented: bool) -> String {
+        let mut text = String::new();
+        let mut section = "";
+        for key in KEYS {
+            let Some(mut value) = (key.show)(self) else {
+                continue;
+            };
+            if key.secret && !value.is_empty() {
+                value = "********".into();
+            }
+            if key.section != section {
+                let gap = if section.is_empty() { "" } else { "\n" };
+                text += &format!("{gap}[{}]\n", key.section);
+                section = key.section;
+            }
+            text += &if value.is_empty() {
+                format!("{:<31} ; {}\n", format!("{} =", key.name), key.doc)
+            } else if documented {
+                format!("{:<31} ; {}\n", format!("{} = {value}", key.name), key.doc)
+            } else {
+                format!("{} = {value}\n", key.name)
+            };
+        }
+        text
+    }
+}
+
+/// What the file holds that is not ours (unknown sections and keys), and the keys it sets more
+/// than once.
+fn unknown_entries(ini: &IniFile, file: &Path) -> (Vec<String>, Vec<String>) {
+    let (mut unknown, mut warnings) = (Vec::new(), Vec::new());
+    let known_section = |name: &str| KEYS.iter().any(|key| key.section == name);
+    for section in ini.sections() {
+        if let Some(name) = section.filter(|name| !known_section(name)) {
+            unknown.push(format!(
+                "{}: unknown section [{name}], ignored",
+                file.display()
+            ));
+        }
+    }
+    let mut outside = Vec::new();
+    for (section, key, times) in ini.entries() {
+        match section {
+            None => outside.push(key),
+            Some(name) if !known_section(name) => {}
+            Some(name) if keys::find(name, key).is_none() => unknown.push(format!(
+                "{}: unknown key [{name}] {key}, ignored",
+                file.display()
+            )),
+            Some(name) if times > 1 => warnings.push(format!(
+                "{}: [{name}] {key} is set more than once; the last value is used",
+                file.display()
+            )),
+            Some(_) => {}
+        }
+    }
+    if !outside.is_empty() {
+        unknown.push(format!(
+            "{}: keys outside any section, ignored: {}",
+            file.display(),
+            outside.join(", ")
+        ));
+    }
+    (unknown, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis::address_list;
+    use crate::service::logging::{LogFormat, LogLevel, LogRotation};
+    use delayer_wire::keys::Layout;
+    use std::time::Duration;
+
+    const ORIGINAL: &str = include_str!("../../delayer.conf");
+
+    fn parse(text: &str) -> Result<Config> {
+        Config::parse(text, Path::new("test.conf"))
+    }
+
+    fn error_of(text: &str) -> String {
+        format!("{:#}", parse(text).expect_err("should be rejected"))
+    }
+
+    #[test]
+    fn reads_the_original_file_verbatim() {
+        let config = parse(ORIGINAL).unwrap();
+        assert_eq!(config.pid, Some(PathBuf::from("/var/run/delayer.pid")));
+        assert_eq!(config.mover.timer_interval, Duration::from_millis(1000));
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(config.log.access_log, Some(cwd.join("logs/access.log")));
+        assert_eq!(config.log.error_log, Some(cwd.join("logs/error.log")));
+        assert_eq!(config.mover.batch_size, 1000);
+        let redis = &config.redis;
+        assert_eq!(redis.host, "127.0.0.1");
+        assert_eq!(redis.port, 6379);
+        assert_eq!(redis.database, 0);
+        assert_eq!(
+            redis.password, None,
+            "an empty value followed by a comment is empty"
+        );
+        assert_eq!((redis.max_idle, redis.max_active), (2, 20));
+        assert_eq!(redis.idle_timeout, Some(Duration::from_secs(3600)));
+        assert_eq!(redis.conn_max_lifetime, Some(Duration::from_secs(3600)));
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    }
+
+    #[test]
+    fn the_packaged_config_suits_systemd() {
+        let config = parse(include_str!("../../dist/delayer.conf")).unwrap();
+        assert_eq!(config.pid, None, "systemd tracks the process");
+        assert_eq!(
+            (config.log.access_log, config.log.error_log),
+            (None, None),
+            "logs go to the journal"
+        );
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+        assert!(config.unknown.is_empty(), "{:?}", config.unknown);
+    }
+
+    #[test]
+    fn the_compose_config_names_the_redis_service() {
+        let config = parse(include_str!("../../dist/docker/delayer.conf")).unwrap();
+        assert_eq!(config.redis.host, "redis");
+        assert_eq!((config.pid, config.log.access_log), (None, None));
+        assert!(config.unknown.is_empty() && config.warnings.is_empty());
+    }
+
+    #[test]
+    fn the_original_chinese_comments_parse_too() {
+        let text = "[delayer]\ntimer_interval = 250           ; 计算间隔时间, 单位毫秒\n\
+                    [redis]\npassword =                      ; 密码, 无需密码留空\n";
+        let config = parse(text).unwrap();
+        assert_eq!(config.mover.timer_interval, Duration::from_millis(250));
+        assert_eq!(config.redis.password, None);
+    }
+
+    #[test]
+    fn missing_keys_take_the_defaults() {
+        let config = parse("").unwrap();
+        assert_eq!(config.pid, None);
+        assert_eq!(config.log.access_log, None);
+        assert_eq!(config.mover.timer_interval, Duration::from_millis(1000));
+        assert_eq!(config.redis.address(), "127.0.0.1:6379");
+        assert_eq!(config.redis.max_active, 20);
+    }
+
+    #[test]
+    fn values_keep_what_is_not_a_comment() {
+        let text = "[redis]\npassword = se;cret#1   ; the comment\nhost = /run/redis.sock\n\
+                    [delayer]\naccess_log = C:\\temp\\a.log\n";
+        let config = parse(text).unwrap();
+        assert_eq!(config.redis.password.as_deref(), Some("se;cret#1"));
+        assert!(config.redis.is_unix_socket());
+        assert_eq!(config.redis.address(), "/run/redis.sock");
+        let log = config.log.access_log.unwrap();
+        assert!(log.ends_with("C:\\temp\\a.log"), "no escapes: {log:?}");
+    }
+
+    #[test]
+    fn log_rotation() {
+        let config = parse("[delayer]\nlog_rotate = Daily ; roll\nlog_max_files = 7\n").unwrap();
+        assert_eq!(
+            (config.log.rotate, config.log.max_files),
+            (LogRotation::Daily, Some(7))
+        );
+        let config = parse("").unwrap();
+        assert_eq!(
+            (config.log.rotate, config.log.max_files),
+            (LogRotation::Never, None)
+        );
+    }
+
+    #[test]
+    fn printing_masks_the_password_and_reads_back_the_same() {
+        let text = "[delayer]\nbatch_size = 7\nlog_rotate = daily\n[redis]\npassword = hunter2\nidle_timeout = 0\n";
+        let config = parse(text).unwrap();
+        let printed = config.to_string();
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("password = ********"), "{printed}");
+        let again = parse(&printed.replace("********", "hunter2")).unwrap();
+        assert_eq!(again.to_string(), printed);
+        assert_eq!(
+            (again.mover.batch_size, again.redis.idle_timeout),
+            (7, None)
+        );
+    }
+
+    #[test]
+    fn a_repeated_key_takes_the_last_value_with_a_warning() {
+        let config = parse("[redis]\nport = 1\nport = 2\n").unwrap();
+        assert_eq!(config.redis.port, 2);
+        assert!(
+            config
+                .warnings
+                .join("\n")
+                .contains("[redis] port is set more than once"),
+            "{:?}",
+            config.warnings
+        );
+    }
+
+    #[test]
+    fn zero_timeouts_mean_never() {
+        let config = parse("[redis]\nidle_timeout = 0\nconn_max_lifetime = 0\n").unwrap();
+        assert_eq!(config.redis.idle_timeout, None);
+        assert_eq!(config.redis.conn_max_lifetime, None);
+    }
+
+    #[test]
+    fn bad_numbers_name_file_section_key_and_value() {
+        let cases = [
+            ("[redis]\nport = 6379x\n", "[redis] port = \"6379x\""),
+            ("[redis]\nport = 0\n", "from 1 to 65535"),
+            ("[redis]\nport = 70000\n", "[redis] port = \"70000\""),
+            ("[redis]\ndatabase = -1\n", "[redis] database = \"-1\""),
+            ("[redis]\nmax_active = 0\n", "[redis] max_active = \"0\""),
+            ("[redis]\nmax_idle = two\n", "[redis] max_idle = \"two\""),
+            (
+                "[redis]\nidle_timeout = 1.5\n",
+                "[redis] idle_timeout = \"1.5\"",
+            ),
+            (
+                "[redis]\nconn_max_lifetime = -3\n",
+                "[redis] conn_max_lifetime",
+            ),
+            (
+                "[delayer]\ntimer_interval = 0  ; ms\n",
+                "[delayer] timer_interval = \"0\"",
+            ),
+            (
+                "[delayer]\ntimer_interval = 1s\n",
+                "[delayer] timer_interval = \"1s\"",
+            ),
+            (
+                "[delayer]\nbatch_size = 1000000\n",
+                "[delayer] batch_size = \"1000000\"",
+            ),
+            (
+                "[delayer]\nmax_body_bytes = 1g\n",
+                "[delayer] max_body_bytes = \"1g\"",
+            ),
+            ("[delayer]\nmax_body_bytes = 0\n", "from 1 to 536870912"),
+        ];
+        for (text, expected) in cases {
+            let message = error_of(text);
+            assert!(
+                message.starts_with("test.conf: ") || message.contains("/test.conf: "),
+                "{message}"
+            );
+            assert!(message.contains(expected), "{text:?} gave {message}");
+        }
+    }
+
+    #[test]
+    fn unknown_sections_and_keys_are_told_apart() {
+        let text = "stray = 1\n[delayer]\ntimer_intervall = 5\n[redsi]\nhost = x\n";
+        let config = parse(text).unwrap();
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+        let warnings = config.unknown.join("\n");
+        assert!(
+            warnings.contains("unknown key [delayer] timer_intervall"),
+            "{warnings}"
+        );
+        assert!(warnings.contains("unknown section [redsi]"), "{warnings}");
+        assert!(
+            warnings.contains("keys outside any section, ignored: stray"),
+            "{warnings}"
+        );
+    }
+
+    #[test]
+    fn every_bad_value_is_told_at_once() {
+        let message = error_of(
+            "[delayer]\ntimer_interval = abc\nbatch_size = 0\nlog_level = loud\n[redis]\nport = 99999\n",
+        );
+        let lines: Vec<&str> = message.lines().collect();
+        assert_eq!(lines.len(), 4, "{message}");
+        for key in ["timer_interval", "batch_size", "log_level", "port"] {
+            assert!(message.contains(&format!("] {key} = ")), "{key}: {message}");
+        }
+    }
+
+    #[test]
+    fn a_broken_file_is_told_in_words_with_its_absolute_path_and_line() {
+        let message = error_of("[delayer]\ntimer_interval = 5\n[redis\nhost = x\n");
+        let cwd = std::env::current_dir().unwrap();
+        let expected = format!(
+            "{}:3: a section name is not closed with ']'",
+            cwd.join("test.conf").display()
+        );
+        assert_eq!(message, expected);
+    }
+
+    #[test]
+    fn the_http_section_is_optional_and_checked() {
+        assert!(parse("").unwrap().http.is_none());
+        let config =
+            parse("[http]\nlisten = 127.0.0.1:9277   ; go-delay-queue's port\ntoken = s3cret\n")
+                .unwrap();
+        let http = config.http.unwrap();
+        assert_eq!(http.listen.to_string(), "127.0.0.1:9277");
+        assert_eq!(http.token.as_deref(), Some("s3cret"));
+        let listed = parse("[http]\nlisten = 127.0.0.1:0\nmax_listed_topics = 0\n").unwrap();
+        assert_eq!(listed.http.unwrap().max_listed_topics, 0);
+        assert!(
+            error_of("[http]\nlisten = 127.0.0.1:0\nmax_listed_topics = -1\n")
+                .contains("[http] max_listed_topics = \"-1\": expected a whole number")
+        );
+        assert!(error_of("[http]\nlisten = somewhere\n").contains("[http] listen = \"somewhere\""));
+        assert!(error_of("[http]\ntoken = s3cret\n").contains("[http] listen = \"\": expected"));
+        assert!(
+            error_of("[http]\nlisten = 127.0.0.1:0\ntoken =   ; none yet\n")
+                .contains("[http] token = \"\": empty")
+        );
+        let hosts =
+            parse("[http]\nlisten = 127.0.0.1:0\nhosts = delayer.internal, Q.example:9277\n");
+        let hosts = hosts.unwrap().http.unwrap().hosts;
+        let hosts: Vec<String> = hosts.iter().map(ToString::to_string).collect();
+        assert_eq!(hosts, ["delayer.internal", "q.example:9277"]);
+        assert!(
+            error_of("[http]\nlisten = 127.0.0.1:0\nhosts = a, http://b\n")
+                .contains("[http] hosts = \"a, http://b\": \"http://b\" is not a host name")
+        );
+    }
+
+    #[test]
+    fn tls_keys_go_together() {
+        let config = parse(
+            "[redis]\nusername = delayer\npassword = s3cret\ntls = true\ntls_insecure = yes\n",
+        )
+        .unwrap();
+        assert_eq!(config.redis.username.as_deref(), Some("delayer"));
+        let tls = config.redis.tls.unwrap();
+        assert!(tls.insecure && tls.ca_file.is_none() && tls.client().is_none());
+        assert!(
+            config
+                .warnings
+                .iter()
+                .any(|warning| warning.contains("tls_insecure = true"))
+        );
+        assert!(
+            error_of("[redis]\nhost = /run/redis.sock\ntls = true\n")
+                .contains("a unix socket speaks no TLS")
+        );
+        assert!(error_of("[redis]\ntls = maybe\n").contains("[redis] tls = \"maybe\""));
+        assert!(parse("[redis]\ntls = false\n").unwrap().redis.tls.is_none());
+        assert!(error_of("[redis]\nusername = delayer\n").contains("without a password"));
+    }
+
+    #[test]
+    fn sentinels_with_their_master_name_and_ipv6_in_brackets() {
+        let config =
+            parse("[redis]\nsentinels = 10.0.0.5:26379, [::1]:26380\nsentinel_master = mymaster\n")
+                .unwrap();
+        let sentinel = config.redis.sentinel.unwrap();
+        assert_eq!(
+            sentinel.addresses,
+            [("10.0.0.5".to_string(), 26379), ("::1".to_string(), 26380)]
+        );
+        assert_eq!(
+            address_list(&sentinel.addresses),
+            "10.0.0.5:26379,[::1]:26380"
+        );
+        assert!(
+            error_of("[redis]\nsentinels = ::1:26379\nsentinel_master = m\n")
+                .contains("is not host:port")
+        );
+        assert!(error_of("[redis]\nsentinels = h:26379\n").contains("sentinel_master"));
+        assert!(
+            error_of("[redis]\nsentinels = h:26379\nsentinel_master = m\nhost = x\n")
+                .contains("set with sentinels")
+        );
+        assert_eq!(sentinel.password, None);
+        let text =
+            "[redis]\nsentinels = h:26379\nsentinel_master = m\nsentinel_password = s;3 ; hers\n";
+        let config = parse(text).unwrap();
+        let sentinel = config.redis.sentinel.as_ref().unwrap();
+        assert_eq!(sentinel.password.as_deref(), Some("s;3"));
+        let printed = config.to_string();
+        assert!(
+            printed.contains("sentinel_password = ********") && !printed.contains("s;3"),
+            "{printed}"
+        );
+        assert!(
+            error_of("[redis]\nsentinel_password = x\n")
+                .contains("sentinel_password = \"********\": given without sentinels")
+        );
+        let text = "[redis]\nsentinels = h:26379\nsentinel_master = m\nsentinel_username = watcher\n\
+                    sentinel_password = pw\n";
+        let config = parse(text).unwrap();
+        let sentinel = config.redis.sentinel.as_ref().unwrap();
+        assert_eq!(sentinel.username.as_deref(), Some("watcher"));
+        assert!(config.to_string().contains("sentinel_username = watcher\n"));
+        assert!(
+            error_of("[redis]\nsentinels = h:26379\nsentinel_master = m\nsentinel_username = w\n")
+                .contains("given without sentinel_password")
+        );
+    }
+
+    #[test]
+    fn cluster_and_key_layouts() {
+        let config = parse("[redis]\ncluster = 10.0.0.5:6379,[::1]:7000\n").unwrap();
+        assert_eq!(
+            (
+                config.redis.layout,
+                address_list(config.redis.cluster.as_ref().unwrap())
+            ),
+            (Layout::CLUSTER, "10.0.0.5:6379,[::1]:7000".to_string())
+        );
+        assert_eq!(parse("").unwrap().redis.layout, Layout::LEGACY);
+        assert_eq!(
+            parse("[redis]\nkey_layout = jop\n").unwrap().redis.layout,
+            Layout::JOP
+        );
+        assert!(error_of("[redis]\nkey_layout = jsp\n").contains("expected one of legacy, jop"));
+        let mixed =
+            error_of("[redis]\ncluster = h:6379\nhost = x\ndatabase = 2\nkey_layout = jop\n");
+        for said in [
+            "host = \"x\": set with cluster",
+            "database = \"2\": set with cluster",
+            "key_layout = \"jop\": set with cluster",
+        ] {
+            assert!(mixed.contains(said), "{said}: {mixed}");
+        }
+        assert!(error_of("[redis]\ncluster = h\n").contains("is not host:port"));
+    }
+
+    #[test]
+    fn log_level_and_format() {
+        let config = parse("[delayer]\nlog_level = warn\nlog_format = JSON\n").unwrap();
+        assert_eq!(
+            (config.log.level, config.log.format),
+            (LogLevel::Warn, LogFormat::Json)
+        );
+        let config = parse("").unwrap();
+        assert_eq!(
+            (config.log.level, config.log.format),
+            (LogLevel::Info, LogFormat::Text)
+        );
+    }
+
+    #[test]
+    fn a_missing_file_is_named() {
+        let message = format!(
+            "{:#}",
+            Config::load(Path::new("/nonexistent/d.conf")).unwrap_err()
+        );
+        assert!(message.contains("/nonexistent/d.conf"), "{message}");
+    }
+
+    /// The text of a shipped configuration after its header comment.
+    fn body(shipped: &str) -> &str {
+        let header: usize = shipped
+            .lines()
+            .take_while(|line| line.starts_with(';'))
+            .map(|line| line.len() + 1)
+            .sum();
+        &shipped[header..]
+    }
+
+    #[test]
+    fn the_shipped_configs_follow_the_key_table() {
+        for shipped in [
+            include_str!("../../dist/delayer.conf"),
+            include_str!("../../dist/docker/delayer.conf"),
+        ] {
+            let rendered = parse(shipped).unwrap().render(true);
+            for line in body(shipped).lines() {
+                assert!(
+                    rendered.lines().any(|wanted| wanted == line),
+                    "a shipped delayer.conf gives each key with the key table's line of doc: \
+                     {line:?} is not one of\n{rendered}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_printout_of_an_http_section_reads_back_with_or_without_a_token() {
+        for text in [
+            "[http]\nlisten = 127.0.0.1:9277\n",
+            "[http]\nlisten = 127.0.0.1:9277\ntoken = s3cret\nhosts = a.example, b.example:1\n",
+        ] {
+            let printed = parse(text).unwrap().to_string();
+            assert!(!printed.contains("s3cret"), "{printed}");
+            let again = parse(&printed.replace("********", "s3cret")).unwrap();
+            assert_eq!(again.to_string(), printed);
+        }
+    }
+
+    #[test]
+    fn tls_on_a_unix_socket_is_one_problem_not_five() {
+        let message = error_of("[redis]\nhost = /run/r.sock\ntls = true\ntls_ca_file = /ca.pem\n");
+        assert_eq!(message.lines().count(), 1, "{message}");
+        assert!(
+            message.contains("[redis] tls = \"true\": Redis on a unix socket"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_and_a_section_given_twice_are_read_as_go_ini_reads_them() {
+        let config =
+            parse("\u{feff}[redis]\nport = 1\n[delayer]\n[redis]\nhost = h\nport = 2\n").unwrap();
+        assert_eq!((config.redis.host.as_str(), config.redis.port), ("h", 2));
+        assert!(config.unknown.is_empty(), "{:?}", config.unknown);
+        assert!(
+            config
+                .warnings
+                .iter()
+                .any(|warning| warning.contains("[redis] port is set more than once")),
+            "{:?}",
+            config.warnings
+        );
+    }
+
+    #[test]
+    fn the_manual_describes_every_key() {
+        let manual = include_str!("../../docs/configuration.md");
+        for key in KEYS {
+            let named = format!("| `[{}] {}` |", key.section, key.name);
+            assert!(
+                manual.contains(&named),
+                "docs/configuration.md has no row {named}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_defaults_are_the_key_tables_and_the_clients() {
+        // With [http] on, for its keys.
+        for config in [
+            parse("").unwrap(),
+            parse("[http]\nlisten = 127.0.0.1:0\n").unwrap(),
+        ] {
+            for key in KEYS.iter().filter(|key| key.name != "listen") {
+                if let Some(shown) = (key.show)(&config).filter(|shown| !shown.is_empty()) {
+                    assert_eq!(shown, key.default, "[{}] {}", key.section, key.name);
+                }
+            }
+        }
+        let config = parse("").unwrap();
+        assert_eq!(
+            config.mover.max_attempts,
+            delayer_client::DEFAULT_MAX_ATTEMPTS
+        );
+        assert_eq!(
+            config.max_body_bytes,
+            delayer_client::DEFAULT_MAX_BODY_BYTES
+        );
+        assert_eq!(config.max_ttr, delayer_client::DEFAULT_MAX_TTR);
+    }
+
+    #[test]
+    fn a_bad_value_hides_no_other_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a-file"), "").unwrap();
+        let file = dir.path().join("many.conf");
+        let pid = dir.path().join("a-file/delayer.pid");
+        let text = format!(
+            "[delayer]\npid = {}\ntimer_intervall = 5\n[redis]\nport = 70000\n[redsi]\nhost = x\n",
+            pid.display()
+        );
+        std::fs::write(&file, text).unwrap();
+        let mut reading = Config::read(&file).unwrap();
+        reading.errors.extend(reading.config.path_problems());
+        let error = reading.into_config().unwrap_err();
+        let problems = error.downcast_ref::<Problems>().unwrap();
+        let said = [&problems.errors[..], &problems.warnings[..]]
+            .concat()
+            .join("\n");
+        for expected in [
+            "[redis] port = \"70000\": expected a whole number from 1 to 65535",
+            "[delayer] pid = ",
+            "unknown key [delayer] timer_intervall",
+            "unknown section [redsi]",
+        ] {
+            assert!(said.contains(expected), "{expected:?} in {said}");
+        }
+        assert_eq!(problems.errors.len(), 2, "{said}");
+        assert!(
+            problems
+                .errors
+                .iter()
+                .all(|error| error.starts_with(&file.display().to_string()))
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_ini_is_named_by_a_line_it_has() {
+        let message = error_of("[delayer]\ntimer_interval = 5\nnot ini at all\n");
+        assert!(
+            message.ends_with("test.conf:3: expected key = value, a [section] or a ; comment"),
+            "{message}"
+        );
+        assert!(!message.contains("Some("), "no debug text: {message}");
+    }
+}
