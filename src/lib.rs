@@ -28,15 +28,17 @@
 //!   topics), when the next job falls due, a client pushes, or `timer_interval` has passed. Log
 //!   lines, `/healthz` and the metric `delayer_last_look_timestamp_seconds` call it a look.
 //! - **reservation**: a job a consumer took with `reserve` (at least once, where a pop is at most
-//!   once): recorded with a deadline until it is acked or nacked, or the deadline passes. Its **receipt** (id, attempt, token) names
-//!   that one reservation to ack, nack or touch, so a consumer that ran out of time cannot finish
-//!   what another holds now.
+//!   once): recorded with a deadline until it is acked or nacked, or the deadline passes. Its
+//!   **receipt** (id, attempt, token) names that one reservation to ack, nack or touch, so a
+//!   consumer that ran out of time cannot finish what another holds now.
 //! - **lapse**: a reservation whose deadline passed: the job is delivered again (back to the
 //!   pool, due now), or after `max_attempts` goes to its topic's **dead list**
 //!   (`delayer:dead_queue:<topic>`), where it stays until requeued.
 //! - **layout**: what the keys are called and where a topic's keys are: `legacy` (the original's
 //!   names), `jop` (its first generation's) or the cluster layout, where every key of a topic
-//!   carries the topic as its `{hash tag}`, so that one script call touches one slot.
+//!   carries the topic as its `{hash tag}`, so that one script call touches one slot. A
+//!   **shard** is the keys one script call works on: every topic's in the shared layouts, one
+//!   topic's in the cluster layout (`delayer_wire::keys::Keys::shards`).
 //! - **outage**: the time a subject's polls fail (Redis itself, or one topic of a cluster). What
 //!   went wrong is a Redis **failure**, of a **failure kind**; an outage is logged once when it
 //!   begins and once when it ends, however many polls fail in between.
