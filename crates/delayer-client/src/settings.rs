@@ -19,9 +19,7 @@ pub use crate::scripts::reserve::MIN_TTR;
 pub const DEFAULT_MAX_TTR: Duration = Duration::from_secs(24 * 3600);
 /// The most jobs one script call reserves or acks: it holds Redis up for about a millisecond.
 pub const MAX_BATCH: usize = 100;
-/// The most jobs one script call pushes: [`Client::push_many`](crate::Client::push_many) sends
-/// more in several calls. A call of this many holds Redis up for a few milliseconds.
-pub const MAX_PUSH_BATCH: usize = 1_000;
+pub use crate::scripts::push::MAX_PUSH_BATCH;
 
 /// What a client may be told besides where Redis is.
 #[derive(Debug, Clone)]

@@ -28,10 +28,14 @@ pub struct NewJob<'a> {
     pub delay: f64,
 }
 
+/// The most jobs one script call pushes: the client's `push_many` sends
+/// more in several calls. A call of this many holds Redis up for a few milliseconds.
+pub const MAX_PUSH_BATCH: usize = 1_000;
+
 impl PushScript {
     /// Pushes `jobs` in one call: all of them, or none when one is refused. They must share the
     /// keys `keys` names (one pool; in the cluster layout, one topic) and be at most
-    /// [`MAX_PUSH_BATCH`](crate::MAX_PUSH_BATCH), with no id twice.
+    /// [`MAX_PUSH_BATCH`], with no id twice.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
