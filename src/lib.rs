@@ -7,7 +7,8 @@
 //! can share one Redis without ever pushing a job twice. Consumers RPOP/BRPOP the list.
 //!
 //! The parts: [`config`] reads `delayer.conf`; `mover` is the timer loop; `redis` the pool and
-//! what Redis failures mean; `http` the job API, metrics and the console; [`cli`] the command line;
+//! what Redis failures mean; `schedules` claims recurring schedules' ticks; `http` the job API,
+//! metrics and the console; [`cli`] the command line;
 //! [`service`] the process plumbing (daemon, pid file, signals, logs).
 //!
 //! # Words
@@ -51,6 +52,7 @@ mod http;
 mod metrics;
 mod mover;
 mod redis;
+mod schedules;
 pub mod service;
 pub mod text;
 
@@ -67,6 +69,9 @@ pub use service::Stop;
 pub struct Service {
     mover: Mover,
     http: Option<Http>,
+    /// Claims schedules' ticks; writes the configuration's schedules first.
+    schedules: Client,
+    from_file: Vec<delayer_client::Definition>,
 }
 
 impl Service {
@@ -95,7 +100,13 @@ impl Service {
             }
             None => None,
         };
-        Ok(Service { mover, http })
+        let schedules = Client::lazy(mover.target(), config.client_settings());
+        Ok(Service {
+            mover,
+            http,
+            schedules,
+            from_file: config.schedules.clone(),
+        })
     }
 
     /// Logs the start line, moves jobs as they fall due (and serves HTTP) until a stop is asked
@@ -110,7 +121,8 @@ impl Service {
                 error!("{error:#}");
             }
         };
-        tokio::join!(self.mover.run(&stop.graceful), serving);
+        let schedules = schedules::run(self.schedules, &self.from_file, &stop.graceful);
+        tokio::join!(self.mover.run(&stop.graceful), serving, schedules);
         info!("Service stopped successfully, PID: {}", std::process::id());
     }
 }

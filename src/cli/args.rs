@@ -143,6 +143,9 @@ pub enum Command {
         #[command(flatten)]
         topic: TopicArg,
     },
+    /// Recurring schedules: add, list, show, remove, pause, resume, run
+    #[command(subcommand)]
+    Schedule(super::schedule::ScheduleCommand),
     /// List a topic's dead jobs (those that failed their last attempt), or requeue them
     #[command(
         after_help = "Examples:\n  delayer dead order.close\n  delayer dead order.close --requeue"

@@ -57,6 +57,7 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             ..
         } => requeue_dead(&client, topic.topic()).await,
         Command::Dead { topic, limit, .. } => dead(&client, topic.topic(), limit).await,
+        Command::Schedule(command) => super::schedule::run(&client, command).await,
     }
 }
 

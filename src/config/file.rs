@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use super::ini::IniFile;
 use super::keys::{self, KEYS};
-use super::{paths, rules};
+use super::{paths, rules, schedules};
 use crate::http::HttpSettings;
 use crate::mover::MoverSettings;
 use crate::redis::RedisSettings;
@@ -35,6 +35,8 @@ pub struct Config {
     pub redis: RedisSettings,
     /// The `[http]` section: no HTTP server without it.
     pub http: Option<HttpSettings>,
+    /// The `[schedule.NAME]` sections, in the file's order.
+    pub schedules: Vec<delayer_client::Definition>,
     /// Unknown sections and keys (a typo, most likely): ignored with a warning, as the original
     /// did, but refused by `--check-config`.
     pub unknown: Vec<String>,
@@ -118,6 +120,7 @@ impl Config {
             max_ttr: Duration::ZERO,
             redis: RedisSettings::default(),
             http: None,
+            schedules: Vec::new(),
             unknown: Vec::new(),
             warnings: Vec::new(),
         };
@@ -136,10 +139,19 @@ impl Config {
             }
         }
         wrong.extend(rules::check(&config, &ini));
-        let errors = wrong
+        let mut errors: Vec<String> = wrong
             .iter()
             .map(|wrong| format!("{}: {wrong}", file.display()))
             .collect();
+        // Checked by this host's clock here (does it ever fire?); Redis's decides the ticks.
+        let now = delayer_client::schedule::unix_ms_now();
+        let (definitions, problems) = schedules::read(&ini, now);
+        config.schedules = definitions;
+        errors.extend(
+            problems
+                .iter()
+                .map(|problem| format!("{}: {problem}", file.display())),
+        );
         (config.unknown, config.warnings) = unknown_entries(&ini, &file);
         let risky = rules::risky(&config).into_iter();
         let risky = risky.map(|warning| format!("{}: {warning}", file.display()));
@@ -223,7 +235,8 @@ impl Config {
 /// than once.
 fn unknown_entries(ini: &IniFile, file: &Path) -> (Vec<String>, Vec<String>) {
     let (mut unknown, mut warnings) = (Vec::new(), Vec::new());
-    let known_section = |name: &str| KEYS.iter().any(|key| key.section == name);
+    let schedule = |name: &str| name.starts_with(schedules::PREFIX);
+    let known_section = |name: &str| schedule(name) || KEYS.iter().any(|key| key.section == name);
     for section in ini.sections() {
         if let Some(name) = section.filter(|name| !known_section(name)) {
             unknown.push(format!(
@@ -237,10 +250,13 @@ fn unknown_entries(ini: &IniFile, file: &Path) -> (Vec<String>, Vec<String>) {
         match section {
             None => outside.push(key),
             Some(name) if !known_section(name) => {}
-            Some(name) if keys::find(name, key).is_none() => unknown.push(format!(
-                "{}: unknown key [{name}] {key}, ignored",
-                file.display()
-            )),
+            Some(name) if schedule(name) && !schedules::KEYS.contains(&key) => unknown.push(
+                format!("{}: unknown key [{name}] {key}, ignored", file.display()),
+            ),
+            Some(name) if schedule(name) && times == 1 => {}
+            Some(name) if !schedule(name) && keys::find(name, key).is_none() => unknown.push(
+                format!("{}: unknown key [{name}] {key}, ignored", file.display()),
+            ),
             Some(name) if times > 1 => warnings.push(format!(
                 "{}: [{name}] {key} is set more than once; the last value is used",
                 file.display()

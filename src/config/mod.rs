@@ -8,6 +8,7 @@ mod ini;
 mod keys;
 mod paths;
 mod rules;
+mod schedules;
 mod values;
 
 use std::path::{Path, PathBuf};

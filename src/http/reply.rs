@@ -89,11 +89,14 @@ pub(super) fn status_of(error: &Error) -> StatusCode {
         | Error::InThePast(_)
         | Error::TooFar(_)
         | Error::TtrTooLong { .. }
-        | Error::TopicRefused(..) => StatusCode::BAD_REQUEST,
+        | Error::TopicRefused(..)
+        | Error::InvalidSchedule(_) => StatusCode::BAD_REQUEST,
         Error::BodyTooLarge { .. } | Error::BodyTooLargeToRead { .. } => {
             StatusCode::PAYLOAD_TOO_LARGE
         }
-        Error::UnknownJob(_) | Error::Incomplete(_) => StatusCode::NOT_FOUND,
+        Error::UnknownJob(_) | Error::Incomplete(_) | Error::UnknownSchedule(_) => {
+            StatusCode::NOT_FOUND
+        }
         Error::NotReserved(_)
         | Error::TokenNeeded(_)
         | Error::NotDead { .. }

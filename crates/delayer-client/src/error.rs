@@ -31,6 +31,12 @@ pub enum Error {
     /// A push or a receipt named an empty id.
     #[error("the id is empty")]
     EmptyId,
+    /// A schedule cannot be written: the schedule, the field at fault and why.
+    #[error("{0}")]
+    InvalidSchedule(#[from] delayer_wire::schedule::Invalid),
+    /// There is no schedule of this name.
+    #[error("there is no schedule {0:?}")]
+    UnknownSchedule(String),
     /// A push had an empty body, which the legacy clients take for an expired job.
     #[error(
         "the body is empty (the legacy clients take a job with an empty body for an expired one)"

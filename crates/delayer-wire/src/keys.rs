@@ -45,6 +45,13 @@ pub const LOGGED_OUT_PREFIX: &str = "delayer:logged_out:";
 /// needs to SCAN to find them.
 pub const TOPICS: &str = "delayer:topics";
 
+/// Ours. Hash: schedule name → its topic, every schedule's (in a slot of its own in a cluster).
+pub const SCHEDULES: &str = "delayer:schedules";
+/// Ours. Prefix of a schedule's hash (its definition and state; see [`crate::schedule`]).
+pub const SCHEDULE_PREFIX: &str = "delayer:schedule:";
+/// Ours. Sorted set: schedule name → its next tick (unix seconds), while it is not paused.
+pub const SCHEDULES_BY_NEXT: &str = "delayer:schedules_by_next";
+
 /// How every key of a topic placed [`Placement::PerTopic`] begins: the topic follows, as the
 /// hash tag.
 const PER_TOPIC_PREFIX: &str = "delayer:{";
@@ -233,6 +240,8 @@ impl Layout {
                 parked: Affixes::prefix(PARKED_PREFIX),
                 parked_set: Affixes::prefix(PARKED_SET_PREFIX),
                 topics: TOPICS.to_string(),
+                schedule_prefix: SCHEDULE_PREFIX.to_string(),
+                schedules_by_next: SCHEDULES_BY_NEXT.to_string(),
                 topic: None,
             },
             Placement::PerTopic => {
@@ -254,6 +263,9 @@ impl Layout {
                     // One key for the whole cluster, in a slot of its own: pushers add to it, the
                     // daemon reads it to know which topics' pools to look at.
                     topics: TOPICS.to_string(),
+                    // A schedule's keys are its topic's: the fire script pushes its jobs.
+                    schedule_prefix: tagged("schedule:"),
+                    schedules_by_next: tagged("schedules_by_next"),
                     topic: Some(topic.to_string()),
                 }
             }
@@ -283,6 +295,8 @@ pub struct Keys {
     parked: Affixes,
     parked_set: Affixes,
     topics: String,
+    schedule_prefix: String,
+    schedules_by_next: String,
     /// Placed per topic: the one topic whose keys these are. The registry of topics is in
     /// another slot than they are then, out of the scripts' reach.
     topic: Option<String>,
@@ -429,6 +443,27 @@ impl Keys {
         &self.topics
     }
 
+    /// The hash of schedule `name` (of a schedule of these keys' topic, placed per topic).
+    pub fn schedule(&self, name: &str) -> String {
+        format!("{}{name}", self.schedule_prefix)
+    }
+
+    /// The sorted set of this shard's schedules that are not paused, by next tick.
+    pub fn schedules_by_next(&self) -> &str {
+        &self.schedules_by_next
+    }
+
+    /// The registry of schedules: name → topic, every shard's.
+    pub fn schedules(&self) -> &str {
+        SCHEDULES
+    }
+
+    /// The registry of schedules as the scripts are told it: "" where it is in another slot
+    /// (placed per topic: there the clients write it apart).
+    pub fn schedules_for_scripts(&self) -> &str {
+        if self.per_topic() { "" } else { SCHEDULES }
+    }
+
     /// The topic every job under these keys belongs to, as the scripts are told it: placed per
     /// topic the one whose keys these are (its lists are the only ones in the scripts' slot),
     /// else "" (each job's own `topic` field says).
@@ -469,6 +504,8 @@ mod tests {
         assert_eq!((legacy.reserved(), legacy.topics()), (RESERVED, TOPICS));
         assert_eq!(legacy.holders(), HOLDERS);
         assert_eq!(legacy.registry_for_scripts(), TOPICS);
+        assert_eq!(legacy.schedule("n"), "delayer:schedule:n");
+        assert_eq!(legacy.schedules_by_next(), SCHEDULES_BY_NEXT);
         let jop = Layout::JOP.keys("");
         assert_eq!(jop.pool(), JOP_POOL);
         assert_eq!(text(jop.bucket("5d41")), format!("{JOP_BUCKET_PREFIX}5d41"));
@@ -487,6 +524,12 @@ mod tests {
         assert_eq!(cluster.holders(), "delayer:{order.close}:reserved:holders");
         assert_eq!(cluster.topics(), TOPICS);
         assert_eq!(cluster.registry_for_scripts(), "");
+        assert_eq!(cluster.schedule("n"), "delayer:{order.close}:schedule:n");
+        assert_eq!(
+            cluster.schedules_by_next(),
+            "delayer:{order.close}:schedules_by_next"
+        );
+        assert_eq!(cluster.schedules_for_scripts(), "");
         assert!(cluster.per_topic() && !legacy.per_topic());
     }
 

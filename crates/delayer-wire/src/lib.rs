@@ -15,6 +15,7 @@
 pub mod connection;
 pub mod keys;
 pub mod name;
+pub mod schedule;
 pub mod scripts;
 pub mod shared_connection;
 pub mod time;

@@ -1,14 +1,17 @@
 //! The client: a handle on the delayer Redis, cheap to clone. What it does is split by concern:
 //! [`push`] (push and remove), [`pop`] (the legacy pop, at most once), [`reserve`] and [`finish`]
 //! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
-//! queues up), [`pause`] (pause and resume a topic), [`sessions`] (the daemon's console's logouts).
+//! queues up), [`pause`] (pause and resume a topic), [`sessions`] (the daemon's console's logouts),
+//! [`schedules`] (recurring schedules) and [`firing`] (claiming their ticks).
 
 pub(crate) mod finish;
+pub(crate) mod firing;
 pub(crate) mod inspect;
 pub(crate) mod pause;
 pub(crate) mod pop;
 pub(crate) mod push;
 pub(crate) mod reserve;
+pub(crate) mod schedules;
 pub(crate) mod sessions;
 pub(crate) mod stats;
 
@@ -30,6 +33,9 @@ use crate::scripts::release::ReleaseScript;
 use crate::scripts::requeue_dead::RequeueDeadScript;
 use crate::scripts::reserve::ReserveScript;
 use crate::scripts::resume::ResumeScript;
+use crate::scripts::schedule_fire::ScheduleFireScript;
+use crate::scripts::schedule_save::ScheduleSaveScript;
+use crate::scripts::schedule_state::ScheduleStateScript;
 use crate::scripts::touch::TouchScript;
 use crate::settings::{MIN_TTR, Settings};
 use crate::shared_connection::{Commands, SharedConnection};
@@ -69,6 +75,9 @@ struct Scripts {
     release: ReleaseScript,
     requeue_dead: RequeueDeadScript,
     resume: ResumeScript,
+    schedule_fire: ScheduleFireScript,
+    schedule_save: ScheduleSaveScript,
+    schedule_state: ScheduleStateScript,
     dead_job: DeadJobScript,
     touch: TouchScript,
 }

@@ -31,6 +31,9 @@ pub mod release;
 pub mod requeue_dead;
 pub mod reserve;
 pub mod resume;
+pub mod schedule_fire;
+pub mod schedule_save;
+pub mod schedule_state;
 pub mod touch;
 
 /// Whether a receipt named a job's current reservation (for touch and release).

@@ -1,0 +1,206 @@
+//! Recurring schedules: save, look up, pause, resume, remove and run one. The daemons claim their
+//! ticks (see [`firing`](super::firing)); any client may change them at run time.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use redis::AsyncCommands;
+
+use super::{Client, check_topic_to_write_in};
+use crate::error::{Error, Result};
+use crate::keys::Keys;
+use crate::name::JobId;
+use crate::scripts::schedule_fire::{Claim, Fired};
+use crate::scripts::schedule_save::Saved;
+use crate::scripts::schedule_state::{Change, Changed};
+use delayer_wire::schedule::{CLAIM_AHEAD_MS, Definition, Source, Stored};
+
+impl Client {
+    /// Creates schedule `definition.name`, or changes it to `definition` (the same definition
+    /// changes nothing). Its first tick is the first after now by Redis's clock; a change of the
+    /// expression or zone sets the next tick so, other changes keep it. `source` says who wrote
+    /// it: [`Source::File`] for a daemon's configuration file, [`Source::Api`] for everyone
+    /// else.
+    pub async fn save_schedule(&self, definition: &Definition, source: Source) -> Result<Saved> {
+        self.write_schedule(definition, source, false).await
+    }
+
+    /// Creates schedule `definition.name` ([`Saved::Exists`], and nothing changed, when one of
+    /// that name exists).
+    pub async fn create_schedule(&self, definition: &Definition) -> Result<Saved> {
+        self.write_schedule(definition, Source::Api, true).await
+    }
+
+    async fn write_schedule(
+        &self,
+        definition: &Definition,
+        source: Source,
+        create: bool,
+    ) -> Result<Saved> {
+        let now = (self.now().await? * 1000.0) as i64;
+        let cadence = definition.check(now)?;
+        check_topic_to_write_in(self.layout(), definition.topic.as_bytes())?;
+        // The first tick far enough ahead for a daemon to claim it before it is due.
+        let next = cadence
+            .next_after(now + CLAIM_AHEAD_MS)
+            .ok_or_else(|| Error::UnknownSchedule(definition.name.clone()))?;
+        let keys = self.keys_for(&definition.topic);
+        let mut connection = self.connection().await?;
+        if keys.per_topic() {
+            // The registry is in another slot: written first, so that no schedule is out of a
+            // daemon's sight; one moved to another topic leaves the old topic's keys.
+            let old: Option<String> = redis::cmd("HGET")
+                .arg(keys.schedules())
+                .arg(&definition.name)
+                .query_async(&mut connection)
+                .await?;
+            if create && old.is_some() {
+                return Ok(Saved::Exists);
+            }
+            redis::cmd("HSET")
+                .arg(keys.schedules())
+                .arg(&definition.name)
+                .arg(&definition.topic)
+                .query_async::<()>(&mut connection)
+                .await?;
+            if let Some(old) = old.filter(|old| *old != definition.topic) {
+                self.inner
+                    .scripts
+                    .schedule_state
+                    .run(
+                        &mut connection,
+                        &self.keys_for(&old),
+                        &definition.name,
+                        Change::Remove,
+                    )
+                    .await?;
+            }
+        }
+        Ok(self
+            .inner
+            .scripts
+            .schedule_save
+            .run(&mut connection, &keys, definition, next, create, source)
+            .await?)
+    }
+
+    /// Every schedule, by name.
+    pub async fn schedules(&self) -> Result<Vec<Stored>> {
+        let registry: HashMap<String, String> = self
+            .connection()
+            .await?
+            .hgetall(self.keys().schedules())
+            .await?;
+        let mut names: Vec<(String, String)> = registry.into_iter().collect();
+        names.sort();
+        let mut schedules = Vec::with_capacity(names.len());
+        for (name, topic) in names {
+            if let Some(stored) = self.read_schedule(&self.keys_for(&topic), &name).await? {
+                schedules.push(stored);
+            }
+        }
+        Ok(schedules)
+    }
+
+    /// Schedule `name`, if there is one.
+    pub async fn schedule(&self, name: &str) -> Result<Option<Stored>> {
+        match self.schedule_keys(name).await? {
+            Some(keys) => self.read_schedule(&keys, name).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Stops schedule `name` ticking; its next tick is kept ([`Changed::Already`] if paused).
+    pub async fn pause_schedule(&self, name: &str) -> Result<Changed> {
+        self.change_schedule(name, Change::Pause).await
+    }
+
+    /// Lets schedule `name` tick again from the tick it was paused at: the ticks that passed
+    /// meanwhile go by its catch-up policy ([`Changed::Already`] if it was not paused).
+    pub async fn resume_schedule(&self, name: &str) -> Result<Changed> {
+        self.change_schedule(name, Change::Resume).await
+    }
+
+    /// Removes schedule `name`; the jobs it pushed stay.
+    pub async fn remove_schedule(&self, name: &str) -> Result<Changed> {
+        let changed = self.change_schedule(name, Change::Remove).await?;
+        if self.keys().every_topic().is_none() {
+            // The registry, in another slot: after the schedule, which no daemon then finds.
+            self.connection()
+                .await?
+                .hdel::<_, _, ()>(self.keys().schedules(), name)
+                .await?;
+        }
+        Ok(changed)
+    }
+
+    /// Pushes schedule `name`'s job once now, outside its ticks (its overlap policy aside); returns
+    /// its id.
+    pub async fn run_schedule(&self, name: &str) -> Result<JobId> {
+        let keys = self
+            .schedule_keys(name)
+            .await?
+            .ok_or_else(|| Error::UnknownSchedule(name.to_string()))?;
+        let stored = self
+            .read_schedule(&keys, name)
+            .await?
+            .ok_or_else(|| Error::UnknownSchedule(name.to_string()))?;
+        let now = (self.now().await? * 1000.0) as i64;
+        let fired = self
+            .inner
+            .scripts
+            .schedule_fire
+            .run(
+                &mut self.connection().await?,
+                &keys,
+                name,
+                stored.version,
+                Claim::Run { now },
+                self.inner.settings.ready_max_lifetime.as_secs(),
+            )
+            .await?;
+        match fired {
+            Fired::Pushed(_) => Ok(delayer_wire::schedule::run_id(name, now)),
+            // Changed between the read and the run: nothing was pushed.
+            _ => Err(Error::UnknownSchedule(name.to_string())),
+        }
+    }
+
+    async fn change_schedule(&self, name: &str, change: Change) -> Result<Changed> {
+        let Some(keys) = self.schedule_keys(name).await? else {
+            return Ok(Changed::Gone);
+        };
+        Ok(self
+            .inner
+            .scripts
+            .schedule_state
+            .run(&mut self.connection().await?, &keys, name, change)
+            .await?)
+    }
+
+    /// The keys of schedule `name`: its topic's, found in the registry (placed per topic).
+    async fn schedule_keys(&self, name: &str) -> Result<Option<Cow<'_, Keys>>> {
+        if let Some(keys) = self.keys().every_topic() {
+            return Ok(Some(Cow::Borrowed(keys)));
+        }
+        let topic: Option<String> = self
+            .connection()
+            .await?
+            .hget(self.keys().schedules(), name)
+            .await?;
+        Ok(topic.map(|topic| self.keys_for(topic)))
+    }
+
+    /// Schedule `name`'s hash under `keys`, read.
+    pub(super) async fn read_schedule(&self, keys: &Keys, name: &str) -> Result<Option<Stored>> {
+        let fields: HashMap<String, Vec<u8>> = self
+            .connection()
+            .await?
+            .hgetall(keys.schedule(name))
+            .await?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Stored::from_fields(name, &fields)?))
+    }
+}

@@ -1,0 +1,192 @@
+//! Recurring schedules: what one is ([`definition`]), when it ticks ([`cadence`]), and what a
+//! claim of its next tick does ([`plan`]). A schedule is a hash in Redis (see
+//! [`Keys::schedule`](crate::keys::Keys::schedule)) and an entry of its shard's queue of
+//! schedules scored by its next tick; the fire script claims a tick by compare-and-set of that
+//! next tick and pushes its job in the same call, so that a tick is pushed once however many
+//! daemons claim it. Each tick's job is an ordinary job whose id is the schedule's name and the
+//! tick ([`tick_id`]).
+
+pub mod cadence;
+pub mod definition;
+pub mod plan;
+
+use std::collections::HashMap;
+
+use chrono::{TimeZone, Utc};
+
+pub use cadence::{Cadence, parse_duration};
+pub use definition::{CatchUp, Definition, Invalid, Overlap};
+pub use plan::Plan;
+
+use crate::name::JobId;
+
+/// How long before its time a tick is claimed and its job pushed into the pool, due at the tick:
+/// the mover then moves it with its own precision. A schedule's first tick is at least this far
+/// after it is written.
+pub const CLAIM_AHEAD_MS: i64 = 500;
+/// How late a schedule whose overlap policy is `skip` may be claimed and still be on time: its
+/// tick is claimed at its time, not ahead, to see whether the last job is still there.
+pub const CLAIM_LATE_MS: i64 = 1000;
+
+/// The fields of a schedule's hash: its definition's, then its state's.
+pub mod field {
+    pub const CRON: &str = "cron";
+    pub const ZONE: &str = "zone";
+    pub const TOPIC: &str = "topic";
+    pub const BODY: &str = "body";
+    pub const CATCH_UP: &str = "catch_up";
+    /// Whole seconds.
+    pub const CATCH_UP_WINDOW: &str = "catch_up_window";
+    pub const OVERLAP: &str = "overlap";
+    /// Who wrote it: [`super::Source`]'s word.
+    pub const SOURCE: &str = "source";
+    /// Counts changes of the definition: a claim made from an older one is refused.
+    pub const VERSION: &str = "version";
+    /// The next tick, unix seconds to the millisecond: what a claim compares and sets.
+    pub const NEXT: &str = "next";
+    /// While paused: since when, unix seconds.
+    pub const PAUSED: &str = "paused";
+    /// The last tick a job was pushed for, unix seconds.
+    pub const LAST_TICK: &str = "last_tick";
+    /// The id of the last job pushed (by a tick or a run).
+    pub const LAST_JOB: &str = "last_job";
+    /// Counters: ticks that pushed a job, ticks skipped by the overlap policy, ticks missed,
+    /// missed ticks caught up, and runs asked for.
+    pub const FIRED: &str = "fired";
+    pub const SKIPPED: &str = "skipped";
+    pub const MISSED: &str = "missed";
+    pub const CAUGHT_UP: &str = "caught_up";
+    pub const RUNS: &str = "runs";
+}
+
+/// Who wrote a schedule: a daemon from its configuration file (which may remove it again when it
+/// leaves the file), or a client at run time (never removed but by a client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    File,
+    Api,
+}
+
+impl Source {
+    pub fn word(self) -> &'static str {
+        match self {
+            Source::File => "file",
+            Source::Api => "api",
+        }
+    }
+}
+
+/// A schedule as Redis holds it: its definition and state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    pub definition: Definition,
+    pub source: Source,
+    pub version: u64,
+    /// The next tick, unix ms.
+    pub next: Option<i64>,
+    /// While paused, since when (unix seconds).
+    pub paused_since: Option<f64>,
+    /// The last tick a job was pushed for, unix ms.
+    pub last_tick: Option<i64>,
+    pub last_job: Option<JobId>,
+    pub fired: u64,
+    pub skipped: u64,
+    pub missed: u64,
+    pub caught_up: u64,
+    pub runs: u64,
+}
+
+impl Stored {
+    /// Reads a schedule's hash.
+    pub fn from_fields(name: &str, fields: &HashMap<String, Vec<u8>>) -> Result<Stored, Invalid> {
+        let text = |field: &str| {
+            fields
+                .get(field)
+                .and_then(|value| std::str::from_utf8(value).ok())
+        };
+        let count = |field: &str| text(field).and_then(|t| t.parse().ok()).unwrap_or(0);
+        let ms = |field: &str| text(field).and_then(parse_ms);
+        Ok(Stored {
+            definition: Definition::from_fields(name, fields)?,
+            source: if text(field::SOURCE) == Some("file") {
+                Source::File
+            } else {
+                Source::Api
+            },
+            version: count(field::VERSION),
+            next: ms(field::NEXT),
+            paused_since: text(field::PAUSED).and_then(|t| t.parse().ok()),
+            last_tick: ms(field::LAST_TICK),
+            last_job: fields
+                .get(field::LAST_JOB)
+                .map(|id| JobId::from(id.clone())),
+            fired: count(field::FIRED),
+            skipped: count(field::SKIPPED),
+            missed: count(field::MISSED),
+            caught_up: count(field::CAUGHT_UP),
+            runs: count(field::RUNS),
+        })
+    }
+}
+
+/// This host's clock in unix ms: for checks only (Redis's clock decides every tick).
+pub fn unix_ms_now() -> i64 {
+    (crate::time::unix_now() * 1000.0) as i64
+}
+
+/// Unix ms as Redis holds a tick: seconds with three decimals (as the pool's scores).
+pub fn seconds_text(ms: i64) -> String {
+    format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
+}
+
+/// A tick as Redis holds it, back in unix ms.
+pub fn parse_ms(text: &str) -> Option<i64> {
+    let seconds: f64 = text.parse().ok()?;
+    seconds
+        .is_finite()
+        .then(|| (seconds * 1000.0).round() as i64)
+}
+
+/// The id of the job schedule `name` pushes for `tick` (unix ms): `nightly@2026-11-26T03:00:00Z`.
+/// The same tick always gets the same id, so that it is never pushed twice.
+pub fn tick_id(name: &str, tick: i64) -> JobId {
+    JobId::from(format!("{name}@{}", utc_text(tick)))
+}
+
+/// The id of the job a run of schedule `name` asked for at `now` (unix ms) pushes:
+/// `nightly@2026-11-26T12:34:56.789Z/run`.
+pub fn run_id(name: &str, now: i64) -> JobId {
+    JobId::from(format!("{name}@{}/run", utc_text(now)))
+}
+
+/// `ms` in UTC, RFC 3339, with milliseconds only when it has some.
+fn utc_text(ms: i64) -> String {
+    let format = if ms.rem_euclid(1000) == 0 {
+        "%Y-%m-%dT%H:%M:%SZ"
+    } else {
+        "%Y-%m-%dT%H:%M:%S%.3fZ"
+    };
+    match Utc.timestamp_millis_opt(ms).single() {
+        Some(time) => time.format(format).to_string(),
+        None => ms.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_ids_name_the_schedule_and_the_tick() {
+        assert_eq!(
+            tick_id("nightly", 1_795_000_000_000).to_string(),
+            "nightly@2026-11-18T11:06:40Z"
+        );
+        assert_eq!(
+            run_id("n", 1_795_000_000_123).to_string(),
+            "n@2026-11-18T11:06:40.123Z/run"
+        );
+        assert_eq!(seconds_text(1_795_000_000_007), "1795000000.007");
+        assert_eq!(parse_ms("1795000000.007"), Some(1_795_000_000_007));
+    }
+}

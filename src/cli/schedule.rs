@@ -1,0 +1,261 @@
+//! `delayer schedule add|list|show|remove|pause|resume|run`: recurring schedules at run time
+//! (see docs/schedules.md). Each exits 1 with the reason on bad input or an unknown schedule.
+
+use anyhow::{Result, bail};
+use clap::Subcommand;
+use delayer_client::schedule::{Cadence, parse_duration};
+use delayer_client::{CatchUp, Changed, Client, Definition, Overlap, Saved, Source, Stored};
+use serde_json::{Value, json};
+
+/// What to do to schedules.
+#[derive(Subcommand)]
+pub enum ScheduleCommand {
+    /// Create a schedule, or change the one of that name (the same definition changes nothing)
+    #[command(after_help = "Examples:\n  \
+        delayer schedule add nightly-report --cron '0 3 * * *' --zone Europe/Paris --topic report.build\n  \
+        delayer schedule add sweep --cron 'every 5m' --topic reminders.sweep --overlap skip\n  \
+        delayer schedule add invoices --cron '0 9 1 * *' --topic invoices.run --body '{\"month\":\"last\"}' \
+        --catch-up latest --catch-up-window 1d")]
+    Add {
+        /// Letters, digits, '.', '_', '-' and ':'; each tick's job id is NAME@<tick in UTC>
+        name: String,
+        /// When it ticks: 5 cron fields, or 6 with seconds first; @hourly, @daily, @weekly,
+        /// @monthly, @yearly; or every 30s (5m, 1h, 1d)
+        #[arg(long)]
+        cron: String,
+        /// The topic of each tick's job
+        #[arg(long)]
+        topic: String,
+        /// The body of each tick's job
+        #[arg(long, default_value = "")]
+        body: String,
+        /// The IANA time zone of the cron times (Europe/Paris)
+        #[arg(long, default_value = "UTC")]
+        zone: String,
+        /// Ticks missed while no daemon ran: skip, latest (one job) or all
+        #[arg(long, default_value = "skip")]
+        catch_up: String,
+        /// How far back catch-up goes: 90s, 30m, 12h, 2d
+        #[arg(long, default_value = "1h")]
+        catch_up_window: String,
+        /// A tick while the last job is still waiting, ready or reserved: allow, or skip it
+        #[arg(long, default_value = "allow")]
+        overlap: String,
+    },
+    /// List every schedule: next tick in its zone, last tick, counts
+    List {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a schedule as JSON, with its next ticks; exits 1 when there is none
+    Show {
+        /// The schedule
+        name: String,
+    },
+    /// Remove a schedule (the jobs it pushed stay)
+    Remove {
+        /// The schedule
+        name: String,
+    },
+    /// Stop a schedule ticking, for every daemon, until it is resumed
+    Pause {
+        /// The schedule
+        name: String,
+    },
+    /// Let a paused schedule tick again; the ticks it missed go by its catch-up policy
+    Resume {
+        /// The schedule
+        name: String,
+    },
+    /// Push the schedule's job once now, outside its ticks; prints its id
+    Run {
+        /// The schedule
+        name: String,
+    },
+}
+
+/// Runs one schedule command.
+pub async fn run(client: &Client, command: ScheduleCommand) -> Result<()> {
+    match command {
+        ScheduleCommand::Add {
+            name,
+            cron,
+            topic,
+            body,
+            zone,
+            catch_up,
+            catch_up_window,
+            overlap,
+        } => {
+            let mut definition = Definition::new(&name, &cron, &topic);
+            definition.body = body.into_bytes();
+            definition.zone = zone;
+            definition.catch_up = catch_up
+                .parse::<CatchUp>()
+                .map_err(|why| flag(&name, "--catch-up", &why))?;
+            definition.catch_up_window = parse_duration(&catch_up_window).ok_or_else(|| {
+                flag(
+                    &name,
+                    "--catch-up-window",
+                    "is not a duration such as 90s, 30m, 12h or 2d",
+                )
+            })?;
+            definition.overlap = overlap
+                .parse::<Overlap>()
+                .map_err(|why| flag(&name, "--overlap", &why))?;
+            let said = match client.save_schedule(&definition, Source::Api).await? {
+                Saved::Created => "created",
+                Saved::Changed => "changed",
+                Saved::Same | Saved::Exists => "unchanged",
+            };
+            let stored = found(client, &name).await?;
+            println!("schedule {name} {said}; next tick {}", next_text(&stored));
+            Ok(())
+        }
+        ScheduleCommand::List { json: true } => {
+            let list: Vec<Value> = client
+                .schedules()
+                .await?
+                .iter()
+                .map(|s| to_json(s, 1))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&list)?);
+            Ok(())
+        }
+        ScheduleCommand::List { json: false } => {
+            let schedules = client.schedules().await?;
+            if schedules.is_empty() {
+                println!("no schedules");
+                return Ok(());
+            }
+            println!(
+                "{:<24} {:<18} {:<20} {:<28} {:>7} {:>7} {:>7}  STATE",
+                "NAME", "CRON", "TOPIC", "NEXT TICK", "FIRED", "SKIPPED", "MISSED"
+            );
+            for stored in &schedules {
+                let definition = &stored.definition;
+                println!(
+                    "{:<24} {:<18} {:<20} {:<28} {:>7} {:>7} {:>7}  {}",
+                    definition.name,
+                    definition.cron,
+                    definition.topic,
+                    next_text(stored),
+                    stored.fired,
+                    stored.skipped,
+                    stored.missed,
+                    if stored.paused_since.is_some() {
+                        "paused"
+                    } else {
+                        "active"
+                    }
+                );
+            }
+            Ok(())
+        }
+        ScheduleCommand::Show { name } => {
+            let stored = found(client, &name).await?;
+            println!("{}", serde_json::to_string_pretty(&to_json(&stored, 5))?);
+            Ok(())
+        }
+        ScheduleCommand::Remove { name } => {
+            changed(client.remove_schedule(&name).await?, &name, "removed", "")
+        }
+        ScheduleCommand::Pause { name } => changed(
+            client.pause_schedule(&name).await?,
+            &name,
+            "paused",
+            "was paused already",
+        ),
+        ScheduleCommand::Resume { name } => changed(
+            client.resume_schedule(&name).await?,
+            &name,
+            "resumed",
+            "was not paused",
+        ),
+        ScheduleCommand::Run { name } => {
+            println!("{}", client.run_schedule(&name).await?);
+            Ok(())
+        }
+    }
+}
+
+fn flag(name: &str, flag: &str, why: &str) -> anyhow::Error {
+    anyhow::anyhow!("schedule {name:?}: {flag}: {why}")
+}
+
+async fn found(client: &Client, name: &str) -> Result<Stored> {
+    match client.schedule(name).await? {
+        Some(stored) => Ok(stored),
+        None => bail!("there is no schedule {name:?}"),
+    }
+}
+
+fn changed(changed: Changed, name: &str, done: &str, already: &str) -> Result<()> {
+    match changed {
+        Changed::Done => println!("schedule {name} {done}"),
+        Changed::Already => println!("schedule {name} {already}"),
+        Changed::Gone => bail!("there is no schedule {name:?}"),
+    }
+    Ok(())
+}
+
+/// The schedule's cadence, when its definition reads (it was checked when it was written).
+fn cadence(stored: &Stored) -> Option<Cadence> {
+    stored
+        .definition
+        .check(stored.next.unwrap_or_default())
+        .ok()
+}
+
+/// A tick in the schedule's zone, RFC 3339 with its offset.
+fn local(cadence: Option<&Cadence>, tick: i64) -> String {
+    match cadence.and_then(|cadence| cadence.local(tick)) {
+        Some(time) => time.to_rfc3339(),
+        None => tick.to_string(),
+    }
+}
+
+fn next_text(stored: &Stored) -> String {
+    match stored.next {
+        _ if stored.paused_since.is_some() => "paused".to_string(),
+        Some(next) => local(cadence(stored).as_ref(), next),
+        None => "none".to_string(),
+    }
+}
+
+/// A schedule as JSON, with its next `ticks` ticks in its zone.
+fn to_json(stored: &Stored, ticks: usize) -> Value {
+    let definition = &stored.definition;
+    let cadence = cadence(stored);
+    let mut upcoming = Vec::new();
+    if let (Some(cadence), Some(mut tick)) = (&cadence, stored.next) {
+        for _ in 0..ticks {
+            upcoming.push(local(Some(cadence), tick));
+            match cadence.next_after(tick) {
+                Some(next) => tick = next,
+                None => break,
+            }
+        }
+    }
+    json!({
+        "name": definition.name,
+        "cron": definition.cron,
+        "zone": definition.zone,
+        "topic": definition.topic,
+        "body": String::from_utf8_lossy(&definition.body),
+        "catch_up": definition.catch_up.word(),
+        "catch_up_window_seconds": definition.catch_up_window.as_secs(),
+        "overlap": definition.overlap.word(),
+        "source": stored.source.word(),
+        "paused": stored.paused_since.is_some(),
+        "next_ticks": upcoming,
+        "last_tick": stored.last_tick.map(|tick| local(cadence.as_ref(), tick)),
+        "last_job": stored.last_job.as_ref().map(|id| id.to_string()),
+        "fired": stored.fired,
+        "skipped": stored.skipped,
+        "missed": stored.missed,
+        "caught_up": stored.caught_up,
+        "runs": stored.runs,
+    })
+}

@@ -1,0 +1,85 @@
+//! Recurring schedules in the daemon: writes the configuration file's schedules to Redis at start
+//! ([`reconcile`]), then claims their ticks in rounds (`Client::fire_schedules`), as every daemon
+//! on the Redis does; the fire script pushes each tick's job once, whichever daemon claims it.
+
+mod reconcile;
+
+use std::time::Duration;
+
+use delayer_client::{Client, Definition, Fired, Firing};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+/// The longest wait between rounds: a schedule written by another process is seen this soon.
+const MOST_BETWEEN_ROUNDS: Duration = Duration::from_millis(200);
+/// The wait after a round that failed (Redis down): the mover tells the outage.
+const AFTER_A_FAILURE: Duration = Duration::from_secs(1);
+
+/// Claims schedules' ticks until `stop` is cancelled; first writes `from_file` (the
+/// configuration's schedules) to Redis, again until that succeeds. A round that has begun a
+/// claim finishes it: the fire script is one call.
+pub async fn run(client: Client, from_file: &[Definition], stop: &CancellationToken) {
+    let mut reconciled = false;
+    let mut firing = Firing::default();
+    let mut failing = false;
+    while !stop.is_cancelled() {
+        if !reconciled {
+            match reconcile::run(&client, from_file).await {
+                Ok(()) => reconciled = true,
+                Err(error) => {
+                    if !failing {
+                        warn!("cannot write the configuration's schedules to Redis yet: {error}");
+                    }
+                    failing = true;
+                    pause(AFTER_A_FAILURE, stop).await;
+                    continue;
+                }
+            }
+        }
+        let wait = match client.fire_schedules(&mut firing).await {
+            Ok(round) => {
+                if failing {
+                    info!("schedules are claimed again");
+                    failing = false;
+                }
+                for why in &round.refused {
+                    warn!("{why}; its ticks are not claimed until it is saved again");
+                }
+                for (name, tick, fired) in &round.claims {
+                    debug!("schedule {name:?} tick {tick}: {}", said(*fired));
+                }
+                let until = round
+                    .next_claim
+                    .map(|at| at - round.now)
+                    .unwrap_or(i64::MAX);
+                Duration::from_millis(until.max(0) as u64).min(MOST_BETWEEN_ROUNDS)
+            }
+            Err(error) => {
+                if !failing {
+                    warn!("cannot claim schedules' ticks: {error}");
+                }
+                failing = true;
+                AFTER_A_FAILURE
+            }
+        };
+        pause(wait, stop).await;
+    }
+}
+
+async fn pause(wait: Duration, stop: &CancellationToken) {
+    tokio::select! {
+        () = tokio::time::sleep(wait) => {}
+        () = stop.cancelled() => {}
+    }
+}
+
+/// What a claim did, in words (for the debug log).
+fn said(fired: Fired) -> &'static str {
+    match fired {
+        Fired::Pushed(_) => "pushed",
+        Fired::Skipped => "skipped: the last job is still there",
+        Fired::Lost => "claimed by another",
+        Fired::Stale => "changed meanwhile",
+        Fired::Gone => "removed meanwhile",
+    }
+}
