@@ -227,6 +227,9 @@ impl Config {
                 format!("{} = {value}\n", key.name)
             };
         }
+        for definition in &self.schedules {
+            text += &schedules::render(definition);
+        }
         text
     }
 }

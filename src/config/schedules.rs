@@ -4,6 +4,7 @@
 
 use std::str::FromStr;
 
+use delayer_client::schedule::definition::DEFAULT_CATCH_UP_WINDOW;
 use delayer_client::schedule::parse_duration;
 use delayer_client::{CatchUp, Definition, Overlap};
 
@@ -73,4 +74,108 @@ fn definition(ini: &IniFile, section: &str, name: &str, now: i64) -> Result<Defi
         .check(now)
         .map_err(|invalid| wrong(invalid.field, &invalid.why))?;
     Ok(definition)
+}
+
+/// `definition` as its section in the file: the keys that are not their default.
+pub(super) fn render(definition: &Definition) -> String {
+    let mut text = format!(
+        "\n[{PREFIX}{}]\ncron = {}\ntopic = {}\n",
+        definition.name, definition.cron, definition.topic
+    );
+    if !definition.body.is_empty() {
+        let body = String::from_utf8_lossy(&definition.body);
+        // Quoted where a ` #` or ` ;` would start a comment.
+        if body.contains(" #") || body.contains(" ;") {
+            text += &format!("body = \"{body}\"\n");
+        } else {
+            text += &format!("body = {body}\n");
+        }
+    }
+    if definition.zone != "UTC" {
+        text += &format!("zone = {}\n", definition.zone);
+    }
+    if definition.catch_up != CatchUp::default() {
+        text += &format!("catch_up = {}\n", definition.catch_up);
+    }
+    if definition.catch_up_window != DEFAULT_CATCH_UP_WINDOW {
+        text += &format!(
+            "catch_up_window = {}\n",
+            definition.catch_up_window.as_secs()
+        );
+    }
+    if definition.overlap != Overlap::default() {
+        text += &format!("overlap = {}\n", definition.overlap);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use crate::config::Config;
+
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("test.conf")).map_err(|error| format!("{error:#}"))
+    }
+
+    #[test]
+    fn a_hash_in_an_expression_and_a_quoted_body_survive_the_comment_stripping() {
+        let config = parse(
+            "[schedule.second-monday]\n\
+             cron = 0 9 * * 1#2   ; the second Monday\n\
+             topic = report.build # a comment\n\
+             body = \"order # 42 ; all of it\"\n\
+             zone = Europe/Paris\n\
+             catch_up = latest\n\
+             catch_up_window = 2d\n\
+             overlap = skip\n",
+        )
+        .unwrap();
+        let definition = &config.schedules[0];
+        assert_eq!(definition.name, "second-monday");
+        assert_eq!(definition.cron, "0 9 * * 1#2");
+        assert_eq!(definition.topic, "report.build");
+        assert_eq!(definition.body, b"order # 42 ; all of it");
+        assert_eq!(definition.catch_up, CatchUp::Latest);
+        assert_eq!(definition.catch_up_window, Duration::from_secs(2 * 86_400));
+        assert_eq!(definition.overlap, Overlap::Skip);
+        assert!(config.unknown.is_empty(), "{:?}", config.unknown);
+        // And back: the rendered file reads as the same schedule.
+        let again = parse(&render(definition)).unwrap();
+        assert_eq!(again.schedules[0], *definition);
+    }
+
+    #[test]
+    fn each_bad_key_is_named_with_its_section() {
+        let error = |section: &str| parse(&format!("[schedule.s]\n{section}")).unwrap_err();
+        assert!(error("topic = t").contains("[schedule.s] cron is missing"));
+        assert!(error("cron = @daily").contains("[schedule.s] topic is missing"));
+        let never = error("cron = 0 0 30 2 *\ntopic = t");
+        assert!(
+            never.contains("[schedule.s] cron = \"0 0 30 2 *\": ") && never.contains("never fires"),
+            "{never}"
+        );
+        assert!(
+            error("cron = @daily\ntopic = t\nzone = Paris")
+                .contains("[schedule.s] zone = \"Paris\"")
+        );
+        assert!(
+            error("cron = @daily\ntopic = t\ncatch_up = some").contains("[schedule.s] catch_up")
+        );
+        assert!(
+            error("cron = @daily\ntopic = t\ncatch_up_window = soon").contains("catch_up_window")
+        );
+        assert!(error("cron = @daily\ntopic = t\noverlap = no").contains("[schedule.s] overlap"));
+        let config = parse("[schedule.s]\ncron = @daily\ntopic = t\ncorn = x\n").unwrap();
+        assert!(
+            config.unknown[0].contains("unknown key [schedule.s] corn"),
+            "{:?}",
+            config.unknown
+        );
+        assert!(parse("").unwrap().schedules.is_empty());
+    }
 }

@@ -1,6 +1,6 @@
 //! The daemon under exactly the ACL that docs/redis-deployments.md gives a delayer user: it moves
-//! jobs, delivers lapsed reservations again, fills dead lists and answers `--check-config`, and
-//! needs nothing more.
+//! jobs, delivers lapsed reservations again, fills dead lists, claims schedules' ticks and answers
+//! `--check-config`, and needs nothing more.
 
 use crate::support;
 
@@ -13,6 +13,9 @@ use support::{
     DAEMON_ACL, Daemon, DaemonSetup, RedisServer, acl, delayer_succeeds, read, wait_for_ready,
 };
 
+/// What docs/redis-deployments.md adds to the daemon's ACL for schedules.
+const SCHEDULES_ACL: &str = "+hgetall +exists +expire +hexists +del";
+
 #[tokio::test]
 async fn the_daemon_does_all_its_work_under_the_documented_acl() {
     let server = RedisServer::start();
@@ -23,15 +26,24 @@ async fn the_daemon_does_all_its_work_under_the_documented_acl() {
         documented.contains(&format!("ACL SETUSER delayer on >secret {DAEMON_ACL}\n")),
         "the page gives the ACL this test runs the daemon under"
     );
+    assert!(
+        documented.contains(&format!(
+            "[Schedules](schedules.md) need `{SCHEDULES_ACL}` as well"
+        )),
+        "and what schedules add to it"
+    );
     let mut admin = server.connect_as("admin", "admin").await;
     // The daemon connects as `default`, which gets exactly the documented rules.
     acl(
         &mut admin,
         "default",
-        &format!("reset on nopass {DAEMON_ACL}"),
+        &format!("reset on nopass {DAEMON_ACL} {SCHEDULES_ACL}"),
     )
     .await;
-    let (config, logs) = server.daemon_config("daemon", "max_attempts = 2\ntimer_interval = 50");
+    let (config, logs) = server.daemon_config(
+        "daemon",
+        "max_attempts = 2\ntimer_interval = 50\n[schedule.tick]\ncron = every 1s\ntopic = ticks",
+    );
 
     delayer_succeeds(&config, &["--check-config"]);
 
@@ -59,6 +71,7 @@ async fn the_daemon_does_all_its_work_under_the_documented_acl() {
     }
 
     let mut ready = wait_for_ready(&admin, "t", 2).await;
+    wait_for_ready(&admin, "ticks", 1).await;
     logs.wait_for_line("Job is dead after 2 attempts, Topic: t, IDs: [dead]");
     daemon.signal("TERM");
     assert!(daemon.wait(Duration::from_secs(5)).success());

@@ -1255,3 +1255,51 @@ async fn a_topic_holding_a_closing_brace_takes_no_new_job_and_its_old_ones_still
     let errors = read(&logs.error);
     assert!(!errors.contains("[error]"), "{errors}");
 }
+
+/// Schedules on a cluster: one from the file and one added at run time, on topics in other
+/// slots, each tick pushed once with two daemons claiming.
+#[tokio::test]
+async fn schedules_tick_once_on_a_cluster() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemons = Vec::new();
+    for name in ["a", "b"] {
+        let (config, _logs) = cluster_config(&dir, name, &cluster.addresses());
+        let text = read(&config) + "\n[schedule.from-file]\ncron = every 1s\ntopic = a\n";
+        std::fs::write(&config, text).unwrap();
+        daemons.push(Daemon::start(&config));
+    }
+    let client = cluster_client(&cluster).await;
+    let runtime = delayer_client::Definition::new("runtime", "* * * * * *", "d");
+    client
+        .save_schedule(&runtime, delayer_client::Source::Api)
+        .await
+        .unwrap();
+    for topic in ["a", "d"] {
+        let mut ticks = Vec::new();
+        while ticks.len() < 3 {
+            let job = client.bpop(&[topic], Duration::from_secs(5)).await.unwrap();
+            let job = job.unwrap_or_else(|| panic!("{topic}: no tick within 5 s"));
+            ticks.push(job.id.to_string());
+        }
+        let mut distinct = ticks.clone();
+        distinct.dedup();
+        assert_eq!(distinct, ticks, "{topic}: a tick twice");
+    }
+    let mut names: Vec<String> = client
+        .schedules()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|stored| stored.definition.name)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["from-file", "runtime"]);
+    assert_eq!(
+        client.remove_schedule("runtime").await.unwrap(),
+        delayer_client::Changed::Done
+    );
+    for daemon in daemons {
+        daemon.stop();
+    }
+}

@@ -19,6 +19,7 @@ mod operator;
 mod pause;
 mod redis_trouble;
 mod running_as_a_service;
+mod schedules;
 mod sentinel;
 mod service;
 mod timer_loop;

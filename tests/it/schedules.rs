@@ -1,0 +1,469 @@
+//! Recurring schedules, the way users run them: `[schedule.NAME]` sections read by several
+//! daemons at once, daemons killed and restarted (some with their clocks 10 s off), all of them
+//! stopped over ten ticks, and the `delayer schedule` commands.
+
+use crate::support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, SystemTime};
+
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::schedule::{parse_ms, tick_id};
+use delayer_wire::keys::{SCHEDULES, ready_queue};
+use support::{
+    Daemon, DaemonSetup, RedisServer, delayer_fails, delayer_succeeds, start_daemons, wait_for,
+};
+
+/// `[delayer]` lines, then a schedule section (the test config's `[redis]` follows it).
+fn with_schedule(delayer: &str, schedule: &str) -> String {
+    format!("{delayer}\n{schedule}")
+}
+
+const EVERY_SECOND: &str = "[schedule.tick]\ncron = * * * * * *\ntopic = ticks";
+
+async fn redis_ms(redis: &mut MultiplexedConnection) -> i64 {
+    let (seconds, micros): (i64, i64) = delayer_client::redis::cmd("TIME")
+        .query_async(redis)
+        .await
+        .unwrap();
+    seconds * 1000 + micros / 1000
+}
+
+/// Pops `topic`'s ready list (over `redis`, a connection of its own) as jobs arrive, each with Redis's time when it came (unix ms), until
+/// `until` (unix ms by Redis's clock) has passed.
+async fn consume(mut redis: MultiplexedConnection, topic: &str, until: i64) -> Vec<(String, i64)> {
+    let mut popped = Vec::new();
+    loop {
+        let reply: Option<(String, String)> = redis.brpop(ready_queue(topic), 0.2).await.unwrap();
+        let now = redis_ms(&mut redis).await;
+        if let Some((_, id)) = reply {
+            popped.push((id, now));
+        } else if now > until {
+            return popped;
+        }
+    }
+}
+
+/// A schedule's tick in unix ms, from its job's id (`tick@2026-11-26T12:00:00Z`).
+fn tick_of(id: &str) -> i64 {
+    let time = id.split_once('@').unwrap().1;
+    chrono::DateTime::parse_from_rfc3339(time)
+        .unwrap()
+        .timestamp_millis()
+}
+
+/// A small random number generator for the kills' timing (its seed is printed).
+struct Dice(u64);
+
+impl Dice {
+    fn new() -> Dice {
+        let seed = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+            | 1;
+        println!("dice seed {seed}");
+        Dice(seed)
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        // xorshift64
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound
+    }
+}
+
+/// Three daemons with the same schedule, each killed (kill -9) and restarted at random times,
+/// some with their clocks 10 s ahead or behind: every tick has its job, once, never before its
+/// tick by Redis's clock. `DELAYER_SCHEDULE_TEST_SECONDS` sets how many ticks (default 60).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_daemons_killed_at_random_push_one_job_per_tick() {
+    let seconds: i64 = std::env::var("DELAYER_SCHEDULE_TEST_SECONDS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(60);
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let extra = with_schedule("timer_interval = 1000", EVERY_SECOND);
+    let configs: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|name| server.daemon_config(name, &extra).0)
+        .collect();
+    let clocks = ["+10s", "-10s", "+0s"];
+    let mut daemons: Vec<Daemon> = configs
+        .iter()
+        .zip(clocks)
+        .map(|(config, clock)| Daemon::start_with_clock(config, clock))
+        .collect();
+    wait_for(Duration::from_secs(10), "the schedule in Redis", || {
+        let mut redis = redis.clone();
+        async move {
+            let exists: bool = redis.exists("delayer:schedule:tick").await.unwrap();
+            exists.then_some(())
+        }
+    })
+    .await;
+    // The ticks counted: from two whole seconds on, for `seconds` ticks.
+    let first = (redis_ms(&mut redis).await / 1000 + 2) * 1000;
+    let last = first + (seconds - 1) * 1000;
+    let consumer = tokio::spawn(consume(server.connect().await, "ticks", last + 2000));
+    let mut dice = Dice::new();
+    let mut kills = 0;
+    while redis_ms(&mut redis).await < last {
+        tokio::time::sleep(Duration::from_millis(1000 + dice.below(2500))).await;
+        let index = dice.below(3) as usize;
+        daemons[index].process.kill().unwrap();
+        daemons[index].process.wait().unwrap();
+        kills += 1;
+        tokio::time::sleep(Duration::from_millis(200 + dice.below(1300))).await;
+        let clock = clocks[dice.below(3) as usize];
+        daemons[index] = Daemon::start_with_clock(&configs[index], clock);
+    }
+    let popped = consumer.await.unwrap();
+    drop(daemons);
+
+    let mut seen = BTreeSet::new();
+    let mut lateness = Vec::new();
+    for (id, at) in &popped {
+        assert!(seen.insert(id.clone()), "{id} delivered twice");
+        let tick = tick_of(id);
+        if (first..=last).contains(&tick) {
+            assert!(*at >= tick, "{id} moved {} ms before its tick", tick - at);
+            lateness.push(at - tick);
+        }
+    }
+    let expected: BTreeSet<String> = (0..seconds)
+        .map(|k| tick_id("tick", first + k * 1000).to_string())
+        .collect();
+    let counted: BTreeSet<String> = seen
+        .into_iter()
+        .filter(|id| (first..=last).contains(&tick_of(id)))
+        .collect();
+    assert_eq!(counted, expected, "one job a tick, none missing");
+    lateness.sort_unstable();
+    let percentile = |p: f64| lateness[((lateness.len() - 1) as f64 * p).round() as usize];
+    println!(
+        "{seconds} ticks, {kills} kills: tick to pop p50 {} ms, p99 {} ms, max {} ms",
+        percentile(0.5),
+        percentile(0.99),
+        lateness.last().unwrap()
+    );
+    // The bench measures the figure on a quiet box; here other tests share the cores.
+    assert!(percentile(0.99) < 250, "{lateness:?}");
+    let version: String = redis
+        .hget("delayer:schedule:tick", "version")
+        .await
+        .unwrap();
+    assert_eq!(version, "1", "restarts with the same file change nothing");
+}
+
+/// Every daemon stopped over ten ticks: `skip` pushes none of them, `latest` one, `all` each,
+/// and a window shorter than the stop bounds `all`.
+#[tokio::test]
+async fn ticks_missed_while_every_daemon_was_stopped_go_by_the_catch_up_policy() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let schedules = [
+        ("skip", "skip", "1h"),
+        ("latest", "latest", "1h"),
+        ("all", "all", "1h"),
+        ("window", "all", "5s"),
+    ]
+    .map(|(name, policy, window)| {
+        format!(
+            "[schedule.{name}]\ncron = every 1s\ntopic = {name}\ncatch_up = {policy}\n\
+             catch_up_window = {window}\n"
+        )
+    })
+    .join("\n");
+    let (config, _logs) = server.daemon_config("daemon", &with_schedule("", &schedules));
+    let daemon = Daemon::start(&config);
+    for topic in ["skip", "latest", "all", "window"] {
+        support::wait_for_ready(&redis, topic, 1).await;
+    }
+    daemon.stop();
+    // The ticks before each schedule's next were claimed before the stop.
+    let mut stopped_at = HashMap::new();
+    for name in ["skip", "latest", "all", "window"] {
+        let next: String = redis
+            .hget(format!("delayer:schedule:{name}"), "next")
+            .await
+            .unwrap();
+        stopped_at.insert(name, parse_ms(&next).unwrap());
+    }
+    let stop = redis_ms(&mut redis).await;
+    wait_for(Duration::from_secs(20), "ten ticks to pass", || {
+        let mut redis = redis.clone();
+        async move { (redis_ms(&mut redis).await > stop + 12_000).then_some(()) }
+    })
+    .await;
+    let restart = redis_ms(&mut redis).await;
+    let daemon = Daemon::start(&config);
+    // Until each has claimed a tick after the restart.
+    wait_for(Duration::from_secs(10), "ticks claimed again", || {
+        let mut redis = redis.clone();
+        async move {
+            for name in ["skip", "latest", "all", "window"] {
+                let next: String = redis
+                    .hget(format!("delayer:schedule:{name}"), "next")
+                    .await
+                    .unwrap();
+                if parse_ms(&next).unwrap() < restart + 2000 {
+                    return None;
+                }
+            }
+            Some(())
+        }
+    })
+    .await;
+    daemon.stop();
+    // The jobs of the ticks that passed while no daemon ran: from each schedule's next at the
+    // stop to the restart.
+    let mut missed_jobs = HashMap::new();
+    for name in ["skip", "latest", "all", "window"] {
+        let ids: Vec<String> = redis.lrange(ready_queue(name), 0, -1).await.unwrap();
+        let pool: Vec<String> = redis.zrange("delayer:job_pool", 0, -1).await.unwrap();
+        let ticks: BTreeSet<i64> = ids
+            .iter()
+            .chain(&pool)
+            .filter(|id| id.starts_with(&format!("{name}@")))
+            .map(|id| tick_of(id))
+            .filter(|tick| (stopped_at[name]..restart).contains(tick))
+            .collect();
+        missed_jobs.insert(name, ticks);
+    }
+    let passed = |name: &str| (restart - stopped_at[name]) / 1000;
+    assert!(passed("all") >= 10);
+    assert_eq!(missed_jobs["skip"].len(), 0, "{missed_jobs:?}");
+    assert_eq!(missed_jobs["latest"].len(), 1, "{missed_jobs:?}");
+    assert!(
+        *missed_jobs["latest"].first().unwrap() >= restart - 1000,
+        "the latest"
+    );
+    let all = &missed_jobs["all"];
+    assert!(all.len() as i64 >= passed("all"), "{all:?}");
+    let window = &missed_jobs["window"];
+    assert!((4..=6).contains(&window.len()), "{window:?}");
+    assert!(
+        window.iter().all(|tick| *tick >= restart - 6000),
+        "{window:?}"
+    );
+    let missed: String = redis.hget("delayer:schedule:skip", "missed").await.unwrap();
+    assert!(missed.parse::<i64>().unwrap() >= 10, "counted: {missed}");
+}
+
+/// Three daemons started at once with the same file: one schedule in Redis, written once, one
+/// job per tick; `delayer get` shows a tick's job due at its tick.
+#[tokio::test]
+async fn three_daemons_started_together_write_the_file_s_schedule_once() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemons, _logs) =
+        start_daemons(&server, &["a", "b", "c"], &with_schedule("", EVERY_SECOND));
+    let ids = support::wait_for_ready(&redis, "ticks", 3).await;
+    let registry: HashMap<String, String> = redis.hgetall(SCHEDULES).await.unwrap();
+    assert_eq!(
+        registry,
+        HashMap::from([("tick".to_string(), "ticks".to_string())])
+    );
+    let version: String = redis
+        .hget("delayer:schedule:tick", "version")
+        .await
+        .unwrap();
+    assert_eq!(version, "1");
+    let mut ticks: Vec<i64> = ids.iter().map(|id| tick_of(&id.to_string())).collect();
+    ticks.sort_unstable();
+    ticks.dedup();
+    assert_eq!(ticks.len(), ids.len(), "no tick twice: {ids:?}");
+    let (config, _) = server.daemon_config("cli", "");
+    let id = ids[0].to_string();
+    let shown = delayer_succeeds(&config, &["get", &id]);
+    let job: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    let due = chrono::DateTime::parse_from_rfc3339(job["due"].as_str().unwrap()).unwrap();
+    assert_eq!(due.timestamp_millis(), tick_of(&id), "{shown}");
+    for daemon in daemons {
+        daemon.stop();
+    }
+}
+
+#[tokio::test]
+async fn the_schedule_commands() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, _) = server.daemon_config("cli", "");
+    let refused = delayer_fails(
+        &config,
+        &[
+            "schedule",
+            "add",
+            "s",
+            "--cron",
+            "0 0 30 2 *",
+            "--topic",
+            "t",
+        ],
+    );
+    assert!(
+        refused.contains("schedule \"s\": cron:") && refused.contains("never fires"),
+        "{refused}"
+    );
+    let refused = delayer_fails(
+        &config,
+        &[
+            "schedule",
+            "add",
+            "s",
+            "--cron",
+            "@daily",
+            "--topic",
+            "t",
+            "--zone",
+            "Moon/Base",
+        ],
+    );
+    assert!(refused.contains("zone"), "{refused}");
+    let refused = delayer_fails(
+        &config,
+        &[
+            "schedule",
+            "add",
+            "s",
+            "--cron",
+            "@daily",
+            "--topic",
+            "t",
+            "--overlap",
+            "never",
+        ],
+    );
+    assert!(refused.contains("--overlap"), "{refused}");
+    let keys: Vec<String> = redis.keys("*").await.unwrap();
+    assert!(keys.is_empty(), "bad input writes nothing: {keys:?}");
+
+    let added = delayer_succeeds(
+        &config,
+        &[
+            "schedule",
+            "add",
+            "invoices",
+            "--cron",
+            "0 9 1 * *",
+            "--zone",
+            "Europe/Paris",
+            "--topic",
+            "invoices.run",
+            "--body",
+            "{\"month\":\"last\"}",
+            "--catch-up",
+            "latest",
+        ],
+    );
+    assert!(
+        added.contains("created") && added.contains("T09:00:00+0"),
+        "{added}"
+    );
+    let again = delayer_succeeds(
+        &config,
+        &[
+            "schedule",
+            "add",
+            "invoices",
+            "--cron",
+            "0 9 1 * *",
+            "--zone",
+            "Europe/Paris",
+            "--topic",
+            "invoices.run",
+            "--body",
+            "{\"month\":\"last\"}",
+            "--catch-up",
+            "latest",
+        ],
+    );
+    assert!(again.contains("unchanged"), "{again}");
+    let list = delayer_succeeds(&config, &["schedule", "list"]);
+    assert!(
+        list.contains("invoices") && list.contains("active"),
+        "{list}"
+    );
+    let shown: serde_json::Value = serde_json::from_str(&delayer_succeeds(
+        &config,
+        &["schedule", "show", "invoices"],
+    ))
+    .unwrap();
+    assert_eq!(shown["catch_up"], "latest");
+    assert_eq!(shown["next_ticks"].as_array().unwrap().len(), 5);
+    assert!(
+        shown["next_ticks"][0]
+            .as_str()
+            .unwrap()
+            .contains("-01T09:00:00+0"),
+        "{shown}"
+    );
+    delayer_succeeds(&config, &["schedule", "pause", "invoices"]);
+    let list = delayer_succeeds(&config, &["schedule", "list"]);
+    assert!(list.contains("paused"), "{list}");
+    let run = delayer_succeeds(&config, &["schedule", "run", "invoices"]);
+    let id = run.trim();
+    assert!(id.starts_with("invoices@") && id.ends_with("/run"), "{run}");
+    let body: String = redis
+        .hget(format!("delayer:job_bucket:{id}"), "body")
+        .await
+        .unwrap();
+    assert_eq!(body, "{\"month\":\"last\"}");
+    delayer_succeeds(&config, &["schedule", "resume", "invoices"]);
+    delayer_succeeds(&config, &["schedule", "remove", "invoices"]);
+    let gone = delayer_fails(&config, &["schedule", "show", "invoices"]);
+    assert!(gone.contains("no schedule \"invoices\""), "{gone}");
+    delayer_fails(&config, &["schedule", "remove", "invoices"]);
+    delayer_fails(&config, &["schedule", "run", "invoices"]);
+}
+
+/// A schedule a file wrote leaves Redis when the file no longer has it; one added at run time
+/// stays; a bad section stops the start and `--check-config` names it.
+#[tokio::test]
+async fn the_file_s_schedules_are_reconciled_at_start() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, logs) = server.daemon_config(
+        "daemon",
+        &with_schedule(
+            "",
+            "[schedule.old]\ncron = @hourly\ntopic = t\n[schedule.kept]\ncron = @daily\ntopic = t",
+        ),
+    );
+    let daemon = Daemon::start(&config);
+    logs.wait_for_line("schedule \"kept\" created from the configuration file");
+    delayer_succeeds(
+        &config,
+        &[
+            "schedule", "add", "runtime", "--cron", "@daily", "--topic", "t",
+        ],
+    );
+    daemon.stop();
+    let (config, logs) = server.daemon_config(
+        "daemon",
+        &with_schedule("", "[schedule.kept]\ncron = @daily\ntopic = t"),
+    );
+    let daemon = Daemon::start(&config);
+    logs.wait_for_line("schedule \"old\" removed: the configuration file no longer has it");
+    daemon.stop();
+    let mut names: Vec<String> = redis.hkeys(SCHEDULES).await.unwrap();
+    names.sort();
+    assert_eq!(names, ["kept", "runtime"]);
+
+    let (bad, _) = server.daemon_config(
+        "bad",
+        &with_schedule("", "[schedule.bad]\ncron = 0 0 30 2 *\ntopic = t"),
+    );
+    let checked = delayer_fails(&bad, &["--check-config"]);
+    assert!(
+        checked.contains("[schedule.bad] cron = \"0 0 30 2 *\"") && checked.contains("never fires"),
+        "{checked}"
+    );
+    let mut refused = Daemon::start(&bad);
+    assert!(!refused.wait(Duration::from_secs(10)).success());
+}
