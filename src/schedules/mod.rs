@@ -6,12 +6,14 @@ mod reconcile;
 
 use std::time::Duration;
 
+use delayer_client::schedule::MOST_BETWEEN_LOOKS_MS;
 use delayer_client::{Client, Definition, Fired, Firing};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-/// The longest wait between rounds: a schedule written by another process is seen this soon.
-const MOST_BETWEEN_ROUNDS: Duration = Duration::from_millis(200);
+/// The longest wait between rounds: a schedule written by another process is seen this soon,
+/// before its first tick (see `FIRST_TICK_AFTER_MS`).
+const MOST_BETWEEN_ROUNDS: Duration = Duration::from_millis(MOST_BETWEEN_LOOKS_MS as u64);
 /// The wait after a round that failed (Redis down): the mover tells the outage.
 const AFTER_A_FAILURE: Duration = Duration::from_secs(1);
 

@@ -467,3 +467,53 @@ async fn the_file_s_schedules_are_reconciled_at_start() {
     let mut refused = Daemon::start(&bad);
     assert!(!refused.wait(Duration::from_secs(10)).success());
 }
+
+/// `overlap = skip`: while the last tick's job is reserved, the next ticks are skipped and
+/// counted; once it is acked, the next tick pushes again.
+#[tokio::test]
+async fn a_reserved_job_makes_overlap_skip_skip_the_next_ticks() {
+    let server = RedisServer::start();
+    let redis = server.connect().await;
+    let (config, _logs) = server.daemon_config(
+        "daemon",
+        &with_schedule(
+            "",
+            "[schedule.slow]\ncron = every 1s\ntopic = slow\noverlap = skip",
+        ),
+    );
+    let daemon = Daemon::start(&config);
+    let client = delayer_client::Client::connect(server.info())
+        .await
+        .unwrap();
+    let job = client
+        .reserve(&["slow"], Duration::from_secs(60), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the first tick's job");
+    let count = |field: &'static str, at_least: i64| {
+        let redis = redis.clone();
+        async move {
+            wait_for(Duration::from_secs(10), field, || {
+                let mut redis = redis.clone();
+                async move {
+                    let value: Option<i64> =
+                        redis.hget("delayer:schedule:slow", field).await.unwrap();
+                    (value.unwrap_or(0) >= at_least).then_some(())
+                }
+            })
+            .await
+        }
+    };
+    count("skipped", 2).await;
+    let mut redis = redis.clone();
+    let (waiting, ready): (i64, i64) = (
+        redis.zcard("delayer:job_pool").await.unwrap(),
+        redis.llen(ready_queue("slow")).await.unwrap(),
+    );
+    assert_eq!((waiting, ready), (0, 0), "no job for a skipped tick");
+    let fired: i64 = redis.hget("delayer:schedule:slow", "fired").await.unwrap();
+    assert_eq!(fired, 1);
+    client.ack(&job).await.unwrap();
+    count("fired", 2).await;
+    daemon.stop();
+}

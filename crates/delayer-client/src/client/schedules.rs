@@ -13,11 +13,12 @@ use crate::name::JobId;
 use crate::scripts::schedule_fire::{Claim, Fired};
 use crate::scripts::schedule_save::Saved;
 use crate::scripts::schedule_state::{Change, Changed};
-use delayer_wire::schedule::{CLAIM_AHEAD_MS, Definition, Source, Stored};
+use delayer_wire::schedule::{Definition, FIRST_TICK_AFTER_MS, Source, Stored};
 
 impl Client {
     /// Creates schedule `definition.name`, or changes it to `definition` (the same definition
-    /// changes nothing). Its first tick is the first after now by Redis's clock; a change of the
+    /// changes nothing). Its first tick is the first after now by Redis's clock, at
+    /// least [`FIRST_TICK_AFTER_MS`] ahead; a change of the
     /// expression or zone sets the next tick so, other changes keep it. `source` says who wrote
     /// it: [`Source::File`] for a daemon's configuration file, [`Source::Api`] for everyone
     /// else.
@@ -42,7 +43,7 @@ impl Client {
         check_topic_to_write_in(self.layout(), definition.topic.as_bytes())?;
         // The first tick far enough ahead for a daemon to claim it before it is due.
         let next = cadence
-            .next_after(now + CLAIM_AHEAD_MS)
+            .next_after(now + FIRST_TICK_AFTER_MS)
             .ok_or_else(|| Error::UnknownSchedule(definition.name.clone()))?;
         let keys = self.keys_for(&definition.topic);
         let mut connection = self.connection().await?;

@@ -21,9 +21,15 @@ pub use plan::Plan;
 use crate::name::JobId;
 
 /// How long before its time a tick is claimed and its job pushed into the pool, due at the tick:
-/// the mover then moves it with its own precision. A schedule's first tick is at least this far
-/// after it is written.
+/// the mover then moves it with its own precision.
 pub const CLAIM_AHEAD_MS: i64 = 500;
+/// The longest a daemon waits between two looks at the schedules when it knows of no tick due
+/// sooner.
+pub const MOST_BETWEEN_LOOKS_MS: i64 = 1000;
+/// A schedule's first tick (and its next after a change of its expression or zone) is at least
+/// this long after it is written: a daemon that looks again only a second later still claims it
+/// ahead of its time.
+pub const FIRST_TICK_AFTER_MS: i64 = CLAIM_AHEAD_MS + MOST_BETWEEN_LOOKS_MS;
 /// How late a schedule whose overlap policy is `skip` may be claimed and still be on time: its
 /// tick is claimed at its time, not ahead, to see whether the last job is still there.
 pub const CLAIM_LATE_MS: i64 = 1000;
