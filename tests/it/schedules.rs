@@ -106,8 +106,13 @@ async fn three_daemons_killed_at_random_push_one_job_per_tick() {
         }
     })
     .await;
-    // The ticks counted: from two whole seconds on, for `seconds` ticks.
-    let first = (redis_ms(&mut redis).await / 1000 + 2) * 1000;
+    let version: String = redis
+        .hget("delayer:schedule:tick", "version")
+        .await
+        .unwrap();
+    // The ticks counted: from the schedule's second tick on, for `seconds` ticks.
+    let next: String = redis.hget("delayer:schedule:tick", "next").await.unwrap();
+    let first = parse_ms(&next).unwrap() + 1000;
     let last = first + (seconds - 1) * 1000;
     let consumer = tokio::spawn(consume(server.connect().await, "ticks", last + 2000));
     let mut dice = Dice::new();
@@ -153,11 +158,11 @@ async fn three_daemons_killed_at_random_push_one_job_per_tick() {
     );
     // The bench measures the figure on a quiet box; here other tests share the cores.
     assert!(percentile(0.99) < 250, "{lateness:?}");
-    let version: String = redis
+    let after: String = redis
         .hget("delayer:schedule:tick", "version")
         .await
         .unwrap();
-    assert_eq!(version, "1", "restarts with the same file change nothing");
+    assert_eq!(after, version, "restarts with the same file change nothing");
 }
 
 /// Every daemon stopped over ten ticks: `skip` pushes none of them, `latest` one, `all` each,
@@ -261,7 +266,7 @@ async fn ticks_missed_while_every_daemon_was_stopped_go_by_the_catch_up_policy()
 async fn three_daemons_started_together_write_the_file_s_schedule_once() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let (daemons, _logs) =
+    let (daemons, logs) =
         start_daemons(&server, &["a", "b", "c"], &with_schedule("", EVERY_SECOND));
     let ids = support::wait_for_ready(&redis, "ticks", 3).await;
     let registry: HashMap<String, String> = redis.hgetall(SCHEDULES).await.unwrap();
@@ -269,11 +274,20 @@ async fn three_daemons_started_together_write_the_file_s_schedule_once() {
         registry,
         HashMap::from([("tick".to_string(), "ticks".to_string())])
     );
-    let version: String = redis
-        .hget("delayer:schedule:tick", "version")
-        .await
-        .unwrap();
-    assert_eq!(version, "1");
+    let logs: String = logs
+        .iter()
+        .map(|logs| support::read(&logs.access))
+        .collect();
+    assert_eq!(
+        logs.matches("schedule \"tick\" created from the configuration file")
+            .count(),
+        1,
+        "{logs}"
+    );
+    assert!(
+        !logs.contains("changed as the configuration file says"),
+        "{logs}"
+    );
     let mut ticks: Vec<i64> = ids.iter().map(|id| tick_of(&id.to_string())).collect();
     ticks.sort_unstable();
     ticks.dedup();

@@ -104,7 +104,8 @@ impl Client {
             let Some(known) = self.known(keys, &name, firing, &mut round.refused).await? else {
                 continue;
             };
-            let on_time_from = match known.definition.overlap {
+            let overlap = known.definition.overlap;
+            let on_time_from = match overlap {
                 // Claimed at its time, to see whether the last job is still there.
                 Overlap::Skip if next > now => {
                     wake(next);
@@ -147,6 +148,11 @@ impl Client {
             if let Fired::Pushed(_) | Fired::Skipped = fired {
                 round.missed += plan.missed;
                 round.caught_up += plan.caught_up;
+                // Its next claim: at once when it still has missed ticks to catch up.
+                wake(match overlap {
+                    Overlap::Skip => plan.next,
+                    Overlap::Allow => plan.next - CLAIM_AHEAD_MS,
+                });
             }
             claims.push((name, next, fired));
         }

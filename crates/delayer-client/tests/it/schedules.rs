@@ -45,6 +45,7 @@ async fn saving_the_same_schedule_again_changes_nothing() {
         Saved::Created
     );
     let next = field(&mut redis, "s", "next").await;
+    let version = field(&mut redis, "s", "version").await;
     for _ in 0..3 {
         assert_eq!(
             client
@@ -54,10 +55,7 @@ async fn saving_the_same_schedule_again_changes_nothing() {
             Saved::Same
         );
     }
-    assert_eq!(
-        field(&mut redis, "s", "version").await.as_deref(),
-        Some("1")
-    );
+    assert_eq!(field(&mut redis, "s", "version").await, version);
     assert_eq!(
         field(&mut redis, "s", "next").await,
         next,
@@ -73,10 +71,7 @@ async fn saving_the_same_schedule_again_changes_nothing() {
         client.save_schedule(&changed, Source::Api).await.unwrap(),
         Saved::Changed
     );
-    assert_eq!(
-        field(&mut redis, "s", "version").await.as_deref(),
-        Some("2")
-    );
+    assert_ne!(field(&mut redis, "s", "version").await, version);
     assert_eq!(
         field(&mut redis, "s", "next").await,
         next,

@@ -46,7 +46,8 @@ pub mod field {
     pub const OVERLAP: &str = "overlap";
     /// Who wrote it: [`super::Source`]'s word.
     pub const SOURCE: &str = "source";
-    /// Counts changes of the definition: a claim made from an older one is refused.
+    /// The definition's version (Redis's time of its last change, in microseconds): a claim
+    /// planned from another is refused.
     pub const VERSION: &str = "version";
     /// The next tick, unix seconds to the millisecond: what a claim compares and sets.
     pub const NEXT: &str = "next";

@@ -4,7 +4,7 @@
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
-use super::malformed;
+use super::{host_clock, malformed};
 use crate::keys::Keys;
 use crate::schedule::{Definition, Source, seconds_text};
 
@@ -43,7 +43,8 @@ impl ScheduleSaveScript {
             .arg(&definition.name)
             .arg(seconds_text(next))
             .arg(if create { "create" } else { "save" })
-            .arg(source.word());
+            .arg(source.word())
+            .arg(host_clock());
         for (field, value) in definition.fields() {
             call.arg(field).arg(value);
         }
