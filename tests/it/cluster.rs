@@ -1275,6 +1275,9 @@ async fn schedules_tick_once_on_a_cluster() {
         .save_schedule(&runtime, delayer_client::Source::Api)
         .await
         .unwrap();
+    let mut connection = cluster.connect().await;
+    let known: bool = connection.sismember("delayer:topics", "d").await.unwrap();
+    assert!(known, "its topic is known before its first tick");
     for topic in ["a", "d"] {
         let mut ticks = Vec::new();
         while ticks.len() < 3 {

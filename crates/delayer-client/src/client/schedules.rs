@@ -64,6 +64,12 @@ impl Client {
                 .arg(&definition.topic)
                 .query_async::<()>(&mut connection)
                 .await?;
+            // And the topic, as a push adds it first: its ticks' jobs then move.
+            redis::cmd("SADD")
+                .arg(keys.topics())
+                .arg(&definition.topic)
+                .query_async::<()>(&mut connection)
+                .await?;
             if let Some(old) = old.filter(|old| *old != definition.topic) {
                 self.inner
                     .scripts
