@@ -3,9 +3,11 @@
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use delayer_client::schedule::{Cadence, parse_duration};
+use delayer_client::schedule::parse_duration;
 use delayer_client::{CatchUp, Changed, Client, Definition, Overlap, Saved, Source, Stored};
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::text::schedule::{LISTED_TICKS, SHOWN_TICKS, next_text, to_json};
 
 /// What to do to schedules.
 #[derive(Subcommand)]
@@ -118,7 +120,7 @@ pub async fn run(client: &Client, command: ScheduleCommand) -> Result<()> {
                 .schedules()
                 .await?
                 .iter()
-                .map(|s| to_json(s, 1))
+                .map(|s| to_json(s, LISTED_TICKS))
                 .collect();
             println!("{}", serde_json::to_string_pretty(&list)?);
             Ok(())
@@ -155,7 +157,10 @@ pub async fn run(client: &Client, command: ScheduleCommand) -> Result<()> {
         }
         ScheduleCommand::Show { name } => {
             let stored = found(client, &name).await?;
-            println!("{}", serde_json::to_string_pretty(&to_json(&stored, 5))?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&to_json(&stored, SHOWN_TICKS))?
+            );
             Ok(())
         }
         ScheduleCommand::Remove { name } => {
@@ -198,64 +203,4 @@ fn changed(changed: Changed, name: &str, done: &str, already: &str) -> Result<()
         Changed::Gone => bail!("there is no schedule {name:?}"),
     }
     Ok(())
-}
-
-/// The schedule's cadence, when its definition reads (it was checked when it was written).
-fn cadence(stored: &Stored) -> Option<Cadence> {
-    stored
-        .definition
-        .check(stored.next.unwrap_or_default())
-        .ok()
-}
-
-/// A tick in the schedule's zone, RFC 3339 with its offset.
-fn local(cadence: Option<&Cadence>, tick: i64) -> String {
-    match cadence.and_then(|cadence| cadence.local(tick)) {
-        Some(time) => time.to_rfc3339(),
-        None => tick.to_string(),
-    }
-}
-
-fn next_text(stored: &Stored) -> String {
-    match stored.next {
-        _ if stored.paused_since.is_some() => "paused".to_string(),
-        Some(next) => local(cadence(stored).as_ref(), next),
-        None => "none".to_string(),
-    }
-}
-
-/// A schedule as JSON, with its next `ticks` ticks in its zone.
-fn to_json(stored: &Stored, ticks: usize) -> Value {
-    let definition = &stored.definition;
-    let cadence = cadence(stored);
-    let mut upcoming = Vec::new();
-    if let (Some(cadence), Some(mut tick)) = (&cadence, stored.next) {
-        for _ in 0..ticks {
-            upcoming.push(local(Some(cadence), tick));
-            match cadence.next_after(tick) {
-                Some(next) => tick = next,
-                None => break,
-            }
-        }
-    }
-    json!({
-        "name": definition.name,
-        "cron": definition.cron,
-        "zone": definition.zone,
-        "topic": definition.topic,
-        "body": String::from_utf8_lossy(&definition.body),
-        "catch_up": definition.catch_up.word(),
-        "catch_up_window_seconds": definition.catch_up_window.as_secs(),
-        "overlap": definition.overlap.word(),
-        "source": stored.source.word(),
-        "paused": stored.paused_since.is_some(),
-        "next_ticks": upcoming,
-        "last_tick": stored.last_tick.map(|tick| local(cadence.as_ref(), tick)),
-        "last_job": stored.last_job.as_ref().map(|id| id.to_string()),
-        "fired": stored.fired,
-        "skipped": stored.skipped,
-        "missed": stored.missed,
-        "caught_up": stored.caught_up,
-        "runs": stored.runs,
-    })
 }
