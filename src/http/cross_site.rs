@@ -1,7 +1,7 @@
 //! What a page of another site could make a visitor's browser send, refused: a request naming a
 //! `Host` the daemon does not answer for (DNS rebinding: a name of the attacker's that resolves
 //! to this server), a request the browser says comes from another site (`Sec-Fetch-Site`, else
-//! `Origin`) that would act or load a page with form tokens, and a job API body of a type other
+//! `Origin`) that would act or load a page with form tokens, and an API body of a type other
 //! than JSON (a page may send text/plain, forms and multipart anywhere without asking). Clients
 //! that are not browsers (curl, Prometheus, the job API's clients) send none of these headers.
 
@@ -183,9 +183,10 @@ pub(super) async fn guard(
     next.run(request).await
 }
 
-/// Refuses a job API POST whose body is not said to be JSON (415): a page may send text/plain,
-/// a form or multipart to any site without asking first. A POST without a Content-Type is taken,
-/// as go-delay-queue's server took one (no browser sends a POST without it).
+/// Refuses a job or schedule API POST whose body is not said to be JSON (415): a page may send
+/// text/plain, a form or multipart to any site without asking first. A POST without a
+/// Content-Type is taken, as go-delay-queue's server took one (no browser sends a POST without
+/// it).
 pub(super) async fn json_only(request: Request, next: Next) -> Response {
     if request.method() == Method::POST
         && let Some(given) = request.headers().get(CONTENT_TYPE)
@@ -196,7 +197,7 @@ pub(super) async fn json_only(request: Request, next: Next) -> Response {
             return refuse(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 format!(
-                    "the job API takes JSON with Content-Type: application/json (or no \
+                    "the HTTP API takes JSON with Content-Type: application/json (or no \
                      Content-Type), not {given}"
                 ),
             );

@@ -1,5 +1,5 @@
-//! The HTTP server (`[http]`): go-delay-queue's job API and ours, Prometheus metrics, a health
-//! check and the console, served beside the mover on threads of its own and stopped with it
+//! The HTTP server (`[http]`): go-delay-queue's job API and ours, the schedule API, Prometheus
+//! metrics, a health check and the console, served beside the mover on threads of its own and stopped with it
 //! (requests in flight finish).
 
 mod auth;
@@ -12,6 +12,7 @@ mod jobs;
 mod pages;
 mod reply;
 mod request;
+mod schedules;
 mod server;
 mod state;
 
@@ -137,6 +138,7 @@ fn router(state: Arc<AppState>) -> Router {
     let request_limit = JSON_ESCAPE_FACTOR * max_body + REQUEST_SLACK;
     Router::new()
         .nest("/delay-queue/api/jobs", jobs::routes(&state))
+        .nest("/delay-queue/api/schedules", schedules::routes(&state))
         .route("/metrics", get(pages::metrics))
         .route("/healthz", get(pages::healthz))
         .merge(console::routes())

@@ -118,6 +118,9 @@ pub(super) async fn no_such_path(OriginalUri(uri): OriginalUri) -> Response {
 /// A method a path is not served by: 405, in the job API's shape.
 pub(super) async fn no_such_method(method: Method, OriginalUri(uri): OriginalUri) -> Response {
     let message = match uri.path() {
+        path if path.starts_with("/delay-queue/api/schedules/") => {
+            format!("{path} does not take a {method}: the schedule API takes a POST of JSON")
+        }
         path if path.starts_with("/delay-queue/") => {
             format!("{path} does not take a {method}: the job API takes a POST of JSON")
         }

@@ -20,6 +20,7 @@ mod pause;
 mod redis_trouble;
 mod running_as_a_service;
 mod schedules;
+mod schedules_http;
 mod sentinel;
 mod service;
 mod timer_loop;
