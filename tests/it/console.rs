@@ -14,8 +14,11 @@ use std::time::{Duration, Instant};
 
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Client, Nacked, Settings};
-use delayer_wire::keys::{JOB_POOL, PAUSED_PREFIX, dead_queue, field, job_bucket};
+use delayer_client::{CatchUp, Client, Definition, Nacked, Settings, Source};
+use delayer_wire::keys::{
+    JOB_POOL, PAUSED_PREFIX, SCHEDULE_PREFIX, dead_queue, field, job_bucket, ready_queue,
+};
+use delayer_wire::schedule::{parse_ms, tick_id};
 use support::http_client::{Answer, request, serving};
 use support::legacy_client::{self, Message};
 use support::{RedisServer, wait_for, wait_for_ready};
@@ -57,10 +60,9 @@ fn chromium(dir: &Path, url: &str, screenshot: Option<&Path>) -> String {
     chromium_with(dir, url, screenshot, &[])
 }
 
-/// As [`chromium`], with more of its flags.
+/// As [`chromium`], with more of its flags (after ours, so that they win: `--window-size`).
 fn chromium_with(dir: &Path, url: &str, screenshot: Option<&Path>, flags: &[&str]) -> String {
     let mut command = Command::new("chromium");
-    command.args(flags);
     command
         .args([
             "--headless",
@@ -74,7 +76,8 @@ fn chromium_with(dir: &Path, url: &str, screenshot: Option<&Path>, flags: &[&str
             "--user-data-dir={}",
             dir.join("chromium").display()
         ))
-        .arg("--window-size=1100,760");
+        .arg("--window-size=1100,760")
+        .args(flags);
     match screenshot {
         Some(path) => command.arg(format!("--screenshot={}", path.display())),
         None => command.arg("--dump-dom"),
@@ -101,9 +104,20 @@ fn chromium_with(dir: &Path, url: &str, screenshot: Option<&Path>, flags: &[&str
 /// The texts of the cells after the first of the table row whose first cell names `name` (a topic
 /// or an id, as the page shows it).
 fn row(dom: &str, name: &str) -> Vec<String> {
+    cells_after(dom, &format!(">{name}</a></td>"))
+}
+
+/// The texts of the cells after the first of the schedules' page row of schedule `name`.
+fn schedule_row(dom: &str, name: &str) -> Vec<String> {
+    cells_after(dom, &format!("<tr><td>{name}</td>"))
+}
+
+/// The contents of the cells after `first` (the end of a row's first cell) up to the row's end.
+fn cells_after(dom: &str, first: &str) -> Vec<String> {
     let start = dom
-        .find(&format!(">{name}</a></td>"))
-        .unwrap_or_else(|| panic!("no row for {name}: {dom}"));
+        .find(first)
+        .unwrap_or_else(|| panic!("no row for {first}: {dom}"))
+        + first.len();
     let end = start + dom[start..].find("</tr>").unwrap();
     dom[start..end]
         .split("<td")
@@ -586,5 +600,299 @@ async fn while_redis_does_not_answer_the_overview_says_so_and_shows_no_zeros() {
         "{page}"
     );
     assert!(!page.contains("<dt>waiting</dt>"), "{page}");
+    daemon.stop();
+}
+
+/// The ids of schedule `name`'s jobs in the pool or on topic `topic`'s ready list, read at once.
+async fn jobs_of(
+    redis: &mut MultiplexedConnection,
+    topic: &str,
+    name: &str,
+) -> std::collections::BTreeSet<String> {
+    let (pooled, ready): (Vec<String>, Vec<String>) = delayer_client::redis::pipe()
+        .atomic()
+        .zrange(JOB_POOL, 0, -1)
+        .lrange(ready_queue(topic), 0, -1)
+        .query_async(redis)
+        .await
+        .unwrap();
+    let prefix = format!("{name}@");
+    pooled
+        .into_iter()
+        .chain(ready)
+        .filter(|id| id.starts_with(&prefix))
+        .collect()
+}
+
+/// Field `field` of schedule `name`'s hash.
+async fn schedule_field(
+    redis: &mut MultiplexedConnection,
+    name: &str,
+    field: &str,
+) -> Option<String> {
+    redis
+        .hget(format!("{SCHEDULE_PREFIX}{name}"), field)
+        .await
+        .unwrap()
+}
+
+/// Count `field` of schedule `name`'s hash (0 until it counts).
+async fn schedule_count(redis: &mut MultiplexedConnection, name: &str, field: &str) -> u64 {
+    schedule_field(redis, name, field)
+        .await
+        .map_or(0, |count| count.parse().unwrap())
+}
+
+/// Redis's clock, unix ms.
+async fn redis_ms(redis: &mut MultiplexedConnection) -> i64 {
+    let (seconds, micros): (i64, i64) = delayer_client::redis::cmd("TIME")
+        .query_async(redis)
+        .await
+        .unwrap();
+    seconds * 1000 + micros / 1000
+}
+
+#[tokio::test]
+async fn the_schedules_page_in_a_browser_shows_ticks_in_each_zone_and_its_forms_pause_resume_and_run()
+ {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "schedules", "");
+    let client = Client::connect(server.info()).await.unwrap();
+    let mut morning = Definition::new("tokyo-morning", "0 9 * * *", "report");
+    morning.zone = "Asia/Tokyo".into();
+    morning.body = b"r".to_vec();
+    // Every second, on Tokyo's clock; one job for the ticks missed while paused.
+    let mut beat = Definition::new("beat", "* * * * * *", "beat");
+    beat.zone = "Asia/Tokyo".into();
+    beat.body = b"b".to_vec();
+    beat.catch_up = CatchUp::Latest;
+    for definition in [&morning, &beat] {
+        client.save_schedule(definition, Source::Api).await.unwrap();
+    }
+    wait_for_ready(&redis, "beat", 1).await;
+    let url = |path: &str| format!("http://{http}{path}");
+    let dir = server.dir();
+
+    // Every schedule, its next ticks in its own zone, with the offset.
+    let page = chromium(dir, &url("/schedules"), None);
+    let row = schedule_row(&page, "tokyo-morning");
+    assert_eq!(
+        row[..3],
+        [
+            "<code>0 9 * * *</code>",
+            "Asia/Tokyo",
+            "<a href=\"/topic?name=report\">report</a>"
+        ],
+        "{page}"
+    );
+    let ticks: Vec<&str> = row[3].split("<br>").collect();
+    assert!(
+        ticks.len() == 3 && ticks.iter().all(|tick| tick.ends_with("T09:00:00+09:00")),
+        "{row:?}"
+    );
+    let beat_row = schedule_row(&page, "beat");
+    assert!(
+        beat_row[3]
+            .split("<br>")
+            .all(|tick| tick.ends_with("+09:00")),
+        "{beat_row:?}"
+    );
+    assert!(
+        beat_row[5].contains("<a href=\"/job?id=beat%40"),
+        "{beat_row:?}"
+    );
+    assert_eq!(beat_row[10], "active", "{beat_row:?}");
+    let act = &beat_row[11];
+    assert!(
+        act.contains("action=\"/actions/pause-schedule\"")
+            && act.contains("name=\"name\" value=\"beat\""),
+        "{act}"
+    );
+
+    // The rules of every action: a POST of a form of this console, from this site.
+    let token = field(&page, "form_token").to_string();
+    let fields = format!("form_token={token}&name=beat");
+    let origin = format!("http://{http}");
+    let from_page = [
+        ("Origin", origin.as_str()),
+        ("Sec-Fetch-Site", "same-origin"),
+    ];
+    let get = request(&http, "GET", "/actions/pause-schedule?name=beat", &[], b"");
+    let forged = submit(&http, "/actions/pause-schedule", "name=beat", &from_page);
+    let elsewhere = [("Sec-Fetch-Site", "cross-site")];
+    let cross = submit(&http, "/actions/pause-schedule", &fields, &elsewhere);
+    assert_eq!((get.status, forged.status, cross.status), (405, 403, 403));
+    assert_eq!(schedule_field(&mut redis, "beat", "paused").await, None);
+
+    // Pause from the page: no job for three ticks.
+    let paused = submit(&http, "/actions/pause-schedule", &fields, &from_page);
+    assert_eq!(
+        paused.header("location"),
+        Some("/schedules?done=schedule-paused"),
+        "{}",
+        paused.body
+    );
+    assert!(schedule_field(&mut redis, "beat", "paused").await.is_some());
+    let next = schedule_field(&mut redis, "beat", "next").await.unwrap();
+    let next_tick = parse_ms(&next).unwrap();
+    let fired = schedule_count(&mut redis, "beat", "fired").await;
+    let before = jobs_of(&mut redis, "beat", "beat").await;
+    // Each would have been claimed half a second ahead.
+    wait_for(Duration::from_secs(20), "three ticks to pass", || {
+        let mut redis = redis.clone();
+        async move { (redis_ms(&mut redis).await > next_tick + 2_500).then_some(()) }
+    })
+    .await;
+    assert_eq!(jobs_of(&mut redis, "beat", "beat").await, before);
+    assert_eq!(schedule_count(&mut redis, "beat", "fired").await, fired);
+    assert_eq!(schedule_field(&mut redis, "beat", "next").await, Some(next));
+    let page = chromium(dir, &url("/schedules?done=schedule-paused"), None);
+    assert!(page.contains("no daemon claims its ticks"), "{page}");
+    let beat_row = schedule_row(&page, "beat");
+    assert!(
+        beat_row[10].starts_with("<b>paused</b> since ") && beat_row[10].ends_with("+09:00"),
+        "{beat_row:?}"
+    );
+    assert!(
+        beat_row[11].contains("action=\"/actions/resume-schedule\""),
+        "{beat_row:?}"
+    );
+
+    // Resume from the page: under catch_up = latest, the claim that follows pushes one job for
+    // the ticks missed (the latest of them, due already), none for the others; then a job a tick.
+    let caught_up = schedule_count(&mut redis, "beat", "caught_up").await;
+    let missed = schedule_count(&mut redis, "beat", "missed").await;
+    let resumed_at = redis_ms(&mut redis).await;
+    let resumed = submit(&http, "/actions/resume-schedule", &fields, &from_page);
+    assert_eq!(
+        resumed.header("location"),
+        Some("/schedules?done=schedule-resumed"),
+        "{}",
+        resumed.body
+    );
+    let seen_at = wait_for(
+        Duration::from_secs(10),
+        "the missed ticks caught up",
+        || {
+            let mut redis = redis.clone();
+            async move {
+                let now = redis_ms(&mut redis).await;
+                let count = schedule_count(&mut redis, "beat", "caught_up").await;
+                (count > caught_up).then_some(now)
+            }
+        },
+    )
+    .await;
+    // Ticks next_tick, +1 s and +2 s at least passed while paused: one caught up, the rest missed.
+    assert!(schedule_count(&mut redis, "beat", "missed").await >= missed + 2);
+    let jobs = jobs_of(&mut redis, "beat", "beat").await;
+    let first = (next_tick..seen_at)
+        .step_by(1000)
+        .find(|&tick| jobs.contains(&tick_id("beat", tick).to_string()))
+        .unwrap_or_else(|| panic!("no job for a tick since the pause: {jobs:?}"));
+    assert!(
+        first >= resumed_at - 1000,
+        "a job for tick {first}, missed before the resume at {resumed_at}: {jobs:?}"
+    );
+    let late: Option<String> = redis
+        .hget(job_bucket(tick_id("beat", first)), "delay")
+        .await
+        .unwrap();
+    assert_eq!(late.as_deref(), Some("0.000"), "pushed after its tick");
+    let on_time = tick_id("beat", first + 2000).to_string();
+    wait_for(Duration::from_secs(10), "a tick after the resume", || {
+        let mut redis = redis.clone();
+        let bucket = job_bucket(&on_time);
+        async move { redis.exists::<_, bool>(bucket).await.unwrap().then_some(()) }
+    })
+    .await;
+
+    // Run now: the schedule's job, pushed once, shows as its last job, with its state.
+    let fields = format!("form_token={token}&name=tokyo-morning");
+    let run = submit(&http, "/actions/run-schedule", &fields, &from_page);
+    assert_eq!(
+        run.header("location"),
+        Some("/schedules?done=schedule-run"),
+        "{}",
+        run.body
+    );
+    assert_eq!(
+        schedule_field(&mut redis, "tokyo-morning", "runs")
+            .await
+            .as_deref(),
+        Some("1")
+    );
+    let last_job = schedule_field(&mut redis, "tokyo-morning", "last_job")
+        .await
+        .unwrap();
+    assert!(last_job.ends_with("/run"), "{last_job}");
+    wait_for_ready(&redis, "report", 1).await;
+    let page = chromium(dir, &url("/schedules"), None);
+    let row = schedule_row(&page, "tokyo-morning");
+    assert!(
+        row[5].contains(&format!(">{last_job}</a> (ready)")),
+        "{row:?}"
+    );
+
+    if let Some(shots) = std::env::var_os("DELAYER_SCREENSHOTS") {
+        // Its table is wider than the other pages.
+        let shot = Path::new(&shots).join("console-schedules.png");
+        let wide = ["--window-size=1500,420"];
+        chromium_with(dir, &url("/schedules"), Some(&shot), &wide);
+    }
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn with_a_token_the_schedules_page_shows_no_forms_and_its_actions_want_a_login() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "guarded-schedules", "token = s3cret");
+    let client = Client::connect(server.info()).await.unwrap();
+    let definition = Definition::new("nightly", "0 3 * * *", "report");
+    client
+        .save_schedule(&definition, Source::Api)
+        .await
+        .unwrap();
+
+    let page = request(&http, "GET", "/schedules", &[], b"");
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("<td>nightly</td>"), "{}", page.body);
+    assert!(
+        !page.body.contains("-schedule\""),
+        "no forms: {}",
+        page.body
+    );
+    for action in ["pause-schedule", "resume-schedule", "run-schedule"] {
+        let path = format!("/actions/{action}");
+        let refused = submit(&http, &path, "name=nightly&form_token=00ff", &[]);
+        assert_eq!(refused.status, 401, "{action}: {}", refused.body);
+    }
+    assert_eq!(schedule_field(&mut redis, "nightly", "paused").await, None);
+    assert_eq!(schedule_field(&mut redis, "nightly", "runs").await, None);
+
+    let session = log_in(&http, "s3cret");
+    let with_session = [("Cookie", session.as_str())];
+    let page = request(&http, "GET", "/schedules", &with_session, b"").body;
+    let token = field(&page, "form_token").to_string();
+    let no_token = submit(
+        &http,
+        "/actions/pause-schedule",
+        "name=nightly",
+        &with_session,
+    );
+    assert_eq!(no_token.status, 403, "{}", no_token.body);
+    let fields = format!("name=nightly&form_token={token}");
+    let paused = submit(&http, "/actions/pause-schedule", &fields, &with_session);
+    assert_eq!(paused.status, 303, "{}", paused.body);
+    assert!(
+        schedule_field(&mut redis, "nightly", "paused")
+            .await
+            .is_some()
+    );
+    let fields = format!("name=nope&form_token={token}");
+    let unknown = submit(&http, "/actions/run-schedule", &fields, &with_session);
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
     daemon.stop();
 }

@@ -1,5 +1,6 @@
 //! The console's actions (`/actions/...`), each a POST form that comes back to a page with what
-//! it did: requeue or delete dead jobs, remove a waiting one, pause or resume a topic.
+//! it did: requeue or delete dead jobs, remove a waiting one, pause or resume a topic, and pause,
+//! resume or run a schedule.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use delayer_client::{Error, Removed};
+use delayer_client::{Changed, Error, Removed};
 
 use super::fields::name_in;
 use super::layout::{problem, see_other};
@@ -39,6 +40,15 @@ pub(super) fn said(fields: &HashMap<String, String>) -> Option<String> {
             "The topic is resumed: {} jobs that fell due meanwhile move now.",
             count.unwrap_or(0)
         ),
+        "schedule-paused" => {
+            "The schedule is paused: no daemon claims its ticks until it is resumed.".into()
+        }
+        "schedule-was-paused" => "The schedule was paused already.".into(),
+        "schedule-resumed" => {
+            "The schedule is resumed: the ticks it missed go by its catch-up policy.".into()
+        }
+        "schedule-was-active" => "The schedule was not paused.".into(),
+        "schedule-run" => "The schedule's job is pushed, due now: it is the last job below.".into(),
         _ => return None,
     })
 }
@@ -164,6 +174,70 @@ pub(super) async fn resume(
         let count = state.client.resume(&topic).await.map_err(failed)?;
         let page = query("name", "base64", &topic);
         Ok(format!("/topic?{page}&done=resumed&count={count}"))
+    })
+    .await
+}
+
+/// The schedule named by a form's `name` (or `name_base64`).
+fn schedule_in(fields: &mut HashMap<String, String>) -> Result<String, (StatusCode, String)> {
+    let name = name_in(fields, "name", "name_base64").map_err(bad)?;
+    String::from_utf8(name).map_err(|_| bad("a schedule's name is text".into()))
+}
+
+/// Where a change of a schedule comes back to: the schedules' page saying `done` or `already`;
+/// a 404 for no such schedule.
+fn changed(
+    changed: Changed,
+    name: String,
+    done: &str,
+    already: &str,
+) -> Result<String, (StatusCode, String)> {
+    match changed {
+        Changed::Done => Ok(format!("/schedules?done={done}")),
+        Changed::Already => Ok(format!("/schedules?done={already}")),
+        Changed::Gone => Err(failed(Error::UnknownSchedule(name))),
+    }
+}
+
+/// Pauses a schedule: no daemon claims its ticks until it is resumed.
+pub(super) async fn pause_schedule(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    act(&state, &headers, &body, async |mut fields| {
+        let name = schedule_in(&mut fields)?;
+        let done = state.client.pause_schedule(&name).await.map_err(failed)?;
+        changed(done, name, "schedule-paused", "schedule-was-paused")
+    })
+    .await
+}
+
+/// Resumes a schedule from the tick it was paused at: the ticks it missed go by its catch-up
+/// policy.
+pub(super) async fn resume_schedule(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    act(&state, &headers, &body, async |mut fields| {
+        let name = schedule_in(&mut fields)?;
+        let done = state.client.resume_schedule(&name).await.map_err(failed)?;
+        changed(done, name, "schedule-resumed", "schedule-was-active")
+    })
+    .await
+}
+
+/// Pushes a schedule's job once now, outside its ticks.
+pub(super) async fn run_schedule(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    act(&state, &headers, &body, async |mut fields| {
+        let name = schedule_in(&mut fields)?;
+        state.client.run_schedule(&name).await.map_err(failed)?;
+        Ok("/schedules?done=schedule-run".into())
     })
     .await
 }

@@ -1,7 +1,7 @@
-//! The frame of every page (the header with the search box, the warnings, the style sheet, the
-//! overview's one script) and how pages go out: with the headers every page has, as a problem,
-//! or as a redirect. No asset from another host: the pages work offline and without JavaScript
-//! (the script only spares the overview a reload).
+//! The frame of every page (the header with the link to the schedules and the search box, the
+//! warnings, the style sheet, the overview's one script) and how pages go out: with the headers
+//! every page has, as a problem, or as a redirect. No asset from another host: the pages work
+//! offline and without JavaScript (the script only spares the overview a reload).
 
 use std::sync::LazyLock;
 
@@ -23,7 +23,7 @@ header{background:#243447;color:#fff;padding:.5em 2em;display:flex;gap:2em;align
 header a{color:#fff}main{padding:1em 2em}table{border-collapse:collapse;margin:.5em 0}\
 td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}td.n,th.n{text-align:right}\
 .bad{color:#b00}.warn{background:#fff3cd;padding:.5em 2em}.said{background:#d1e7dd;padding:.5em 2em}\
-form.inline{display:inline}pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap;word-break:break-all}\
+form.inline{display:inline}.nw{white-space:nowrap}pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap;word-break:break-all}\
 dl{display:grid;grid-template-columns:max-content auto;gap:0 1em;margin:0}dt{font-weight:bold}dd{margin:0}\
 h1{font-size:1.4em;margin:.3em 0}h2{font-size:1.1em;margin:1em 0 .3em}.cards{display:flex;gap:3em;flex-wrap:wrap}";
 
@@ -51,7 +51,8 @@ static POLICY: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// A whole page: the header with the search box, the warnings, what an action said, `main`.
+/// A whole page: the header with the link to the schedules and the search box, the warnings,
+/// what an action said, `main`.
 pub(super) fn page(
     title: &str,
     viewer: &Viewer,
@@ -74,6 +75,7 @@ pub(super) fn page(
             body {
                 header {
                     a href="/" { b { "delayer" } }
+                    a href="/schedules" { "Schedules" }
                     form method="get" action="/job" {
                         input type="search" name="id" placeholder="job id" aria-label="job id";
                         " " button { "Find" }

@@ -1,0 +1,234 @@
+//! The schedules' page (`/schedules`): every schedule with its next ticks in its own zone, its
+//! last tick and job, its counts, whether it is paused, and (to those who may act) pause, resume
+//! and run now.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
+use delayer_client::schedule::Cadence;
+use delayer_client::{State as JobState, Stored};
+use delayer_wire::keys::Placement;
+use futures_util::StreamExt;
+use maud::{Markup, html};
+
+use super::actions::said;
+use super::fields::fields;
+use super::forms::{named_field, token_field};
+use super::layout::{self, problem, respond};
+use super::links::{job_link, topic_link};
+use super::viewer::{Viewer, viewer};
+use crate::http::reply::status_of;
+use crate::http::state::AppState;
+use crate::text::schedule::{cadence, local, upcoming};
+
+/// The next ticks a row shows.
+const TICKS_SHOWN: usize = 3;
+/// Last jobs looked up at once.
+const LOOKUPS_AT_ONCE: usize = 16;
+
+pub(super) async fn show(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let (viewer, _) = viewer(&state, &headers).await;
+    let said = said(&fields(uri.query().unwrap_or_default().as_bytes()));
+    match rows(&state).await {
+        Ok(rows) => respond(
+            StatusCode::OK,
+            layout::page(
+                "Schedules",
+                &viewer,
+                said.as_deref(),
+                false,
+                render(&rows, &viewer),
+            ),
+        ),
+        Err(error) => problem(status_of(&error), &viewer, &error.to_string(), "/"),
+    }
+}
+
+/// A schedule as its row shows it.
+struct Row {
+    stored: Stored,
+    cadence: Option<Cadence>,
+    /// The state of its last job, when it is cheap to know (see [`rows`]).
+    last_job: Option<JobState>,
+}
+
+/// Every schedule, with its last job's state. In the cluster layout that state is left to the
+/// job's page: finding a job by id alone there asks every topic.
+async fn rows(state: &AppState) -> delayer_client::Result<Vec<Row>> {
+    let schedules = state.client.schedules().await?;
+    let look_up = state.client.settings().layout.placement == Placement::Shared;
+    let rows = futures_util::stream::iter(schedules)
+        .map(|stored| async move {
+            let last_job = match &stored.last_job {
+                // Without the body: the page never shows it.
+                Some(id) if look_up => state.client.get_up_to(id, 0).await.ok(),
+                _ => None,
+            };
+            Row {
+                cadence: cadence(&stored),
+                last_job: last_job.map(|info| info.state),
+                stored,
+            }
+        })
+        .buffered(LOOKUPS_AT_ONCE)
+        .collect()
+        .await;
+    Ok(rows)
+}
+
+fn render(rows: &[Row], viewer: &Viewer) -> Markup {
+    html! {
+        h1 { "Schedules" }
+        @if rows.is_empty() {
+            p { "No schedules. Define them in delayer.conf (a [schedule.NAME] section each), with "
+                code { "delayer schedule add" } ", or with the HTTP API." }
+        } @else {
+            p { "Times are in each schedule's own zone (an " code { "every" } " schedule's in UTC)." }
+            table {
+                tr {
+                    th { "name" } th { "cron" } th { "zone" } th { "topic" } th { "next ticks" }
+                    th { "last tick" } th { "last job" } th.n { "fired" } th.n { "skipped" }
+                    th.n { "missed" } th.n { "caught up" } th { "state" }
+                    @if viewer.authorized { th { "act" } }
+                }
+                @for row in rows { (row_of(row, viewer)) }
+            }
+        }
+    }
+}
+
+fn row_of(row: &Row, viewer: &Viewer) -> Markup {
+    let stored = &row.stored;
+    let definition = &stored.definition;
+    let local = |tick: i64| local(row.cadence.as_ref(), tick);
+    html! {
+        tr {
+            td { (definition.name) }
+            td.nw { code { (definition.cron) } }
+            td { (definition.zone) }
+            td { (topic_link(&definition.topic.as_str().into())) }
+            td.nw {
+                @if stored.paused_since.is_some() {
+                    "—"
+                } @else {
+                    @for (index, tick) in upcoming(stored, row.cadence.as_ref(), TICKS_SHOWN).into_iter().enumerate() {
+                        @if index > 0 { br; }
+                        (local(tick))
+                    }
+                }
+            }
+            td.nw { (stored.last_tick.map_or_else(|| "—".into(), local)) }
+            td {
+                @if let Some(id) = &stored.last_job {
+                    (job_link(id))
+                    @if let Some(state) = row.last_job { " (" (state.name()) ")" }
+                } @else { "—" }
+            }
+            td.n { (stored.fired) }
+            td.n { (stored.skipped) }
+            td.n { (stored.missed) }
+            td.n { (stored.caught_up) }
+            td {
+                @if let Some(since) = stored.paused_since {
+                    b { "paused" } " since " (local((since * 1000.0) as i64))
+                } @else { "active" }
+            }
+            @if viewer.authorized { td { (schedule_forms(viewer, stored)) } }
+        }
+    }
+}
+
+/// A schedule's buttons: pause or resume it, and run it now.
+fn schedule_forms(viewer: &Viewer, stored: &Stored) -> Markup {
+    let (action, label) = match stored.paused_since {
+        Some(_) => ("resume-schedule", "Resume"),
+        None => ("pause-schedule", "Pause"),
+    };
+    html! {
+        @for (action, label) in [(action, label), ("run-schedule", "Run now")] {
+            form.inline method="post" action={ "/actions/" (action) } {
+                (token_field(viewer))
+                (named_field("name", "name_base64", stored.definition.name.as_bytes()))
+                button { (label) }
+            }
+            " "
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Row, render};
+    use crate::http::console::viewer::Viewer;
+    use crate::text::schedule::cadence;
+    use delayer_client::{Definition, Source, Stored};
+
+    fn page(authorized: bool, paused: bool) -> String {
+        // A topic's name may be markup (a name may not).
+        let mut definition = Definition::new("n", "0 9 * * *", "<i>t</i>");
+        definition.zone = "Asia/Tokyo".into();
+        let stored = Stored {
+            definition,
+            source: Source::Api,
+            version: 1,
+            // 2026-11-27T00:00:00Z.
+            next: Some(1_795_737_600_000),
+            paused_since: paused.then_some(1_795_700_000.0),
+            last_tick: Some(1_795_651_200_000),
+            last_job: Some("n@2026-11-26T00:00:00Z".into()),
+            fired: 4,
+            skipped: 0,
+            missed: 2,
+            caught_up: 1,
+            runs: 0,
+        };
+        let row = Row {
+            cadence: cadence(&stored),
+            last_job: Some(delayer_client::State::Ready),
+            stored,
+        };
+        let viewer = Viewer {
+            guarded: true,
+            authorized,
+            form_token: "ft".into(),
+        };
+        render(&[row], &viewer).into_string()
+    }
+
+    #[test]
+    fn a_row_shows_ticks_in_the_schedules_zone_escaped_and_forms_only_to_those_who_may_act() {
+        let active = page(true, false);
+        assert!(
+            active.contains("2026-11-27T09:00:00+09:00<br>2026-11-28T09:00:00+09:00<br>"),
+            "{active}"
+        );
+        assert!(active.contains("2026-11-26T09:00:00+09:00"), "{active}");
+        assert!(
+            active.contains("n@2026-11-26T00:00:00Z</a> (ready)"),
+            "{active}"
+        );
+        assert!(
+            active.contains("&lt;i&gt;t&lt;/i&gt;</a>") && !active.contains("<i>"),
+            "{active}"
+        );
+        assert!(
+            active.contains("action=\"/actions/pause-schedule\"")
+                && active.contains("action=\"/actions/run-schedule\"")
+                && active.contains("value=\"ft\""),
+            "{active}"
+        );
+        let paused = page(true, true);
+        assert!(
+            paused.contains("action=\"/actions/resume-schedule\"")
+                && paused.contains("<b>paused</b> since 2026-11-26T22:33:20+09:00"),
+            "{paused}"
+        );
+        assert!(!page(false, false).contains("<form"));
+    }
+}
