@@ -784,15 +784,16 @@ async fn the_schedules_page_in_a_browser_shows_ticks_in_each_zone_and_its_forms_
         },
     )
     .await;
-    // Ticks next_tick, +1 s and +2 s at least passed while paused: one caught up, the rest missed.
-    assert!(schedule_count(&mut redis, "beat", "missed").await >= missed + 2);
+    // Ticks next_tick and +1 s at least were missed while paused (a tick within a second of the
+    // claim is late, not missed): the latest caught up, the rest counted missed.
+    assert!(schedule_count(&mut redis, "beat", "missed").await > missed);
     let jobs = jobs_of(&mut redis, "beat", "beat").await;
     let first = (next_tick..seen_at)
         .step_by(1000)
         .find(|&tick| jobs.contains(&tick_id("beat", tick).to_string()))
         .unwrap_or_else(|| panic!("no job for a tick since the pause: {jobs:?}"));
     assert!(
-        first >= resumed_at - 1000,
+        first >= resumed_at - 2000,
         "a job for tick {first}, missed before the resume at {resumed_at}: {jobs:?}"
     );
     let late: Option<String> = redis

@@ -236,24 +236,25 @@ async fn ticks_missed_while_every_daemon_was_stopped_go_by_the_catch_up_policy()
             .chain(&pool)
             .filter(|id| id.starts_with(&format!("{name}@")))
             .map(|id| tick_of(id))
-            .filter(|tick| (stopped_at[name]..restart).contains(tick))
+            // Within a second of the restart, a tick is late, not missed.
+            .filter(|tick| (stopped_at[name]..restart - 1000).contains(tick))
             .collect();
         missed_jobs.insert(name, ticks);
     }
-    let passed = |name: &str| (restart - stopped_at[name]) / 1000;
-    assert!(passed("all") >= 10);
+    let passed = |name: &str| (restart - 1000 - stopped_at[name]) / 1000;
+    assert!(passed("all") >= 9);
     assert_eq!(missed_jobs["skip"].len(), 0, "{missed_jobs:?}");
     assert_eq!(missed_jobs["latest"].len(), 1, "{missed_jobs:?}");
     assert!(
-        *missed_jobs["latest"].first().unwrap() >= restart - 1000,
+        *missed_jobs["latest"].first().unwrap() >= restart - 2000,
         "the latest"
     );
     let all = &missed_jobs["all"];
     assert!(all.len() as i64 >= passed("all"), "{all:?}");
     let window = &missed_jobs["window"];
-    assert!((4..=6).contains(&window.len()), "{window:?}");
+    assert!((3..=5).contains(&window.len()), "{window:?}");
     assert!(
-        window.iter().all(|tick| *tick >= restart - 6000),
+        window.iter().all(|tick| *tick >= restart - 5000),
         "{window:?}"
     );
     let missed: String = redis.hget("delayer:schedule:skip", "missed").await.unwrap();

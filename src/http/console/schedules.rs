@@ -89,7 +89,7 @@ fn render(rows: &[Row], viewer: &Viewer) -> Markup {
             p { "No schedules. Define them in delayer.conf (a [schedule.NAME] section each), with "
                 code { "delayer schedule add" } ", or with the HTTP API." }
         } @else {
-            p { "Times are in each schedule's own zone (an " code { "every" } " schedule's in UTC)." }
+            p { "Times are in each schedule's own zone." }
             table {
                 tr {
                     th { "name" } th { "cron" } th { "zone" } th { "topic" } th { "next ticks" }

@@ -111,8 +111,7 @@ impl Client {
                     wake(next);
                     continue;
                 }
-                Overlap::Skip => now - CLAIM_LATE_MS,
-                Overlap::Allow => now,
+                Overlap::Skip | Overlap::Allow => now - CLAIM_LATE_MS,
             };
             let Some(plan) = plan::plan(&known.definition, &known.cadence, next, now, on_time_from)
             else {

@@ -25,8 +25,9 @@ const MAX_STEPS: usize = 100_000;
 pub enum Cadence {
     /// A cron expression, its times local to `zone`.
     Cron { cron: Box<Cron>, zone: Tz },
-    /// Every this many milliseconds, counted from the unix epoch.
-    Every(i64),
+    /// Every `period` milliseconds, counted from the unix epoch; `zone` only says how its times
+    /// are shown.
+    Every { period: i64, zone: Tz },
 }
 
 /// Why an expression or a zone cannot be used, in words.
@@ -57,7 +58,7 @@ impl Cadence {
                      1h30m or 1d"
                 ))
             })?;
-            Cadence::Every(ms)
+            Cadence::Every { period: ms, zone }
         } else {
             let parsed = CronParser::builder()
                 .seconds(Seconds::Optional)
@@ -88,7 +89,7 @@ impl Cadence {
     /// before the year 5000).
     pub fn next_after(&self, after: i64) -> Option<i64> {
         match self {
-            Cadence::Every(period) => Some((after.div_euclid(*period) + 1) * period),
+            Cadence::Every { period, .. } => Some((after.div_euclid(*period) + 1) * period),
             Cadence::Cron { cron, zone } => {
                 // Whole seconds: croner steps on from the second `after` is in.
                 let mut from = zone.timestamp_opt(after.div_euclid(1000), 0).single()?;
@@ -107,15 +108,12 @@ impl Cadence {
         }
     }
 
-    /// `tick` as a time in this cadence's zone (UTC for `every`).
+    /// `tick` as a time in this cadence's zone.
     pub fn local(&self, tick: i64) -> Option<DateTime<Tz>> {
-        let zone = match self {
-            Cadence::Cron { zone, .. } => *zone,
-            Cadence::Every(_) => Tz::UTC,
-        };
+        let (Cadence::Cron { zone, .. } | Cadence::Every { zone, .. }) = self;
         Utc.timestamp_millis_opt(tick)
             .single()
-            .map(|time| time.with_timezone(&zone))
+            .map(|time| time.with_timezone(zone))
     }
 }
 

@@ -30,8 +30,9 @@ pub const MOST_BETWEEN_LOOKS_MS: i64 = 1000;
 /// this long after it is written: a daemon that looks again only a second later still claims it
 /// ahead of its time.
 pub const FIRST_TICK_AFTER_MS: i64 = CLAIM_AHEAD_MS + MOST_BETWEEN_LOOKS_MS;
-/// How late a schedule whose overlap policy is `skip` may be claimed and still be on time: its
-/// tick is claimed at its time, not ahead, to see whether the last job is still there.
+/// How late a tick may be claimed and still be on time (pushed, not missed): a daemon held up for
+/// a moment loses no tick. A schedule whose overlap policy is `skip` is claimed at its time, not
+/// ahead, to see whether the last job is still there.
 pub const CLAIM_LATE_MS: i64 = 1000;
 
 /// The fields of a schedule's hash: its definition's, then its state's.

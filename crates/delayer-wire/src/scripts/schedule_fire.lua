@@ -77,7 +77,9 @@ for i = 4, #KEYS do
   -- An id that exists was pushed already (a run's in the same millisecond): never twice.
   if redis.call('EXISTS', bucket) == 0 then
     local wait = math.max(tonumber(due) - now, 0)
-    redis.call('HSET', bucket, 'topic', topic, 'body', body, 'due', due, 'delay', string.format('%.3f', wait))
+    -- An empty body would read as an expired job to the legacy clients: the id stands in.
+    redis.call('HSET', bucket, 'topic', topic, 'body', body ~= '' and body or id, 'due', due,
+      'delay', string.format('%.3f', wait))
     redis.call('EXPIRE', bucket, math.max(math.ceil(wait + lifetime), 1))
     redis.call('ZADD', pool, due, id)
     pushed = pushed + 1
