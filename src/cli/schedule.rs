@@ -216,7 +216,8 @@ fn local(cadence: Option<&Cadence>, tick: i64) -> String {
     }
 }
 
-fn next_text(stored: &Stored) -> String {
+/// The next tick in the schedule's zone, or why there is none.
+pub(super) fn next_text(stored: &Stored) -> String {
     match stored.next {
         _ if stored.paused_since.is_some() => "paused".to_string(),
         Some(next) => local(cadence(stored).as_ref(), next),
@@ -225,7 +226,7 @@ fn next_text(stored: &Stored) -> String {
 }
 
 /// A schedule as JSON, with its next `ticks` ticks in its zone.
-fn to_json(stored: &Stored, ticks: usize) -> Value {
+pub(super) fn to_json(stored: &Stored, ticks: usize) -> Value {
     let definition = &stored.definition;
     let cadence = cadence(stored);
     let mut upcoming = Vec::new();

@@ -1,15 +1,22 @@
-//! What `/metrics` tells of schedules: the counts each schedule's hash holds (summed over every
-//! daemon by the fire script), its next tick, its pause.
+//! What `/metrics` and `delayer stats` tell of schedules: the counts each schedule's hash holds
+//! (summed over every daemon by the fire script), its next tick, its pause; and nothing new where
+//! there are no schedules.
 
 use crate::support;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use delayer_client::redis::{self, aio::MultiplexedConnection};
-use delayer_client::{CatchUp, Client, Definition, Overlap, Source, Stored};
-use support::http_client::{promtool_check, request, samples, serving};
-use support::{RedisServer, wait_for, wait_until_sync};
+use delayer_client::{CatchUp, Client, Definition, Layout, Overlap, Source, Stored};
+use delayer_testkit::cluster::RedisCluster;
+use serde_json::Value;
+use support::http_client::{http_address, promtool_check, request, samples, serving};
+use support::{
+    Daemon, DaemonSetup, RedisServer, delayer_succeeds, read, wait_for, wait_until_sync,
+};
+
+use crate::cluster::cluster_config;
 
 /// Redis's clock, unix ms: what decides every tick.
 async fn redis_now(redis: &mut MultiplexedConnection) -> i64 {
@@ -162,5 +169,172 @@ async fn metrics_give_each_schedules_counts_next_tick_and_pause_as_redis_holds_t
         "{metrics:?}"
     );
     promtool_check(&request(&http, "GET", "/metrics", &[], b"").body);
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn stats_lists_the_schedules_only_when_there_are_any() {
+    let server = RedisServer::start();
+    let client = Client::connect(server.info()).await.unwrap();
+    let (cli, _) = server.daemon_config("cli", "");
+
+    // A drop-in install prints what it always did.
+    let table = delayer_succeeds(&cli, &["stats"]);
+    assert!(
+        table.starts_with("jobs waiting: 0 (0 due now), next due: none\ntopic "),
+        "{table}"
+    );
+    assert_eq!(table.lines().count(), 2, "{table}");
+    let json: Value = serde_json::from_str(&delayer_succeeds(&cli, &["stats", "--json"])).unwrap();
+    let mut keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["due_now", "next_due", "topics", "waiting"]);
+
+    delayer_succeeds(
+        &cli,
+        &[
+            "schedule",
+            "add",
+            "nightly",
+            "--cron",
+            "0 3 * * *",
+            "--zone",
+            "Europe/Paris",
+            "--topic",
+            "report",
+        ],
+    );
+    // Nobody pops "reminders": after the first tick, each is skipped.
+    delayer_succeeds(
+        &cli,
+        &[
+            "schedule",
+            "add",
+            "sweep",
+            "--cron",
+            "every 1s",
+            "--topic",
+            "reminders",
+            "--overlap",
+            "skip",
+        ],
+    );
+    let (config, _logs) = server.daemon_config("daemon", "");
+    let daemon = Daemon::start(&config);
+    wait_for(
+        Duration::from_secs(15),
+        "two ticks of sweep skipped",
+        || {
+            let client = client.clone();
+            async move { (stored(&client, "sweep").await.skipped >= 2).then_some(()) }
+        },
+    )
+    .await;
+    delayer_succeeds(&cli, &["schedule", "pause", "sweep"]);
+    daemon.stop();
+    let sweep = stored(&client, "sweep").await;
+    assert!(sweep.fired >= 1, "{sweep:?}");
+
+    let table = delayer_succeeds(&cli, &["stats"]);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip_while(|line| !line.starts_with("schedule "))
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    assert_eq!(
+        rows[0],
+        ["schedule", "next", "tick", "fired", "skipped", "missed"]
+    );
+    // The next tick in the schedule's zone: 03:00 in Paris, in winter or in summer.
+    let nightly = &rows[1];
+    assert_eq!(
+        (nightly[0], &nightly[2..]),
+        ("nightly", &["0", "0", "0"][..])
+    );
+    assert!(
+        nightly[1].ends_with("T03:00:00+01:00") || nightly[1].ends_with("T03:00:00+02:00"),
+        "{table}"
+    );
+    let counts = [sweep.fired, sweep.skipped, sweep.missed].map(|n| n.to_string());
+    assert_eq!(
+        rows[2],
+        [
+            "sweep",
+            "paused",
+            counts[0].as_str(),
+            &counts[1],
+            &counts[2]
+        ]
+    );
+
+    let json: Value = serde_json::from_str(&delayer_succeeds(&cli, &["stats", "--json"])).unwrap();
+    let schedules = json["schedules"].as_array().expect("the schedules");
+    let names: Vec<&str> = schedules
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["nightly", "sweep"]);
+    assert_eq!(schedules[0]["next_ticks"][0], nightly[1]);
+    assert_eq!(schedules[0]["paused"], false);
+    let swept = &schedules[1];
+    assert_eq!(swept["paused"], true);
+    assert_eq!(
+        (&swept["fired"], &swept["skipped"], &swept["missed"]),
+        (
+            &sweep.fired.into(),
+            &sweep.skipped.into(),
+            &sweep.missed.into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn on_a_cluster_each_schedule_is_read_from_its_topics_slot() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "schedules", &cluster.addresses());
+    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n", read(&config));
+    std::fs::write(&config, text).unwrap();
+    let daemon = Daemon::start(&config);
+    let http = http_address(&logs);
+    // Nothing yet, not even a topic.
+    let table = delayer_succeeds(&config, &["stats"]);
+    assert!(!table.contains("schedule"), "{table}");
+
+    let schedules = [("s-a", "a"), ("s-b", "b"), ("s-c", "c"), ("s-d", "d")];
+    let masters: HashSet<usize> = schedules
+        .iter()
+        .map(|(name, topic)| cluster.node_of(&Layout::CLUSTER.keys(topic).schedule(name)))
+        .collect();
+    assert!(masters.len() > 1, "the schedules on one master only");
+    for (name, topic) in schedules {
+        delayer_succeeds(
+            &config,
+            &[
+                "schedule", "add", name, "--cron", "every 1s", "--topic", topic,
+            ],
+        );
+    }
+    wait_until_sync(Duration::from_secs(15), "every schedule fired", || {
+        let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+        metrics.get("delayer_schedules") == Some(&4.0)
+            && schedules.iter().all(|(name, _)| {
+                metrics.get(&series("schedule_ticks_fired_total", name)) >= Some(&1.0)
+            })
+    });
+    let table = delayer_succeeds(&config, &["stats"]);
+    let listed: Vec<&str> = table
+        .lines()
+        .skip_while(|line| !line.starts_with("schedule "))
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(listed, ["s-a", "s-b", "s-c", "s-d"], "{table}");
     daemon.stop();
 }
