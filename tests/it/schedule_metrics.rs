@@ -336,5 +336,15 @@ async fn on_a_cluster_each_schedule_is_read_from_its_topics_slot() {
         .filter_map(|line| line.split_whitespace().next())
         .collect();
     assert_eq!(listed, ["s-a", "s-b", "s-c", "s-d"], "{table}");
+    // The schedules' topics are in the registry, as a push puts its topic there: the daemon
+    // drains the topics it names, and stats and the census list them.
+    let topics: Vec<&str> = table
+        .lines()
+        .skip_while(|line| !line.starts_with("topic "))
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(topics, ["a", "b", "c", "d"], "{table}");
     daemon.stop();
 }

@@ -67,6 +67,13 @@ impl Client {
                 .arg(&definition.topic)
                 .query_async::<()>(&mut connection)
                 .await?;
+            // The topic too, as a push adds it (the fire script cannot reach the registry of
+            // topics from the topic's slot): the daemon drains the topics it names.
+            redis::cmd("SADD")
+                .arg(keys.topics())
+                .arg(&definition.topic)
+                .query_async::<()>(&mut connection)
+                .await?;
             if let Some(old) = old.filter(|old| *old != definition.topic) {
                 self.inner
                     .scripts
