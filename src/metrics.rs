@@ -2,9 +2,11 @@
 //! nanoseconds a batch), in Prometheus's text format, and the figures `/healthz` and the console
 //! show.
 
+mod schedules;
+
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use delayer_wire::Topic;
@@ -19,6 +21,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::text::escape::capped;
+use schedules::ScheduleFamilies;
+pub use schedules::{DEFAULT_LISTED_SCHEDULES, Schedules};
 
 /// How many recent move lags the console's percentiles are taken from.
 const RECENT_LAGS: usize = 10_000;
@@ -70,6 +74,7 @@ pub struct Metrics {
     unlisted_topics: Gauge,
     unlisted_ready: Gauge,
     census_at: Gauge<f64, AtomicU64>,
+    schedules: Arc<ScheduleFamilies>,
     /// The topics `ready` and `dead` have series for.
     measured: Mutex<HashSet<String>>,
     /// The topics the counters have series for, by label, each with the topic when the label
@@ -117,6 +122,7 @@ impl Default for Metrics {
             unlisted_topics: Gauge::default(),
             unlisted_ready: Gauge::default(),
             census_at: Gauge::default(),
+            schedules: Arc::default(),
             measured: Mutex::default(),
             counted: Mutex::default(),
             listed: AtomicUsize::new(DEFAULT_LISTED_TOPICS),
@@ -135,6 +141,7 @@ impl Default for Metrics {
         metrics.register_dead_lists(&mut holdings);
         metrics.register_reservations(&mut holdings);
         metrics.register_topic_states(&mut holdings);
+        holdings.register_collector(Box::new(metrics.schedules.clone()));
         Metrics {
             registry,
             holdings,
@@ -334,6 +341,16 @@ impl Metrics {
         self.listed.load(Ordering::Relaxed)
     }
 
+    /// The most schedules a per-schedule family has series for; the others are counted.
+    pub fn set_listed_schedules(&self, most: usize) {
+        self.schedules.set_listed(most);
+    }
+
+    /// How many schedules a per-schedule family has series for, at most.
+    pub fn listed_schedules(&self) -> usize {
+        self.schedules.listed()
+    }
+
     /// The label of `topic`'s counters: its own while it is one of the first [`listed`] topics
     /// counted; else "", which sums the rest. A counter's series must not come and go, so those
     /// first topics keep theirs.
@@ -431,6 +448,7 @@ impl Metrics {
         self.unlisted_dead.set(census.unlisted_dead as i64);
         self.reserved.set(census.reserved as i64);
         self.census_at.set(census.read_at);
+        self.schedules.hold(census.schedules.clone());
         // The counters of each topic listed (as far as they may have series) from the start: a
         // series that appears at its first event hides that event from increase().
         let mut labels: Vec<TopicLabel> =
@@ -564,6 +582,8 @@ pub struct Census {
     pub oldest_ready_age: Vec<(String, f64)>,
     /// Every paused topic, as labels name them, by name.
     pub paused: BTreeSet<String>,
+    /// The schedules; none when they could not be read.
+    pub schedules: Option<Arc<Schedules>>,
     /// What the console shows of the listed topics besides, in the same order.
     pub details: Vec<delayer_client::TopicDetails>,
     /// The Redis server's version, when this Redis user may ask.

@@ -172,13 +172,14 @@ async fn remove(client: &Client, id: JobId) -> Result<()> {
     Ok(())
 }
 
-/// `stats`: the queues, as a table or JSON.
+/// `stats`: the queues, and the schedules when there are any, as a table or JSON.
 async fn stats(client: &Client, json: bool) -> Result<()> {
     let stats = client.stats().await?;
+    let schedules = client.schedules().await?;
     if json {
-        println!("{}", stats_json(&stats));
+        println!("{}", stats_json(&stats, &schedules));
     } else {
-        print!("{}", stats_table(&stats));
+        print!("{}", stats_table(&stats, &schedules));
     }
     Ok(())
 }

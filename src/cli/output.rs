@@ -1,10 +1,12 @@
-//! What the job commands print: jobs as JSON, and the queues as JSON or a table. An id, topic or
-//! body that is not UTF-8 prints as text and, beside it, as its bytes in base64 (`id_base64`,
-//! `topic_base64`, `body_base64`), as the HTTP API answers it.
+//! What the job commands print: jobs as JSON, and the queues (with the schedules, when there are
+//! any) as JSON or a table. An id, topic or body that is not UTF-8 prints as text and, beside it,
+//! as its bytes in base64 (`id_base64`, `topic_base64`, `body_base64`), as the HTTP API answers
+//! it.
 
-use delayer_client::{Job, JobInfo, Stats, Topic};
+use delayer_client::{Job, JobInfo, Stats, Stored, Topic};
 use serde_json::{Value, json};
 
+use crate::text::schedule::{next_text, to_json};
 use crate::text::bytes;
 use crate::text::escape;
 use crate::text::time::rfc3339;
@@ -47,7 +49,7 @@ fn with_base64(json: &mut Value, field: &str, value: Option<&[u8]>) {
     }
 }
 
-pub(super) fn stats_json(stats: &Stats) -> Value {
+pub(super) fn stats_json(stats: &Stats, schedules: &[Stored]) -> Value {
     let topics: Vec<Value> = stats
         .topics
         .iter()
@@ -65,15 +67,21 @@ pub(super) fn stats_json(stats: &Stats) -> Value {
             json
         })
         .collect();
-    json!({
+    let mut json = json!({
         "waiting": stats.waiting,
         "due_now": stats.due_now,
         "next_due": stats.next_due.map(rfc3339),
         "topics": topics,
-    })
+    });
+    // Only when there are any: a drop-in install prints what it always did.
+    if !schedules.is_empty() {
+        let schedules = schedules.iter().map(|s| to_json(s, 1)).collect();
+        json["schedules"] = Value::Array(schedules);
+    }
+    json
 }
 
-pub(super) fn stats_table(stats: &Stats) -> String {
+pub(super) fn stats_table(stats: &Stats, schedules: &[Stored]) -> String {
     let next = stats.next_due.map_or_else(|| "none".to_string(), rfc3339);
     let mut text = format!(
         "jobs waiting: {} ({} due now), next due: {next}\n",
@@ -109,6 +117,37 @@ pub(super) fn stats_table(stats: &Stats) -> String {
             // It names keys, which anyone who writes to Redis chooses: kept to one line.
             text += &format!("  ! {}\n", escape::one_line(problem));
         }
+    }
+    if !schedules.is_empty() {
+        text += &schedules_table(schedules);
+    }
+    text
+}
+
+/// The schedules' rows of `stats`, after a blank line: the next tick in each one's zone.
+fn schedules_table(schedules: &[Stored]) -> String {
+    let width = schedules
+        .iter()
+        .map(|s| s.definition.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("schedule".len());
+    let next: Vec<String> = schedules.iter().map(next_text).collect();
+    let next_width = next
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("next tick".len());
+    let mut text = format!(
+        "\n{:<width$}  {:<next_width$}  {:>8}  {:>8}  {:>8}\n",
+        "schedule", "next tick", "fired", "skipped", "missed"
+    );
+    for (stored, next) in schedules.iter().zip(next) {
+        text += &format!(
+            "{:<width$}  {next:<next_width$}  {:>8}  {:>8}  {:>8}\n",
+            stored.definition.name, stored.fired, stored.skipped, stored.missed
+        );
     }
     text
 }

@@ -516,6 +516,12 @@ mod tests {
         assert_eq!(http.token.as_deref(), Some("s3cret"));
         let listed = parse("[http]\nlisten = 127.0.0.1:0\nmax_listed_topics = 0\n").unwrap();
         assert_eq!(listed.http.unwrap().max_listed_topics, 0);
+        let listed = parse("[http]\nlisten = 127.0.0.1:0\nmax_listed_schedules = 7\n").unwrap();
+        assert_eq!(listed.http.unwrap().max_listed_schedules, 7);
+        assert!(
+            error_of("[http]\nlisten = 127.0.0.1:0\nmax_listed_schedules = 100001\n")
+                .contains("[http] max_listed_schedules = \"100001\"")
+        );
         assert!(
             error_of("[http]\nlisten = 127.0.0.1:0\nmax_listed_topics = -1\n")
                 .contains("[http] max_listed_topics = \"-1\": expected a whole number")

@@ -13,7 +13,7 @@ use delayer_wire::keys::{Layout, Names};
 use super::Config;
 use super::values::{addresses, assign, boolean, choice, name_of, number, path, seconds};
 use crate::http::{HostName, HttpSettings};
-use crate::metrics::DEFAULT_LISTED_TOPICS;
+use crate::metrics::{DEFAULT_LISTED_SCHEDULES, DEFAULT_LISTED_TOPICS};
 use crate::redis::{SentinelSettings, TlsSettings, address_list};
 use crate::service::logging::{LogFormat, LogLevel, LogRotation};
 
@@ -398,6 +398,7 @@ pub(super) const KEYS: &[Key] = &[
                     listen,
                     token: None,
                     max_listed_topics: DEFAULT_LISTED_TOPICS,
+                    max_listed_schedules: DEFAULT_LISTED_SCHEDULES,
                     hosts: Vec::new(),
                 })),
             )
@@ -428,6 +429,18 @@ pub(super) const KEYS: &[Key] = &[
             None => Ok(()),
         },
         show: |config| Some(config.http.as_ref()?.max_listed_topics.to_string()),
+    },
+    Key {
+        section: "http",
+        name: "max_listed_schedules",
+        default: "500",
+        doc: "most schedules /metrics names one by one (the first by name); the others are counted",
+        secret: false,
+        set: |config, raw| match &mut config.http {
+            Some(http) => assign(&mut http.max_listed_schedules, number(raw, 0..=100_000)),
+            None => Ok(()),
+        },
+        show: |config| Some(config.http.as_ref()?.max_listed_schedules.to_string()),
     },
     Key {
         section: "http",

@@ -5,13 +5,14 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use delayer_client::{Client, Lengths, Topic};
 use delayer_wire::time::unix_now;
 use tokio::time::Instant;
 
-use crate::metrics::Census;
+use crate::metrics::{Census, Schedules};
 use crate::text::escape::capped;
 
 /// The reservations counted by topic for the listed topics (with one set of them for every
@@ -25,11 +26,13 @@ const TOPICS_PER_SECOND: f64 = 50_000.0;
 /// Reads what Redis holds: the topics this daemon counted (`own`), then those of the registry.
 /// Names the `listed` topics with the most ready jobs and sums the others; a topic that is not
 /// UTF-8 is read by its bytes and named escaped, as its log lines and counters name it. Without
-/// the registry (a user not allowed SSCAN, say), `own` alone.
+/// the registry (a user not allowed SSCAN, say), `own` alone. Then the schedules, keeping the
+/// first `listed_schedules` by name.
 pub async fn take(
     client: &Client,
     own: Vec<Topic>,
     listed: usize,
+    listed_schedules: usize,
 ) -> delayer_client::Result<Census> {
     let started = Instant::now();
     let mut tally = Tally::new(listed, unix_now());
@@ -71,6 +74,13 @@ pub async fn take(
         .await
         .unwrap_or_default();
     census.redis_version = client.server_version().await.ok().flatten();
+    // Every schedule is read, to count the paused: 10,000 cost Redis some 25 ms, in pipelines.
+    // A user that may not read them must not cost `/metrics` its other figures.
+    census.schedules = client
+        .schedules()
+        .await
+        .ok()
+        .map(|all| Arc::new(Schedules::new(all, listed_schedules)));
     Ok(census)
 }
 

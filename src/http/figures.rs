@@ -101,7 +101,8 @@ impl Figures {
         let _taking = Taking(&self.taking);
         let started = Instant::now();
         let own = self.metrics.counted_topics();
-        let taken = census::take(&self.client, own, self.metrics.listed()).await;
+        let (listed, listed_schedules) = (self.metrics.listed(), self.metrics.listed_schedules());
+        let taken = census::take(&self.client, own, listed, listed_schedules).await;
         let last = self.latest.borrow().census.clone();
         let reading = match taken {
             Ok(census) => {

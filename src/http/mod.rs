@@ -57,6 +57,8 @@ pub struct HttpSettings {
     pub token: Option<String>,
     /// `max_listed_topics`: the most topics `/metrics` and the console name one by one.
     pub max_listed_topics: usize,
+    /// `max_listed_schedules`: the most schedules `/metrics` names one by one.
+    pub max_listed_schedules: usize,
     /// `hosts`: the names a request may give as its `Host`, besides IP addresses and localhost.
     pub hosts: Vec<HostName>,
 }
@@ -81,6 +83,7 @@ impl Http {
         let listener = server::listen(settings.listen)
             .with_context(|| format!("cannot listen on {} ([http] listen)", settings.listen))?;
         metrics.set_listed(settings.max_listed_topics);
+        metrics.set_listed_schedules(settings.max_listed_schedules);
         Ok(Http {
             listener,
             state: Arc::new(AppState {

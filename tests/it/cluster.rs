@@ -25,7 +25,11 @@ const JOBS: usize = 100_000;
 const TOPICS: usize = 30;
 
 /// A daemon configuration for `cluster` (the node list), logging to `<dir>/<name>/`.
-fn cluster_config(dir: &tempfile::TempDir, name: &str, cluster: &str) -> (PathBuf, support::Logs) {
+pub(crate) fn cluster_config(
+    dir: &tempfile::TempDir,
+    name: &str,
+    cluster: &str,
+) -> (PathBuf, support::Logs) {
     let logs = support::Logs {
         access: dir.path().join(name).join("access.log"),
         error: dir.path().join(name).join("error.log"),

@@ -13,7 +13,7 @@ use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_wire::keys::{JOB_POOL, job_bucket, ready_queue};
 use serde_json::json;
-use support::http_client::{post, request, serving, serving_with};
+use support::http_client::{post, promtool_check, request, samples, serving, serving_with};
 use support::legacy_client::{self, Message};
 use support::{DaemonSetup, RedisServer, read, wait_for_ready};
 
@@ -685,24 +685,6 @@ impl Bad {
     }
 }
 
-/// Prometheus's text format: `name{labels} value` lines, `#` comments, `# EOF` last in OpenMetrics.
-fn samples(text: &str) -> HashMap<String, f64> {
-    assert!(
-        !text.contains("# EOF") || text.trim_end().ends_with("# EOF"),
-        "{text}"
-    );
-    text.lines()
-        .filter(|line| !line.starts_with('#') && !line.is_empty())
-        .map(|line| {
-            let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
-            (
-                name.to_string(),
-                value.parse().unwrap_or_else(|_| panic!("{line}")),
-            )
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn metrics_parse_and_move_with_the_work() {
     let server = RedisServer::start();
@@ -889,27 +871,7 @@ async fn promtool_finds_a_real_scrape_clean_and_openmetrics_is_served_when_asked
         Some("text/plain; version=0.0.4; charset=utf-8")
     );
     assert!(!plain.body.contains("# EOF"), "{}", plain.body);
-    let mut promtool = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian's prometheus; scripts/test installs it)");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(plain.body.as_bytes())
-        .unwrap();
-    let checked = promtool.wait_with_output().unwrap();
-    let said = String::from_utf8_lossy(&checked.stdout).into_owned()
-        + &String::from_utf8_lossy(&checked.stderr);
-    assert!(
-        checked.status.success() && said.trim().is_empty(),
-        "{said}\n{}",
-        plain.body
-    );
+    promtool_check(&plain.body);
     assert!(
         plain.body.contains("# HELP delayer_jobs_dead_total ")
             && plain

@@ -19,6 +19,7 @@ mod operator;
 mod pause;
 mod redis_trouble;
 mod running_as_a_service;
+mod schedule_metrics;
 mod schedules;
 mod schedules_http;
 mod sentinel;

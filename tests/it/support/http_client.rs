@@ -1,6 +1,7 @@
 //! A daemon serving HTTP, and a minimal HTTP/1.1 client for the tests: one request a connection,
 //! the status and the body back.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -147,6 +148,49 @@ pub fn request(
 /// A POST of JSON to the job API.
 pub fn post(address: &str, path: &str, json: &serde_json::Value) -> Answer {
     request(address, "POST", path, &[], json.to_string().as_bytes())
+}
+
+/// Prometheus's text format: `name{labels} value` lines, `#` comments, `# EOF` last in OpenMetrics.
+pub fn samples(text: &str) -> HashMap<String, f64> {
+    assert!(
+        !text.contains("# EOF") || text.trim_end().ends_with("# EOF"),
+        "{text}"
+    );
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .map(|line| {
+            let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+            (
+                name.to_string(),
+                value.parse().unwrap_or_else(|_| panic!("{line}")),
+            )
+        })
+        .collect()
+}
+
+/// Has `promtool check metrics` (Debian's prometheus) read `text`, Prometheus's text format
+/// 0.0.4, and fails the test unless it found it clean.
+pub fn promtool_check(text: &str) {
+    let mut promtool = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus; scripts/test installs it)");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let checked = promtool.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&checked.stdout).into_owned()
+        + &String::from_utf8_lossy(&checked.stderr);
+    assert!(
+        checked.status.success() && said.trim().is_empty(),
+        "{said}\n{text}"
+    );
 }
 
 fn unchunk(mut body: &str) -> String {

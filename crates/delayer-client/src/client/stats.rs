@@ -328,7 +328,7 @@ impl Client {
                     .zrangebyscore_limit_withscores(keys.pool(), format!("({now}"), "+inf", 0, 1);
             })
             .await?;
-        if let (Some(every), None) = (self.keys().every_topic(), &counts[0]) {
+        if let (Some(every), Some(None)) = (self.keys().every_topic(), counts.first()) {
             // The one pool of every topic: nothing is moved either, which must be said.
             let pool = every.pool();
             let kind: String = redis::cmd("TYPE")
