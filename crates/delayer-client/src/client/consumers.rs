@@ -3,6 +3,7 @@
 //! the live consumers and names the one holding each reservation.
 
 use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::RedisResult;
 
@@ -13,12 +14,14 @@ use crate::job::unique_id;
 use crate::keys::{CONSUMERS, consumer};
 
 /// The consumers seen lately, as [`Client::consumers`] reads them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Consumers {
     /// The most recently seen first.
     pub listed: Vec<Consumer>,
     /// How many were seen lately (within [`KEPT`]), listed or not.
     pub total: usize,
+    /// Now by Redis's clock, which they were judged by.
+    pub now: SystemTime,
 }
 
 impl Client {
@@ -61,6 +64,7 @@ impl Client {
     /// of consumers.
     pub async fn consumers(&self, most: usize) -> Result<Consumers> {
         let now_ms = self.now().await? * 1000.0;
+        let now = UNIX_EPOCH + Duration::from_millis(now_ms as u64);
         let since = now_ms - KEPT.as_millis() as f64;
         let mut redis = self.connection().await?;
         let about = |error| Error::about_key(error, CONSUMERS);
@@ -71,10 +75,8 @@ impl Client {
             .await
             .map_err(about)?;
         if seen.is_empty() {
-            return Ok(Consumers {
-                listed: Vec::new(),
-                total,
-            });
+            let listed = Vec::new();
+            return Ok(Consumers { listed, total, now });
         }
         let ids: Vec<String> = seen
             .iter()
@@ -95,7 +97,7 @@ impl Client {
                 Consumer::read(id, last_ms, now_ms, &fields.unwrap_or_default())
             })
             .collect();
-        Ok(Consumers { listed, total })
+        Ok(Consumers { listed, total, now })
     }
 
     /// The token of a reserve call: starting with this handle's consumer, if it has one.
