@@ -22,6 +22,8 @@ if #ARGV < 4 then
   return now
 end
 local kept = tonumber(ARGV[2])
+-- Checked before the first write: a beat is written whole or not at all.
+require_permission('HSETNX', hash, 'started', '0')
 require_permission('ZADD', consumers, '0', id)
 require_permission('ZREMRANGEBYSCORE', consumers, '-inf', '0')
 require_permission('PEXPIRE', hash, '1')
