@@ -160,12 +160,12 @@ async fn a_worker_is_listed_with_its_pid_named_on_its_jobs_and_gone_within_its_l
     )
     .await;
     let after = killed.elapsed();
-    assert!(after <= LIFETIME + Duration::from_secs(1), "{after:?}");
-    // Its last beat was at most a beat before the kill: never gone sooner than that allows.
-    assert!(
-        after >= LIFETIME - consumer::BEAT - Duration::from_secs(1),
-        "{after:?}"
-    );
+    // Within its lifetime (and the polling's slack) of the kill, since it beat last before it.
+    assert!(after <= LIFETIME + Duration::from_secs(2), "{after:?}");
+    // Its last beat was about a beat before the kill at most (3 s more for a late tick on a busy
+    // host): never gone sooner than that allows.
+    let soonest = LIFETIME - consumer::BEAT - Duration::from_secs(3);
+    assert!(after >= soonest, "{after:?}");
     let page = chromium(dir, &url("/consumers"), None);
     assert_eq!(
         consumer_row(&page, &doomed_id)[0],
