@@ -91,6 +91,7 @@ impl Http {
                 client,
                 metrics,
                 console: console::state::Console::new(settings.token.as_deref()),
+                http_consumers: Default::default(),
                 token: settings.token.clone(),
                 hosts: settings.hosts.clone().into(),
                 timer_interval,

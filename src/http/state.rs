@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::console::state::Console;
 use super::cross_site::HostName;
 use super::figures::Figures;
+use super::jobs::heartbeats::HttpConsumers;
 use crate::metrics::Metrics;
 
 /// What every handler may use; shared, not cloned, by each request.
@@ -23,6 +24,8 @@ pub(super) struct AppState {
     pub(super) timer_interval: Duration,
     pub(super) redis_address: String,
     pub(super) console: Console,
+    /// The callers of reserve that named themselves, for their heartbeats.
+    pub(super) http_consumers: HttpConsumers,
     /// Cancelled when a stop begins: waits for jobs end early, so that a stop never waits them out.
     pub(super) stopping: CancellationToken,
 }

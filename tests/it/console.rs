@@ -56,12 +56,17 @@ async fn dead_jobs(server: &RedisServer, redis: &MultiplexedConnection, topic: &
 }
 
 /// What Chromium makes of `url` (`--dump-dom`), or with `screenshot` a PNG of it there.
-fn chromium(dir: &Path, url: &str, screenshot: Option<&Path>) -> String {
+pub(crate) fn chromium(dir: &Path, url: &str, screenshot: Option<&Path>) -> String {
     chromium_with(dir, url, screenshot, &[])
 }
 
 /// As [`chromium`], with more of its flags (after ours, so that they win: `--window-size`).
-fn chromium_with(dir: &Path, url: &str, screenshot: Option<&Path>, flags: &[&str]) -> String {
+pub(crate) fn chromium_with(
+    dir: &Path,
+    url: &str,
+    screenshot: Option<&Path>,
+    flags: &[&str],
+) -> String {
     let mut command = Command::new("chromium");
     command
         .args([
@@ -113,7 +118,7 @@ fn schedule_row(dom: &str, name: &str) -> Vec<String> {
 }
 
 /// The contents of the cells after `first` (the end of a row's first cell) up to the row's end.
-fn cells_after(dom: &str, first: &str) -> Vec<String> {
+pub(crate) fn cells_after(dom: &str, first: &str) -> Vec<String> {
     let start = dom
         .find(first)
         .unwrap_or_else(|| panic!("no row for {first}: {dom}"))

@@ -9,6 +9,7 @@ mod clock;
 mod cluster;
 mod console;
 mod consumers;
+mod consumers_page;
 mod docs;
 mod hostile_data;
 mod http;

@@ -34,12 +34,14 @@ mod worker;
 use delayer_wire::{connection, keys, name, scripts, shared_connection, time, watch};
 
 pub use client::Client;
+pub use client::consumers::Consumers;
 pub use client::finish::{Acked, Nacked};
 pub use client::firing::{Firing, Round};
 pub use client::inspect::JobTimes;
 pub use client::pop::HeldJob;
 pub use client::push::{NewPush, Push, Removed};
 pub use client::stats::{Lengths, Stats, TopicDetails, TopicStats};
+pub use delayer_wire::consumer::{self, Consumer, Heartbeat};
 pub use delayer_wire::keys::Layout;
 pub use delayer_wire::schedule::{self, CatchUp, Definition, Overlap, Source, Stored};
 pub use delayer_wire::scripts::schedule_fire::Fired;

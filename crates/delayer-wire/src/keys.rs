@@ -45,6 +45,16 @@ pub const LOGGED_OUT_PREFIX: &str = "delayer:logged_out:";
 /// needs to SCAN to find them.
 pub const TOPICS: &str = "delayer:topics";
 
+/// Ours. Sorted set: consumer id → its last heartbeat, unix milliseconds by Redis's clock (see
+/// [`crate::consumer`]). Each beat drops the entries older than
+/// [`KEPT`](crate::consumer::KEPT), so that listing it costs what the consumers seen lately cost.
+pub const CONSUMERS: &str = "delayer:consumers";
+/// Ours. Prefix of a consumer's hash (its id follows; see [`consumer`]): what its last beat told
+/// (host, pid, topics, ...: [`crate::consumer::field`]), expiring [`KEPT`](crate::consumer::KEPT)
+/// after that beat. Its hash tag is [`CONSUMERS`], so that in a cluster every consumer key is in
+/// that one slot, and one script writes the set and a hash.
+pub const CONSUMER_PREFIX: &str = "delayer:consumer:{delayer:consumers}:";
+
 /// Ours. Hash: schedule name → its topic, every schedule's (in a slot of its own in a cluster).
 pub const SCHEDULES: &str = "delayer:schedules";
 /// Ours. Prefix of a schedule's hash (its definition and state; see [`crate::schedule`]).
@@ -102,6 +112,11 @@ pub fn ready_queue(topic: impl AsRef<[u8]>) -> Vec<u8> {
 /// The dead list key of `topic` in the legacy layout.
 pub fn dead_queue(topic: impl AsRef<[u8]>) -> Vec<u8> {
     [DEAD_QUEUE_PREFIX.as_bytes(), topic.as_ref()].concat()
+}
+
+/// The hash of consumer `id` (see [`CONSUMER_PREFIX`]): one name in every layout.
+pub fn consumer(id: &str) -> String {
+    format!("{CONSUMER_PREFIX}{id}")
 }
 
 /// What the pool and the buckets are called.
@@ -531,6 +546,25 @@ mod tests {
         );
         assert_eq!(cluster.schedules_for_scripts(), "");
         assert!(cluster.per_topic() && !legacy.per_topic());
+    }
+
+    #[test]
+    fn consumer_keys_share_one_slot_apart_from_every_topics_keys() {
+        let hash = consumer("web-1:4242:9f3a1c");
+        assert_eq!(
+            hash,
+            "delayer:consumer:{delayer:consumers}:web-1:4242:9f3a1c"
+        );
+        // The hash tag of a consumer's hash is the whole name of the set: one slot for both.
+        let tag = &hash[hash.find('{').unwrap() + 1..hash.find('}').unwrap()];
+        assert_eq!((tag, CONSUMERS.contains('{')), ("delayer:consumers", false));
+        // Never a key of a topic placed per topic, whatever the id.
+        let cluster = Layout::CLUSTER.keys("consumers");
+        for id in ["job_pool", "reserved", "}x{"] {
+            assert!(!consumer(id).starts_with(PER_TOPIC_PREFIX));
+            assert_ne!(consumer(id), cluster.pool());
+        }
+        assert!(CONSUMERS.starts_with("delayer:") && CONSUMER_PREFIX.starts_with("delayer:"));
     }
 
     #[test]

@@ -8,11 +8,13 @@
 //! time to run passes). [`keys`] names every key and where a topic's keys are; [`scripts`] holds
 //! every change of more than one key, one Lua script each, so that nothing is ever half done.
 //! [`name`] holds ids and topics as the bytes clients wrote; [`time`] turns Redis's scores and
-//! times into Rust's; [`connection`] and [`watch`] reach Redis (one server, Sentinel or a
-//! cluster) and hear of writes to keys.
+//! times into Rust's; [`consumer`] holds what consumers tell of themselves in their heartbeats;
+//! [`connection`] and [`watch`] reach Redis (one server, Sentinel or a cluster) and hear of writes
+//! to keys.
 #![forbid(unsafe_code)]
 
 pub mod connection;
+pub mod consumer;
 pub mod keys;
 pub mod name;
 pub mod schedule;

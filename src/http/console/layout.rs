@@ -1,7 +1,8 @@
-//! The frame of every page (the header with the link to the schedules and the search box, the
-//! warnings, the style sheet, the overview's one script) and how pages go out: with the headers
-//! every page has, as a problem, or as a redirect. No asset from another host: the pages work
-//! offline and without JavaScript (the script only spares the overview a reload).
+//! The frame of every page (the header with the links to the schedules and the consumers and the
+//! search box, the warnings, the style sheet, the overview's one script) and how pages go out:
+//! with the headers every page has, as a problem, or as a redirect. No asset from another host:
+//! the pages work offline and without JavaScript (the script only spares the overview and the
+//! consumers' page a reload).
 
 use std::sync::LazyLock;
 
@@ -51,8 +52,8 @@ static POLICY: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// A whole page: the header with the link to the schedules and the search box, the warnings,
-/// what an action said, `main`.
+/// A whole page: the header with the links to the schedules and the consumers and the search
+/// box, the warnings, what an action said, `main`.
 pub(super) fn page(
     title: &str,
     viewer: &Viewer,
@@ -76,6 +77,7 @@ pub(super) fn page(
                 header {
                     a href="/" { b { "delayer" } }
                     a href="/schedules" { "Schedules" }
+                    a href="/consumers" { "Consumers" }
                     form method="get" action="/job" {
                         input type="search" name="id" placeholder="job id" aria-label="job id";
                         " " button { "Find" }

@@ -1,5 +1,5 @@
-//! Links to a topic's page, a job's and the login page, naming a topic or an id by text when it
-//! is UTF-8, else by the base64 of its bytes.
+//! Links to a topic's page, a job's, a consumer's row and the login page, naming a topic or an id
+//! by text when it is UTF-8, else by the base64 of its bytes.
 
 use delayer_client::{JobId, Topic};
 use maud::{Markup, html};
@@ -28,4 +28,16 @@ pub(super) fn topic_link(topic: &Topic) -> Markup {
 
 pub(super) fn job_link(id: &JobId) -> Markup {
     html! { a href={ "/job?" (query("id", "id_base64", id.as_bytes())) } { (capped(id)) } }
+}
+
+/// The `id` of consumer `id`'s row on the consumers' page: percent-encoded, as its links name it
+/// (a browser matches a link's fragment to an `id` as it is written).
+pub(super) fn consumer_anchor(id: &str) -> String {
+    let id: String = form_urlencoded::byte_serialize(id.as_bytes()).collect();
+    format!("consumer-{id}")
+}
+
+/// A link to consumer `id`'s row on the consumers' page.
+pub(super) fn consumer_link(id: &str) -> Markup {
+    html! { a href={ "/consumers#" (consumer_anchor(id)) } { (capped(id)) } }
 }

@@ -1,12 +1,13 @@
 //! The console at `/`: an overview of Redis, this daemon and every listed topic; a page per topic
-//! with its ready, reserved and dead jobs a window at a time; a page per job; the schedules; and
-//! actions on dead and waiting jobs, topics and schedules. Server-rendered HTML, a file per page, from maud templates: every value is
-//! escaped unless marked otherwise, so nothing a client wrote to Redis (a topic, an id, a body)
-//! can become markup. Guarded as `session` says; sent as `layout` says, with a
-//! Content-Security-Policy that allows only our own script and style, and nothing from another
-//! host.
+//! with its ready, reserved and dead jobs a window at a time; a page per job; the schedules; the
+//! consumers; and actions on dead and waiting jobs, topics and schedules. Server-rendered HTML, a
+//! file per page, from maud templates: every value is escaped unless marked otherwise, so nothing
+//! a client wrote to Redis (a topic, an id, a body) can become markup. Guarded as `session` says;
+//! sent as `layout` says, with a Content-Security-Policy that allows only our own script and
+//! style, and nothing from another host.
 
 mod actions;
+mod consumers;
 mod fields;
 mod forms;
 mod job;
@@ -37,6 +38,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/topic", get(topic::show))
         .route("/job", get(job::show))
         .route("/schedules", get(schedules::show))
+        .route("/consumers", get(consumers::show))
         .route("/login", get(login::form).post(login::login))
         .route("/logout", post(login::logout))
         .route("/actions/requeue", post(actions::requeue))

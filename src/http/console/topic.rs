@@ -1,5 +1,6 @@
 //! A topic's page (`/topic?name=TOPIC`, or `?base64=...`): whether it is paused, and its ready,
-//! reserved and dead jobs, a window of each list at a time.
+//! reserved and dead jobs, a window of each list at a time; each reserved job with the consumer
+//! holding it, when its reserve named one.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -14,7 +15,7 @@ use super::actions::said;
 use super::fields::{fields, name_in};
 use super::forms::{dead_job_forms, named_field, token_field};
 use super::layout::{self, problem, respond};
-use super::links::{job_link, query};
+use super::links::{consumer_link, job_link, query};
 use super::times::{span, time};
 use super::viewer::{Viewer, viewer};
 use crate::http::census::RESERVATIONS_COUNTED;
@@ -179,6 +180,7 @@ fn render(t: &TopicPage, viewer: &Viewer) -> Markup {
                             _ => th { "due" },
                         }
                         th.n { "attempts" }
+                        @if window.list == "reserved" { th { "consumer" } }
                         @if window.list == "dead" && viewer.authorized { th { "act" } }
                     }
                     @for (index, (id, deadline)) in window.ids.iter().enumerate() {
@@ -192,6 +194,12 @@ fn render(t: &TopicPage, viewer: &Viewer) -> Markup {
                                 _ => td { (time(times.due)) },
                             }
                             td.n { (times.attempts) }
+                            @if window.list == "reserved" {
+                                td { @match &times.holder {
+                                    Some(holder) => (consumer_link(holder)),
+                                    None => "—",
+                                } }
+                            }
                             @if window.list == "dead" && viewer.authorized {
                                 td { (dead_job_forms(viewer, t.topic, id)) }
                             }

@@ -1,11 +1,13 @@
 //! Taking jobs: the legacy `pop`, and `reserve` with its `ack`, `nack` and `touch`.
 
 use std::borrow::Cow;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
+use delayer_client::consumer::http_id;
 use delayer_client::{Acked, HeldJob, Job, Nacked, Receipt, Topic};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -142,6 +144,9 @@ pub(super) struct Reserve {
     topics_base64: Option<Vec<String>>,
     ttr: Option<f64>,
     wait: Option<f64>,
+    /// The caller's name, if it gives one: it is listed on the console's consumers page as
+    /// `http:NAME`, and named as the holder of the jobs it reserves (see `heartbeats`).
+    consumer: Option<String>,
 }
 
 impl Reserve {
@@ -160,6 +165,7 @@ impl Reserve {
 
 pub(super) async fn reserve(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Body(mut reserve): Body<Reserve>,
 ) -> Answer {
     let topics = reserve.topics().map_err(bad)?;
@@ -168,8 +174,17 @@ pub(super) async fn reserve(
     }
     let ttr = ttr(reserve.ttr, state.client.settings().max_ttr).map_err(bad)?;
     let wait = wait(reserve.wait).map_err(bad)?;
+    let consumer = reserve.consumer.as_deref().map(http_id).transpose();
+    let client = match consumer.map_err(bad)? {
+        Some(id) => {
+            let beats = &state.http_consumers;
+            beats.beat(&state.client, &id, peer, &topics, wait);
+            Cow::Owned(state.client.as_consumer(id))
+        }
+        None => Cow::Borrowed(&state.client),
+    };
     let stopping = state.stopping.cancelled();
-    let reserved = state.client.reserve_or(&topics, ttr, wait, stopping);
+    let reserved = client.reserve_or(&topics, ttr, wait, stopping);
     let job = reserved.await.map_err(refused)?;
     Ok(ok("ok", job.as_ref().map(TakenJson::of)))
 }

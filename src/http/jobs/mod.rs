@@ -6,6 +6,7 @@
 //! are not UTF-8 come with their bytes in base64 (`id_base64`, `topic_base64`), named so back.
 
 mod consume;
+pub(super) mod heartbeats;
 mod push;
 mod topics;
 

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 use redis::{AsyncCommands, RedisResult, Value};
 
 use super::{Client, check_id, check_topic_in};
+use crate::consumer::consumer_of_holder;
 use crate::error::{Error, Result};
 use crate::job::{JobInfo, State};
 use crate::keys::field;
@@ -35,7 +36,7 @@ const GET_FIELDS: [&str; 5] = [
     field::DIED_AT,
 ];
 
-/// What [`Client::job_times`] reads of a job: its due time, attempts and death time.
+/// What [`Client::job_times`] reads of a job: its due time, attempts, death time and holder.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobTimes {
     /// When it fell (or falls) due; known for jobs our pushes wrote.
@@ -44,6 +45,9 @@ pub struct JobTimes {
     pub attempts: u32,
     /// When it went to its topic's dead list.
     pub died: Option<SystemTime>,
+    /// While it is reserved, the consumer holding it, when its reserve token names one (see
+    /// [`Client::as_consumer`]); `None` for a reservation made without one.
+    pub holder: Option<String>,
 }
 
 impl Client {
@@ -225,7 +229,7 @@ impl Client {
     }
 
     /// For each of `ids` (jobs of `topic`, a window a page shows): when it fell due (our pushes
-    /// record it), its attempts, and when it died. One HMGET a job in one pipeline; a job whose
+    /// record it), its attempts, when it died, and the consumer holding it. One HMGET a job in one pipeline; a job whose
     /// data is gone or of the wrong type has none of them.
     pub async fn job_times(&self, topic: impl AsRef<[u8]>, ids: &[JobId]) -> Result<Vec<JobTimes>> {
         if ids.is_empty() {
@@ -257,16 +261,18 @@ impl Client {
                 };
                 let (due, attempts, died) = fields.unwrap_or_default();
                 // A job reserved is at its holder's attempt (the bucket counts those ended).
-                let held_as = match &pair[1] {
-                    Ok(Value::BulkString(holder)) => attempt_of_holder(holder),
+                let holder = match &pair[1] {
+                    Ok(Value::BulkString(holder)) => Some(holder.as_slice()),
                     _ => None,
                 };
+                let held_as = holder.and_then(attempt_of_holder);
                 JobTimes {
                     due: time(due),
                     attempts: held_as
                         .or_else(|| attempts.and_then(|n| n.parse().ok()))
                         .unwrap_or(0),
                     died: time(died),
+                    holder: holder.and_then(consumer_of_holder).map(str::to_string),
                 }
             })
             .collect())

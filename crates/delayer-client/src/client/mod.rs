@@ -2,8 +2,10 @@
 //! [`push`] (push and remove), [`pop`] (the legacy pop, at most once), [`reserve`] and [`finish`]
 //! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
 //! queues up), [`pause`] (pause and resume a topic), [`sessions`] (the daemon's console's logouts),
-//! [`schedules`] (recurring schedules) and [`firing`] (claiming their ticks).
+//! [`schedules`] (recurring schedules), [`firing`] (claiming their ticks) and [`consumers`]
+//! (heartbeats: who is consuming).
 
+pub(crate) mod consumers;
 pub(crate) mod finish;
 pub(crate) mod firing;
 pub(crate) mod inspect;
@@ -28,6 +30,7 @@ use crate::scripts::ack::AckScript;
 use crate::scripts::body::{Body, BodyScript};
 use crate::scripts::dead_job::DeadJobScript;
 use crate::scripts::find_reserved::FindReservedScript;
+use crate::scripts::heartbeat::HeartbeatScript;
 use crate::scripts::push::PushScript;
 use crate::scripts::release::ReleaseScript;
 use crate::scripts::requeue_dead::RequeueDeadScript;
@@ -48,6 +51,8 @@ const IDLE_BLOCKING_CONNECTIONS: usize = 4;
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// The consumer this handle reserves for (see [`Client::as_consumer`]).
+    consumer: Option<Arc<str>>,
 }
 
 struct Inner {
@@ -70,6 +75,7 @@ struct Scripts {
     push: PushScript,
     reserve: ReserveScript,
     find_reserved: FindReservedScript,
+    heartbeat: HeartbeatScript,
     ack: AckScript,
     body: BodyScript,
     release: ReleaseScript,
@@ -139,6 +145,7 @@ impl Client {
                 keys,
                 settings,
             }),
+            consumer: None,
         }
     }
 

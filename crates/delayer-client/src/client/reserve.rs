@@ -10,7 +10,7 @@ use tracing::warn;
 use super::{Client, check_topic_in};
 use crate::connection::unanswered;
 use crate::error::{Error, Result};
-use crate::job::{Job, unique_id};
+use crate::job::Job;
 use crate::keys::Keys;
 use crate::scripts::reserve::Reserved;
 use crate::settings::MAX_BATCH;
@@ -182,7 +182,7 @@ impl Client {
         ttr: Duration,
         most: usize,
     ) -> Result<Vec<Job>> {
-        let (token, started) = (unique_id(), Instant::now());
+        let (token, started) = (self.reserve_token(), Instant::now());
         let reserve = &self.inner.scripts.reserve;
         let call = (ttr, token.as_str());
         let most_body = self.inner.settings.max_body_read;

@@ -32,24 +32,34 @@
 //! A handler that ignores being stopped (blocking work) may still run while its job is given back;
 //! one that blocks its thread also holds up the touches and the stop on a runtime with few
 //! threads: run blocking work with `tokio::task::spawn_blocking`.
+//!
+//! While it runs, the worker beats (see [`consumer`](crate::consumer)): every 5 s it tells Redis
+//! its id (`host:pid:salt`), host, pid, topics, concurrency and the jobs it holds, so that the
+//! daemon's console lists it, and marks it gone 15 s after its last beat. Its reserve tokens
+//! start with its id, so that the console names it as the holder of its jobs. A clean stop
+//! removes it from the list.
 
 mod finish;
+mod heartbeat;
 mod slots;
 
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tracing::info;
 
 use crate::client::Client;
+use crate::consumer::{self, Heartbeat, LIFETIME};
 use crate::error::{Error, Result};
-use crate::job::Job;
+use crate::job::{Job, unique_id};
 use crate::name::Topic;
 use crate::settings::MIN_TTR;
+use heartbeat::Beating;
 use slots::{Handler, Settings, Slots};
 
 /// Handlers running at once, unless told otherwise.
@@ -169,9 +179,14 @@ impl Worker {
             return Err(Error::TtrTooLong { ttr: self.ttr, max });
         }
         let concurrency = self.concurrency;
+        let (host, pid) = (consumer::this_host(), std::process::id());
+        // The end of a unique id: a few hex digits of a hash of the time, the pid and a counter.
+        let id = consumer::worker_id(&host, pid, &unique_id()[26..]);
+        let client = self.client.as_consumer(id.clone());
+        let held = Arc::new(AtomicUsize::new(0));
         let slots = Slots::new(
             Settings {
-                client: self.client,
+                client: client.clone(),
                 handlers: self.handlers,
                 concurrency,
                 prefetch: self.prefetch.unwrap_or(concurrency).max(concurrency),
@@ -181,9 +196,21 @@ impl Worker {
                 max_backoff: self.max_backoff,
             },
             stopped.clone(),
+            held.clone(),
         );
-        info!(topics = ?slots.topics(), concurrency, "worker started");
+        let beat = Heartbeat {
+            id: id.clone(),
+            host,
+            pid: Some(pid),
+            topics: slots.topics().to_vec(),
+            concurrency: Some(concurrency),
+            held: Some(0),
+            lifetime: LIFETIME,
+        };
+        let beating = Beating::start(client, beat, held);
+        info!(consumer = id, topics = ?slots.topics(), concurrency, "worker started");
         let abandoned = slots.run(stopped).await;
+        beating.stop().await;
         info!(abandoned, "worker stopped");
         Ok(())
     }

@@ -6,6 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -91,10 +92,16 @@ pub(super) struct Slots {
     handler_time: Option<Duration>,
     /// How many jobs were given back at the stop.
     given_back: usize,
+    /// How many jobs it holds (running, and reserved not started), for the heartbeat.
+    held: Arc<AtomicUsize>,
 }
 
 impl Slots {
-    pub(super) fn new(settings: Settings, stopped: watch::Receiver<bool>) -> Slots {
+    pub(super) fn new(
+        settings: Settings,
+        stopped: watch::Receiver<bool>,
+        held: Arc<AtomicUsize>,
+    ) -> Slots {
         let finisher = Arc::new(Finisher {
             client: settings.client.clone(),
             ttr: settings.ttr,
@@ -119,6 +126,7 @@ impl Slots {
             giving_back: JoinSet::new(),
             handler_time: None,
             given_back: 0,
+            held,
         }
     }
 
@@ -150,6 +158,8 @@ impl Slots {
                 self.start_handlers();
                 self.reserve(&stopped);
             }
+            let held = self.running.len() + self.ready.len();
+            self.held.store(held, Ordering::Relaxed);
             if self.acking.is_none() && !self.finished.is_empty() {
                 let batch = std::mem::take(&mut self.finished);
                 self.acking = Some(tokio::spawn(self.finisher.clone().finish(batch)));

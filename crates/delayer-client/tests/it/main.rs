@@ -1,8 +1,9 @@
 //! The client crate's integration tests, in one binary, each against a throwaway redis-server of
-//! its own: `client` (push, pop, reserve and what ends a reservation), `push_many`, `schedules`,
-//! `worker`.
+//! its own: `client` (push, pop, reserve and what ends a reservation), `consumers` (heartbeats),
+//! `push_many`, `schedules`, `worker`.
 
 mod client;
+mod consumers;
 mod fixture;
 mod push_many;
 mod schedules;

@@ -25,6 +25,7 @@ pub mod ack;
 pub mod body;
 pub mod dead_job;
 pub mod find_reserved;
+pub mod heartbeat;
 pub mod move_due;
 pub mod push;
 pub mod release;
