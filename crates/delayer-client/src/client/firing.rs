@@ -31,6 +31,9 @@ pub struct Firing {
     refused: HashSet<String>,
     shards: Vec<String>,
     shards_read: Option<(Instant, usize)>,
+    /// While each round claims its most and the next follows at once: Redis's time (unix ms)
+    /// at the first of them.
+    behind_since: Option<i64>,
 }
 
 struct Known {
@@ -97,6 +100,8 @@ impl Client {
     /// Claims every tick due now, or within [`CLAIM_AHEAD_MS`] (a schedule whose overlap policy
     /// is `skip`: at its time), in every shard.
     pub async fn fire_schedules(&self, firing: &mut Firing) -> Result<Round> {
+        // Taken first: a round that fails leaves none for the next.
+        let behind_since = firing.behind_since.take();
         let now = (self.now().await? * 1000.0) as i64;
         let mut round = Round {
             now,
@@ -111,13 +116,33 @@ impl Client {
                 .map(|topic| self.keys_for(topic).into_owned())
                 .collect(),
         };
+        // A round that follows one that claimed its most goes on with the same ticks: they are on
+        // time as they were in the first of those rounds (for up to CLAIM_LATE_MS), not missed
+        // because claiming thousands takes longer than CLAIM_AHEAD_MS. A round after a pause or
+        // a failure goes by its own time, so ticks that passed while no daemon ran stay missed.
+        let on_time_from =
+            behind_since.map_or(now, |since| since.max(now - CLAIM_LATE_MS).min(now));
+        let mut full = false;
         for keys in &shards {
-            self.fire_shard(keys, firing, &mut round).await?;
+            full |= self
+                .fire_shard(keys, firing, &mut round, on_time_from)
+                .await?;
+        }
+        if full {
+            firing.behind_since = Some(behind_since.unwrap_or(now));
         }
         Ok(round)
     }
 
-    async fn fire_shard(&self, keys: &Keys, firing: &mut Firing, round: &mut Round) -> Result<()> {
+    /// Claims a shard's due ticks, a tick at or after `on_time_from` (unix ms) being on time
+    /// (for a schedule whose overlap policy is `allow`); whether it claimed its most.
+    async fn fire_shard(
+        &self,
+        keys: &Keys,
+        firing: &mut Firing,
+        round: &mut Round,
+        on_time_from: i64,
+    ) -> Result<bool> {
         let now = round.now;
         let mut connection = self.connection().await?;
         let due: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
@@ -133,7 +158,8 @@ impl Client {
         let mut wake = |at: i64| {
             round.next_claim = Some(round.next_claim.map_or(at, |known: i64| known.min(at)));
         };
-        if due.len() == MAX_CLAIMS_PER_ROUND {
+        let full = due.len() == MAX_CLAIMS_PER_ROUND;
+        if full {
             wake(now);
         }
         let names = due.iter().map(|(name, _)| name.as_str());
@@ -152,7 +178,7 @@ impl Client {
                     continue;
                 }
                 Overlap::Skip => now - CLAIM_LATE_MS,
-                Overlap::Allow => now,
+                Overlap::Allow => on_time_from,
             };
             let version = known.version;
             let Some(plan) = plan::plan(&known.definition, &known.cadence, next, now, on_time_from)
@@ -225,7 +251,7 @@ impl Client {
         if let Some((_, score)) = later.first() {
             wake((score * 1000.0).round() as i64 - CLAIM_AHEAD_MS);
         }
-        Ok(())
+        Ok(full)
     }
 
     /// Reads the definitions of `names` not known yet, all at once (pipelined on the one
