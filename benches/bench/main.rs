@@ -13,6 +13,7 @@ mod cluster_idle;
 mod consumers;
 mod http_add;
 mod schedules;
+mod schedules_beside;
 mod scrape;
 mod worker_burst;
 

@@ -14,10 +14,7 @@ use delayer_wire::time::unix_now;
 use tokio::task::JoinSet;
 
 use super::support::{Daemon, DaemonSetup, Logs, RedisServer, read, redis_cpu_seconds};
-use super::{
-    RUNS, clock_ticks_per_second, cpu_ticks, daemon_drain_in, fresh, lateness_run_in, percentiles,
-    stop,
-};
+use super::{clock_ticks_per_second, cpu_ticks, fresh, percentiles, stop};
 
 /// The schedules' topics: apart from the mover figures' `TOPICS`, whose ready lists they count.
 const TOPICS: [&str; 4] = ["s0", "s1", "s2", "s3"];
@@ -25,10 +22,6 @@ const TOPICS: [&str; 4] = ["s0", "s1", "s2", "s3"];
 const IN_FLIGHT: usize = 64;
 /// How long the daemon's idle cost (no schedule yet) is measured, to take it out of the figures.
 const IDLE_WINDOW: Duration = Duration::from_secs(5);
-/// Per-second schedules running beside the mover's figures.
-const BESIDE: usize = 1_000;
-/// The backlog of the drain beside them: long enough to overlap a round of claims.
-const DRAIN_JOBS: usize = 200_000;
 
 /// How many schedules tick how often, over how many ticks.
 struct Case {
@@ -53,17 +46,24 @@ const PER_SECOND: Case = Case {
 };
 
 pub async fn schedules(server: &RedisServer) {
+    let started = std::time::Instant::now();
     let mut rows = Vec::new();
     for case in [PER_SECOND, PER_MINUTE] {
         let figures = case_run(server, &case).await;
         rows.push((case, figures));
     }
     print_cases(&rows);
-    beside_the_mover(server).await;
+    super::schedules_beside::mover_beside(server).await;
+    println!(
+        "\n(the schedules figure took {:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// What one case measured.
 struct Figures {
+    /// Seconds the saves took (the client's, 64 at a time).
+    saved_in: f64,
     /// Seconds measured (around each tick, or one stretch over all of them).
     measured: f64,
     /// CPU seconds over them, and what the daemon idle costs in as long.
@@ -112,22 +112,7 @@ async fn case_run(server: &RedisServer, case: &Case) -> Figures {
     let idle_seconds = IDLE_WINDOW.as_secs_f64();
 
     let client = Client::connect(server.info()).await.unwrap();
-    let first_tick = if case.period_ms == 1_000 {
-        save(&client, case, "* * * * * *").await;
-        // Every schedule's first tick is at most this one (saved then or earlier).
-        (clock.now().ceil() + 1.0) as i64 * 1000
-    } else {
-        // Every minute at a second chosen so that the first tick comes soon after the saves
-        // (a `* * * * *` would wait up to a minute for its first): the same load, on time.
-        let first = clock.now().ceil() as i64 + 15;
-        save(&client, case, &format!("{} * * * * *", first % 60)).await;
-        assert!(
-            clock.now() < (first - 5) as f64,
-            "saving {} schedules took more than 10 s",
-            case.schedules
-        );
-        first * 1000
-    };
+    let (first_tick, saved_in) = save_for_ticks(&client, case, &clock).await;
     let ticks: Vec<i64> = (0..case.ticks as i64)
         .map(|index| first_tick + index * case.period_ms)
         .collect();
@@ -161,6 +146,7 @@ async fn case_run(server: &RedisServer, case: &Case) -> Figures {
     let missed = counters(&mut redis, case, "missed").await;
     let fired: HashSet<&str> = jobs.iter().filter_map(|id| Some(tick_of(id)?.0)).collect();
     Figures {
+        saved_in,
         measured,
         redis_cpu: used.redis,
         redis_idle: idle.redis / idle_seconds * measured,
@@ -176,12 +162,37 @@ async fn case_run(server: &RedisServer, case: &Case) -> Figures {
     }
 }
 
-/// Saves `case.schedules` schedules of `cron`, named after the case, over [`TOPICS`].
-async fn save(client: &Client, case: &Case, cron: &str) {
-    save_named(client, case.name, case.schedules, cron).await;
+/// Saves the case's schedules; returns the first tick they all have (unix ms) and the seconds
+/// the saves took.
+async fn save_for_ticks(client: &Client, case: &Case, clock: &RedisClock) -> (i64, f64) {
+    // Every minute at a second chosen so that the first tick comes soon after the saves (a
+    // `* * * * *` would wait up to a minute for its first): the same load, on time.
+    let (cron, first_minute) = if case.period_ms == 1_000 {
+        ("* * * * * *".to_string(), None)
+    } else {
+        let first = clock.now().ceil() as i64 + 15;
+        (format!("{} * * * * *", first % 60), Some(first))
+    };
+    let saving = clock.now();
+    save_named(client, case.name, case.schedules, &cron).await;
+    let saved = clock.now();
+    let first_tick = match first_minute {
+        // Every schedule's first tick is at most this one (saved then or earlier).
+        None => (saved.ceil() + 1.0) as i64 * 1000,
+        Some(first) => {
+            assert!(
+                saved < (first - 5) as f64,
+                "saving {} schedules took more than 10 s",
+                case.schedules
+            );
+            first * 1000
+        }
+    };
+    (first_tick, saved - saving)
 }
 
-async fn save_named(client: &Client, prefix: &str, count: usize, cron: &str) {
+/// Saves `count` schedules of `cron` named `prefix-00000`..., over [`TOPICS`].
+pub(super) async fn save_named(client: &Client, prefix: &str, count: usize, cron: &str) {
     let mut tasks = JoinSet::new();
     for task in 0..IN_FLIGHT {
         let (client, prefix, cron) = (client.clone(), prefix.to_string(), cron.to_string());
@@ -343,15 +354,16 @@ fn tick_of(id: &str) -> Option<(&str, i64)> {
 fn print_cases(rows: &[(Case, Figures)]) {
     println!("\n## Schedules (release daemon; CPU less the daemon's idle cost over as long)\n");
     println!(
-        "| schedules | ticks each | measured s | Redis CPU s (idle) | Redis CPU per tick µs | daemon CPU s (idle) | daemon CPU per tick µs |"
+        "| schedules | saved in s | ticks each | measured s | Redis CPU s (idle) | Redis CPU per tick µs | daemon CPU s (idle) | daemon CPU per tick µs |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (case, figures) in rows {
         let fired = (case.schedules * case.ticks) as f64;
         println!(
-            "| {} every {} | {} | {:.1} | {:.3} ({:.3}) | {:.1} | {:.2} ({:.2}) | {:.1} |",
+            "| {} every {} | {:.2} | {} | {:.1} | {:.3} ({:.3}) | {:.1} | {:.2} ({:.2}) | {:.1} |",
             case.schedules,
             case.name,
+            figures.saved_in,
             case.ticks,
             figures.measured,
             figures.redis_cpu,
@@ -409,76 +421,6 @@ fn print_cases(rows: &[(Case, Figures)]) {
             figures.never_fired
         );
     }
-}
-
-/// The mover's drain and lateness, without and with [`BESIDE`] per-second schedules fired by the
-/// same daemon, run one after the other.
-async fn beside_the_mover(server: &RedisServer) {
-    let batch_size = server.config("").mover.batch_size;
-    let (mut drain, mut drain_cpu) = ([f64::MAX; 2], [0.0; 2]);
-    for _ in 0..RUNS {
-        for (index, with) in [false, true].into_iter().enumerate() {
-            let redis = prepared(server, with).await;
-            let run = daemon_drain_in(server, redis, DRAIN_JOBS, batch_size).await;
-            if run.seconds < drain[index] {
-                drain[index] = run.seconds;
-                drain_cpu[index] = run.cpu_seconds;
-            }
-        }
-    }
-    println!(
-        "\n### The mover without and with {BESIDE} schedules ticking every second (same daemon)\n"
-    );
-    println!("| figure | without | with | with / without |");
-    println!("|---|---:|---:|---:|");
-    let rate = drain.map(|seconds| DRAIN_JOBS as f64 / seconds);
-    println!(
-        "| drain {DRAIN_JOBS} jobs, jobs/s (best of {RUNS}) | {:.0} | {:.0} | {:.2} |",
-        rate[0],
-        rate[1],
-        rate[1] / rate[0]
-    );
-    println!(
-        "| its daemon CPU s | {:.2} | {:.2} | {:.2} |",
-        drain_cpu[0],
-        drain_cpu[1],
-        drain_cpu[1] / drain_cpu[0]
-    );
-    for (rate, whole_seconds) in [(1_000, true), (20_000, false)] {
-        let run = async |with_schedules: bool| {
-            let name = format!("beside-lateness-{rate}-{whole_seconds}-{with_schedules}");
-            let redis = prepared(server, with_schedules).await;
-            lateness_run_in(server, redis, &name, rate, whole_seconds, 5).await
-        };
-        let without = run(false).await;
-        let with = run(true).await;
-        let scores = if whole_seconds {
-            "whole-second"
-        } else {
-            "millisecond"
-        };
-        for (what, without, with) in [
-            ("p50", without.p50, with.p50),
-            ("p99", without.p99, with.p99),
-            ("max", without.max, with.max),
-            ("max move lag", without.max_move_lag, with.max_move_lag),
-        ] {
-            println!(
-                "| lateness {rate}/s, {scores} scores, {what} ms | {without:.2} | {with:.2} | {:.2} |",
-                with / without
-            );
-        }
-    }
-}
-
-/// An empty database, with [`BESIDE`] per-second schedules when `with_schedules`.
-async fn prepared(server: &RedisServer, with_schedules: bool) -> MultiplexedConnection {
-    let redis = fresh(server).await;
-    if with_schedules {
-        let client = Client::connect(server.info()).await.unwrap();
-        save_named(&client, "beside", BESIDE, "* * * * * *").await;
-    }
-    redis
 }
 
 /// CPU time used so far: Redis's (from INFO) and the daemon's (from /proc), seconds.
