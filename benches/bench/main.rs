@@ -1,7 +1,8 @@
 //! The benchmark: `cargo bench --bench bench [-- SCENARIO...]` with scenarios `batch`, `drain`,
 //! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve`, `e2e`, `worker_burst` (the
 //! client's; see `consumers` and `worker_burst`), `http` (adds over HTTP), `scrape` (80 scrapers
-//! against 200,000 topics) and `cluster` (a drain on 1 and 3 cluster masters), default: all. It
+//! against 200,000 topics), `cluster` (a drain on 1 and 3 cluster masters) and `schedules`
+//! (recurring schedules, and the mover beside them), default: all. It
 //! starts its own redis-server and the release `delayer` binary (access log on, to a file), and
 //! prints each figure beside a reference measured in the same run, since this machine is shared
 //! and noisy: compare ratios, not absolute numbers.
@@ -11,6 +12,8 @@ mod cluster_drain;
 mod cluster_idle;
 mod consumers;
 mod http_add;
+mod schedules;
+mod schedules_beside;
 mod scrape;
 mod worker_burst;
 
@@ -98,6 +101,9 @@ fn main() {
         }
         if runs("cluster_idle") {
             cluster_idle::cluster_idle().await;
+        }
+        if runs("schedules") {
+            schedules::schedules(&server).await;
         }
     });
 }
@@ -195,11 +201,14 @@ async fn bare_drain(server: &RedisServer, count: usize, batch_size: usize) -> f6
 }
 
 /// Watches the pool (every millisecond, the same for the reference and the daemon) and returns the
-/// seconds from the first move to an empty pool.
+/// seconds from the first move to a pool without the backlog.
 async fn time_drain(redis: &mut MultiplexedConnection, count: usize) -> f64 {
+    // The backlog is due 10 s before it was filled: jobs that schedules push meanwhile (due at
+    // their ticks, from now on) are not counted.
+    let backlog_until = unix_now() - 5.0;
     let mut first_move = None;
     loop {
-        let left: usize = redis.zcard(JOB_POOL).await.unwrap();
+        let left: usize = redis.zcount(JOB_POOL, "-inf", backlog_until).await.unwrap();
         if left < count && first_move.is_none() {
             first_move = Some(Instant::now());
         }
@@ -216,9 +225,18 @@ struct DaemonDrain {
     peak_rss_kb: u64,
 }
 
-/// The daemon draining a backlog: from its first move to an empty pool.
+/// The daemon draining a backlog: from its first move to the backlog's last.
 async fn daemon_drain(server: &RedisServer, count: usize, batch_size: usize) -> DaemonDrain {
-    let mut redis = fresh(server).await;
+    daemon_drain_in(server, fresh(server).await, count, batch_size).await
+}
+
+/// [`daemon_drain`] in a database the caller prepared (with schedules, say).
+async fn daemon_drain_in(
+    server: &RedisServer,
+    mut redis: MultiplexedConnection,
+    count: usize,
+    batch_size: usize,
+) -> DaemonDrain {
     let ids = fill_backlog(&mut redis, count, &TOPICS).await;
     let (config, _) = server.daemon_config(
         &format!("drain-{count}-{batch_size}"),
@@ -288,8 +306,29 @@ async fn lateness_run(
     whole_seconds: bool,
     seconds: usize,
 ) -> Lateness {
-    let mut redis = fresh(server).await;
-    let (config, logs) = server.daemon_config(&format!("lateness-{rate}-{whole_seconds}"), "");
+    let name = format!("lateness-{rate}-{whole_seconds}");
+    lateness_run_in(
+        server,
+        fresh(server).await,
+        &name,
+        rate,
+        whole_seconds,
+        seconds,
+    )
+    .await
+}
+
+/// [`lateness_run`] in a database the caller prepared (with schedules, say), by a daemon whose
+/// configuration and logs are `name`'s (each run's own: it waits for the start in the log).
+async fn lateness_run_in(
+    server: &RedisServer,
+    mut redis: MultiplexedConnection,
+    name: &str,
+    rate: usize,
+    whole_seconds: bool,
+    seconds: usize,
+) -> Lateness {
+    let (config, logs) = server.daemon_config(name, "");
     let mut daemon = Daemon::start(&config);
     logs.wait_for_line("Service started successfully");
 
