@@ -31,6 +31,8 @@ pub struct Firing {
     refused: HashSet<String>,
     shards: Vec<String>,
     shards_read: Option<(Instant, usize)>,
+    /// Whether the fire script was loaded into Redis (at the first round that claims).
+    loaded: bool,
 }
 
 struct Known {
@@ -178,6 +180,14 @@ impl Client {
         // Sent all at once, pipelined on the one connection: each call is a compare-and-set of
         // its own schedule's next tick, so no claim waits for another's reply. One after the
         // other, a round of 1,000 took most of the half second that ticks are claimed ahead.
+        if !firing.loaded && !planned.is_empty() {
+            self.inner
+                .scripts
+                .schedule_fire
+                .load(&mut connection)
+                .await?;
+            firing.loaded = true;
+        }
         let lifetime = self.inner.settings.ready_max_lifetime.as_secs();
         let calls = planned.iter().map(|(name, next, version, _, plan)| {
             let mut connection = connection.clone();
