@@ -1,8 +1,9 @@
 //! The client: a handle on the delayer Redis, cheap to clone. What it does is split by concern:
 //! [`push`] (push and remove), [`pop`] (the legacy pop, at most once), [`reserve`] and [`finish`]
 //! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
-//! queues up), [`pause`] (pause and resume a topic), [`sessions`] (the daemon's console's logouts),
-//! [`schedules`] (recurring schedules) and [`firing`] (claiming their ticks).
+//! queues up), [`waiting`] (the pool a page at a time, and waiting jobs due now), [`pause`] (pause
+//! and resume a topic), [`sessions`] (the daemon's console's logouts), [`schedules`] (recurring
+//! schedules) and [`firing`] (claiming their ticks).
 
 pub(crate) mod finish;
 pub(crate) mod firing;
@@ -14,6 +15,7 @@ pub(crate) mod reserve;
 pub(crate) mod schedules;
 pub(crate) mod sessions;
 pub(crate) mod stats;
+pub(crate) mod waiting;
 
 use redis::{IntoConnectionInfo, RedisResult};
 use std::borrow::Cow;
@@ -28,6 +30,8 @@ use crate::scripts::ack::AckScript;
 use crate::scripts::body::{Body, BodyScript};
 use crate::scripts::dead_job::DeadJobScript;
 use crate::scripts::find_reserved::FindReservedScript;
+use crate::scripts::pool_window::PoolWindowScript;
+use crate::scripts::promote::PromoteScript;
 use crate::scripts::push::PushScript;
 use crate::scripts::release::ReleaseScript;
 use crate::scripts::requeue_dead::RequeueDeadScript;
@@ -75,6 +79,8 @@ struct Scripts {
     release: ReleaseScript,
     requeue_dead: RequeueDeadScript,
     resume: ResumeScript,
+    pool_window: PoolWindowScript,
+    promote: PromoteScript,
     schedule_fire: ScheduleFireScript,
     schedule_save: ScheduleSaveScript,
     schedule_state: ScheduleStateScript,

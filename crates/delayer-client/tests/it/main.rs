@@ -1,9 +1,10 @@
 //! The client crate's integration tests, in one binary, each against a throwaway redis-server of
 //! its own: `client` (push, pop, reserve and what ends a reservation), `push_many`, `schedules`,
-//! `worker`.
+//! `waiting`, `worker`.
 
 mod client;
 mod fixture;
 mod push_many;
 mod schedules;
+mod waiting;
 mod worker;
