@@ -1,4 +1,4 @@
-//! The frame of every page (the header with the link to the schedules and the search box, the
+//! The frame of every page (the header with the links to the other pages and the search box, the
 //! warnings, the style sheet, the overview's one script) and how pages go out: with the headers
 //! every page has, as a problem, or as a redirect. No asset from another host: the pages work
 //! offline and without JavaScript (the script only spares the overview a reload).
@@ -51,7 +51,7 @@ static POLICY: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// A whole page: the header with the link to the schedules and the search box, the warnings,
+/// A whole page: the header with the links to the other pages and the search box, the warnings,
 /// what an action said, `main`.
 pub(super) fn page(
     title: &str,
@@ -75,6 +75,7 @@ pub(super) fn page(
             body {
                 header {
                     a href="/" { b { "delayer" } }
+                    a href="/waiting" { "Waiting" }
                     a href="/schedules" { "Schedules" }
                     form method="get" action="/job" {
                         input type="search" name="id" placeholder="job id" aria-label="job id";
