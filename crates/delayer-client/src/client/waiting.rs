@@ -150,8 +150,11 @@ impl Client {
                     .arg(keys.bucket(id))
                     .arg(&[field::TOPIC, field::ATTEMPTS]);
             }
-            let found: Vec<RedisResult<Value>> =
-                pipe.ignore_errors().query_async(&mut connection).await?;
+            // (An empty pipeline is an error in the redis crate.)
+            let found: Vec<RedisResult<Value>> = match window.is_empty() {
+                true => Vec::new(),
+                false => pipe.ignore_errors().query_async(&mut connection).await?,
+            };
             for ((id, due), fields) in window.into_iter().zip(found) {
                 if page.jobs.len() == count {
                     return Ok(page);

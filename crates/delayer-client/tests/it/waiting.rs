@@ -48,6 +48,8 @@ async fn every_page(client: &Client, topic: Option<&str>, count: usize) -> Vec<S
 #[tokio::test]
 async fn pages_of_the_pool_come_in_due_order_with_ties_in_redis_order_even_when_a_job_leaves() {
     let (_server, mut redis, client) = start().await;
+    let empty = client.waiting(None, None, 10).await.unwrap();
+    assert_eq!((empty.jobs.len(), empty.read, empty.next), (0, 0, None));
     let later = (now_seconds() + 3600) as f64;
     // Ties: 40 jobs of one second, as a legacy client pushes them in bulk; around them, jobs of
     // their own scores, some a fraction of a second, as ours are.
