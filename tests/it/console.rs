@@ -56,12 +56,17 @@ async fn dead_jobs(server: &RedisServer, redis: &MultiplexedConnection, topic: &
 }
 
 /// What Chromium makes of `url` (`--dump-dom`), or with `screenshot` a PNG of it there.
-fn chromium(dir: &Path, url: &str, screenshot: Option<&Path>) -> String {
+pub(crate) fn chromium(dir: &Path, url: &str, screenshot: Option<&Path>) -> String {
     chromium_with(dir, url, screenshot, &[])
 }
 
 /// As [`chromium`], with more of its flags (after ours, so that they win: `--window-size`).
-fn chromium_with(dir: &Path, url: &str, screenshot: Option<&Path>, flags: &[&str]) -> String {
+pub(crate) fn chromium_with(
+    dir: &Path,
+    url: &str,
+    screenshot: Option<&Path>,
+    flags: &[&str],
+) -> String {
     let mut command = Command::new("chromium");
     command
         .args([
@@ -103,7 +108,7 @@ fn chromium_with(dir: &Path, url: &str, screenshot: Option<&Path>, flags: &[&str
 
 /// The texts of the cells after the first of the table row whose first cell names `name` (a topic
 /// or an id, as the page shows it).
-fn row(dom: &str, name: &str) -> Vec<String> {
+pub(crate) fn row(dom: &str, name: &str) -> Vec<String> {
     cells_after(dom, &format!(">{name}</a></td>"))
 }
 
@@ -130,7 +135,7 @@ fn cells_after(dom: &str, first: &str) -> Vec<String> {
 }
 
 /// The value of the first hidden field `name` in `page`.
-fn field<'a>(page: &'a str, name: &str) -> &'a str {
+pub(crate) fn field<'a>(page: &'a str, name: &str) -> &'a str {
     let at = page
         .find(&format!("name=\"{name}\" value=\""))
         .unwrap_or_else(|| panic!("no field {name}: {page}"));
@@ -139,7 +144,7 @@ fn field<'a>(page: &'a str, name: &str) -> &'a str {
 }
 
 /// A POST of an HTML form (`fields` already encoded).
-fn submit(http: &str, path: &str, fields: &str, headers: &[(&str, &str)]) -> Answer {
+pub(crate) fn submit(http: &str, path: &str, fields: &str, headers: &[(&str, &str)]) -> Answer {
     let mut headers = headers.to_vec();
     headers.push(("Content-Type", "application/x-www-form-urlencoded"));
     request(http, "POST", path, &headers, fields.as_bytes())

@@ -26,3 +26,4 @@ mod sentinel;
 mod service;
 mod timer_loop;
 mod tls;
+mod waiting;
