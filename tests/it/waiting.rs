@@ -111,11 +111,6 @@ async fn the_waiting_page_in_a_browser_lists_the_pool_in_due_order_and_runs_a_jo
         markup_row[1].contains("&lt;img src=x onerror=alert(1)&gt;"),
         "{markup_row:?}"
     );
-    if let Some(shots) = std::env::var_os("DELAYER_SCREENSHOTS") {
-        let shot = Path::new(&shots).join("console-waiting.png");
-        chromium(dir, &url("/waiting?topic=mail"), Some(&shot));
-    }
-
     // Run now, as the page's form sends it: a job due in an hour is on its ready list within a
     // second, and the page says so.
     let token = field(&first, "form_token").to_string();
@@ -140,6 +135,10 @@ async fn the_waiting_page_in_a_browser_lists_the_pool_in_due_order_and_runs_a_jo
     let said = chromium(dir, &url(&back), None);
     assert!(said.contains("The job is due now"), "{said}");
     assert!(!listed(&said).contains(soon), "{said}");
+    if let Some(shots) = std::env::var_os("DELAYER_SCREENSHOTS") {
+        let shot = Path::new(&shots).join("console-waiting.png");
+        chromium(dir, &url(&back), Some(&shot));
+    }
 
     // A job that no longer waits is not run: the page says why, and nothing changes.
     let again = submit(&http, "/actions/promote", &fields, &[]);
