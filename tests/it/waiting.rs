@@ -329,7 +329,10 @@ async fn the_http_api_and_delayer_promote_run_waiting_jobs_now_and_refuse_others
         "{unknown}"
     );
 
-    // A topic's, over HTTP and the CLI: only that topic's jobs.
+    // A topic's, over HTTP and the CLI: only that topic's jobs. A misspelt field runs nothing.
+    let misspelt = post(&http, path, &json!({"topic": "b", "limt": 1}));
+    assert_eq!(misspelt.status, 400, "{}", misspelt.body);
+    assert_eq!(redis.zcard::<_, usize>(JOB_POOL).await.unwrap(), 2);
     let topic = post(&http, path, &json!({"topic": "b"}));
     assert_eq!(topic.json()["data"]["promoted"], 1, "{}", topic.body);
     wait_for_ready(&redis, "b", 1).await;

@@ -20,6 +20,7 @@ const MAX_COUNT: usize = 1000;
 
 /// A place in the pool, as `next` answers it: the job's score and its id.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct After {
     score: String,
     id: Option<String>,
@@ -47,8 +48,10 @@ impl After {
     }
 }
 
-/// `waiting`: a page of the pool.
+/// `waiting`: a page of the pool. A field it does not know is refused: a misspelt `topic` would
+/// list every topic's jobs.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct Waiting {
     topic: Option<String>,
     topic_base64: Option<String>,
@@ -88,8 +91,10 @@ pub(super) async fn waiting(
     Ok(ok("ok", data))
 }
 
-/// `promote`: one job by id, or a topic's.
+/// `promote`: one job by id, or a topic's. A field it does not know is refused: a misspelt
+/// `limit` would run up to 10,000 jobs.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct Promote {
     job_id: Option<String>,
     id_base64: Option<String>,
