@@ -1,11 +1,12 @@
 //! The jobs that are waiting, beside a real daemon and redis-server: the console's `/waiting` in a
 //! browser (the pool in due order across pages, run now, remove, run all of a topic's once
-//! confirmed), what a page reads of a large pool, and the same through the HTTP API and
-//! `delayer promote`.
+//! confirmed), what a page reads of a large pool, the same through the HTTP API and `delayer
+//! promote`, and a topic's own pool in the cluster layout.
 //!
 //! With `DELAYER_SCREENSHOTS=DIR` set, the browser test also saves the page as a PNG in DIR (the
 //! picture in docs/ comes from there).
 
+use crate::cluster::{cluster_client, cluster_config};
 use crate::console::{chromium, field, row, submit};
 use crate::support;
 
@@ -16,13 +17,14 @@ use std::time::{Duration, Instant};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, MAX_WAITING_READ};
+use delayer_testkit::cluster::RedisCluster;
 use delayer_wire::keys::{JOB_POOL, job_bucket, ready_queue};
 use serde_json::json;
-use support::http_client::{post, request, serving};
+use support::http_client::{http_address, post, request, serving};
 use support::legacy_client::now_seconds;
 use support::{
-    DaemonSetup, RedisServer, add_jobs, command_stats, delayer_fails, delayer_succeeds, wait_for,
-    wait_for_ready,
+    Daemon, DaemonSetup, RedisServer, add_jobs, command_stats, delayer_fails, delayer_succeeds,
+    read, wait_for, wait_for_ready,
 };
 
 /// The topic whose name is markup.
@@ -89,6 +91,18 @@ async fn the_waiting_page_in_a_browser_lists_the_pool_in_due_order_and_runs_a_jo
     }
     assert_eq!(seen, pool_ids(&mut redis).await);
     assert_eq!((seen.len(), pages), (121, 3));
+
+    // The overview's count of waiting jobs and a topic's page lead here.
+    let overview = chromium(dir, &url("/"), None);
+    assert!(
+        overview.contains("<dt>waiting</dt><dd><a href=\"/waiting\">121</a></dd>"),
+        "{overview}"
+    );
+    let topic = chromium(dir, &url("/topic?name=mail"), None);
+    assert!(
+        topic.contains("<a href=\"/waiting?topic=mail\">Its waiting jobs</a>"),
+        "{topic}"
+    );
 
     // Each row: its due time, topic and attempts; the topic named with markup is text.
     let first = chromium(dir, &url("/waiting"), None);
@@ -345,5 +359,84 @@ async fn the_http_api_and_delayer_promote_run_waiting_jobs_now_and_refuse_others
     assert_eq!(redis.zcard::<_, usize>(JOB_POOL).await.unwrap(), 0);
     let listed = delayer_succeeds(&config, &["waiting"]);
     assert_eq!(listed, "");
+    daemon.stop();
+}
+
+/// How many jobs are on `topic`'s ready list, as the client reads it in any layout.
+async fn ready_count(client: &Client, topic: &str) -> u64 {
+    let lengths = client.lengths(&[topic.into()]).await.unwrap();
+    lengths.ready.first().map_or(0, |(_, ready)| *ready)
+}
+
+#[tokio::test]
+async fn in_the_cluster_layout_a_topics_own_pool_is_listed_and_run_exactly() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, logs) = cluster_config(&dir, "waiting", &cluster.addresses());
+    let text = format!("{}\n[http]\nlisten = 127.0.0.1:0\n", read(&config));
+    std::fs::write(&config, text).unwrap();
+    let daemon = Daemon::start(&config);
+    let http = http_address(&logs);
+    let client = cluster_client(&cluster).await;
+    let hour = Duration::from_secs(3600);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for n in 0..60 {
+        let (topic, ids) = if n % 2 == 0 {
+            ("a", &mut a)
+        } else {
+            ("b", &mut b)
+        };
+        ids.push(
+            client
+                .push(topic, "x")
+                .delay(hour)
+                .await
+                .unwrap()
+                .to_string(),
+        );
+    }
+
+    // No pool of every topic to list: the page asks for one, the API wants one.
+    let page = request(&http, "GET", "/waiting", &[], b"");
+    assert!(page.body.contains("name a topic"), "{}", page.body);
+    assert_eq!(
+        post(&http, "/delay-queue/api/jobs/waiting", &json!({})).status,
+        400
+    );
+    // A topic's page reads its own pool: its jobs alone, in due order, none cut short.
+    let page = request(&http, "GET", "/waiting?topic=a", &[], b"").body;
+    assert_eq!(listed(&page), a, "{page}");
+    assert!(!page.contains("This page read"), "{page}");
+
+    // Run one now, then all of b's.
+    let said = delayer_succeeds(&config, &["promote", &a[0]]);
+    assert!(said.contains("is due now"), "{said}");
+    let all = post(
+        &http,
+        "/delay-queue/api/jobs/promote",
+        &json!({"topic": "b"}),
+    );
+    let data = &all.json()["data"];
+    assert_eq!(
+        (data["promoted"].clone(), data["next"].clone()),
+        (json!(30), json!(null))
+    );
+    wait_for(
+        Duration::from_secs(10),
+        "a's one job and b's 30 ready",
+        || {
+            let client = client.clone();
+            async move {
+                let ready = (
+                    ready_count(&client, "a").await,
+                    ready_count(&client, "b").await,
+                );
+                (ready == (1, 30)).then_some(())
+            }
+        },
+    )
+    .await;
+    let left = client.waiting(Some(b"a"), None, 100).await.unwrap();
+    assert_eq!(left.jobs.len(), 29);
     daemon.stop();
 }
