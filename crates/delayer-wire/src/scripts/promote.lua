@@ -1,6 +1,6 @@
 -- Makes waiting jobs due now, by Redis's clock ("run now"): each job the pool holds is scored
 -- now, unless it is due already, so that the daemon, woken by the write to the pool, moves it at
--- once. A job's bucket `due` (our pushes write it) says now too.
+-- once. A job's bucket `due` (our pushes write it) says so too.
 --
 -- KEYS[1]  the job pool
 -- ARGV[1]  the caller's clock, unix seconds: now, only when this Redis user may not run TIME
@@ -18,7 +18,6 @@
 local pool, bucket_prefix, topic = KEYS[1], ARGV[2], ARGV[3]
 require_type(pool, 'zset')
 require_permission('ZADD', pool, '0', 'id')
-require_permission('HSET', bucket_prefix .. 'id', 'due', '0')
 local seconds = clock(ARGV[1])
 
 -- The move and ack tell a legacy client's push (whole seconds) from a retry of ours (a fraction)
@@ -44,20 +43,25 @@ for index, id in ipairs(ids) do
     codes[index] = 2
   else
     codes[index] = 1
-    scored[#scored + 1] = whole_seconds(score) and whole or fraction
+    local now = whole_seconds(score) and whole or fraction
+    scored[#scored + 1] = now
     scored[#scored + 1] = id
     if fields[2] then
-      dated[#dated + 1] = bucket
+      -- As our pushes write it: unix seconds to the millisecond (rounded down: not after the
+      -- score).
+      dated[#dated + 1] = {bucket, string.format('%.3f', math.floor(tonumber(now) * 1000) / 1000)}
     end
   end
 end
 
+-- Asked only when a bucket has `due` to write: a user of the legacy keys alone runs their jobs.
+if #dated > 0 then
+  require_permission('HSET', bucket_prefix .. 'id', 'due', '0')
+end
 if #scored > 0 then
   redis.call('ZADD', pool, unpack(scored))
 end
--- As our pushes write it: unix seconds to the millisecond (rounded down: not after the score).
-local due = string.format('%.3f', math.floor(seconds * 1000) / 1000)
-for _, bucket in ipairs(dated) do
-  redis.call('HSET', bucket, 'due', due)
+for _, job in ipairs(dated) do
+  redis.call('HSET', job[1], 'due', job[2])
 end
 return codes
