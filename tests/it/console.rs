@@ -493,7 +493,7 @@ async fn with_a_token_every_action_and_every_body_wants_a_login_and_a_form_of_th
 }
 
 /// Logs in to the console at `http` with `token`; the session's `Cookie` header value.
-fn log_in(http: &str, token: &str) -> String {
+pub(crate) fn log_in(http: &str, token: &str) -> String {
     let login = submit(http, "/login", &format!("token={token}&next=/"), &[]);
     assert_eq!(login.status, 303, "{}", login.body);
     let cookie = login.header("set-cookie").unwrap();

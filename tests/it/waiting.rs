@@ -7,7 +7,7 @@
 //! picture in docs/ comes from there).
 
 use crate::cluster::{cluster_client, cluster_config};
-use crate::console::{chromium, field, row, submit};
+use crate::console::{chromium, field, log_in, row, submit};
 use crate::support;
 
 use std::collections::HashMap;
@@ -438,5 +438,73 @@ async fn in_the_cluster_layout_a_topics_own_pool_is_listed_and_run_exactly() {
     .await;
     let left = client.waiting(Some(b"a"), None, 100).await.unwrap();
     assert_eq!(left.jobs.len(), 29);
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn with_a_token_run_now_and_run_all_want_a_login_and_a_form_of_this_console_from_this_site() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "guarded-waiting", "token = s3cret");
+    let client = Client::connect(server.info()).await.unwrap();
+    let id = client
+        .push("mail", "m")
+        .delay(Duration::from_secs(3600))
+        .await
+        .unwrap()
+        .to_string();
+    let score = |redis: &mut MultiplexedConnection| {
+        let mut redis = redis.clone();
+        let id = id.clone();
+        async move { redis.zscore::<_, _, f64>(JOB_POOL, id).await.unwrap() }
+    };
+    let waiting = score(&mut redis).await;
+
+    // Without a login: the ids, no forms; every action refused.
+    let page = request(&http, "GET", "/waiting", &[], b"");
+    assert_eq!(listed(&page.body), [id.clone()]);
+    assert!(
+        !page.body.contains("<form method=\"post\""),
+        "{}",
+        page.body
+    );
+    let run = format!("id={id}&form_token=00ff");
+    let all = "topic=mail&confirmed=yes&form_token=00ff";
+    assert_eq!(submit(&http, "/actions/promote", &run, &[]).status, 401);
+    assert_eq!(
+        submit(&http, "/actions/promote-topic", all, &[]).status,
+        401
+    );
+    let get = request(&http, "GET", &format!("/actions/promote?id={id}"), &[], b"");
+    assert_eq!(get.status, 405);
+
+    // Logged in: a form without this session's token, or sent from another site, does nothing.
+    let session = log_in(&http, "s3cret");
+    let with_session = [("Cookie", session.as_str())];
+    let page = request(&http, "GET", "/waiting", &with_session, b"").body;
+    let token = field(&page, "form_token").to_string();
+    assert_eq!(
+        submit(&http, "/actions/promote", &run, &with_session).status,
+        403
+    );
+    let fields = format!("id={id}&page=waiting&form_token={token}");
+    let cross = [
+        ("Cookie", session.as_str()),
+        ("Sec-Fetch-Site", "cross-site"),
+    ];
+    assert_eq!(
+        submit(&http, "/actions/promote", &fields, &cross).status,
+        403
+    );
+    assert_eq!(score(&mut redis).await, waiting);
+
+    let done = submit(&http, "/actions/promote", &fields, &with_session);
+    assert_eq!(
+        done.header("location"),
+        Some("/waiting?done=promoted"),
+        "{}",
+        done.body
+    );
+    wait_for_ready(&redis, "mail", 1).await;
     daemon.stop();
 }
