@@ -235,7 +235,7 @@ pub(crate) fn get(address: &str, path: &str, timeout: Duration) -> Option<(u16, 
 /// The least bucket bound (ms) of the daemon's `delayer_move_lag_seconds` under which a `share`
 /// of its moves fell, from its `/metrics`: how late it moved jobs by Redis's clock, apart from
 /// how soon the bench's consumers, on the same 2 cores as 80 scrapers, popped them.
-fn daemon_lag_bound(address: &str, share: f64) -> Option<f64> {
+pub(crate) fn daemon_lag_bound(address: &str, share: f64) -> Option<f64> {
     let (_, body) = get(address, "/metrics", Duration::from_secs(10))?;
     let body = String::from_utf8(body).ok()?;
     let buckets: Vec<(f64, f64)> = body

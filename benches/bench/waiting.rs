@@ -1,7 +1,7 @@
 //! The waiting jobs' pages against a large pool: 1,000,000 jobs waiting (1,000 topics, one
-//! pool), jobs falling due throughout, and 20 clients loading `/waiting` pages (the first, one
-//! deep in the pool, a topic's) for the second half. How long each page takes, and whether jobs
-//! move later while the pages load than before.
+//! pool). How long each page takes (the first, one deep in the pool, a topic's) asked alone; then,
+//! with jobs falling due throughout, 20 clients loading them for the second half: how long they
+//! take then, and whether jobs move later while the pages load than before.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use delayer_wire::time::unix_now;
 
-use super::scrape::{LIVE, consume, get};
+use super::scrape::{LIVE, consume, daemon_lag_bound, get};
 use super::support::http_client::serving;
 use super::support::{RedisServer, add_jobs, command_stats, redis_cpu_seconds};
 use super::{fresh, percentiles, stop};
@@ -18,6 +18,8 @@ use super::{fresh, percentiles, stop};
 const WAITING: usize = 1_000_000;
 const TOPICS: usize = 1_000;
 const CLIENTS: usize = 20;
+/// Each page asked alone this many times.
+const ALONE: usize = 20;
 /// Seconds without the page loads, then as many with them.
 const SECONDS: u64 = 10;
 /// Jobs falling due a second, on the live topics, with millisecond due times.
@@ -53,6 +55,19 @@ pub async fn waiting(server: &RedisServer) {
     ];
 
     let (mut daemon, _logs, address) = serving(server, "waiting", "");
+    let alone: Vec<Vec<f64>> = pages
+        .iter()
+        .map(|(_, path)| {
+            (0..ALONE)
+                .map(|_| {
+                    let sent = Instant::now();
+                    let (status, _) = get(&address, path, Duration::from_secs(60)).unwrap();
+                    assert_eq!(status, 200, "{path}");
+                    sent.elapsed().as_secs_f64() * 1000.0
+                })
+                .collect()
+        })
+        .collect();
     let start = unix_now() + 2.0;
     let jobs = RATE * 2 * SECONDS as usize;
     let due: Vec<f64> = (0..jobs)
@@ -108,6 +123,10 @@ pub async fn waiting(server: &RedisServer) {
         client.join().unwrap();
     }
     let lags = arrivals.join().unwrap();
+    let (daemon_p50, daemon_p99) = (
+        daemon_lag_bound(&address, 0.5).unwrap_or(f64::NAN),
+        daemon_lag_bound(&address, 0.99).unwrap_or(f64::NAN),
+    );
     stop(&mut daemon);
 
     println!("| figure | value |");
@@ -122,8 +141,15 @@ pub async fn waiting(server: &RedisServer) {
         let (p50, p99, max) = percentiles(late);
         println!("| move lag {half}, p50 / p99 / max ms | {p50:.1} / {p99:.1} / {max:.1} |");
     }
+    println!(
+        "| the daemon's own move lag, p50 / p99 within (its histogram's buckets) | {daemon_p50} / {daemon_p99} ms |"
+    );
     let loads = loads.lock().unwrap();
-    for (kind, _) in &pages {
+    for ((kind, _), alone) in pages.iter().zip(alone) {
+        let (p50, p99, max) = percentiles(alone);
+        println!(
+            "| {kind}, asked alone: page ms p50 / p99 / max | {p50:.1} / {p99:.1} / {max:.1} |"
+        );
         let mine: Vec<_> = loads.iter().filter(|(k, ..)| k == kind).collect();
         let ok: Vec<f64> = mine
             .iter()

@@ -462,7 +462,7 @@ async fn with_a_token_run_now_and_run_all_want_a_login_and_a_form_of_this_consol
 
     // Without a login: the ids, no forms; every action refused.
     let page = request(&http, "GET", "/waiting", &[], b"");
-    assert_eq!(listed(&page.body), [id.clone()]);
+    assert_eq!(listed(&page.body), std::slice::from_ref(&id));
     assert!(
         !page.body.contains("<form method=\"post\""),
         "{}",
