@@ -91,6 +91,7 @@ impl Http {
                 client,
                 metrics,
                 console: console::state::Console::new(settings.token.as_deref()),
+                pool_reads: tokio::sync::Semaphore::new(1),
                 token: settings.token.clone(),
                 hosts: settings.hosts.clone().into(),
                 timer_interval,
