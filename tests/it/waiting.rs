@@ -315,6 +315,19 @@ async fn the_http_api_and_delayer_promote_run_waiting_jobs_now_and_refuse_others
         (json!(null), json!(false))
     );
 
+    // And by `delayer waiting`: a JSON object a line.
+    let lines = delayer_succeeds(&config, &["waiting", "--topic", "a", "--limit", "2"]);
+    let lines: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(
+        (&lines[0]["id"], &lines[1]["id"]),
+        (&json!(ids[0]), &json!(ids[1]))
+    );
+    assert_eq!(lines[1]["topic"], "a");
+
     // One by id over HTTP; again, it is not waiting (409); unknown, 404.
     let path = "/delay-queue/api/jobs/promote";
     let done = post(&http, path, &json!({"job_id": ids[0]}));
