@@ -1,8 +1,9 @@
 //! The benchmark: `cargo bench --bench bench [-- SCENARIO...]` with scenarios `batch`, `drain`,
 //! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve`, `e2e`, `worker_burst` (the
 //! client's; see `consumers` and `worker_burst`), `http` (adds over HTTP), `scrape` (80 scrapers
-//! against 200,000 topics), `cluster` (a drain on 1 and 3 cluster masters) and `schedules`
-//! (recurring schedules, and the mover beside them), default: all. It
+//! against 200,000 topics), `waiting` (20 clients on the waiting jobs' pages of a 1M-job pool),
+//! `cluster` (a drain on 1 and 3 cluster masters) and `schedules` (recurring schedules, and the
+//! mover beside them), default: all. It
 //! starts its own redis-server and the release `delayer` binary (access log on, to a file), and
 //! prints each figure beside a reference measured in the same run, since this machine is shared
 //! and noisy: compare ratios, not absolute numbers.
@@ -15,6 +16,7 @@ mod http_add;
 mod schedules;
 mod schedules_beside;
 mod scrape;
+mod waiting;
 mod worker_burst;
 
 #[path = "../../tests/it/support/mod.rs"]
@@ -95,6 +97,9 @@ fn main() {
         }
         if runs("scrape") {
             scrape::scrape(&server).await;
+        }
+        if runs("waiting") {
+            waiting::waiting(&server).await;
         }
         if runs("cluster") {
             cluster_drain::cluster_drain().await;

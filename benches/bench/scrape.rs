@@ -25,7 +25,7 @@ const SCRAPERS: usize = 80;
 const SECONDS: u64 = 20;
 /// Jobs falling due a second, on [`LIVE`] topics, with millisecond due times.
 const RATE: usize = 200;
-const LIVE: [&str; 4] = ["live0", "live1", "live2", "live3"];
+pub(crate) const LIVE: [&str; 4] = ["live0", "live1", "live2", "live3"];
 /// How often `/healthz` is asked.
 const HEALTH_EVERY: Duration = Duration::from_millis(50);
 
@@ -185,7 +185,7 @@ pub async fn scrape(server: &RedisServer) {
 
 /// Consumers on BRPOP over the live topics' ready lists, on a thread of their own: when each
 /// job (by index) arrived, in unix seconds, `None` for one that never came.
-fn consume(server: &RedisServer, jobs: usize) -> JoinHandle<Vec<Option<f64>>> {
+pub(crate) fn consume(server: &RedisServer, jobs: usize) -> JoinHandle<Vec<Option<f64>>> {
     let info = server.info();
     std::thread::spawn(move || {
         let client = redis::Client::open(info).unwrap();
@@ -215,7 +215,7 @@ fn consume(server: &RedisServer, jobs: usize) -> JoinHandle<Vec<Option<f64>>> {
 
 /// GETs `path` on a connection of its own: the status and the body, `None` when no whole answer
 /// came within `timeout`.
-fn get(address: &str, path: &str, timeout: Duration) -> Option<(u16, Vec<u8>)> {
+pub(crate) fn get(address: &str, path: &str, timeout: Duration) -> Option<(u16, Vec<u8>)> {
     let mut stream = TcpStream::connect(address).ok()?;
     stream.set_read_timeout(Some(timeout)).ok()?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
@@ -235,7 +235,7 @@ fn get(address: &str, path: &str, timeout: Duration) -> Option<(u16, Vec<u8>)> {
 /// The least bucket bound (ms) of the daemon's `delayer_move_lag_seconds` under which a `share`
 /// of its moves fell, from its `/metrics`: how late it moved jobs by Redis's clock, apart from
 /// how soon the bench's consumers, on the same 2 cores as 80 scrapers, popped them.
-fn daemon_lag_bound(address: &str, share: f64) -> Option<f64> {
+pub(crate) fn daemon_lag_bound(address: &str, share: f64) -> Option<f64> {
     let (_, body) = get(address, "/metrics", Duration::from_secs(10))?;
     let body = String::from_utf8(body).ok()?;
     let buckets: Vec<(f64, f64)> = body

@@ -143,6 +143,54 @@ pub enum Command {
         #[command(flatten)]
         topic: TopicArg,
     },
+    /// List the jobs waiting in the pool, in due order (a topic's, with --topic), one JSON
+    /// object a line: id, topic, due, attempts
+    #[command(
+        after_help = "Examples:\n  delayer waiting --limit 20\n  delayer waiting --topic order.close"
+    )]
+    Waiting {
+        /// Only this topic's jobs (in a pool of every topic, they are looked for in all of it)
+        #[arg(long, conflicts_with = "topic_base64")]
+        topic: Option<String>,
+        /// Instead of --topic: its bytes in base64, for a topic that is not UTF-8
+        #[arg(long, value_name = "BASE64", value_parser = topic_base64)]
+        topic_base64: Option<Topic>,
+        /// List at most this many (earliest first)
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Run a waiting job now: due now, by Redis's clock, so that the daemon moves it to its
+    /// ready list at once; exits 1 when there is no such waiting job. With --topic, a topic's
+    /// waiting jobs, earliest first
+    #[command(
+        after_help = "Examples:\n  delayer promote 5d41402abc4b2a76b9719d911017c592\n  \
+                            delayer promote --topic order.close --limit 500"
+    )]
+    Promote {
+        /// The job's id, as push printed it
+        #[arg(
+            required_unless_present_any = ["id_base64", "topic", "topic_base64"],
+            conflicts_with_all = ["id_base64", "topic", "topic_base64"]
+        )]
+        id: Option<String>,
+        /// Instead of ID: its bytes in base64, for an id that is not UTF-8
+        #[arg(
+            long,
+            value_name = "BASE64",
+            value_parser = id_base64,
+            conflicts_with_all = ["topic", "topic_base64"]
+        )]
+        id_base64: Option<JobId>,
+        /// Instead of a job: the waiting jobs of this topic
+        #[arg(long, conflicts_with = "topic_base64", group = "of_topic")]
+        topic: Option<String>,
+        /// Instead of --topic: its bytes in base64, for a topic that is not UTF-8
+        #[arg(long, value_name = "BASE64", value_parser = topic_base64, group = "of_topic")]
+        topic_base64: Option<Topic>,
+        /// With --topic: run at most this many (earliest first)
+        #[arg(long, default_value_t = 10_000, requires = "of_topic")]
+        limit: usize,
+    },
     /// Recurring schedules: add, list, show, remove, pause, resume, run
     #[command(subcommand)]
     Schedule(super::schedule::ScheduleCommand),

@@ -1,6 +1,6 @@
-//! The job subcommands (push, get, pop, remove, stats, pause, resume, dead): each connects to the
-//! configured Redis through the client library, does one thing (one function each), and prints
-//! the result.
+//! The job subcommands (push, get, pop, remove, stats, pause, resume, dead, waiting, promote):
+//! each connects to the configured Redis through the client library, does one thing (one
+//! function each), and prints the result.
 
 use std::fs::File;
 use std::io::{BufRead, Read, Write};
@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
-use delayer_client::{Client, Error, JobId, NewPush, Removed, State, Topic};
+use delayer_client::{Client, Cursor, Error, JobId, NewPush, Promoted, Removed, State, Topic};
 use serde_json::Value;
 
 use super::Command;
@@ -16,6 +16,7 @@ use super::output::{info_json, popped_json, stats_json, stats_table};
 use crate::config::Config;
 use crate::redis::target;
 use crate::text::time::rfc3339;
+use crate::text::waiting::job_json;
 
 /// Runs one job command against the Redis of `config`.
 pub async fn run(config: &Config, command: Command) -> Result<()> {
@@ -57,6 +58,24 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             ..
         } => requeue_dead(&client, topic.topic()).await,
         Command::Dead { topic, limit, .. } => dead(&client, topic.topic(), limit).await,
+        Command::Waiting {
+            topic,
+            topic_base64,
+            limit,
+        } => waiting(&client, topic_base64.or(topic.map(Topic::from)), limit).await,
+        Command::Promote {
+            topic,
+            topic_base64,
+            limit,
+            ..
+        } if topic.is_some() || topic_base64.is_some() => {
+            let topic = topic_base64.or(topic.map(Topic::from));
+            promote_topic(&client, topic.expect("one of them"), limit).await
+        }
+        Command::Promote { id, id_base64, .. } => {
+            let id = id_base64.or(id.map(JobId::from));
+            promote(&client, id.expect("clap requires an id or a topic")).await
+        }
         Command::Schedule(command) => super::schedule::run(&client, command).await,
     }
 }
@@ -224,6 +243,79 @@ async fn dead(client: &Client, topic: Topic, limit: usize) -> Result<()> {
             "the oldest {limit} dead jobs of topic {topic} are listed; there are more \
              (--limit N lists more, delayer stats counts them)"
         );
+    }
+    Ok(())
+}
+
+/// `waiting`: up to `limit` waiting jobs (of `topic`), earliest first, one JSON object each.
+async fn waiting(client: &Client, topic: Option<Topic>, limit: usize) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let mut listed = 0;
+    let mut after: Option<Cursor> = None;
+    // A page at a time: each call reads a bounded part of the pool.
+    while listed < limit {
+        let count = (limit - listed).min(1000);
+        let topic = topic.as_ref().map(Topic::as_bytes);
+        let page = client.waiting(topic, after.as_ref(), count).await?;
+        for job in &page.jobs {
+            writeln!(out, "{}", job_json(job))?;
+        }
+        listed += page.jobs.len();
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(()),
+        }
+    }
+    drop(out);
+    eprintln!(
+        "the first {limit} waiting jobs are listed; there may be more (--limit N lists more)"
+    );
+    Ok(())
+}
+
+/// `promote ID`: the job due now.
+async fn promote(client: &Client, id: JobId) -> Result<()> {
+    match client.promote(&id).await {
+        Ok(Promoted::Due) => println!("job {id} is due now: the daemon moves it at once"),
+        Ok(Promoted::WasDue) => println!("job {id} was due already: the daemon moves it shortly"),
+        Err(Error::UnknownJob(_)) => {
+            bail!("no waiting job {id:?}: no such job (finished, removed, or never pushed)")
+        }
+        Err(Error::NotWaiting(_)) => {
+            bail!(
+                "no waiting job {id:?}: it is ready, reserved or dead (delayer get {id} says which)"
+            )
+        }
+        Err(other) => return Err(other.into()),
+    }
+    Ok(())
+}
+
+/// `promote --topic`: up to `limit` of the topic's waiting jobs due now, earliest first. Each
+/// call reads a bounded part of the pool; this goes on through all of it.
+async fn promote_topic(client: &Client, topic: Topic, limit: usize) -> Result<()> {
+    let mut made_due = 0;
+    let mut after: Option<Cursor> = None;
+    loop {
+        let done = client
+            .promote_topic(&topic, limit - made_due, after.as_ref())
+            .await?;
+        made_due += done.made_due;
+        after = done.next;
+        if after.is_none() || made_due >= limit {
+            break;
+        }
+    }
+    let (jobs, are) = if made_due == 1 {
+        ("job", "is")
+    } else {
+        ("jobs", "are")
+    };
+    println!(
+        "{made_due} waiting {jobs} of topic {topic} {are} due now: the daemon moves them at once"
+    );
+    if after.is_some() {
+        eprintln!("--limit {limit} reached: more of its jobs may wait (run it again)");
     }
     Ok(())
 }

@@ -6,7 +6,7 @@
 use delayer_client::{Job, JobInfo, Stats, Stored, Topic};
 use serde_json::{Value, json};
 
-use crate::text::bytes;
+use crate::text::bytes::{self, with_base64};
 use crate::text::escape;
 use crate::text::schedule::{next_text, to_json};
 use crate::text::time::rfc3339;
@@ -40,13 +40,6 @@ pub(super) fn popped_json(job: &Job) -> Value {
     with_base64(&mut json, "topic", Some(job.topic.as_bytes()));
     with_base64(&mut json, "body", Some(&job.body));
     json
-}
-
-/// Adds `<field>_base64` to `json` when the field's bytes are not UTF-8.
-fn with_base64(json: &mut Value, field: &str, value: Option<&[u8]>) {
-    if let Some(encoded) = value.and_then(bytes::base64) {
-        json[format!("{field}_base64")] = Value::String(encoded);
-    }
 }
 
 pub(super) fn stats_json(stats: &Stats, schedules: &[Stored]) -> Value {

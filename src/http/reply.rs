@@ -60,7 +60,7 @@ pub(super) fn refused(error: Error) -> Response {
     let status = status_of(&error);
     match &error {
         // Most likely the text of an id that is not UTF-8, sent back in place of its bytes.
-        Error::UnknownJob(id) | Error::NotReserved(id)
+        Error::UnknownJob(id) | Error::NotReserved(id) | Error::NotWaiting(id)
             if id
                 .to_str()
                 .is_some_and(|id| id.contains(char::REPLACEMENT_CHARACTER)) =>
@@ -90,6 +90,7 @@ pub(super) fn status_of(error: &Error) -> StatusCode {
         | Error::TooFar(_)
         | Error::TtrTooLong { .. }
         | Error::TopicRefused(..)
+        | Error::TopicNeeded
         | Error::InvalidSchedule(_) => StatusCode::BAD_REQUEST,
         Error::BodyTooLarge { .. } | Error::BodyTooLargeToRead { .. } => {
             StatusCode::PAYLOAD_TOO_LARGE
@@ -100,6 +101,7 @@ pub(super) fn status_of(error: &Error) -> StatusCode {
         Error::NotReserved(_)
         | Error::TokenNeeded(_)
         | Error::NotDead { .. }
+        | Error::NotWaiting(_)
         | Error::WrongType { .. }
         | Error::AmbiguousId { .. } => StatusCode::CONFLICT,
         Error::InBatch { error, .. } | Error::PartlyPushed { error, .. } => status_of(error),

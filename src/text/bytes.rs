@@ -21,6 +21,13 @@ pub fn base64(bytes: &[u8]) -> Option<String> {
         .then(|| STANDARD.encode(bytes))
 }
 
+/// Adds `<field>_base64` to `json` when the field's bytes are not UTF-8.
+pub fn with_base64(json: &mut serde_json::Value, field: &str, value: Option<&[u8]>) {
+    if let Some(encoded) = value.and_then(base64) {
+        json[format!("{field}_base64")] = serde_json::Value::String(encoded);
+    }
+}
+
 /// The bytes that `encoded` (standard base64, as [`base64`] prints) holds; what is wrong with it
 /// otherwise, naming it as `name`.
 pub fn from_base64(name: &str, encoded: &str) -> Result<Vec<u8>, String> {

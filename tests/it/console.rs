@@ -108,7 +108,7 @@ pub(crate) fn chromium_with(
 
 /// The texts of the cells after the first of the table row whose first cell names `name` (a topic
 /// or an id, as the page shows it).
-fn row(dom: &str, name: &str) -> Vec<String> {
+pub(crate) fn row(dom: &str, name: &str) -> Vec<String> {
     cells_after(dom, &format!(">{name}</a></td>"))
 }
 
@@ -135,7 +135,7 @@ pub(crate) fn cells_after(dom: &str, first: &str) -> Vec<String> {
 }
 
 /// The value of the first hidden field `name` in `page`.
-fn field<'a>(page: &'a str, name: &str) -> &'a str {
+pub(crate) fn field<'a>(page: &'a str, name: &str) -> &'a str {
     let at = page
         .find(&format!("name=\"{name}\" value=\""))
         .unwrap_or_else(|| panic!("no field {name}: {page}"));
@@ -144,7 +144,7 @@ fn field<'a>(page: &'a str, name: &str) -> &'a str {
 }
 
 /// A POST of an HTML form (`fields` already encoded).
-fn submit(http: &str, path: &str, fields: &str, headers: &[(&str, &str)]) -> Answer {
+pub(crate) fn submit(http: &str, path: &str, fields: &str, headers: &[(&str, &str)]) -> Answer {
     let mut headers = headers.to_vec();
     headers.push(("Content-Type", "application/x-www-form-urlencoded"));
     request(http, "POST", path, &headers, fields.as_bytes())
@@ -493,7 +493,7 @@ async fn with_a_token_every_action_and_every_body_wants_a_login_and_a_form_of_th
 }
 
 /// Logs in to the console at `http` with `token`; the session's `Cookie` header value.
-fn log_in(http: &str, token: &str) -> String {
+pub(crate) fn log_in(http: &str, token: &str) -> String {
     let login = submit(http, "/login", &format!("token={token}&next=/"), &[]);
     assert_eq!(login.status, 303, "{}", login.body);
     let cookie = login.header("set-cookie").unwrap();

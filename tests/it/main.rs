@@ -27,3 +27,4 @@ mod sentinel;
 mod service;
 mod timer_loop;
 mod tls;
+mod waiting;

@@ -134,6 +134,13 @@ pub enum Error {
         /// The topic whose dead list was looked at.
         topic: Topic,
     },
+    /// The job is not waiting in the pool: it is ready, reserved or dead.
+    #[error("job {0:?} is not waiting: it is ready, reserved or dead")]
+    NotWaiting(JobId),
+    /// In the cluster layout, where each topic has a pool of its own, the pool was asked for
+    /// without a topic.
+    #[error("in the cluster layout each topic has a pool of its own: name the topic")]
+    TopicNeeded,
     /// A popped job's data is gone or incomplete: the legacy clients' "expired".
     #[error("job {0:?} expired or is incomplete: its bucket has no topic or no body")]
     Incomplete(JobId),

@@ -41,6 +41,10 @@ pub use client::inspect::JobTimes;
 pub use client::pop::HeldJob;
 pub use client::push::{NewPush, Push, Removed};
 pub use client::stats::{Lengths, Stats, TopicDetails, TopicStats};
+pub use client::waiting::{
+    Cursor, MAX_PROMOTE, MAX_PROMOTE_READ, MAX_WAITING_READ, Promoted, TopicPromotion, WaitingJob,
+    WaitingPage,
+};
 pub use delayer_wire::consumer::{self, Consumer, Heartbeat};
 pub use delayer_wire::keys::Layout;
 pub use delayer_wire::schedule::{self, CatchUp, Definition, Overlap, Source, Stored};

@@ -1,6 +1,6 @@
 //! The console's actions (`/actions/...`), each a POST form that comes back to a page with what
-//! it did: requeue or delete dead jobs, remove a waiting one, pause or resume a topic, and pause,
-//! resume or run a schedule.
+//! it did: requeue or delete dead jobs, run a waiting job now or remove it, run all of a topic's
+//! waiting jobs now, pause or resume a topic, and pause, resume or run a schedule.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,11 +9,11 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use delayer_client::{Changed, Error, Removed};
+use delayer_client::{Changed, Error, MAX_PROMOTE, Promoted, Removed};
 
-use super::fields::name_in;
+use super::fields::{cursor_in, name_if_in, name_in};
 use super::layout::{problem, see_other};
-use super::links::query;
+use super::links::{cursor_query, query};
 use super::viewer::{allowed, viewer};
 use crate::http::reply::status_of;
 use crate::http::state::AppState;
@@ -35,6 +35,18 @@ pub(super) fn said(fields: &HashMap<String, String>) -> Option<String> {
                     it is off the dead list, and nothing else changed."
             .into(),
         "removed" => "The job is removed.".into(),
+        "promoted" => "The job is due now: the daemon moves it to its ready list at once.".into(),
+        "was-due" => "The job was due already: the daemon moves it shortly (or, while its topic \
+                      is paused, when it is resumed)."
+            .into(),
+        "promoted-all" => format!(
+            "{} waiting jobs of the topic are due now.{}",
+            count.unwrap_or(0),
+            match fields.contains_key("from") {
+                true => " More of its jobs may wait further on: run the next ones below.",
+                false => " None is left waiting.",
+            }
+        ),
         "paused" => "The topic is paused: its jobs that fall due wait in the pool.".into(),
         "resumed" => format!(
             "The topic is resumed: {} jobs that fell due meanwhile move now.",
@@ -129,6 +141,26 @@ pub(super) async fn delete(
     .await
 }
 
+/// Where an action on job `id` comes back to, saying `done`: the waiting jobs' page it was sent
+/// from (`page=waiting`, of its `topic` if any), else the job's page.
+fn back_to(
+    fields: &mut HashMap<String, String>,
+    id: &[u8],
+    done: &str,
+) -> Result<String, (StatusCode, String)> {
+    if fields.get("page").is_none_or(|page| page != "waiting") {
+        return Ok(format!("/job?{}&done={done}", query("id", "id_base64", id)));
+    }
+    let topic = name_if_in(fields, "topic", "topic_base64").map_err(bad)?;
+    Ok(match topic {
+        Some(topic) => format!(
+            "/waiting?{}&done={done}",
+            query("topic", "topic_base64", &topic)
+        ),
+        None => format!("/waiting?done={done}"),
+    })
+}
+
 /// Removes a waiting (or ready) job, as the job API's `remove` does.
 pub(super) async fn remove(
     State(state): State<Arc<AppState>>,
@@ -138,12 +170,63 @@ pub(super) async fn remove(
     act(&state, &headers, &body, async |mut fields| {
         let id = name_in(&mut fields, "id", "id_base64").map_err(bad)?;
         match state.client.remove(&id).await.map_err(failed)? {
-            Removed::Waiting | Removed::Due => Ok(format!(
-                "/job?{}&done=removed",
-                query("id", "id_base64", &id)
-            )),
+            Removed::Waiting | Removed::Due => back_to(&mut fields, &id, "removed"),
             Removed::Unknown => Err(failed(Error::UnknownJob(id.into()))),
         }
+    })
+    .await
+}
+
+/// Makes a waiting job due now ("run now"): the daemon moves it at once.
+pub(super) async fn promote(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    act(&state, &headers, &body, async |mut fields| {
+        let id = name_in(&mut fields, "id", "id_base64").map_err(bad)?;
+        let done = match state.client.promote(&id).await.map_err(failed)? {
+            Promoted::Due => "promoted",
+            Promoted::WasDue => "was-due",
+        };
+        back_to(&mut fields, &id, done)
+    })
+    .await
+}
+
+/// Makes up to [`MAX_PROMOTE`] of a topic's waiting jobs due now, once confirmed (the waiting
+/// jobs' page asks first), going on from `after` if given; comes back saying how many, and from
+/// where to go on when more may wait.
+pub(super) async fn promote_topic(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    act(&state, &headers, &body, async |mut fields| {
+        let topic = name_in(&mut fields, "topic", "topic_base64").map_err(bad)?;
+        if fields
+            .get("confirmed")
+            .is_none_or(|confirmed| confirmed != "yes")
+        {
+            let ask = "confirm first: the waiting jobs' page of the topic asks (confirmed=yes)";
+            return Err(bad(ask.into()));
+        }
+        let after = cursor_in(&mut fields, "after").map_err(bad)?;
+        let _reading = state.pool_reads.acquire().await;
+        let done = state
+            .client
+            .promote_topic(&topic, MAX_PROMOTE, after.as_ref())
+            .await
+            .map_err(failed)?;
+        let page = query("topic", "topic_base64", &topic);
+        let count = done.made_due;
+        Ok(match &done.next {
+            Some(next) => format!(
+                "/waiting?{page}&done=promoted-all&count={count}&{}",
+                cursor_query("from", next)
+            ),
+            None => format!("/waiting?{page}&done=promoted-all&count={count}"),
+        })
     })
     .await
 }

@@ -1,7 +1,7 @@
 //! What the forms share: the field that proves a form came from this console, the hidden fields
-//! naming a topic or an id, and a dead job's buttons.
+//! naming a topic, an id or a place in the pool, and a dead job's buttons.
 
-use delayer_client::{JobId, Topic};
+use delayer_client::{Cursor, JobId, Topic};
 use maud::{Markup, html};
 
 use super::viewer::Viewer;
@@ -18,6 +18,14 @@ pub(super) fn named_field(text_name: &str, base64_name: &str, bytes: &[u8]) -> M
         None => {
             html! { input type="hidden" name=(text_name) value=(String::from_utf8_lossy(bytes)); }
         }
+    }
+}
+
+/// Hidden fields naming a place in the pool as `links::cursor_query` does.
+pub(super) fn cursor_fields(name: &str, cursor: &Cursor) -> Markup {
+    html! {
+        input type="hidden" name=(name) value=(cursor.score);
+        (named_field(&format!("{name}_id"), &format!("{name}_id_base64"), cursor.id.as_bytes()))
     }
 }
 

@@ -114,6 +114,13 @@ fn job_actions(info: &JobInfo, viewer: &Viewer) -> Markup {
         @match (info.state, &info.topic) {
             (JobState::Dead, Some(topic)) => { div { (dead_job_forms(viewer, topic, &info.id)) } }
             (JobState::Waiting | JobState::Ready, _) => {
+                @if info.state == JobState::Waiting {
+                    form method="post" action="/actions/promote" {
+                        (token_field(viewer))
+                        (named_field("id", "id_base64", info.id.as_bytes()))
+                        button { "Run this job now" }
+                    }
+                }
                 form method="post" action="/actions/remove" {
                     (token_field(viewer))
                     (named_field("id", "id_base64", info.id.as_bytes()))

@@ -1,8 +1,8 @@
-//! The frame of every page (the header with the links to the schedules and the consumers and the
-//! search box, the warnings, the style sheet, the overview's one script) and how pages go out:
-//! with the headers every page has, as a problem, or as a redirect. No asset from another host:
-//! the pages work offline and without JavaScript (the script only spares the overview and the
-//! consumers' page a reload).
+//! The frame of every page (the header with the links to the other pages and the search box, the
+//! warnings, the style sheet, the overview's one script) and how pages go out: with the headers
+//! every page has, as a problem, or as a redirect. No asset from another host: the pages work
+//! offline and without JavaScript (the script only spares the overview and the consumers' page a
+//! reload).
 
 use std::sync::LazyLock;
 
@@ -52,8 +52,8 @@ static POLICY: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// A whole page: the header with the links to the schedules and the consumers and the search
-/// box, the warnings, what an action said, `main`.
+/// A whole page: the header with the links to the other pages and the search box, the warnings,
+/// what an action said, `main`.
 pub(super) fn page(
     title: &str,
     viewer: &Viewer,
@@ -76,6 +76,7 @@ pub(super) fn page(
             body {
                 header {
                     a href="/" { b { "delayer" } }
+                    a href="/waiting" { "Waiting" }
                     a href="/schedules" { "Schedules" }
                     a href="/consumers" { "Consumers" }
                     form method="get" action="/job" {

@@ -1,7 +1,8 @@
 //! Links to a topic's page, a job's, a consumer's row and the login page, naming a topic or an id
-//! by text when it is UTF-8, else by the base64 of its bytes.
+//! by text when it is UTF-8, else by the base64 of its bytes; and places in the pool, for the
+//! waiting jobs' pages.
 
-use delayer_client::{JobId, Topic};
+use delayer_client::{Cursor, JobId, Topic};
 use maud::{Markup, html};
 
 use crate::text::escape::capped;
@@ -14,6 +15,17 @@ pub(super) fn query(text_name: &str, base64_name: &str, bytes: &[u8]) -> String 
     };
     let value: String = form_urlencoded::byte_serialize(value.as_bytes()).collect();
     format!("{name}={value}")
+}
+
+/// A place in the pool's query: `name` the score (in the shortest form that reads back exactly),
+/// `name_id` (or `name_id_base64`) the job.
+pub(super) fn cursor_query(name: &str, cursor: &Cursor) -> String {
+    let id = query(
+        &format!("{name}_id"),
+        &format!("{name}_id_base64"),
+        cursor.id.as_bytes(),
+    );
+    format!("{name}={}&{id}", cursor.score)
 }
 
 /// The login page's address, going on to `path` after.

@@ -1,10 +1,10 @@
 //! The console at `/`: an overview of Redis, this daemon and every listed topic; a page per topic
-//! with its ready, reserved and dead jobs a window at a time; a page per job; the schedules; the
-//! consumers; and actions on dead and waiting jobs, topics and schedules. Server-rendered HTML, a
-//! file per page, from maud templates: every value is escaped unless marked otherwise, so nothing
-//! a client wrote to Redis (a topic, an id, a body) can become markup. Guarded as `session` says;
-//! sent as `layout` says, with a Content-Security-Policy that allows only our own script and
-//! style, and nothing from another host.
+//! with its ready, reserved and dead jobs a window at a time; a page per job; the waiting jobs a
+//! page at a time; the schedules; the consumers; and actions on dead and waiting jobs, topics and
+//! schedules. Server-rendered HTML, a file per page, from maud templates: every value is escaped
+//! unless marked otherwise, so nothing a client wrote to Redis (a topic, an id, a body) can become
+//! markup. Guarded as `session` says; sent as `layout` says, with a Content-Security-Policy that
+//! allows only our own script and style, and nothing from another host.
 
 mod actions;
 mod consumers;
@@ -23,6 +23,7 @@ pub(super) mod state;
 mod times;
 mod topic;
 mod viewer;
+mod waiting;
 
 use std::sync::Arc;
 
@@ -37,6 +38,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/", get(overview::show))
         .route("/topic", get(topic::show))
         .route("/job", get(job::show))
+        .route("/waiting", get(waiting::show))
         .route("/schedules", get(schedules::show))
         .route("/consumers", get(consumers::show))
         .route("/login", get(login::form).post(login::login))
@@ -44,6 +46,8 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/actions/requeue", post(actions::requeue))
         .route("/actions/delete", post(actions::delete))
         .route("/actions/remove", post(actions::remove))
+        .route("/actions/promote", post(actions::promote))
+        .route("/actions/promote-topic", post(actions::promote_topic))
         .route("/actions/pause", post(actions::pause))
         .route("/actions/resume", post(actions::resume))
         .route("/actions/pause-schedule", post(actions::pause_schedule))

@@ -164,7 +164,7 @@ fn jobs(census: &Census, stale: bool) -> Markup {
         section {
             h2 { "Jobs" @if stale { " (as last read)" } }
             dl {
-                dt { "waiting" } dd { (census.waiting) }
+                dt { "waiting" } dd { a href="/waiting" { (census.waiting) } }
                 dt { "due now" } dd { (census.due_now) }
                 dt { "reserved" } dd { (census.reserved) }
                 dt { "next due" } dd { (time(census.next_due)) }

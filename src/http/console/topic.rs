@@ -150,6 +150,7 @@ fn render(t: &TopicPage, viewer: &Viewer) -> Markup {
             @if let Some(waiting) = t.details.waiting { ". Waiting: " (waiting) }
             "."
             @if t.paused { " Paused: its jobs that fall due wait in the pool until it is resumed." }
+            " " a href={ "/waiting?" (query("topic", "topic_base64", t.topic.as_bytes())) } { "Its waiting jobs" }
         }
         @if viewer.authorized {
             @let (action, label) = if t.paused { ("resume", "Resume") } else { ("pause", "Pause") };

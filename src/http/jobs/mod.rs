@@ -1,5 +1,5 @@
 //! The job API: go-delay-queue's `add`, `remove` and `get`, as it answers them, and ours (`pop`,
-//! `reserve`, `ack`, `nack`, `touch`). Each is a POST of JSON answered `{"code": 0, "message": ...,
+//! `reserve`, `ack`, `nack`, `touch`, `pause`, `resume`, `waiting`, `promote`). Each is a POST of JSON answered `{"code": 0, "message": ...,
 //! "data": ...}` (`remove` and `get` also take go-delay-queue's server's `GET ...?job_id=ID`); a
 //! failure's code is its HTTP status (400, 401, 403, 404, 405, 409, 413, 415, 421, 503), its
 //! message the problem. Nothing is written unless the whole request is good. Ids and topics that
@@ -9,6 +9,7 @@ mod consume;
 pub(super) mod heartbeats;
 mod push;
 mod topics;
+mod waiting;
 
 use std::sync::Arc;
 
@@ -36,6 +37,8 @@ pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/touch", post(consume::touch))
         .route("/pause", post(topics::pause))
         .route("/resume", post(topics::resume))
+        .route("/waiting", post(waiting::waiting))
+        .route("/promote", post(waiting::promote))
         .method_not_allowed_fallback(no_such_method)
         .layer(from_fn(json_only))
         .layer(from_fn_with_state(state.clone(), authorize))

@@ -1,9 +1,9 @@
 //! The client: a handle on the delayer Redis, cheap to clone. What it does is split by concern:
 //! [`push`] (push and remove), [`pop`] (the legacy pop, at most once), [`reserve`] and [`finish`]
 //! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
-//! queues up), [`pause`] (pause and resume a topic), [`sessions`] (the daemon's console's logouts),
-//! [`schedules`] (recurring schedules), [`firing`] (claiming their ticks) and [`consumers`]
-//! (heartbeats: who is consuming).
+//! queues up), [`waiting`] (the pool a page at a time, and waiting jobs due now), [`pause`] (pause
+//! and resume a topic), [`sessions`] (the daemon's console's logouts), [`schedules`] (recurring
+//! schedules), [`firing`] (claiming their ticks) and [`consumers`] (heartbeats: who is consuming).
 
 pub(crate) mod consumers;
 pub(crate) mod finish;
@@ -16,6 +16,7 @@ pub(crate) mod reserve;
 pub(crate) mod schedules;
 pub(crate) mod sessions;
 pub(crate) mod stats;
+pub(crate) mod waiting;
 
 use redis::{IntoConnectionInfo, RedisResult};
 use std::borrow::Cow;
@@ -31,6 +32,8 @@ use crate::scripts::body::{Body, BodyScript};
 use crate::scripts::dead_job::DeadJobScript;
 use crate::scripts::find_reserved::FindReservedScript;
 use crate::scripts::heartbeat::HeartbeatScript;
+use crate::scripts::pool_window::PoolWindowScript;
+use crate::scripts::promote::PromoteScript;
 use crate::scripts::push::PushScript;
 use crate::scripts::release::ReleaseScript;
 use crate::scripts::requeue_dead::RequeueDeadScript;
@@ -81,6 +84,8 @@ struct Scripts {
     release: ReleaseScript,
     requeue_dead: RequeueDeadScript,
     resume: ResumeScript,
+    pool_window: PoolWindowScript,
+    promote: PromoteScript,
     schedule_fire: ScheduleFireScript,
     schedule_save: ScheduleSaveScript,
     schedule_state: ScheduleStateScript,

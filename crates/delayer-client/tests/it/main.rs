@@ -1,10 +1,11 @@
 //! The client crate's integration tests, in one binary, each against a throwaway redis-server of
 //! its own: `client` (push, pop, reserve and what ends a reservation), `consumers` (heartbeats),
-//! `push_many`, `schedules`, `worker`.
+//! `push_many`, `schedules`, `waiting`, `worker`.
 
 mod client;
 mod consumers;
 mod fixture;
 mod push_many;
 mod schedules;
+mod waiting;
 mod worker;

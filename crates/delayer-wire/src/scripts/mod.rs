@@ -27,6 +27,8 @@ pub mod dead_job;
 pub mod find_reserved;
 pub mod heartbeat;
 pub mod move_due;
+pub mod pool_window;
+pub mod promote;
 pub mod push;
 pub mod release;
 pub mod requeue_dead;

@@ -42,7 +42,11 @@ impl ScheduleFireScript {
     /// Loads the script into Redis: calls sent together then find it, rather than each failing
     /// once and loading it again.
     pub async fn load(&self, connection: &mut impl ConnectionLike) -> RedisResult<()> {
-        self.0.prepare_invoke().load_async(connection).await.map(drop)
+        self.0
+            .prepare_invoke()
+            .load_async(connection)
+            .await
+            .map(drop)
     }
 
     /// Claims for schedule `name` under `keys` (its topic's). `lifetime` is how long a job's data
