@@ -259,7 +259,9 @@ async fn with_200000_waiting_jobs_a_page_reads_a_bounded_number_of_them_and_says
         assert_eq!(calls.get("hmget"), Some(&most_read), "{path}: {calls:?}");
         let zrange = calls.get("zrange").copied().unwrap_or(0);
         let all: u64 = calls.values().sum();
-        assert!(zrange <= 5 && all < most_read + 60, "{path}: {calls:?}");
+        // The daemon's own polls (the mover's, the schedules') go on meanwhile, more of them on a
+        // loaded box: a bound, not an exact count.
+        assert!(zrange <= 20 && all < most_read + 200, "{path}: {calls:?}");
         for scan in ["zscan", "scan", "keys"] {
             assert!(!calls.contains_key(scan), "{path}: {calls:?}");
         }
