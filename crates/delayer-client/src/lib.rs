@@ -36,12 +36,15 @@ use delayer_wire::{connection, keys, name, scripts, shared_connection, time, wat
 pub use client::Client;
 pub use client::finish::{Acked, Nacked};
 pub use client::firing::{Firing, Round};
+pub use client::history::History;
 pub use client::inspect::JobTimes;
 pub use client::pop::HeldJob;
 pub use client::push::{NewPush, Push, Removed};
 pub use client::stats::{Lengths, Stats, TopicDetails, TopicStats};
+pub use delayer_wire::history::Counts;
 pub use delayer_wire::keys::Layout;
 pub use delayer_wire::schedule::{self, CatchUp, Definition, Overlap, Source, Stored};
+pub use delayer_wire::scripts::count::Count;
 pub use delayer_wire::scripts::schedule_fire::Fired;
 pub use delayer_wire::scripts::schedule_save::Saved;
 pub use delayer_wire::scripts::schedule_state::Changed;

@@ -52,6 +52,12 @@ pub const SCHEDULE_PREFIX: &str = "delayer:schedule:";
 /// Ours. Sorted set: schedule name → its next tick (unix seconds), while it is not paused.
 pub const SCHEDULES_BY_NEXT: &str = "delayer:schedules_by_next";
 
+/// Ours. Prefix of the history's keys (see [`crate::history`]): `delayer:{history}:<minute>`,
+/// a hash of every topic's counts of that unix minute, and `delayer:{history}:<minute>:<topic>`,
+/// one topic's. The same in every layout: the hash tag keeps them in one slot of their own in a
+/// cluster, where a script reads and writes a minute's keys together.
+pub const HISTORY: &str = "delayer:{history}";
+
 /// How every key of a topic placed [`Placement::PerTopic`] begins: the topic follows, as the
 /// hash tag.
 const PER_TOPIC_PREFIX: &str = "delayer:{";
@@ -102,6 +108,16 @@ pub fn ready_queue(topic: impl AsRef<[u8]>) -> Vec<u8> {
 /// The dead list key of `topic` in the legacy layout.
 pub fn dead_queue(topic: impl AsRef<[u8]>) -> Vec<u8> {
     [DEAD_QUEUE_PREFIX.as_bytes(), topic.as_ref()].concat()
+}
+
+/// The history's hash of every topic's counts of unix minute `minute`.
+pub fn history_minute(minute: u64) -> String {
+    format!("{HISTORY}:{minute}")
+}
+
+/// The history's hash of `topic`'s counts of unix minute `minute`.
+pub fn history_topic_minute(minute: u64, topic: impl AsRef<[u8]>) -> Vec<u8> {
+    [history_minute(minute).as_bytes(), b":", topic.as_ref()].concat()
 }
 
 /// What the pool and the buckets are called.
@@ -464,6 +480,13 @@ impl Keys {
         if self.per_topic() { "" } else { SCHEDULES }
     }
 
+    /// The history's prefix as the push and ack scripts are told it: "" where it is in another
+    /// slot than their keys (placed per topic: there the clients count apart, see
+    /// [`HISTORY`]).
+    pub fn history_for_scripts(&self) -> &str {
+        if self.per_topic() { "" } else { HISTORY }
+    }
+
     /// The topic every job under these keys belongs to, as the scripts are told it: placed per
     /// topic the one whose keys these are (its lists are the only ones in the scripts' slot),
     /// else "" (each job's own `topic` field says).
@@ -531,6 +554,19 @@ mod tests {
         );
         assert_eq!(cluster.schedules_for_scripts(), "");
         assert!(cluster.per_topic() && !legacy.per_topic());
+        assert_eq!(legacy.history_for_scripts(), HISTORY);
+        assert_eq!(cluster.history_for_scripts(), "");
+    }
+
+    #[test]
+    fn the_history_is_one_hash_a_minute_and_one_a_topic_in_one_slot() {
+        assert_eq!(history_minute(29_000_000), "delayer:{history}:29000000");
+        assert_eq!(
+            history_topic_minute(29_000_000, b"a{b}\xff"),
+            b"delayer:{history}:29000000:a{b}\xff"
+        );
+        // The first braces are the hash tag: whatever a topic holds, its keys share the slot.
+        assert!(history_topic_minute(1, "}{").starts_with(b"delayer:{history}:"));
     }
 
     #[test]

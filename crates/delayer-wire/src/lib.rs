@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod connection;
+pub mod history;
 pub mod keys;
 pub mod name;
 pub mod schedule;

@@ -12,6 +12,7 @@ use crate::keys::Keys;
 use crate::scripts::Named;
 use crate::scripts::ack::Outcome;
 use crate::settings::{MAX_BATCH, MAX_DELAY};
+use delayer_wire::history::field;
 
 /// What an ack did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,13 +100,22 @@ impl Client {
         };
         for (keys, members) in &groups {
             for members in members.chunks(MAX_BATCH) {
-                let named: Vec<(&[u8], u32, &str)> = members
+                let named: Vec<(&[u8], u32, &str, &[u8])> = members
                     .iter()
                     .map(|&index| {
                         let Receipt {
-                            id, attempt, token, ..
+                            id,
+                            attempt,
+                            token,
+                            topic,
                         } = &reservations[index];
-                        (id.as_bytes(), *attempt, token.as_deref().unwrap_or(""))
+                        let topic = topic.as_ref().map_or(&b""[..], |topic| topic.as_bytes());
+                        (
+                            id.as_bytes(),
+                            *attempt,
+                            token.as_deref().unwrap_or(""),
+                            topic,
+                        )
                     })
                     .collect();
                 let codes = self
@@ -117,6 +127,12 @@ impl Client {
                     .map_err(|error| Error::about_key(error, keys.pool()));
                 match codes {
                     Ok(codes) => {
+                        let finished = codes
+                            .iter()
+                            .filter(|code| matches!(code, Outcome::Done | Outcome::Late))
+                            .count();
+                        let topic = keys.topic_for_scripts().as_bytes();
+                        self.count_apart(topic, field::ACKED, finished as u64).await;
                         for (&index, code) in members.iter().zip(codes) {
                             let id = || reservations[index].id.clone();
                             acked[index] = match code {

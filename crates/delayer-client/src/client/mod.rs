@@ -2,10 +2,12 @@
 //! [`push`] (push and remove), [`pop`] (the legacy pop, at most once), [`reserve`] and [`finish`]
 //! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
 //! queues up), [`pause`] (pause and resume a topic), [`sessions`] (the daemon's console's logouts),
-//! [`schedules`] (recurring schedules) and [`firing`] (claiming their ticks).
+//! [`schedules`] (recurring schedules), [`firing`] (claiming their ticks) and [`history`] (what
+//! happened, per minute).
 
 pub(crate) mod finish;
 pub(crate) mod firing;
+pub(crate) mod history;
 pub(crate) mod inspect;
 pub(crate) mod pause;
 pub(crate) mod pop;
@@ -26,6 +28,7 @@ use crate::keys::{Keys, Layout};
 use crate::name::Topic;
 use crate::scripts::ack::AckScript;
 use crate::scripts::body::{Body, BodyScript};
+use crate::scripts::count::CountScript;
 use crate::scripts::dead_job::DeadJobScript;
 use crate::scripts::find_reserved::FindReservedScript;
 use crate::scripts::push::PushScript;
@@ -72,6 +75,7 @@ struct Scripts {
     find_reserved: FindReservedScript,
     ack: AckScript,
     body: BodyScript,
+    count: CountScript,
     release: ReleaseScript,
     requeue_dead: RequeueDeadScript,
     resume: ResumeScript,

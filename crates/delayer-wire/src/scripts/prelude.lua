@@ -186,3 +186,48 @@ local function names_by_bucket(attempts, reserved_by, attempt, token, recounted)
   end
   return not recounted
 end
+
+-- Adds `counts` ({topic, field, n} each; see history.rs) to the history of unix minute `minute`,
+-- whose keys start with `prefix` ("" for none: nothing is counted), at `now` (unix seconds): each
+-- to the minute's total and, when the topic is one of the first `cap` counted in the minute, to
+-- the topic's own hash (a topic "" to the total only). Each key lives until `keep` seconds after the minute ends. Best effort,
+-- so that a count never fails the script it is in: written only where this Redis user may, and a
+-- key of another type is left as it is (pcall). Returns whether it wrote.
+local function count_history(prefix, cap, keep, minute, now, counts)
+  if prefix == '' or #counts == 0 then
+    return false
+  end
+  local total = prefix .. ':' .. minute
+  local ttl = math.floor((minute + 1) * 60 + tonumber(keep) - now)
+  if ttl < 1 or not (may('HINCRBY', total, 'f', '1') and may('EXPIRE', total, '1')
+      and may('HGET', total, 'f') and may('HSET', total, 'f', '1')) then
+    return false
+  end
+  cap = tonumber(cap)
+  local apart, touched = {}, {total}
+  for _, count in ipairs(counts) do
+    local topic, field, n = count[1], count[2], count[3]
+    redis.pcall('HINCRBY', total, field, n)
+    if topic == '' then
+      apart[topic] = false
+    elseif apart[topic] == nil then
+      local marker = 'topic:' .. topic
+      apart[topic] = redis.pcall('HGET', total, marker) == '1'
+      if not apart[topic] and (tonumber(redis.pcall('HGET', total, 'topics')) or 0) < cap then
+        redis.pcall('HSET', total, marker, '1')
+        redis.pcall('HINCRBY', total, 'topics', 1)
+        apart[topic] = true
+      end
+      if apart[topic] then
+        touched[#touched + 1] = total .. ':' .. topic
+      end
+    end
+    if apart[topic] then
+      redis.pcall('HINCRBY', total .. ':' .. topic, field, n)
+    end
+  end
+  for _, key in ipairs(touched) do
+    redis.pcall('EXPIRE', key, ttl)
+  end
+  return true
+end

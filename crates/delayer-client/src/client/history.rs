@@ -1,0 +1,99 @@
+//! The history (see [`delayer_wire::history`]): counting what happened, and reading it back a
+//! minute at a time.
+
+use redis::Value;
+
+use super::Client;
+use crate::error::Result;
+use crate::keys::{history_minute, history_topic_minute};
+use crate::name::Topic;
+use crate::scripts::count::Count;
+use delayer_wire::history::{Counts, minute_of};
+
+/// What the history holds of the minutes up to now: of every topic, or of one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    /// The current unix minute, by Redis's clock: the last of [`minutes`](Self::minutes).
+    pub now: u64,
+    /// Each minute's counts, oldest first (empty for a minute with none).
+    pub minutes: Vec<Counts>,
+}
+
+impl History {
+    /// The unix minute of `minutes[index]`.
+    pub fn minute(&self, index: usize) -> u64 {
+        self.now + 1 + index as u64 - self.minutes.len() as u64
+    }
+}
+
+impl Client {
+    /// Adds `counts` to unix minute `minute` of the history, or to the current one by Redis's
+    /// clock (`None`): the daemon's moves, and in the cluster layout the pushes and acks (the
+    /// push and ack scripts count their own elsewhere). Returns whether Redis kept them: not when
+    /// this Redis user may not write the history, nor for a minute it no longer keeps.
+    pub async fn count(&self, minute: Option<u64>, counts: &[Count<'_>]) -> Result<bool> {
+        if counts.is_empty() {
+            return Ok(true);
+        }
+        let mut connection = self.connection().await?;
+        Ok(self
+            .inner
+            .scripts
+            .count
+            .run(&mut connection, minute, counts)
+            .await?)
+    }
+
+    /// In the cluster layout, counts `n` more of `field` for `topic` after a push or an ack did
+    /// (in its topic's slot, out of the history's). Best effort: the push or ack is done, and a
+    /// history that cannot be written must not fail it.
+    pub(crate) async fn count_apart(&self, topic: &[u8], field: &str, n: u64) {
+        if self.keys().history_for_scripts().is_empty() && n > 0 {
+            let _ = self.count(None, &[Count { topic, field, n }]).await;
+        }
+    }
+
+    /// The last `minutes` minutes of the history up to now by Redis's clock, of every topic or
+    /// of `topic` (empty for the minutes it was not one of the topics counted apart).
+    pub async fn history(&self, topic: Option<&Topic>, minutes: usize) -> Result<History> {
+        let mut connection = self.connection().await?;
+        let (seconds, _): (u64, u64) = redis::cmd("TIME").query_async(&mut connection).await?;
+        let now = minute_of(seconds as f64);
+        let first = (now + 1).saturating_sub(minutes as u64);
+        let mut read = redis::pipe();
+        for minute in first..=now {
+            match topic {
+                Some(topic) => read.hgetall(history_topic_minute(minute, topic)),
+                None => read.hgetall(history_minute(minute)),
+            };
+        }
+        let hashes: Vec<Value> = read.query_async(&mut connection).await?;
+        let minutes = hashes.into_iter().map(counts_in).collect();
+        Ok(History { now, minutes })
+    }
+}
+
+/// The counts of one HGETALL reply (a map in RESP3, a flat array in RESP2); none for anything
+/// else.
+fn counts_in(hash: Value) -> Counts {
+    let bytes = |value: &Value| match value {
+        Value::BulkString(bytes) => Some(bytes.clone()),
+        _ => None,
+    };
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> = match hash {
+        Value::Map(pairs) => pairs
+            .iter()
+            .filter_map(|(name, value)| Some((bytes(name)?, bytes(value)?)))
+            .collect(),
+        Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|pair| Some((bytes(pair.first()?)?, bytes(pair.get(1)?)?)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    Counts::from_fields(
+        pairs
+            .iter()
+            .map(|(name, value)| (name.as_slice(), value.as_slice())),
+    )
+}
