@@ -6,9 +6,9 @@
 use delayer_client::{Job, JobInfo, Stats, Stored, Topic};
 use serde_json::{Value, json};
 
-use crate::text::schedule::{next_text, to_json};
 use crate::text::bytes;
 use crate::text::escape;
+use crate::text::schedule::{next_text, to_json};
 use crate::text::time::rfc3339;
 
 pub(super) fn info_json(info: &JobInfo) -> Value {
