@@ -56,12 +56,17 @@ async fn dead_jobs(server: &RedisServer, redis: &MultiplexedConnection, topic: &
 }
 
 /// What Chromium makes of `url` (`--dump-dom`), or with `screenshot` a PNG of it there.
-fn chromium(dir: &Path, url: &str, screenshot: Option<&Path>) -> String {
+pub(crate) fn chromium(dir: &Path, url: &str, screenshot: Option<&Path>) -> String {
     chromium_with(dir, url, screenshot, &[])
 }
 
 /// As [`chromium`], with more of its flags (after ours, so that they win: `--window-size`).
-fn chromium_with(dir: &Path, url: &str, screenshot: Option<&Path>, flags: &[&str]) -> String {
+pub(crate) fn chromium_with(
+    dir: &Path,
+    url: &str,
+    screenshot: Option<&Path>,
+    flags: &[&str],
+) -> String {
     let mut command = Command::new("chromium");
     command
         .args([
@@ -88,6 +93,13 @@ fn chromium_with(dir: &Path, url: &str, screenshot: Option<&Path>, flags: &[&str
         .stderr(Stdio::null())
         .spawn()
         .expect("run chromium (scripts/test installs Debian's chromium)");
+    // Read as it comes: a page larger than the pipe's buffer would otherwise hold Chromium up.
+    let mut stdout = child.stdout.take().unwrap();
+    let reading = std::thread::spawn(move || {
+        let mut dom = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut dom).unwrap();
+        dom
+    });
     let deadline = Instant::now() + Duration::from_secs(60);
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
@@ -96,9 +108,7 @@ fn chromium_with(dir: &Path, url: &str, screenshot: Option<&Path>, flags: &[&str
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut dom = String::new();
-    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut dom).unwrap();
-    dom
+    reading.join().unwrap()
 }
 
 /// The texts of the cells after the first of the table row whose first cell names `name` (a topic

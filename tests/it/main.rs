@@ -10,6 +10,7 @@ mod cluster;
 mod console;
 mod consumers;
 mod docs;
+mod history;
 mod hostile_data;
 mod http;
 mod legacy_clients;

@@ -1,5 +1,5 @@
 //! A topic's page (`/topic?name=TOPIC`, or `?base64=...`): whether it is paused, and its ready,
-//! reserved and dead jobs, a window of each list at a time.
+//! reserved and dead jobs, a window of each list at a time, and what happened to it (`history`).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -13,6 +13,7 @@ use maud::{Markup, html};
 use super::actions::said;
 use super::fields::{fields, name_in};
 use super::forms::{dead_job_forms, named_field, token_field};
+use super::history::{self, Span};
 use super::layout::{self, problem, respond};
 use super::links::{job_link, query};
 use super::times::{span, time};
@@ -46,7 +47,9 @@ pub(super) async fn show(
     {
         Ok(page) => {
             let title = format!("Topic {}", capped(&topic));
-            let main = render(&page, &viewer);
+            let link = format!("/topic?{}", query("name", "base64", topic.as_bytes()));
+            let history = history::section(&state, Some(&topic), Span::asked(&fields), &link);
+            let main = html! { (render(&page, &viewer)) (history.await) };
             let said = said(&fields);
             respond(
                 StatusCode::OK,
