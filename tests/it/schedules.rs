@@ -297,7 +297,10 @@ async fn three_daemons_started_together_write_the_file_s_schedule_once() {
     let id = ids[0].to_string();
     let shown = delayer_succeeds(&config, &["get", &id]);
     let job: serde_json::Value = serde_json::from_str(&shown).unwrap();
-    assert_eq!(job["body"], id, "a schedule without a body: the id, never empty");
+    assert_eq!(
+        job["body"], id,
+        "a schedule without a body: the id, never empty"
+    );
     let due = chrono::DateTime::parse_from_rfc3339(job["due"].as_str().unwrap()).unwrap();
     assert_eq!(due.timestamp_millis(), tick_of(&id), "{shown}");
     for daemon in daemons {
