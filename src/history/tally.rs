@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use delayer_wire::Topic;
-use delayer_wire::history::{Counts, KEPT, lag_bucket, minute_of};
+use delayer_wire::history::{Counts, lag_bucket, minute_of};
 use delayer_wire::scripts::move_due::Batch;
 use delayer_wire::scripts::release::Released;
 
@@ -14,7 +14,9 @@ use delayer_wire::scripts::release::Released;
 /// offer theirs, busiest first, and the first counted in a minute win.
 ///
 /// [`MAX_TOPICS`]: delayer_wire::history::MAX_TOPICS
-const MOST_TOPICS: usize = 1_000;
+const MOST_TOPICS: usize = 100;
+/// The most minutes kept while Redis does not answer: an hour, a few MB at most.
+const MOST_MINUTES: u64 = 60;
 
 /// Counts not yet written, by unix minute.
 #[derive(Default)]
@@ -94,10 +96,11 @@ impl Tally {
         std::mem::take(&mut *self.minutes.lock().expect("not poisoned"))
     }
 
-    /// Puts back `minutes` that were taken and not written, but those the history no longer
-    /// keeps as of unix minute `now`: while Redis does not answer, the tally holds a day at most.
+    /// Puts back `minutes` that were taken and not written, but those older than
+    /// [`MOST_MINUTES`] before unix minute `now`: while Redis does not answer, the tally holds
+    /// the last hour.
     pub fn put_back(&self, minutes: BTreeMap<u64, Minute>, now: u64) {
-        let oldest = now.saturating_sub(KEPT.as_secs() / 60);
+        let oldest = now.saturating_sub(MOST_MINUTES);
         let mut kept = self.minutes.lock().expect("not poisoned");
         for (at, minute) in minutes.into_iter().filter(|(at, _)| *at >= oldest) {
             let into = kept.entry(at).or_default();
@@ -169,7 +172,7 @@ mod tests {
     }
 
     #[test]
-    fn topics_beyond_the_most_are_summed_and_what_is_put_back_is_a_day_at_most() {
+    fn topics_beyond_the_most_are_summed_and_what_is_put_back_is_an_hour_at_most() {
         let tally = Tally::default();
         for topic in 0..MOST_TOPICS + 5 {
             tally.moved(&batch(&[(&topic.to_string(), 1)], 0.0, 0.0), 60.0);
@@ -178,12 +181,11 @@ mod tests {
         assert_eq!(minutes[&1].topics.len(), MOST_TOPICS);
         assert_eq!(minutes[&1].others.moved, 5);
         assert_eq!(minutes[&1].busiest_first().last().unwrap().0, None);
-        let day = KEPT.as_secs() / 60;
-        tally.put_back(minutes, 1 + day);
+        tally.put_back(minutes, 1 + MOST_MINUTES);
         tally.moved(&batch(&[("0", 1)], 0.0, 0.0), 60.0);
         assert_eq!(tally.take()[&1].topics[&Topic::from("0")].moved, 2);
         tally.moved(&batch(&[("0", 1)], 0.0, 0.0), 60.0);
-        tally.put_back(tally.take(), 2 + day);
-        assert!(tally.take().is_empty(), "older than a day: dropped");
+        tally.put_back(tally.take(), 2 + MOST_MINUTES);
+        assert!(tally.take().is_empty(), "older than an hour: dropped");
     }
 }
