@@ -467,7 +467,7 @@ async fn a_job_pushed_while_the_daemon_sleeps_moves_at_once_on_any_master() {
 }
 
 /// A client of `cluster`'s nodes, with the default settings.
-async fn cluster_client(cluster: &RedisCluster) -> Client {
+pub(crate) async fn cluster_client(cluster: &RedisCluster) -> Client {
     try_cluster_client(cluster).await.unwrap()
 }
 

@@ -1,7 +1,9 @@
 //! The history (per-minute counts in Redis, see `delayer_wire::history`): daemons add up and a
 //! restart keeps what was counted; each minute keeps a bounded number of topics apart and a day
-//! stays small; the overview draws a burst in its minute, in Chromium.
+//! stays small; in a cluster it has a slot of its own; the overview and a topic's page draw a
+//! burst in its minute, in Chromium.
 
+use crate::cluster::{cluster_client, cluster_config};
 use crate::console::{chromium, chromium_with};
 use crate::support;
 
@@ -12,6 +14,7 @@ use std::time::Duration;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
 use delayer_client::{Client, Count, Counts, NewPush};
+use delayer_testkit::cluster::RedisCluster;
 use delayer_wire::history::{KEPT, MAX_TOPICS, field, lag_field};
 use delayer_wire::keys::{HISTORY, history_minute};
 use support::http_client::serving;
@@ -210,6 +213,49 @@ async fn a_minute_keeps_the_first_topics_apart_and_a_full_day_stays_small() {
     );
 }
 
+#[tokio::test]
+async fn in_a_cluster_the_history_has_a_slot_of_its_own_and_counts_pushes_moves_and_acks() {
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let (config, _logs) = cluster_config(&dir, "history", &cluster.addresses());
+    let daemon = Daemon::start(&config);
+    let client = cluster_client(&cluster).await;
+    // Topics on several masters: each push and ack runs on its topic's, and is counted on the
+    // history's.
+    let topics = ["a", "b", "c", "d"];
+    for topic in topics {
+        push(&client, topic, 3).await;
+        let ttr = Duration::from_secs(30);
+        let job = client.reserve(&[topic], ttr, Duration::from_secs(5)).await;
+        client.ack(&job.unwrap().unwrap()).await.unwrap();
+    }
+    let mut node = cluster.connect_node(cluster.node_of(HISTORY)).await;
+    let keys = wait_for(
+        Duration::from_secs(20),
+        "the history to count 12 moves",
+        || {
+            let mut node = node.clone();
+            async move {
+                let keys = history_keys(&mut node).await;
+                (summed(&keys, None).moved == 12).then_some(keys)
+            }
+        },
+    )
+    .await;
+    let total = summed(&keys, None);
+    assert_eq!((total.pushed, total.acked), (12, 4));
+    for topic in topics {
+        let counts = summed(&keys, Some(topic));
+        assert_eq!(
+            (counts.pushed, counts.moved, counts.acked),
+            (3, 3, 1),
+            "{topic}"
+        );
+    }
+    daemon.stop();
+    assert_eq!(summed(&history_keys(&mut node).await, None).moved, 12);
+}
+
 /// The titles of the bars of unix minute `minute`, chart by chart, in the page `dom`.
 fn bar_titles(dom: &str, minute: u64) -> Vec<String> {
     let start = format!("<g data-key=\"{minute}\"><title>");
@@ -276,10 +322,16 @@ async fn the_overviews_chart_shows_a_burst_in_its_minute() {
         "{row}"
     );
 
+    // The topic's page draws the topic's own.
+    let topic_page = chromium(dir, &format!("http://{http}/topic?name=burst"), None);
+    let titles = bar_titles(&topic_page, minute);
+    assert!(titles[0].ends_with(": 37 pushed"), "{titles:?}");
+    assert!(titles[1].ends_with(": 37 moved"), "{titles:?}");
+
     if let Some(shots) = std::env::var_os("DELAYER_SCREENSHOTS") {
         let shot = Path::new(&shots).join("console-history.png");
-        let tall = ["--window-size=1100,900"];
-        chromium_with(dir, &format!("{url}#history"), Some(&shot), &tall);
+        let tall = ["--window-size=1100,1000"];
+        chromium_with(dir, &url, Some(&shot), &tall);
     }
     daemon.stop();
 }

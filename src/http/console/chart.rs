@@ -5,7 +5,7 @@
 use maud::{Markup, html};
 
 /// The drawing's size, in SVG units (the page scales it).
-const WIDTH: f64 = 720.0;
+const WIDTH: f64 = 360.0;
 const HEIGHT: f64 = 64.0;
 /// Room above the bars for the largest figure.
 const HEADROOM: f64 = 14.0;
@@ -25,7 +25,7 @@ pub(super) fn bars(name: &str, bars: &[Bar], largest: &str) -> Markup {
     html! {
         figure.chart {
             figcaption { b { (name) } " (most " (largest) ")" }
-            svg role="img" width=(WIDTH) height=(HEIGHT) viewBox={ "0 0 " (WIDTH) " " (HEIGHT) }
+            svg role="img" viewBox={ "0 0 " (WIDTH) " " (HEIGHT) }
                 aria-label=(name) {
                 line x1="0" y1=(HEIGHT - 0.5) x2=(WIDTH) y2=(HEIGHT - 0.5) stroke="#bbb" {}
                 @for (index, bar) in bars.iter().enumerate() {

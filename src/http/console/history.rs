@@ -111,22 +111,24 @@ fn charts(slots: &[(u64, Counts)], step: u64) -> Markup {
     ];
     let last = slots.last().map(|(start, _)| start + step);
     html! {
-        @for (name, figure) in counters {
-            @let drawn: Vec<Bar> = slots.iter().map(|(start, counts)| Bar {
+        div.charts {
+            @for (name, figure) in counters {
+                @let drawn: Vec<Bar> = slots.iter().map(|(start, counts)| Bar {
+                    key: *start,
+                    label: format!("{}: {} {name}", clock(*start), figure(counts)),
+                    value: figure(counts) as f64,
+                }).collect();
+                @let most = slots.iter().map(|(_, counts)| figure(counts)).max().unwrap_or(0);
+                (bars(name, &drawn, &most.to_string()))
+            }
+            @let lags: Vec<Bar> = slots.iter().map(|(start, counts)| Bar {
                 key: *start,
-                label: format!("{}: {} {name}", clock(*start), figure(counts)),
-                value: figure(counts) as f64,
+                label: format!("{}: move lag p99 {}", clock(*start), lag(counts.lag_p99())),
+                value: counts.lag_p99().map_or(0.0, |p99| p99.min(longest()).as_secs_f64()),
             }).collect();
-            @let most = slots.iter().map(|(_, counts)| figure(counts)).max().unwrap_or(0);
-            (bars(name, &drawn, &most.to_string()))
+            @let worst = slots.iter().filter_map(|(_, counts)| counts.lag_p99()).max();
+            (bars("move lag, 99th percentile", &lags, &lag(worst)))
         }
-        @let lags: Vec<Bar> = slots.iter().map(|(start, counts)| Bar {
-            key: *start,
-            label: format!("{}: move lag p99 {}", clock(*start), lag(counts.lag_p99())),
-            value: counts.lag_p99().map_or(0.0, |p99| p99.min(longest()).as_secs_f64()),
-        }).collect();
-        @let worst = slots.iter().filter_map(|(_, counts)| counts.lag_p99()).max();
-        (bars("move lag, 99th percentile", &lags, &lag(worst)))
         @if let (Some((first, _)), Some(last)) = (slots.first(), last) {
             p.axis { (clock(*first)) " to " (clock(last)) " UTC" }
         }
