@@ -2,7 +2,7 @@
 //! jobs) is kept in a [`Tally`] and added to Redis's per-minute history every [`WRITE_EVERY`] and
 //! once more when the mover has stopped, so that several daemons add up and a restart loses
 //! nothing (a kill -9 loses what was counted since the last write). Pushes and acks are counted
-//! by the clients' scripts (see `delayer_wire::history`).
+//! by the clients, which send their counts every second (`Client::send_counts`).
 
 mod tally;
 

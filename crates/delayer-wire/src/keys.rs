@@ -55,7 +55,7 @@ pub const SCHEDULES_BY_NEXT: &str = "delayer:schedules_by_next";
 /// Ours. Prefix of the history's keys (see [`crate::history`]): `delayer:{history}:<minute>`,
 /// a hash of every topic's counts of that unix minute, and `delayer:{history}:<minute>:<topic>`,
 /// one topic's. The same in every layout: the hash tag keeps them in one slot of their own in a
-/// cluster, where a script reads and writes a minute's keys together.
+/// cluster, where the count script writes a minute's keys together.
 pub const HISTORY: &str = "delayer:{history}";
 
 /// How every key of a topic placed [`Placement::PerTopic`] begins: the topic follows, as the
@@ -480,13 +480,6 @@ impl Keys {
         if self.per_topic() { "" } else { SCHEDULES }
     }
 
-    /// The history's prefix as the push and ack scripts are told it: "" where it is in another
-    /// slot than their keys (placed per topic: there the clients count apart, see
-    /// [`HISTORY`]).
-    pub fn history_for_scripts(&self) -> &str {
-        if self.per_topic() { "" } else { HISTORY }
-    }
-
     /// The topic every job under these keys belongs to, as the scripts are told it: placed per
     /// topic the one whose keys these are (its lists are the only ones in the scripts' slot),
     /// else "" (each job's own `topic` field says).
@@ -554,8 +547,6 @@ mod tests {
         );
         assert_eq!(cluster.schedules_for_scripts(), "");
         assert!(cluster.per_topic() && !legacy.per_topic());
-        assert_eq!(legacy.history_for_scripts(), HISTORY);
-        assert_eq!(cluster.history_for_scripts(), "");
     }
 
     #[test]

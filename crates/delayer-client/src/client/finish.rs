@@ -9,6 +9,7 @@ use super::{Client, check_id};
 use crate::error::{Error, Result};
 use crate::job::Receipt;
 use crate::keys::Keys;
+use crate::name::Topic;
 use crate::scripts::Named;
 use crate::scripts::ack::Outcome;
 use crate::settings::{MAX_BATCH, MAX_DELAY};
@@ -100,22 +101,13 @@ impl Client {
         };
         for (keys, members) in &groups {
             for members in members.chunks(MAX_BATCH) {
-                let named: Vec<(&[u8], u32, &str, &[u8])> = members
+                let named: Vec<(&[u8], u32, &str)> = members
                     .iter()
                     .map(|&index| {
                         let Receipt {
-                            id,
-                            attempt,
-                            token,
-                            topic,
+                            id, attempt, token, ..
                         } = &reservations[index];
-                        let topic = topic.as_ref().map_or(&b""[..], |topic| topic.as_bytes());
-                        (
-                            id.as_bytes(),
-                            *attempt,
-                            token.as_deref().unwrap_or(""),
-                            topic,
-                        )
+                        (id.as_bytes(), *attempt, token.as_deref().unwrap_or(""))
                     })
                     .collect();
                 let codes = self
@@ -127,12 +119,16 @@ impl Client {
                     .map_err(|error| Error::about_key(error, keys.pool()));
                 match codes {
                     Ok(codes) => {
-                        let finished = codes
-                            .iter()
-                            .filter(|code| matches!(code, Outcome::Done | Outcome::Late))
-                            .count();
-                        let topic = keys.topic_for_scripts().as_bytes();
-                        self.count_apart(topic, field::ACKED, finished as u64).await;
+                        // In the cluster layout the keys name the topic a receipt may not.
+                        let of_keys = keys
+                            .per_topic()
+                            .then(|| Topic::from(keys.topic_for_scripts()));
+                        for (&index, code) in members.iter().zip(&codes) {
+                            if matches!(code, Outcome::Done | Outcome::Late) {
+                                let topic = reservations[index].topic.as_ref().or(of_keys.as_ref());
+                                self.counted(topic, field::ACKED, 1);
+                            }
+                        }
                         for (&index, code) in members.iter().zip(codes) {
                             let id = || reservations[index].id.clone();
                             acked[index] = match code {

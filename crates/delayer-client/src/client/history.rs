@@ -1,14 +1,62 @@
 //! The history (see [`delayer_wire::history`]): counting what happened, and reading it back a
-//! minute at a time.
+//! minute at a time. A client counts its pushes and acks in memory and adds them to Redis's
+//! history every [`SEND_EVERY`] (one script call, whatever it did meanwhile), so that counting
+//! costs a push or an ack nothing in Redis; [`Client::send_counts`] sends them at once, for a
+//! process about to exit.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use redis::Value;
 
-use super::Client;
+use super::{Client, Inner};
 use crate::error::Result;
 use crate::keys::{history_minute, history_topic_minute};
 use crate::name::Topic;
 use crate::scripts::count::Count;
 use delayer_wire::history::{Counts, minute_of};
+
+/// How often a client adds what it counted to the history: what a process that exits without
+/// [`Client::send_counts`] loses, and how far a count may land after its minute.
+pub const SEND_EVERY: Duration = Duration::from_secs(1);
+/// The most counts a client holds apart between two sends (pushes and acks of 100 topics); the
+/// others are summed as of no topic, and go to the history's total only. Redis keeps fewer
+/// topics apart (see [`delayer_wire::history::MAX_TOPICS`]).
+const MOST_COUNTS: usize = 200;
+
+/// Counts not yet sent: by topic (`None`: beyond [`MOST_COUNTS`], or not known) and field.
+#[derive(Default)]
+pub(crate) struct Unsent {
+    counts: Mutex<HashMap<(Option<Topic>, &'static str), u64>>,
+    /// Whether the task that sends them runs.
+    sending: AtomicBool,
+}
+
+impl Unsent {
+    /// Adds `n` to `field` of `topic`.
+    fn add(&self, topic: Option<&Topic>, field: &'static str, n: u64) {
+        let mut counts = self.counts.lock().expect("not poisoned");
+        let mut key = (topic.cloned(), field);
+        if counts.len() >= MOST_COUNTS && !counts.contains_key(&key) {
+            key = (None, field);
+        }
+        *counts.entry(key).or_default() += n;
+    }
+
+    fn take(&self) -> HashMap<(Option<Topic>, &'static str), u64> {
+        std::mem::take(&mut *self.counts.lock().expect("not poisoned"))
+    }
+
+    /// Puts back counts that could not be sent.
+    fn put_back(&self, taken: HashMap<(Option<Topic>, &'static str), u64>) {
+        let mut counts = self.counts.lock().expect("not poisoned");
+        for (key, n) in taken {
+            *counts.entry(key).or_default() += n;
+        }
+    }
+}
 
 /// What the history holds of the minutes up to now: of every topic, or of one.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -28,9 +76,9 @@ impl History {
 
 impl Client {
     /// Adds `counts` to unix minute `minute` of the history, or to the current one by Redis's
-    /// clock (`None`): the daemon's moves, and in the cluster layout the pushes and acks (the
-    /// push and ack scripts count their own elsewhere). Returns whether Redis kept them: not when
-    /// this Redis user may not write the history, nor for a minute it no longer keeps.
+    /// clock (`None`): the daemon's moves, and what clients counted. Returns whether Redis kept
+    /// them: not when this Redis user may not write the history, nor for a minute it no longer
+    /// keeps.
     pub async fn count(&self, minute: Option<u64>, counts: &[Count<'_>]) -> Result<bool> {
         if counts.is_empty() {
             return Ok(true);
@@ -44,12 +92,46 @@ impl Client {
             .await?)
     }
 
-    /// In the cluster layout, counts `n` more of `field` for `topic` after a push or an ack did
-    /// (in its topic's slot, out of the history's). Best effort: the push or ack is done, and a
-    /// history that cannot be written must not fail it.
-    pub(crate) async fn count_apart(&self, topic: &[u8], field: &str, n: u64) {
-        if self.keys().history_for_scripts().is_empty() && n > 0 {
-            let _ = self.count(None, &[Count { topic, field, n }]).await;
+    /// Counts `n` more of `field` for `topic` (`None` when not known), to be sent within
+    /// [`SEND_EVERY`].
+    pub(crate) fn counted(&self, topic: Option<&Topic>, field: &'static str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let unsent = &self.inner.unsent;
+        unsent.add(topic, field, n);
+        if !unsent.sending.swap(true, Ordering::Relaxed) {
+            tokio::spawn(send_every(Arc::downgrade(&self.inner)));
+        }
+    }
+
+    /// Adds what this client counted (pushes and acks) to the history now, rather than within
+    /// [`SEND_EVERY`]: for a process about to exit. Counts Redis did not take are kept for the
+    /// next send.
+    pub async fn send_counts(&self) -> Result<()> {
+        let taken = self.inner.unsent.take();
+        if taken.is_empty() {
+            return Ok(());
+        }
+        // Busiest first: they are the ones a minute with little room counts apart.
+        let mut ordered: Vec<_> = taken.iter().collect();
+        ordered.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let counts: Vec<Count<'_>> = ordered
+            .iter()
+            .map(|((topic, field), n)| Count {
+                topic: topic.as_ref().map_or(&b""[..], |topic| topic.as_bytes()),
+                field,
+                n: **n,
+            })
+            .collect();
+        match self.count(None, &counts).await {
+            // Not kept (this Redis user may not write the history): dropped, not kept growing.
+            Ok(_) => Ok(()),
+            Err(error) => {
+                drop(counts);
+                self.inner.unsent.put_back(taken);
+                Err(error)
+            }
         }
     }
 
@@ -70,6 +152,18 @@ impl Client {
         let hashes: Vec<Value> = read.query_async(&mut connection).await?;
         let minutes = hashes.into_iter().map(counts_in).collect();
         Ok(History { now, minutes })
+    }
+}
+
+/// Sends a client's counts every [`SEND_EVERY`] for as long as the client lives.
+async fn send_every(inner: Weak<Inner>) {
+    loop {
+        tokio::time::sleep(SEND_EVERY).await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        // Best effort: what Redis did not take waits for the next send.
+        let _ = Client { inner }.send_counts().await;
     }
 }
 
@@ -96,4 +190,29 @@ fn counts_in(hash: Value) -> Counts {
             .iter()
             .map(|(name, value)| (name.as_slice(), value.as_slice())),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_wait_summed_by_topic_and_those_beyond_the_most_count_as_of_no_topic() {
+        let unsent = Unsent::default();
+        let topic = |index: usize| Topic::from(format!("t{index}"));
+        for index in 0..MOST_COUNTS + 3 {
+            unsent.add(Some(&topic(index)), "pushed", 1);
+        }
+        unsent.add(Some(&topic(0)), "pushed", 4);
+        unsent.add(None, "acked", 2);
+        let taken = unsent.take();
+        assert_eq!(taken.len(), MOST_COUNTS + 2);
+        assert_eq!(taken[&(Some(topic(0)), "pushed")], 5);
+        assert_eq!(taken[&(None, "pushed")], 3);
+        assert_eq!(taken[&(None, "acked")], 2);
+        assert!(unsent.take().is_empty(), "taken whole");
+        unsent.add(Some(&topic(0)), "pushed", 1);
+        unsent.put_back(taken);
+        assert_eq!(unsent.take()[&(Some(topic(0)), "pushed")], 6);
+    }
 }

@@ -66,6 +66,8 @@ struct Inner {
     /// and the ready and dead lists', which name their topic).
     keys: Keys,
     settings: Settings,
+    /// Pushes and acks counted, not yet added to the history.
+    unsent: history::Unsent,
 }
 
 #[derive(Default)]
@@ -142,6 +144,7 @@ impl Client {
                 scripts: Scripts::default(),
                 keys,
                 settings,
+                unsent: history::Unsent::default(),
             }),
         }
     }

@@ -312,9 +312,9 @@ impl Client {
                 match refused {
                     Ok(()) => {
                         pushed.extend_from_slice(call);
-                        let topic = checked[call[0]].topic.as_bytes();
-                        self.count_apart(topic, field::PUSHED, call.len() as u64)
-                            .await;
+                        for &index in call {
+                            self.counted(Some(&checked[index].topic), field::PUSHED, 1);
+                        }
                     }
                     Err(error) if pushed.is_empty() => return Err(error),
                     Err(error) => {

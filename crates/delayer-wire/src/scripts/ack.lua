@@ -8,12 +8,7 @@
 -- KEYS[4..]  the jobs' buckets, one a job
 -- ARGV  the jobs' ids, in the order of the buckets; then each receipt's attempt (the `attempts`
 --       reserve returned); then each receipt's token (the reserve call's), "" for a receipt
---       without one (an HTTP client that sends back only the id and the attempt); then each
---       receipt's topic, "" when the caller does not know it (its bucket says); then the
---       history's prefix ("delayer:{history}", or "" for none: the cluster layout, where the
---       client counts apart), the most topics a minute counts apart and how long its keys live
---       (see count_history in the prelude), and the caller's clock (unix seconds: now, only when
---       this Redis user may not run TIME). Each job finished (1 or 2) is counted as acked.
+--       without one (an HTTP client that sends back only the id and the attempt)
 --
 -- Returns a code a job, in order:
 --    1  the reservation named was current: the job is finished; or, when a legacy client pushed
@@ -46,30 +41,6 @@ require_permission('HDEL', holders, 'id')
 require_permission('DEL', unpack(KEYS, 4))
 
 local ids = {unpack(ARGV, 1, count)}
-local history = 4 * count
--- Read before the first write (Redis before 5 allows writes after TIME only when asked first).
-local now = ARGV[history + 1] ~= '' and clock(ARGV[history + 4])
-
--- Counts the finished jobs as acked, each under its topic: the receipt's, else `topic_of(index)`.
-local function count_acked(codes, topic_of)
-  local acked, counts = {}, {}
-  for index = 1, count do
-    if codes[index] >= 1 then
-      local topic = ARGV[3 * count + index]
-      if topic == '' then
-        topic = topic_of(index) or ''
-      end
-      acked[topic] = (acked[topic] or 0) + 1
-    end
-  end
-  for topic, n in pairs(acked) do
-    counts[#counts + 1] = {topic, 'acked', n}
-  end
-  if now then
-    count_history(ARGV[history + 1], ARGV[history + 2], ARGV[history + 3], math.floor(now / 60),
-      now, counts)
-  end
-end
 local pooled = naming(expected, scores, pool, ids)
 local holder = naming(expected, redis.call, 'HMGET', holders, unpack(ids))
 
@@ -89,24 +60,13 @@ for index = 1, count do
   end
 end
 if usual then
-  -- The topics the receipts do not give are read before their buckets go.
-  local topics = {}
-  if now then
-    for index = 1, count do
-      if ARGV[3 * count + index] == '' then
-        local topic = redis.pcall('HGET', KEYS[index + 3], 'topic')
-        topics[index] = type(topic) == 'string' and topic or nil
-      end
-    end
-  end
   naming(expected, redis.call, 'ZREM', reserved, unpack(ids))
   redis.call('HDEL', holders, unpack(ids))
   redis.call('DEL', unpack(KEYS, 4))
-  count_acked(codes, function(index) return topics[index] end)
   return codes
 end
 
-local unreserve, forget, unpool, delete, kept, topics = {}, {}, {}, {}, {}, {}
+local unreserve, forget, unpool, delete, kept = {}, {}, {}, {}, {}
 for index = 1, count do
   local bucket, id = KEYS[index + 3], ids[index]
   local attempt, token = ARGV[count + index], ARGV[2 * count + index]
@@ -118,7 +78,6 @@ for index = 1, count do
     local fields = read_or_false('HMGET', bucket, 'topic', 'attempts', 'ended', 'recounted',
       'reserved_by')
     local recounted = fields and fields[4]
-    topics[index] = fields and fields[1] or nil
     if not (fields and fields[1]) then
       codes[index] = -1
     elseif token == '' and recounted then
@@ -176,5 +135,4 @@ for _, keep in ipairs(kept) do
   redis.call('HSET', keep[1], 'attempts', keep[2])
   redis.call('HDEL', keep[1], 'ended')
 end
-count_acked(codes, function(index) return topics[index] end)
 return codes

@@ -3,8 +3,7 @@
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
-use super::count::history_args;
-use super::{host_clock, malformed};
+use super::malformed;
 use crate::keys::Keys;
 
 script_type!(
@@ -30,32 +29,25 @@ pub enum Outcome {
 }
 
 impl AckScript {
-    /// Acks each reservation (job id, attempt, token or "" for none, topic or "" when not
-    /// known; each job named once), all in one call, and counts those finished in the history
-    /// (but in the cluster layout, where the caller counts apart).
+    /// Acks each reservation (job id, attempt, token or "" for none; each job named once), all
+    /// in one call.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
-        reservations: &[(&[u8], u32, &str, &[u8])],
+        reservations: &[(&[u8], u32, &str)],
     ) -> RedisResult<Vec<Outcome>> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool()).key(keys.holders());
-        for (id, _, _, _) in reservations {
+        for (id, _, _) in reservations {
             call.key(keys.bucket(id)).arg(*id);
         }
-        for (_, attempt, _, _) in reservations {
+        for (_, attempt, _) in reservations {
             call.arg(*attempt);
         }
-        for (_, _, token, _) in reservations {
+        for (_, _, token) in reservations {
             call.arg(*token);
         }
-        for (_, _, _, topic) in reservations {
-            call.arg(*topic);
-        }
-        call.arg(keys.history_for_scripts());
-        history_args(&mut call);
-        call.arg(host_clock());
         let codes: Vec<i64> = call.invoke_async(connection).await?;
         if codes.len() != reservations.len() {
             return Err(malformed("ack"));

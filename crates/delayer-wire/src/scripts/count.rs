@@ -33,18 +33,13 @@ impl CountScript {
     ) -> RedisResult<bool> {
         let mut call = self.0.key(HISTORY);
         call.arg(minute.map(|minute| minute.to_string()).unwrap_or_default())
-            .arg(host_clock());
-        history_args(&mut call);
+            .arg(host_clock())
+            .arg(MAX_TOPICS)
+            .arg(KEPT.as_secs());
         for count in counts {
             call.arg(count.topic).arg(count.field).arg(count.n);
         }
         let written: i64 = call.invoke_async(connection).await?;
         Ok(written == 1)
     }
-}
-
-/// The most topics a minute counts apart, and how long its keys live after it: what every script
-/// that counts is told after the history's prefix.
-pub(super) fn history_args(call: &mut redis::ScriptInvocation<'_>) {
-    call.arg(MAX_TOPICS).arg(KEPT.as_secs());
 }

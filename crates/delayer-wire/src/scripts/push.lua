@@ -11,11 +11,7 @@
 --            it lives in another slot and the client adds the topics first). Not a declared key,
 --            so that the script's keys stay in the jobs' slot
 -- ARGV[2]    the caller's clock, unix seconds: now, only when this Redis user may not run TIME
--- ARGV[3]    the history's prefix ("delayer:{history}"), or "" for none (the cluster layout, where
---            it lives in another slot and the client counts apart); then ARGV[4] and ARGV[5],
---            the most topics a minute counts apart and how long its keys live (see count_history
---            in the prelude): each topic's jobs are counted as pushed
--- ARGV[6..]  six a job, in the order of KEYS:
+-- ARGV[3..]  six a job, in the order of KEYS:
 --              id, topic, body;
 --              when it falls due, in unix seconds (fractional), for a job pushed for a time; ""
 --              for one pushed with a delay: due the delay after now, by Redis's clock, to the
@@ -29,12 +25,12 @@
 
 local pool, reserved, topics = KEYS[1], KEYS[2], ARGV[1]
 local count = #KEYS - 2
-if #ARGV ~= 5 + 6 * count then
+if #ARGV ~= 2 + 6 * count then
   error({err = 'ERR push wants six arguments a job'})
 end
 
 require_type(pool, 'zset')
-require_permission('ZADD', pool, '0', ARGV[6])
+require_permission('ZADD', pool, '0', ARGV[3])
 -- How many of the buckets exist, in one command: new ids, the usual case, then need no look at
 -- each bucket's type (a TYPE a job costs Redis a tenth of the push). nil when this Redis user may
 -- not run EXISTS: each bucket is looked at.
@@ -45,7 +41,7 @@ end
 -- Whether each bucket exists: a new one has no reservation fields to clear.
 local existed, by_delay = {}, false
 for i = 1, count do
-  local bucket, at = KEYS[2 + i], 5 + 6 * (i - 1)
+  local bucket, at = KEYS[2 + i], 2 + 6 * (i - 1)
   local ttl = tonumber(ARGV[at + 5])
   if not ttl or ttl < 1 or ttl > 4294967296 then
     error({err = 'ERR the time to live ' .. ARGV[at + 5] .. ' s of ' .. bucket .. ' is not 1 to 2^32 s'})
@@ -60,14 +56,14 @@ for i = 1, count do
 end
 
 -- Read before the first write (Redis before 5 allows writes after TIME only when asked first).
-local now = (by_delay or ARGV[3] ~= '') and clock(ARGV[2])
+local now = by_delay and clock(ARGV[2])
 -- Which of the ids pushed again are reserved now (pcall: a holders key of the wrong type must not
 -- fail a push).
 local holders, held = reserved .. ':holders', {}
 local again = {}
 for i = 1, count do
   if existed[i] then
-    again[#again + 1] = ARGV[5 + 6 * (i - 1) + 1]
+    again[#again + 1] = ARGV[2 + 6 * (i - 1) + 1]
   end
 end
 if #again > 0 then
@@ -80,7 +76,7 @@ if #again > 0 then
 end
 local scored, ids, named = {}, {}, {}
 for i = 1, count do
-  local bucket, at = KEYS[2 + i], 5 + 6 * (i - 1)
+  local bucket, at = KEYS[2 + i], 2 + 6 * (i - 1)
   local id, topic, due = ARGV[at + 1], ARGV[at + 2], ARGV[at + 4]
   if due == '' then
     due = string.format('%.3f', math.ceil((now + tonumber(ARGV[at + 6])) * 1000) / 1000)
@@ -99,7 +95,7 @@ for i = 1, count do
   scored[#scored + 1] = due
   scored[#scored + 1] = id
   ids[#ids + 1] = id
-  named[topic] = (named[topic] or 0) + 1
+  named[topic] = true
 end
 -- A batch is at most 1,000 jobs (the client's MAX_PUSH_BATCH): 2,000 arguments, within unpack's
 -- limit.
@@ -109,13 +105,11 @@ redis.pcall('ZREM', reserved, unpack(ids))
 -- And their holders (see the holders hash in keys.rs; named after the reservations key, in its
 -- slot).
 redis.pcall('HDEL', holders, unpack(ids))
-local list, counts = {}, {}
-for topic, pushed in pairs(named) do
-  list[#list + 1] = topic
-  counts[#counts + 1] = {topic, 'pushed', pushed}
-end
 if topics ~= '' then
+  local list = {}
+  for topic in pairs(named) do
+    list[#list + 1] = topic
+  end
   redis.pcall('SADD', topics, unpack(list))
 end
-count_history(ARGV[3], ARGV[4], ARGV[5], now and math.floor(now / 60), now, counts)
 return count

@@ -4,7 +4,6 @@
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
-use super::count::history_args;
 use super::{host_clock, malformed};
 use crate::keys::Keys;
 use crate::time::score;
@@ -49,10 +48,7 @@ impl PushScript {
         for job in jobs {
             call.key(keys.bucket(job.id));
         }
-        call.arg(keys.registry_for_scripts())
-            .arg(host_clock())
-            .arg(keys.history_for_scripts());
-        history_args(&mut call);
+        call.arg(keys.registry_for_scripts()).arg(host_clock());
         for job in jobs {
             call.arg(job.id)
                 .arg(job.topic)
