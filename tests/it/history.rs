@@ -298,6 +298,15 @@ async fn the_overviews_chart_shows_a_burst_in_its_minute() {
     push(&client, "burst", 37).await;
     let (minute, _) = redis_minute(&mut redis).await;
     wait_for_ready(&redis, "burst", 37).await;
+    let ttr = Duration::from_secs(30);
+    let jobs = client
+        .reserve_many(&["burst"], ttr, 12, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(jobs.len(), 12);
+    for acked in client.ack_many(&jobs).await {
+        acked.unwrap();
+    }
 
     let dir = server.dir();
     let url = format!("http://{http}/");
@@ -318,6 +327,7 @@ async fn the_overviews_chart_shows_a_burst_in_its_minute() {
     assert_eq!(titles.len(), 6, "six charts: {titles:?}");
     assert!(titles[0].ends_with(": 37 pushed"), "{titles:?}");
     assert!(titles[1].ends_with(": 37 moved"), "{titles:?}");
+    assert!(titles[2].ends_with(": 12 acked"), "{titles:?}");
     assert!(titles[5].contains("move lag p99 ≤"), "{titles:?}");
     let before = bar_titles(&dom, minute - 1);
     assert!(before[0].ends_with(": 0 pushed"), "{before:?}");

@@ -36,7 +36,7 @@ use delayer_wire::{connection, keys, name, scripts, shared_connection, time, wat
 pub use client::Client;
 pub use client::finish::{Acked, Nacked};
 pub use client::firing::{Firing, Round};
-pub use client::history::History;
+pub use client::history::{History, SEND_EVERY};
 pub use client::inspect::JobTimes;
 pub use client::pop::HeldJob;
 pub use client::push::{NewPush, Push, Removed};

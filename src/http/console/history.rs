@@ -127,7 +127,7 @@ fn charts(slots: &[(u64, Counts)], step: u64) -> Markup {
                 value: counts.lag_p99().map_or(0.0, |p99| p99.min(longest()).as_secs_f64()),
             }).collect();
             @let worst = slots.iter().filter_map(|(_, counts)| counts.lag_p99()).max();
-            (bars("move lag, 99th percentile", &lags, &lag(worst)))
+            (bars("move lag p99", &lags, &lag(worst)))
         }
         @if let (Some((first, _)), Some(last)) = (slots.first(), last) {
             p.axis { (clock(*first)) " to " (clock(last)) " UTC" }

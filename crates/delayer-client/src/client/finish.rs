@@ -123,12 +123,14 @@ impl Client {
                         let of_keys = keys
                             .per_topic()
                             .then(|| Topic::from(keys.topic_for_scripts()));
-                        for (&index, code) in members.iter().zip(&codes) {
-                            if matches!(code, Outcome::Done | Outcome::Late) {
-                                let topic = reservations[index].topic.as_ref().or(of_keys.as_ref());
-                                self.counted(topic, field::ACKED, 1);
-                            }
-                        }
+                        let finished = members
+                            .iter()
+                            .zip(&codes)
+                            .filter(|(_, code)| matches!(code, Outcome::Done | Outcome::Late))
+                            .map(|(&index, _)| {
+                                reservations[index].topic.as_ref().or(of_keys.as_ref())
+                            });
+                        self.counted(field::ACKED, finished);
                         for (&index, code) in members.iter().zip(codes) {
                             let id = || reservations[index].id.clone();
                             acked[index] = match code {

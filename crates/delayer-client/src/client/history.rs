@@ -92,14 +92,28 @@ impl Client {
             .await?)
     }
 
-    /// Counts `n` more of `field` for `topic` (`None` when not known), to be sent within
-    /// [`SEND_EVERY`].
-    pub(crate) fn counted(&self, topic: Option<&Topic>, field: &'static str, n: u64) {
-        if n == 0 {
+    /// Counts one more of `field` for each of `topics` (`None` when not known), to be sent
+    /// within [`SEND_EVERY`]. A run of one topic is counted at once: a batch's jobs cost a
+    /// count, not one each.
+    pub(crate) fn counted<'t>(
+        &self,
+        field: &'static str,
+        topics: impl IntoIterator<Item = Option<&'t Topic>>,
+    ) {
+        let mut runs: Vec<(Option<&Topic>, u64)> = Vec::new();
+        for topic in topics {
+            match runs.last_mut() {
+                Some((last, n)) if *last == topic => *n += 1,
+                _ => runs.push((topic, 1)),
+            }
+        }
+        if runs.is_empty() {
             return;
         }
         let unsent = &self.inner.unsent;
-        unsent.add(topic, field, n);
+        for (topic, n) in runs {
+            unsent.add(topic, field, n);
+        }
         if !unsent.sending.swap(true, Ordering::Relaxed) {
             tokio::spawn(send_every(Arc::downgrade(&self.inner)));
         }

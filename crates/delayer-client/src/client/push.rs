@@ -312,9 +312,8 @@ impl Client {
                 match refused {
                     Ok(()) => {
                         pushed.extend_from_slice(call);
-                        for &index in call {
-                            self.counted(Some(&checked[index].topic), field::PUSHED, 1);
-                        }
+                        let topics = call.iter().map(|&index| Some(&checked[index].topic));
+                        self.counted(field::PUSHED, topics);
                     }
                     Err(error) if pushed.is_empty() => return Err(error),
                     Err(error) => {
