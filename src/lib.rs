@@ -7,7 +7,8 @@
 //! can share one Redis without ever pushing a job twice. Consumers RPOP/BRPOP the list.
 //!
 //! The parts: [`config`] reads `delayer.conf`; `mover` is the timer loop; `redis` the pool and
-//! what Redis failures mean; `schedules` claims recurring schedules' ticks; `http` the job API,
+//! what Redis failures mean; `schedules` claims recurring schedules' ticks; `history` writes what
+//! happened to Redis, per minute; `http` the job API,
 //! metrics and the console; [`cli`] the command line;
 //! [`service`] the process plumbing (daemon, pid file, signals, logs).
 //!
@@ -48,6 +49,7 @@
 
 pub mod cli;
 pub mod config;
+mod history;
 mod http;
 mod metrics;
 mod mover;
@@ -71,6 +73,8 @@ pub struct Service {
     http: Option<Http>,
     /// Claims schedules' ticks; writes the configuration's schedules first.
     schedules: Client,
+    /// Writes what the mover counts to the history.
+    history: Client,
     from_file: Vec<delayer_client::Definition>,
 }
 
@@ -101,10 +105,12 @@ impl Service {
             None => None,
         };
         let schedules = Client::lazy(mover.target(), config.client_settings());
+        let history = Client::lazy(mover.target(), config.client_settings());
         Ok(Service {
             mover,
             http,
             schedules,
+            history,
             from_file: config.schedules.clone(),
         })
     }
@@ -122,7 +128,14 @@ impl Service {
             }
         };
         let schedules = schedules::run(self.schedules, &self.from_file, &stop.graceful);
-        tokio::join!(self.mover.run(&stop.graceful), serving, schedules);
+        // The history's last write comes once the mover's last move is counted.
+        let moved = tokio_util::sync::CancellationToken::new();
+        let moving = async {
+            self.mover.run(&stop.graceful).await;
+            moved.cancel();
+        };
+        let history = history::run(self.history, self.mover.metrics(), &moved);
+        tokio::join!(moving, serving, schedules, history);
         info!("Service stopped successfully, PID: {}", std::process::id());
     }
 }

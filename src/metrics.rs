@@ -20,6 +20,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::history::{Tally, lags};
 use crate::text::escape::capped;
 use schedules::ScheduleFamilies;
 pub use schedules::{DEFAULT_LISTED_SCHEDULES, Schedules};
@@ -90,6 +91,8 @@ pub struct Metrics {
     last_good_poll: Mutex<Option<Instant>>,
     /// The last [`RECENT_LAGS`] move lags, in seconds, for the console.
     recent_lags: Mutex<VecDeque<f64>>,
+    /// What the history has not been told yet.
+    history: Tally,
 }
 
 impl Default for Metrics {
@@ -129,6 +132,7 @@ impl Default for Metrics {
             polled: AtomicBool::new(false),
             last_good_poll: Mutex::new(None),
             recent_lags: Mutex::new(VecDeque::with_capacity(RECENT_LAGS)),
+            history: Tally::default(),
         };
         // In this order: it is the order `/metrics` lists them in.
         let mut registry = Registry::with_prefix("delayer");
@@ -294,6 +298,7 @@ impl Metrics {
         if batch.moved.is_empty() {
             return;
         }
+        self.history.moved(batch, now);
         for (topic, ids) in &batch.moved {
             let label = self.label(topic);
             self.moved.get_or_create(&label).inc_by(ids.len() as u64);
@@ -305,13 +310,7 @@ impl Metrics {
             return;
         };
         let mut recent = self.recent_lags.lock().expect("not poisoned");
-        for index in 0..count {
-            let share = if count > 1 {
-                index as f64 / (count - 1) as f64
-            } else {
-                0.0
-            };
-            let lag = (now - (first + (last - first) * share)).max(0.0);
+        for lag in lags(first, last, count, now) {
             self.move_lag.observe(lag);
             if recent.len() == RECENT_LAGS {
                 recent.pop_front();
@@ -320,15 +319,21 @@ impl Metrics {
         }
     }
 
-    /// A call of the release script that took `took`.
-    pub fn released(&self, released: &Released, took: Duration) {
+    /// A call of the release script that took `took`, made at `now` (unix seconds).
+    pub fn released(&self, released: &Released, now: f64, took: Duration) {
         self.script("release", took);
+        self.history.released(released, now);
         for (topic, _) in released.retried.iter().chain(&released.blocked) {
             self.delivered_again.get_or_create(&self.label(topic)).inc();
         }
         for (topic, _) in &released.dead {
             self.died.get_or_create(&self.label(topic)).inc();
         }
+    }
+
+    /// What the history has not been told yet.
+    pub fn history(&self) -> &Tally {
+        &self.history
     }
 
     /// The most topics a per-topic family has series for; the others are summed.

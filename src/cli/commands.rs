@@ -23,6 +23,14 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
     let client = Client::connect_to(target(&config.redis)?, config.client_settings())
         .await
         .with_context(|| format!("cannot use Redis at {}", config.redis.address()))?;
+    let done = command_with(&client, config, command).await;
+    // The pushes counted, before the process exits (best effort: the command is done).
+    let _ = client.send_counts().await;
+    done
+}
+
+/// Runs `command` with `client`.
+async fn command_with(client: &Client, config: &Config, command: Command) -> Result<()> {
     match command {
         Command::Serve(_) => unreachable!("serving is not a job command"),
         Command::Push {
@@ -31,7 +39,7 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             at,
             stdin: true,
             ..
-        } => push_lines(&client, topic, delay, at).await,
+        } => push_lines(client, topic, delay, at).await,
         Command::Push {
             topic,
             body,
@@ -44,25 +52,25 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
         } => {
             let body = body_of(body, body_file.as_deref(), config.max_body_bytes)?;
             let id = id_base64.or(id.map(JobId::from));
-            push(&client, topic, body, delay, at, id).await
+            push(client, topic, body, delay, at, id).await
         }
-        Command::Get { id } => get(&client, id.id()).await,
-        Command::Pop { topic, wait } => pop(&client, topic.topic(), wait).await,
-        Command::Remove { id } => remove(&client, id.id()).await,
-        Command::Stats { json } => stats(&client, json).await,
-        Command::Pause { topic } => pause(&client, topic.topic()).await,
-        Command::Resume { topic } => resume(&client, topic.topic()).await,
+        Command::Get { id } => get(client, id.id()).await,
+        Command::Pop { topic, wait } => pop(client, topic.topic(), wait).await,
+        Command::Remove { id } => remove(client, id.id()).await,
+        Command::Stats { json } => stats(client, json).await,
+        Command::Pause { topic } => pause(client, topic.topic()).await,
+        Command::Resume { topic } => resume(client, topic.topic()).await,
         Command::Dead {
             topic,
             requeue: true,
             ..
-        } => requeue_dead(&client, topic.topic()).await,
-        Command::Dead { topic, limit, .. } => dead(&client, topic.topic(), limit).await,
+        } => requeue_dead(client, topic.topic()).await,
+        Command::Dead { topic, limit, .. } => dead(client, topic.topic(), limit).await,
         Command::Waiting {
             topic,
             topic_base64,
             limit,
-        } => waiting(&client, topic_base64.or(topic.map(Topic::from)), limit).await,
+        } => waiting(client, topic_base64.or(topic.map(Topic::from)), limit).await,
         Command::Promote {
             topic,
             topic_base64,
@@ -70,13 +78,13 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
             ..
         } if topic.is_some() || topic_base64.is_some() => {
             let topic = topic_base64.or(topic.map(Topic::from));
-            promote_topic(&client, topic.expect("one of them"), limit).await
+            promote_topic(client, topic.expect("one of them"), limit).await
         }
         Command::Promote { id, id_base64, .. } => {
             let id = id_base64.or(id.map(JobId::from));
-            promote(&client, id.expect("clap requires an id or a topic")).await
+            promote(client, id.expect("clap requires an id or a topic")).await
         }
-        Command::Schedule(command) => super::schedule::run(&client, command).await,
+        Command::Schedule(command) => super::schedule::run(client, command).await,
     }
 }
 

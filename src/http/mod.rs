@@ -43,6 +43,8 @@ const JSON_ESCAPE_FACTOR: usize = 6;
 const REQUEST_SLACK: usize = 64 << 10;
 /// The longest a request may take; blocking pops and reserves wait at most `MAX_WAIT`.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest a stop waits to send the job API's last counts to the history.
+const COUNTS_WAIT: Duration = Duration::from_secs(2);
 /// The server's threads: its own, so that no request, however many come, keeps the mover (on the
 /// daemon's main thread) from its work or from the CPU.
 const THREADS: usize = 2;
@@ -122,12 +124,15 @@ impl Http {
                  at /; at most {most} connections at once (open-file limit {open_files})"
             );
             let stopping = self.state.stopping.clone();
+            let client = self.state.client.clone();
             let router = router(self.state);
             let limit = connections::Limit::new(most);
             tokio::join!(server::serve(listener, router, &limit, &stop), async {
                 stop.graceful.cancelled().await;
                 stopping.cancel();
             });
+            // The job API's pushes and acks counted since the last send (see the history).
+            let _ = tokio::time::timeout(COUNTS_WAIT, client.send_counts()).await;
             anyhow::Ok(())
         });
         let served = served.await;

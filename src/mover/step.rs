@@ -250,7 +250,8 @@ impl Step {
                     return Ok((None, put_back));
                 }
             };
-            self.metrics.released(&released, started.elapsed());
+            self.metrics
+                .released(&released, self.now(), started.elapsed());
             self.outages.answered(subject);
             self.outages.release_works(subject);
             log::released(&released, self.settings.max_attempts, keys);

@@ -93,6 +93,13 @@ pub(crate) fn chromium_with(
         .stderr(Stdio::null())
         .spawn()
         .expect("run chromium (scripts/test installs Debian's chromium)");
+    // Read as it comes: a page larger than the pipe's buffer would otherwise hold Chromium up.
+    let mut stdout = child.stdout.take().unwrap();
+    let reading = std::thread::spawn(move || {
+        let mut dom = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut dom).unwrap();
+        dom
+    });
     let deadline = Instant::now() + Duration::from_secs(60);
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
@@ -101,9 +108,7 @@ pub(crate) fn chromium_with(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut dom = String::new();
-    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut dom).unwrap();
-    dom
+    reading.join().unwrap()
 }
 
 /// The texts of the cells after the first of the table row whose first cell names `name` (a topic

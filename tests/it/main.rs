@@ -11,6 +11,7 @@ mod console;
 mod consumers;
 mod consumers_page;
 mod docs;
+mod history;
 mod hostile_data;
 mod http;
 mod legacy_clients;

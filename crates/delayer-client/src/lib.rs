@@ -37,6 +37,7 @@ pub use client::Client;
 pub use client::consumers::Consumers;
 pub use client::finish::{Acked, Nacked};
 pub use client::firing::{Firing, Round};
+pub use client::history::{History, SEND_EVERY};
 pub use client::inspect::JobTimes;
 pub use client::pop::HeldJob;
 pub use client::push::{NewPush, Push, Removed};
@@ -46,8 +47,10 @@ pub use client::waiting::{
     WaitingPage,
 };
 pub use delayer_wire::consumer::{self, Consumer, Heartbeat};
+pub use delayer_wire::history::Counts;
 pub use delayer_wire::keys::Layout;
 pub use delayer_wire::schedule::{self, CatchUp, Definition, Overlap, Source, Stored};
+pub use delayer_wire::scripts::count::Count;
 pub use delayer_wire::scripts::schedule_fire::Fired;
 pub use delayer_wire::scripts::schedule_save::Saved;
 pub use delayer_wire::scripts::schedule_state::Changed;

@@ -62,6 +62,12 @@ pub const SCHEDULE_PREFIX: &str = "delayer:schedule:";
 /// Ours. Sorted set: schedule name → its next tick (unix seconds), while it is not paused.
 pub const SCHEDULES_BY_NEXT: &str = "delayer:schedules_by_next";
 
+/// Ours. Prefix of the history's keys (see [`crate::history`]): `delayer:{history}:<minute>`,
+/// a hash of every topic's counts of that unix minute, and `delayer:{history}:<minute>:<topic>`,
+/// one topic's. The same in every layout: the hash tag keeps them in one slot of their own in a
+/// cluster, where the count script writes a minute's keys together.
+pub const HISTORY: &str = "delayer:{history}";
+
 /// How every key of a topic placed [`Placement::PerTopic`] begins: the topic follows, as the
 /// hash tag.
 const PER_TOPIC_PREFIX: &str = "delayer:{";
@@ -117,6 +123,16 @@ pub fn dead_queue(topic: impl AsRef<[u8]>) -> Vec<u8> {
 /// The hash of consumer `id` (see [`CONSUMER_PREFIX`]): one name in every layout.
 pub fn consumer(id: &str) -> String {
     format!("{CONSUMER_PREFIX}{id}")
+}
+
+/// The history's hash of every topic's counts of unix minute `minute`.
+pub fn history_minute(minute: u64) -> String {
+    format!("{HISTORY}:{minute}")
+}
+
+/// The history's hash of `topic`'s counts of unix minute `minute`.
+pub fn history_topic_minute(minute: u64, topic: impl AsRef<[u8]>) -> Vec<u8> {
+    [history_minute(minute).as_bytes(), b":", topic.as_ref()].concat()
 }
 
 /// What the pool and the buckets are called.
@@ -565,6 +581,17 @@ mod tests {
             assert_ne!(consumer(id), cluster.pool());
         }
         assert!(CONSUMERS.starts_with("delayer:") && CONSUMER_PREFIX.starts_with("delayer:"));
+    }
+
+    #[test]
+    fn the_history_is_one_hash_a_minute_and_one_a_topic_in_one_slot() {
+        assert_eq!(history_minute(29_000_000), "delayer:{history}:29000000");
+        assert_eq!(
+            history_topic_minute(29_000_000, b"a{b}\xff"),
+            b"delayer:{history}:29000000:a{b}\xff"
+        );
+        // The first braces are the hash tag: whatever a topic holds, its keys share the slot.
+        assert!(history_topic_minute(1, "}{").starts_with(b"delayer:{history}:"));
     }
 
     #[test]

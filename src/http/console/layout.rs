@@ -26,7 +26,9 @@ td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}td.n,th.n{t
 .bad{color:#b00}.warn{background:#fff3cd;padding:.5em 2em}.said{background:#d1e7dd;padding:.5em 2em}\
 form.inline{display:inline}.nw{white-space:nowrap}pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap;word-break:break-all}\
 dl{display:grid;grid-template-columns:max-content auto;gap:0 1em;margin:0}dt{font-weight:bold}dd{margin:0}\
-h1{font-size:1.4em;margin:.3em 0}h2{font-size:1.1em;margin:1em 0 .3em}.cards{display:flex;gap:3em;flex-wrap:wrap}";
+h1{font-size:1.4em;margin:.3em 0}h2{font-size:1.1em;margin:1em 0 .3em}.cards{display:flex;gap:3em;flex-wrap:wrap}\
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:.2em 2em;max-width:1100px}\
+figure.chart{margin:0}figure.chart svg{display:block;width:100%;height:auto}.axis{color:#666;margin:0}";
 
 /// The overview's one script: every 5 s, the page's `main` again in place (marked
 /// `data-refreshed`), unless someone is typing in a field. Without JavaScript, a `<noscript>`

@@ -1,15 +1,18 @@
 //! The console at `/`: an overview of Redis, this daemon and every listed topic; a page per topic
-//! with its ready, reserved and dead jobs a window at a time; a page per job; the waiting jobs a
-//! page at a time; the schedules; the consumers; and actions on dead and waiting jobs, topics and
-//! schedules. Server-rendered HTML, a file per page, from maud templates: every value is escaped
-//! unless marked otherwise, so nothing a client wrote to Redis (a topic, an id, a body) can become
-//! markup. Guarded as `session` says; sent as `layout` says, with a Content-Security-Policy that
-//! allows only our own script and style, and nothing from another host.
+//! with its ready, reserved and dead jobs a window at a time; charts of what happened (`history`);
+//! a page per job; the waiting jobs a page at a time; the schedules; the consumers; and actions on
+//! dead and waiting jobs, topics and schedules. Server-rendered HTML, a file per page, from maud
+//! templates: every value is escaped unless marked otherwise, so nothing a client wrote to Redis
+//! (a topic, an id, a body) can become markup. Guarded as `session` says; sent as `layout` says,
+//! with a Content-Security-Policy that allows only our own script and style, and nothing from
+//! another host.
 
 mod actions;
+mod chart;
 mod consumers;
 mod fields;
 mod forms;
+mod history;
 mod job;
 mod layout;
 mod links;

@@ -1,5 +1,6 @@
 //! The overview (`/`): Redis, this daemon, the jobs, and a row per listed topic, below a health
-//! line; its figures are made once a second at most, whoever looks.
+//! line, then what happened (`history`); its figures are made once a second at most, whoever
+//! looks.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use tokio::time::Instant;
 
 use super::actions::said;
 use super::fields::fields;
+use super::history::{self, Span};
 use super::layout::{self, respond};
 use super::links::topic_link;
 use super::rates::Counts;
@@ -36,14 +38,17 @@ pub(super) async fn show(
         .figures
         .overview(&reading, || overview_figures(&state, &reading));
     let health = health(&state);
+    let fields = fields(uri.query().unwrap_or_default().as_bytes());
+    let history = history::section(&state, None, Span::asked(&fields), "/").await;
     let main = html! {
         @match &health {
             Ok(fine) => p { (fine) },
             Err(trouble) => p.bad { (trouble) },
         }
         (PreEscaped(String::from_utf8_lossy(&figures)))
+        (history)
     };
-    let said = said(&fields(uri.query().unwrap_or_default().as_bytes()));
+    let said = said(&fields);
     respond(
         StatusCode::OK,
         layout::page("Overview", &viewer, said.as_deref(), true, main),

@@ -1,6 +1,6 @@
 //! A topic's page (`/topic?name=TOPIC`, or `?base64=...`): whether it is paused, and its ready,
-//! reserved and dead jobs, a window of each list at a time; each reserved job with the consumer
-//! holding it, when its reserve named one.
+//! reserved and dead jobs, a window of each list at a time, and what happened to it (`history`);
+//! each reserved job with the consumer holding it, when its reserve named one.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -14,6 +14,7 @@ use maud::{Markup, html};
 use super::actions::said;
 use super::fields::{fields, name_in};
 use super::forms::{dead_job_forms, named_field, token_field};
+use super::history::{self, Span};
 use super::layout::{self, problem, respond};
 use super::links::{consumer_link, job_link, query};
 use super::times::{span, time};
@@ -47,7 +48,9 @@ pub(super) async fn show(
     {
         Ok(page) => {
             let title = format!("Topic {}", capped(&topic));
-            let main = render(&page, &viewer);
+            let link = format!("/topic?{}", query("name", "base64", topic.as_bytes()));
+            let history = history::section(&state, Some(&topic), Span::asked(&fields), &link);
+            let main = html! { (render(&page, &viewer)) (history.await) };
             let said = said(&fields);
             respond(
                 StatusCode::OK,

@@ -9,9 +9,11 @@ use super::{Client, check_id};
 use crate::error::{Error, Result};
 use crate::job::Receipt;
 use crate::keys::Keys;
+use crate::name::Topic;
 use crate::scripts::Named;
 use crate::scripts::ack::Outcome;
 use crate::settings::{MAX_BATCH, MAX_DELAY};
+use delayer_wire::history::field;
 
 /// What an ack did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +119,18 @@ impl Client {
                     .map_err(|error| Error::about_key(error, keys.pool()));
                 match codes {
                     Ok(codes) => {
+                        // In the cluster layout the keys name the topic a receipt may not.
+                        let of_keys = keys
+                            .per_topic()
+                            .then(|| Topic::from(keys.topic_for_scripts()));
+                        let finished = members
+                            .iter()
+                            .zip(&codes)
+                            .filter(|(_, code)| matches!(code, Outcome::Done | Outcome::Late))
+                            .map(|(&index, _)| {
+                                reservations[index].topic.as_ref().or(of_keys.as_ref())
+                            });
+                        self.counted(field::ACKED, finished);
                         for (&index, code) in members.iter().zip(codes) {
                             let id = || reservations[index].id.clone();
                             acked[index] = match code {

@@ -3,11 +3,13 @@
 //! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
 //! queues up), [`waiting`] (the pool a page at a time, and waiting jobs due now), [`pause`] (pause
 //! and resume a topic), [`sessions`] (the daemon's console's logouts), [`schedules`] (recurring
-//! schedules), [`firing`] (claiming their ticks) and [`consumers`] (heartbeats: who is consuming).
+//! schedules), [`firing`] (claiming their ticks), [`consumers`] (heartbeats: who is consuming) and
+//! [`history`] (what happened, per minute).
 
 pub(crate) mod consumers;
 pub(crate) mod finish;
 pub(crate) mod firing;
+pub(crate) mod history;
 pub(crate) mod inspect;
 pub(crate) mod pause;
 pub(crate) mod pop;
@@ -29,6 +31,7 @@ use crate::keys::{Keys, Layout};
 use crate::name::Topic;
 use crate::scripts::ack::AckScript;
 use crate::scripts::body::{Body, BodyScript};
+use crate::scripts::count::CountScript;
 use crate::scripts::dead_job::DeadJobScript;
 use crate::scripts::find_reserved::FindReservedScript;
 use crate::scripts::heartbeat::HeartbeatScript;
@@ -71,6 +74,8 @@ struct Inner {
     /// and the ready and dead lists', which name their topic).
     keys: Keys,
     settings: Settings,
+    /// Pushes and acks counted, not yet added to the history.
+    unsent: history::Unsent,
 }
 
 #[derive(Default)]
@@ -81,6 +86,7 @@ struct Scripts {
     heartbeat: HeartbeatScript,
     ack: AckScript,
     body: BodyScript,
+    count: CountScript,
     release: ReleaseScript,
     requeue_dead: RequeueDeadScript,
     resume: ResumeScript,
@@ -149,6 +155,7 @@ impl Client {
                 scripts: Scripts::default(),
                 keys,
                 settings,
+                unsent: history::Unsent::default(),
             }),
             consumer: None,
         }

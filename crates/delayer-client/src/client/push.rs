@@ -13,6 +13,7 @@ use crate::name::{JobId, Topic};
 use crate::scripts::push::NewJob;
 use crate::settings::{MAX_DELAY, MAX_PUSH_BATCH};
 use crate::time::{to_unix, unix_now};
+use delayer_wire::history::field;
 
 /// What [`Client::remove`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,7 +310,11 @@ impl Client {
                     }
                 });
                 match refused {
-                    Ok(_) => pushed.extend_from_slice(call),
+                    Ok(()) => {
+                        pushed.extend_from_slice(call);
+                        let topics = call.iter().map(|&index| Some(&checked[index].topic));
+                        self.counted(field::PUSHED, topics);
+                    }
                     Err(error) if pushed.is_empty() => return Err(error),
                     Err(error) => {
                         pushed.sort_unstable();

@@ -23,6 +23,7 @@ macro_rules! script_type {
 
 pub mod ack;
 pub mod body;
+pub mod count;
 pub mod dead_job;
 pub mod find_reserved;
 pub mod heartbeat;

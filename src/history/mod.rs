@@ -1,0 +1,120 @@
+//! The history in the daemon: what the mover counts (moves and their lag, deliveries again, dead
+//! jobs) is kept in a [`Tally`] and added to Redis's per-minute history every [`WRITE_EVERY`] and
+//! once more when the mover has stopped, so that several daemons add up and a restart loses
+//! nothing (a kill -9 loses what was counted since the last write). Pushes and acks are counted
+//! by the clients, which send their counts every second (`Client::send_counts`).
+
+mod tally;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use delayer_client::{Client, Count, Counts};
+use delayer_wire::history::{field, lag_field, minute_of};
+use delayer_wire::time::unix_now;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use tally::Minute;
+pub use tally::{Tally, lags};
+
+use crate::metrics::Metrics;
+
+/// How often what was counted goes to Redis: what a kill -9 may lose.
+pub const WRITE_EVERY: Duration = Duration::from_secs(5);
+/// The longest the last write waits at a stop: a Redis that does not answer must not hold it up.
+const LAST_WRITE_WAIT: Duration = Duration::from_secs(2);
+
+/// Writes what `metrics` counts to the history every [`WRITE_EVERY`] until `moved` is cancelled
+/// (the mover has stopped: nothing more is counted), then once more.
+pub async fn run(client: Client, metrics: Arc<Metrics>, moved: &CancellationToken) {
+    let mut writer = Writer::default();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(WRITE_EVERY) => writer.write(&client, &metrics).await,
+            () = moved.cancelled() => break,
+        }
+    }
+    if tokio::time::timeout(LAST_WRITE_WAIT, writer.write(&client, &metrics))
+        .await
+        .is_err()
+    {
+        warn!("the history lost what was counted since its last write: Redis did not answer");
+    }
+}
+
+/// What was said about the writes, so that each trouble is said once.
+#[derive(Default)]
+struct Writer {
+    failing: bool,
+    refused_said: bool,
+}
+
+impl Writer {
+    /// Adds the tally's counts to the history, a minute a call; what is not written is put back.
+    async fn write(&mut self, client: &Client, metrics: &Metrics) {
+        let tally = metrics.history();
+        let mut minutes = tally.take();
+        while let Some((minute, counts)) = minutes.pop_first() {
+            match client.count(Some(minute), &script_counts(&counts)).await {
+                Ok(kept) => {
+                    if !kept && !self.refused_said {
+                        self.refused_said = true;
+                        warn!(
+                            "the Redis user may not write the history (delayer:{{history}}:*): \
+                             nothing is kept of what happened (allow +hincrby +hget +hset +expire)"
+                        );
+                    }
+                    if self.failing {
+                        self.failing = false;
+                        info!("the history is written again");
+                    }
+                }
+                Err(error) => {
+                    if !self.failing {
+                        self.failing = true;
+                        warn!("cannot write the history yet: {error}");
+                    }
+                    let mut left = BTreeMap::from([(minute, counts)]);
+                    left.append(&mut minutes);
+                    tally.put_back(left, minute_of(unix_now()));
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A minute's counts as the count script takes them: each topic's (busiest first, so that they
+/// are the ones counted apart when the minute has room for few) and the others' (topic "").
+fn script_counts(minute: &Minute) -> Vec<Count<'_>> {
+    let mut counts = Vec::new();
+    for (topic, of_topic) in minute.busiest_first() {
+        let topic = topic.map_or(&b""[..], |topic| topic.as_bytes());
+        push_counts(&mut counts, topic, of_topic);
+    }
+    counts
+}
+
+fn push_counts<'a>(counts: &mut Vec<Count<'a>>, topic: &'a [u8], of_topic: &Counts) {
+    let fields = [
+        (field::MOVED, of_topic.moved),
+        (field::AGAIN, of_topic.again),
+        (field::DEAD, of_topic.dead),
+    ];
+    for (field, n) in fields {
+        if n > 0 {
+            counts.push(Count { topic, field, n });
+        }
+    }
+    for (bucket, &n) in of_topic.lags.iter().enumerate() {
+        if n > 0 {
+            counts.push(Count {
+                topic,
+                field: lag_field(bucket),
+                n,
+            });
+        }
+    }
+}
