@@ -1507,8 +1507,10 @@ async fn metrics_and_the_console_overview_stay_small_and_are_read_once_for_all_s
     for scraper in scrapers {
         let (path, answer) = scraper.join().unwrap();
         assert_eq!(answer.status, 200, "{path}");
+        // However many topics: the overview's charts of the last hour (some 65 KB) are the same
+        // size whatever the topics, and the topics listed are capped.
         assert!(
-            answer.body.len() < 16_000,
+            answer.body.len() < 100_000,
             "{path}: {} bytes",
             answer.body.len()
         );

@@ -192,6 +192,8 @@ async fn the_jop_layout_serves_the_earliest_clients() {
     );
     stop.cancel();
     service.await.unwrap().unwrap();
-    let keys: Vec<String> = php.keys("*").await.unwrap();
+    let mut keys: Vec<String> = php.keys("*").await.unwrap();
+    // The history of what happened (per minute, kept a day) is not the jobs' data.
+    keys.retain(|key| !key.starts_with("delayer:{history}:"));
     assert_eq!(keys, ["delayer:topics"], "nothing but the registry is left");
 }
