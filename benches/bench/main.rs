@@ -3,8 +3,9 @@
 //! client's; see `consumers` and `worker_burst`), `http` (adds over HTTP), `scrape` (80 scrapers
 //! against 200,000 topics), `waiting` (20 clients on the waiting jobs' pages of a 1M-job pool),
 //! `cluster` (a drain on 1 and 3 cluster masters), `schedules` (recurring schedules, and the
-//! mover beside them) and `memory` (bytes per waiting job in the candidate compact layouts),
-//! default: all. It
+//! mover beside them), `memory` (bytes per waiting job in the candidate compact layouts) and
+//! `upgrade` (the previous release's daemon beside this one; it builds that release once, see
+//! `support::previous_release`), default: all. It
 //! starts its own redis-server and the release `delayer` binary (access log on, to a file), and
 //! prints each figure beside a reference measured in the same run, since this machine is shared
 //! and noisy: compare ratios, not absolute numbers.
@@ -18,6 +19,7 @@ mod memory;
 mod schedules;
 mod schedules_beside;
 mod scrape;
+mod upgrade;
 mod waiting;
 mod worker_burst;
 
@@ -114,6 +116,9 @@ fn main() {
         }
         if runs("memory") {
             memory::memory().await;
+        }
+        if runs("upgrade") {
+            upgrade::upgrade().await;
         }
     });
 }
