@@ -6,6 +6,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod http_client;
+// The bench's upgrade scenario runs it; no test does yet (its first build takes minutes).
+#[allow(dead_code)]
+pub mod previous_release;
 
 use delayer::Config;
 pub use delayer_testkit::jobs::*;

@@ -1,0 +1,99 @@
+//! A rolling upgrade: the previous release's daemon (built from `DELAYER_PREVIOUS`, default
+//! `main`; see `support::previous_release`) and the current one on one Redis, while 50,000 legacy
+//! jobs fall due over 2 s. Every job must be moved once: each id in the ready lists exactly once,
+//! none left in the pool, every bucket still there for a `pop`.
+
+use std::time::Duration;
+
+use delayer_client::redis::AsyncCommands;
+use delayer_wire::keys::job_bucket;
+use delayer_wire::time::unix_now;
+
+use super::support::previous_release::previous_release;
+use super::support::{
+    Daemon, DaemonSetup, Logs, RedisServer, add_jobs, delivered, read, wait_for_empty_pool,
+};
+use super::{TOPICS, stop};
+
+const JOBS: usize = 50_000;
+
+pub async fn upgrade() {
+    let previous = previous_release();
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (old_config, old_logs) = server.daemon_config("previous", "");
+    let (new_config, new_logs) = server.daemon_config("current", "");
+    let mut daemons = [
+        Daemon::start_binary(&previous.binary, &old_config),
+        Daemon::start(&new_config),
+    ];
+    for logs in [&old_logs, &new_logs] {
+        logs.wait_for_line("Service started successfully");
+    }
+
+    // Due over 2 s from a second ahead, so that both daemons are at work while they fall due.
+    let start = unix_now() + 1.0;
+    let ids: Vec<String> = (0..JOBS).map(|index| format!("up-{index:06}")).collect();
+    let jobs = ids.iter().enumerate().map(|(index, id)| {
+        (
+            id.clone(),
+            TOPICS[index % TOPICS.len()],
+            start + (index % 2_000) as f64 / 1_000.0,
+        )
+    });
+    add_jobs(&mut redis, jobs).await;
+    wait_for_empty_pool(&redis, Duration::from_secs(60)).await;
+    for daemon in &mut daemons {
+        stop(daemon);
+    }
+
+    let counts = delivered(&mut redis, &TOPICS).await;
+    let twice = counts.values().filter(|count| **count > 1).count();
+    let missing = ids.iter().filter(|id| !counts.contains_key(*id)).count();
+    let mut without_bucket = 0;
+    for id in counts.keys() {
+        let exists: bool = redis.exists(job_bucket(id)).await.unwrap();
+        without_bucket += usize::from(!exists);
+    }
+    println!(
+        "\n## Rolling upgrade ({JOBS} legacy jobs due over 2 s, {} topics; the previous release, {}, beside this build on one Redis)\n",
+        TOPICS.len(),
+        &previous.commit[..12]
+    );
+    println!(
+        "| moved by the previous | by this build | in a ready list once | twice or more | missing | without their bucket | previous release built in |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---|");
+    println!(
+        "| {} | {} | {} | {twice} | {missing} | {without_bucket} | {} |",
+        moved(&old_logs),
+        moved(&new_logs),
+        counts.len() - twice,
+        previous
+            .built_in
+            .map_or("(built before)".to_string(), |took| {
+                format!("{:.0} s", took.as_secs_f64())
+            })
+    );
+    assert_eq!(
+        (twice, missing, without_bucket),
+        (0, 0, 0),
+        "every job moved once, none dropped"
+    );
+}
+
+/// How many ids a daemon's "Job is ready" lines list.
+fn moved(logs: &Logs) -> usize {
+    read(&logs.access)
+        .lines()
+        .filter_map(|line| {
+            let (ids, _) = line
+                .split_once("Job is ready")?
+                .1
+                .split_once("IDs: [")?
+                .1
+                .split_once(']')?;
+            Some(ids.split(',').count())
+        })
+        .sum()
+}
