@@ -1,14 +1,14 @@
 //! A burst as consumers see it: 50,000 jobs due in the same instant, moved by the release daemon
 //! and taken by a Worker of 10 slots whose handlers return at once (with its default prefetch,
-//! and with a prefetch of 100), against 10 RPOP + DEL consumers on one connection (no guarantee,
-//! nothing to ack): from the due time to the last handler start (or pop), and Redis's CPU per
-//! job over that time (the daemon's moves included).
+//! with a prefetch of 100, and with the old default of one job a slot), against 10 RPOP + DEL
+//! consumers on one connection (no guarantee, nothing to ack): from the due time to the last
+//! handler start (or pop), and Redis's CPU per job over that time (the daemon's moves included).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayer_client::{Client, DEFAULT_CONCURRENCY, Worker};
+use delayer_client::{Client, DEFAULT_CONCURRENCY, DEFAULT_PREFETCH, Worker};
 use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
 use delayer_wire::time::unix_now;
 use tokio::task::JoinSet;
@@ -22,6 +22,8 @@ const JOBS: usize = 50_000;
 const BURSTS: usize = 3;
 /// The larger prefetch measured beside the default: one reserve call's most jobs.
 const PREFETCH: usize = 100;
+/// The default before it adapted to the handlers: at most one job a slot unstarted.
+const OLD_PREFETCH: usize = DEFAULT_CONCURRENCY;
 
 /// Who takes the burst.
 #[derive(Clone, Copy)]
@@ -49,6 +51,10 @@ pub async fn worker_burst(server: &RedisServer) {
             Consumers::Worker(Some(PREFETCH)),
         ),
         (
+            format!("Worker of {DEFAULT_CONCURRENCY}, prefetch {OLD_PREFETCH} (the old default)"),
+            Consumers::Worker(Some(OLD_PREFETCH)),
+        ),
+        (
             format!("{DEFAULT_CONCURRENCY} RPOP + DEL consumers"),
             Consumers::Pops,
         ),
@@ -59,8 +65,10 @@ pub async fn worker_burst(server: &RedisServer) {
             runs.push(one_burst(server, *consumers).await);
         }
     }
-    for ((name, _), runs) in sides.iter().zip(&mut runs) {
+    for runs in &mut runs {
         runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    for ((name, _), runs) in sides.iter().zip(&runs) {
         let (median, cpu) = runs[runs.len() / 2];
         println!(
             "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} |",
@@ -71,6 +79,16 @@ pub async fn worker_burst(server: &RedisServer) {
             cpu * 1e6 / JOBS as f64
         );
     }
+    // The sides in the order above: the default, prefetch 100, the old default.
+    let best = |side: usize| runs[side][0].0;
+    println!(
+        "\nbest of {BURSTS}, due time to last handler start: default (prefetch {DEFAULT_PREFETCH}, adapting) {:.2} s, prefetch {PREFETCH} {:.2} s, old default {:.2} s; default / prefetch {PREFETCH} {:.2}, old default / default {:.2}",
+        best(0),
+        best(1),
+        best(2),
+        best(0) / best(1),
+        best(2) / best(0)
+    );
 }
 
 /// Seconds from the due time to the last job's start, and Redis's CPU seconds meanwhile.
