@@ -31,19 +31,18 @@
 //!
 //! On stop the worker reserves nothing more and gives back at once the jobs it had not started
 //! (at most `prefetch`, the attempt not counted), lets running handlers finish (up to
-//! `stop_timeout`), then stops the rest and gives their jobs back too: no job is lost. A round trip to Redis under way is never cut short, so
-//! that no job is left reserved by nobody; stop a worker through `run`'s stop future, not by
-//! dropping `run` (or a timeout around it), which would cut them short.
-//! A handler that ignores being stopped (blocking work) may still run while its job is given back;
-//! one that blocks its thread also holds up the touches and the stop on a runtime with few
-//! threads: run blocking work with `tokio::task::spawn_blocking`.
+//! `stop_timeout`), then stops the rest and gives their jobs back too: no job is lost. A round
+//! trip to Redis under way is never cut short, so that no job is left reserved by nobody; stop a
+//! worker through `run`'s stop future, not by dropping `run` (or a timeout around it), which would
+//! cut them short. A handler that ignores being stopped (blocking work) may still run while its
+//! job is given back; one that blocks its thread also holds up the touches and the stop on a
+//! runtime with few threads: run blocking work with `tokio::task::spawn_blocking`.
 //!
 //! While it runs, the worker beats (see [`consumer`](crate::consumer)): every 5 s it tells Redis
 //! its id (`host:pid:salt`), host, pid, topics, concurrency and the jobs it holds (started or
-//! not), so that the
-//! daemon's console lists it, and marks it gone 15 s after its last beat. Its reserve tokens
-//! start with its id, so that the console names it as the holder of its jobs. A clean stop
-//! removes it from the list.
+//! not), so that the daemon's console lists it, and marks it gone 15 s after its last beat. Its
+//! reserve tokens start with its id, so that the console names it as the holder of its jobs. A
+//! clean stop removes it from the list.
 
 mod finish;
 mod heartbeat;
