@@ -218,9 +218,9 @@ impl Worker {
         };
         let beating = Beating::start(client, beat, held);
         info!(consumer = id, topics = ?slots.topics(), concurrency, "worker started");
-        let abandoned = slots.run(stopped).await;
+        let given_back = slots.run(stopped).await;
         beating.stop().await;
-        info!(abandoned, "worker stopped");
+        info!(given_back, "worker stopped");
         Ok(())
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::{self, JoinHandle, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::finish::{Finished, Finisher, backoff};
 use crate::client::Client;
@@ -138,7 +138,7 @@ impl Slots {
 
     /// Runs until the stop (see the module docs of the worker): starts handlers while slots are
     /// free and jobs held; reserves while fewer jobs are held than the slots could use; acks the
-    /// jobs of ended handlers; touches what it holds. Returns how many jobs it gave back.
+    /// jobs of ended handlers; touches what runs. Returns how many jobs it gave back at the stop.
     pub(super) async fn run(mut self, mut stopped: watch::Receiver<bool>) -> usize {
         let ttr = self.settings.ttr;
         // Each reservation is touched once it was extended 3/8 ttr ago, looked at every 1/8: at
@@ -153,7 +153,7 @@ impl Slots {
                 stop_at = Some(Instant::now() + self.settings.stop_timeout);
                 // Never started: given back at once, for another consumer.
                 for (job, _) in std::mem::take(&mut self.ready) {
-                    self.give_back(Receipt::from(&job), GivenBack::AtStop);
+                    self.give_back(Receipt::from(&job), GivenBack::Unstarted);
                 }
             }
             if !stopping {
@@ -325,7 +325,7 @@ impl Slots {
         if stopping {
             // Reserved as the stop came: given back untried.
             for job in &jobs {
-                self.give_back(Receipt::from(job), GivenBack::AtStop);
+                self.give_back(Receipt::from(job), GivenBack::Unstarted);
             }
             return;
         }
@@ -338,7 +338,7 @@ impl Slots {
             Ok((id, outcome)) => (id, outcome),
             Err(error) if error.is_cancelled() => {
                 if let Some(running) = self.running.remove(&error.id()) {
-                    self.give_back(running.held.reservation, GivenBack::AtStop);
+                    self.give_back(running.held.reservation, GivenBack::Abandoned);
                 }
                 return;
             }
@@ -370,24 +370,27 @@ impl Slots {
         // A handler that ignores being stopped (blocking work) is left running.
         self.handlers.detach_all();
         for (_, running) in std::mem::take(&mut self.running) {
-            self.give_back(running.held.reservation, GivenBack::AtStop);
+            self.give_back(running.held.reservation, GivenBack::Abandoned);
         }
     }
 
     /// Gives a reservation back untried (the attempt not counted): nothing is lost, and a job on
     /// its last attempt is not sent to the dead list for a stop.
     fn give_back(&mut self, reservation: Receipt, why: GivenBack) {
-        if let GivenBack::AtStop = why {
+        if let GivenBack::Unstarted | GivenBack::Abandoned = why {
             self.given_back_at_stop += 1;
         }
         let client = self.settings.client.clone();
         self.giving_back.spawn(async move {
             let id = &reservation.id;
-            let why = match why {
-                GivenBack::AtStop => "stopping before the job was done",
-                GivenBack::Waited => "the job waited unstarted behind slow handlers",
+            let (why, routine) = match why {
+                GivenBack::Unstarted => ("stopping before the job started", true),
+                GivenBack::Abandoned => ("stopping before the job was done", false),
+                GivenBack::Waited => ("the job waited unstarted behind slow handlers", false),
             };
             match client.give_back(reservation.clone()).await {
+                // Up to `prefetch` at each stop: counted in the worker's last line.
+                Ok(_) if routine => debug!(id = %id, "{why}: given back"),
                 Ok(_) => warn!(id = %id, "{why}: given back"),
                 Err(error) => {
                     warn!(id = %id, "{why}, and giving it back failed ({error}): it is delivered again once its time to run passes")
@@ -450,8 +453,10 @@ impl Slots {
 
 /// Why a reservation is given back untried.
 enum GivenBack {
-    /// The worker stops.
-    AtStop,
+    /// The worker stops before its handler started.
+    Unstarted,
+    /// The worker stops, and stopped its handler.
+    Abandoned,
     /// It waited unstarted for 3/8 of its time to run.
     Waited,
 }
