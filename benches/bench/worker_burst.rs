@@ -1,20 +1,24 @@
 //! A burst as consumers see it: 50,000 jobs due in the same instant, moved by the release daemon
 //! and taken by a Worker of 10 slots whose handlers return at once (with its default prefetch,
-//! and with a prefetch of 100), against 10 RPOP + DEL consumers on one connection (no guarantee,
-//! nothing to ack): from the due time to the last handler start (or pop), and Redis's CPU per
-//! job over that time (the daemon's moves included).
+//! with a prefetch of 100, and with the old default of one job a slot), against 10 RPOP + DEL
+//! consumers on one connection (no guarantee, nothing to ack): from the due time to the last
+//! handler start (or pop), Redis's CPU per job over that time (the daemon's moves included), and
+//! the jobs a Worker's reserve call took (what its prefetch decides, whatever the box's load).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayer_client::{Client, DEFAULT_CONCURRENCY, Worker};
+use delayer_client::{Client, DEFAULT_CONCURRENCY, DEFAULT_PREFETCH, Worker};
 use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
 use delayer_wire::time::unix_now;
 use tokio::task::JoinSet;
 
 use super::consumers::pop_one;
-use super::support::{Daemon, DaemonSetup, RedisServer, add_jobs, redis_cpu_seconds, script_runs};
+use super::support::{
+    Daemon, DaemonSetup, RedisServer, add_jobs, command_stats, redis_cpu_seconds, script_runs,
+};
 use super::{fresh, stop};
 
 const JOBS: usize = 50_000;
@@ -22,6 +26,8 @@ const JOBS: usize = 50_000;
 const BURSTS: usize = 3;
 /// The larger prefetch measured beside the default: one reserve call's most jobs.
 const PREFETCH: usize = 100;
+/// The default before it adapted to the handlers: at most one job a slot unstarted.
+const OLD_PREFETCH: usize = DEFAULT_CONCURRENCY;
 
 /// Who takes the burst.
 #[derive(Clone, Copy)]
@@ -36,9 +42,9 @@ pub async fn worker_burst(server: &RedisServer) {
         "\n## A burst taken by consumers ({JOBS} jobs due in the same instant, one topic, release daemon; from the due time to the last handler start, over {BURSTS} bursts)\n"
     );
     println!(
-        "| consumers | median ms | best ms | worst ms | jobs/s (median) | Redis CPU µs/job (median) |"
+        "| consumers | median ms | best ms | worst ms | jobs/s (median) | Redis CPU µs/job (median) | jobs a reserve call (median) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     let sides = [
         (
             format!("Worker of {DEFAULT_CONCURRENCY}"),
@@ -47,6 +53,10 @@ pub async fn worker_burst(server: &RedisServer) {
         (
             format!("Worker of {DEFAULT_CONCURRENCY}, prefetch {PREFETCH}"),
             Consumers::Worker(Some(PREFETCH)),
+        ),
+        (
+            format!("Worker of {DEFAULT_CONCURRENCY}, prefetch {OLD_PREFETCH} (the old default)"),
+            Consumers::Worker(Some(OLD_PREFETCH)),
         ),
         (
             format!("{DEFAULT_CONCURRENCY} RPOP + DEL consumers"),
@@ -59,11 +69,19 @@ pub async fn worker_burst(server: &RedisServer) {
             runs.push(one_burst(server, *consumers).await);
         }
     }
-    for ((name, _), runs) in sides.iter().zip(&mut runs) {
+    for runs in &mut runs {
         runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (median, cpu) = runs[runs.len() / 2];
+    }
+    for ((name, _), runs) in sides.iter().zip(&runs) {
+        let (median, cpu, _) = runs[runs.len() / 2];
+        let mut calls: Vec<u64> = runs.iter().map(|run| run.2).collect();
+        calls.sort_unstable();
+        let per_call = match calls[calls.len() / 2] {
+            0 => "-".to_string(),
+            calls => format!("{:.0}", JOBS as f64 / calls as f64),
+        };
         println!(
-            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} |",
+            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {per_call} |",
             median * 1000.0,
             runs[0].0 * 1000.0,
             runs[runs.len() - 1].0 * 1000.0,
@@ -71,10 +89,21 @@ pub async fn worker_burst(server: &RedisServer) {
             cpu * 1e6 / JOBS as f64
         );
     }
+    // The sides in the order above: the default, prefetch 100, the old default.
+    let best = |side: usize| runs[side][0].0;
+    println!(
+        "\nbest of {BURSTS}, due time to last handler start: default (prefetch {DEFAULT_PREFETCH}, adapting) {:.2} s, prefetch {PREFETCH} {:.2} s, old default {:.2} s; default / prefetch {PREFETCH} {:.2}, old default / default {:.2}",
+        best(0),
+        best(1),
+        best(2),
+        best(0) / best(1),
+        best(2) / best(0)
+    );
 }
 
-/// Seconds from the due time to the last job's start, and Redis's CPU seconds meanwhile.
-async fn one_burst(server: &RedisServer, consumers: Consumers) -> (f64, f64) {
+/// Seconds from the due time to the last job's start, Redis's CPU seconds meanwhile, and the
+/// reserve calls that took jobs (none for pops).
+async fn one_burst(server: &RedisServer, consumers: Consumers) -> (f64, f64, u64) {
     let mut redis = fresh(server).await;
     let (config, _) = server.daemon_config("worker-burst", "");
     let mut daemon = Daemon::start(&config);
@@ -89,6 +118,10 @@ async fn one_burst(server: &RedisServer, consumers: Consumers) -> (f64, f64) {
     )
     .await;
     assert!(unix_now() < due - 0.2, "loading took too long");
+    // A reserve call that took jobs trims the ready list once; nothing else here does.
+    let trims =
+        |stats: HashMap<String, (u64, u64)>| stats.get("ltrim").map_or(0, |&(calls, _)| calls);
+    let trims_before = trims(command_stats(&mut redis).await);
 
     let taken = Arc::new(AtomicUsize::new(0));
     let last = Arc::new(Mutex::new(None));
@@ -147,6 +180,7 @@ async fn one_burst(server: &RedisServer, consumers: Consumers) -> (f64, f64) {
     }
     let ended = last.lock().unwrap().expect("every job taken");
     let cpu = redis_cpu_seconds(&mut redis).await - cpu.await.unwrap();
+    let reserve_calls = trims(command_stats(&mut redis).await) - trims_before;
     stop(&mut daemon);
     assert_eq!(taken.load(Ordering::Relaxed), JOBS, "each job taken once");
     let (pool, reserved, ready): (usize, usize, usize) = delayer_client::redis::pipe()
@@ -161,5 +195,5 @@ async fn one_burst(server: &RedisServer, consumers: Consumers) -> (f64, f64) {
         (0, 0, 0),
         "every job taken and acked"
     );
-    (ended - due, cpu)
+    (ended - due, cpu, reserve_calls)
 }

@@ -149,7 +149,7 @@ async fn a_worker_killed_mid_job_gets_its_job_delivered_again_after_ttr_and_acke
 
 /// Set (to a redis socket) when this test binary runs as a batch worker (`batch_worker_process`).
 const BATCH_WORKER_SOCKET: &str = "DELAYER_TEST_BATCH_WORKER_SOCKET";
-/// The batch worker's slots: it holds as many jobs again reserved ahead of them.
+/// The batch worker's slots: it holds as many jobs again reserved ahead of them (its prefetch).
 const BATCH_SLOTS: usize = 4;
 
 /// Not a test of its own: the body of the worker process that `a_worker_killed_mid_batch...`
@@ -160,9 +160,12 @@ async fn batch_worker_process() {
     let Some((client, counters)) = worker_connections(BATCH_WORKER_SOCKET).await else {
         return;
     };
+    // A 2 s ttr: the jobs held ahead of the held-up slots are given back after 3/4 s, long after
+    // the test has killed the worker.
     Worker::new(client)
-        .ttr(Duration::from_secs(1))
+        .ttr(Duration::from_secs(2))
         .concurrency(BATCH_SLOTS)
+        .prefetch(BATCH_SLOTS)
         .handle("batch", move |job| {
             let mut redis = counters.clone();
             async move {

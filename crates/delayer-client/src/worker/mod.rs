@@ -15,29 +15,34 @@
 //!
 //! A handler's `Ok` acks the job; an `Err` (or a panic) nacks it, to be tried again after an
 //! exponential backoff until the job has been reserved `max_attempts` times, when it goes to its
-//! topic's dead list. While the worker holds a job, its reservation is touched before half its
+//! topic's dead list. While a handler runs, its job's reservation is touched before half its
 //! `ttr` has passed (one sweep for all the jobs held), so a long job is not delivered again; if
-//! the worker dies, the daemon delivers the job again once `ttr` passes. The worker reserves for
-//! all its free slots in one call, and, while handlers end quickly (under 100 ms on average), as
-//! many jobs again ahead of the slots, so that a slot that frees finds its next job at once: at
-//! most `concurrency` jobs wait unstarted (or as many as [`Worker::prefetch`] sets), each started
-//! within about 100 ms. The handlers that ended while an ack was at Redis are acked together in
-//! the next call (nacks one a job), so a busy worker costs Redis two calls a batch. An ack Redis
-//! does not answer is sent again until it does, or the job's `ttr` has passed. On stop the worker
-//! reserves nothing more and gives back at once the jobs it had not started (the attempt not
-//! counted), lets running handlers finish (up to `stop_timeout`), then stops the rest and gives
-//! their jobs back too: no job is lost. A round trip to Redis under way is never cut short, so
-//! that no job is left reserved by nobody; stop a worker through `run`'s stop future, not by
-//! dropping `run` (or a timeout around it), which would cut them short.
-//! A handler that ignores being stopped (blocking work) may still run while its job is given back;
-//! one that blocks its thread also holds up the touches and the stop on a runtime with few
-//! threads: run blocking work with `tokio::task::spawn_blocking`.
+//! the worker dies, the daemon delivers the job again once `ttr` passes.
+//!
+//! The worker reserves for all its free slots in one call, and jobs ahead of its slots, so that a
+//! slot that frees finds its next job at once: as many as the slots would start within 100 ms (and
+//! an eighth of `ttr`) at the handlers' average time, at most [`Worker::prefetch`] (100 unless
+//! set). Quick handlers so take a burst 100 jobs a call; handlers of 100 ms or more hold one job a
+//! slot. A job that waits unstarted for 3/8 of its `ttr` (its slots held up by slow handlers) is
+//! given back untried, due at once for another consumer, rather than touched. The handlers that
+//! ended while an ack was at Redis are acked together in the next call (nacks one a job), so a
+//! busy worker costs Redis two calls a batch. An ack Redis does not answer is sent again until it
+//! does, or the job's `ttr` has passed.
+//!
+//! On stop the worker reserves nothing more and gives back at once the jobs it had not started
+//! (at most `prefetch`, the attempt not counted), lets running handlers finish (up to
+//! `stop_timeout`), then stops the rest and gives their jobs back too: no job is lost. A round
+//! trip to Redis under way is never cut short, so that no job is left reserved by nobody; stop a
+//! worker through `run`'s stop future, not by dropping `run` (or a timeout around it), which would
+//! cut them short. A handler that ignores being stopped (blocking work) may still run while its
+//! job is given back; one that blocks its thread also holds up the touches and the stop on a
+//! runtime with few threads: run blocking work with `tokio::task::spawn_blocking`.
 //!
 //! While it runs, the worker beats (see [`consumer`](crate::consumer)): every 5 s it tells Redis
-//! its id (`host:pid:salt`), host, pid, topics, concurrency and the jobs it holds, so that the
-//! daemon's console lists it, and marks it gone 15 s after its last beat. Its reserve tokens
-//! start with its id, so that the console names it as the holder of its jobs. A clean stop
-//! removes it from the list.
+//! its id (`host:pid:salt`), host, pid, topics, concurrency and the jobs it holds (started or
+//! not), so that the daemon's console lists it, and marks it gone 15 s after its last beat. Its
+//! reserve tokens start with its id, so that the console names it as the holder of its jobs. A
+//! clean stop removes it from the list.
 
 mod finish;
 mod heartbeat;
@@ -58,12 +63,15 @@ use crate::consumer::{self, Heartbeat, LIFETIME};
 use crate::error::{Error, Result};
 use crate::job::{Job, unique_id};
 use crate::name::Topic;
-use crate::settings::MIN_TTR;
+use crate::settings::{MAX_BATCH, MIN_TTR};
 use heartbeat::Beating;
 use slots::{Handler, Settings, Slots};
 
 /// Handlers running at once, unless told otherwise.
 pub const DEFAULT_CONCURRENCY: usize = 10;
+/// The most jobs held unstarted, unless told otherwise (or `concurrency`, if more): a reserve
+/// call's most, so that quick handlers take a burst in calls of that many.
+pub const DEFAULT_PREFETCH: usize = MAX_BATCH;
 /// A job's time to run, unless told otherwise.
 pub const DEFAULT_TTR: Duration = Duration::from_secs(60);
 /// How long a stop waits for running handlers, unless told otherwise.
@@ -78,7 +86,7 @@ pub struct Worker {
     client: Client,
     handlers: HashMap<Topic, Handler>,
     concurrency: usize,
-    prefetch: Option<usize>,
+    prefetch: usize,
     ttr: Duration,
     stop_timeout: Duration,
     first_backoff: Duration,
@@ -93,7 +101,7 @@ impl Worker {
             client,
             handlers: HashMap::new(),
             concurrency: DEFAULT_CONCURRENCY,
-            prefetch: None,
+            prefetch: DEFAULT_PREFETCH,
             ttr: DEFAULT_TTR,
             stop_timeout: DEFAULT_STOP_TIMEOUT,
             first_backoff: DEFAULT_FIRST_BACKOFF,
@@ -125,14 +133,15 @@ impl Worker {
         self
     }
 
-    /// At most this many jobs reserved and not started yet (`concurrency` unless set, and never
-    /// fewer: the worker reserves for all its free slots at once). More lets the worker take a burst in fewer, larger calls: a worker of 10 with a
-    /// prefetch of 100 starts 50,000 jobs due at once in about half the time. Jobs are reserved
-    /// ahead of free slots only while each would start within about 100 ms (and an eighth of
-    /// `ttr`), so slow handlers hold no more than their slots. At a stop the unstarted ones are
-    /// given back untried.
+    /// At most this many jobs reserved and not started yet ([`DEFAULT_PREFETCH`] unless set, and
+    /// never fewer than `concurrency`: the worker reserves for all its free slots at once). The
+    /// worker holds fewer while handlers are slow: only as many as its slots would start within
+    /// about 100 ms (and an eighth of `ttr`), none ahead of its slots for handlers of 100 ms or
+    /// more. More lets quick handlers take a burst in fewer, larger calls (at most 100 jobs a
+    /// call); `prefetch(concurrency)` holds at most one job a slot ahead. At a stop the unstarted
+    /// ones are given back untried: at most this many.
     pub fn prefetch(mut self, prefetch: usize) -> Worker {
-        self.prefetch = Some(prefetch);
+        self.prefetch = prefetch;
         self
     }
 
@@ -189,7 +198,7 @@ impl Worker {
                 client: client.clone(),
                 handlers: self.handlers,
                 concurrency,
-                prefetch: self.prefetch.unwrap_or(concurrency).max(concurrency),
+                prefetch: self.prefetch.max(concurrency),
                 ttr: self.ttr,
                 stop_timeout: self.stop_timeout,
                 first_backoff: self.first_backoff,
@@ -209,9 +218,9 @@ impl Worker {
         };
         let beating = Beating::start(client, beat, held);
         info!(consumer = id, topics = ?slots.topics(), concurrency, "worker started");
-        let abandoned = slots.run(stopped).await;
+        let given_back = slots.run(stopped).await;
         beating.stop().await;
-        info!(abandoned, "worker stopped");
+        info!(given_back, "worker stopped");
         Ok(())
     }
 }

@@ -1,6 +1,7 @@
 //! The worker's loop: keeps its slots fed from a small buffer of reserved jobs, one reserve call
 //! for all the slots free (or about to be), one ack call for all the handlers that ended, and one
-//! sweep that touches every reservation held for long.
+//! sweep that touches the reservations of running handlers and gives back the jobs that waited
+//! too long unstarted.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -12,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::{self, JoinHandle, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::finish::{Finished, Finisher, backoff};
 use crate::client::Client;
@@ -30,10 +31,10 @@ pub(super) type Outcome = std::result::Result<(), String>;
 const RESERVE_WAIT: Duration = Duration::from_secs(1);
 /// How long the loop waits after Redis failed a reserve.
 const TROUBLE_WAIT: Duration = Duration::from_millis(500);
-/// Jobs are reserved ahead of free slots only while a job reserved ahead would start within
-/// this (and within an eighth of `ttr`): handlers' average time, once for each `concurrency`
-/// jobs held ahead. Then it starts long before its time to run passes; slower handlers gain
-/// nothing from it.
+/// Jobs are reserved ahead of free slots only as far as the slots would start them within this
+/// (and within an eighth of `ttr`) at the handlers' average time: `concurrency` jobs for each
+/// handler's time that fits. Then each starts long before its time to run passes; slower
+/// handlers gain nothing from it.
 const PREFETCH_BELOW: Duration = Duration::from_millis(100);
 
 /// What the worker was built with.
@@ -42,7 +43,7 @@ pub(super) struct Settings {
     pub(super) handlers: HashMap<Topic, Handler>,
     pub(super) concurrency: usize,
     /// The most jobs held unstarted, those of a reserve under way included (at least
-    /// `concurrency`).
+    /// `concurrency`); fewer while handlers are slow (see [`Slots::ahead`]).
     pub(super) prefetch: usize,
     pub(super) ttr: Duration,
     pub(super) stop_timeout: Duration,
@@ -70,7 +71,8 @@ pub(super) struct Slots {
     topics: Vec<Topic>,
     /// Counts reserves, each starting with another topic.
     turn: usize,
-    /// Jobs reserved whose handlers have not started, oldest first.
+    /// Jobs reserved whose handlers have not started, with when their reserve was sent, oldest
+    /// first.
     ready: VecDeque<(Job, Instant)>,
     handlers: JoinSet<Outcome>,
     running: HashMap<task::Id, Running>,
@@ -91,7 +93,7 @@ pub(super) struct Slots {
     /// How long handlers take, on average (none ended yet: `None`).
     handler_time: Option<Duration>,
     /// How many jobs were given back at the stop.
-    given_back: usize,
+    given_back_at_stop: usize,
     /// How many jobs it holds (running, and reserved not started), for the heartbeat.
     held: Arc<AtomicUsize>,
 }
@@ -125,7 +127,7 @@ impl Slots {
             touching: JoinSet::new(),
             giving_back: JoinSet::new(),
             handler_time: None,
-            given_back: 0,
+            given_back_at_stop: 0,
             held,
         }
     }
@@ -136,7 +138,7 @@ impl Slots {
 
     /// Runs until the stop (see the module docs of the worker): starts handlers while slots are
     /// free and jobs held; reserves while fewer jobs are held than the slots could use; acks the
-    /// jobs of ended handlers; touches what it holds. Returns how many jobs it gave back.
+    /// jobs of ended handlers; touches what runs. Returns how many jobs it gave back at the stop.
     pub(super) async fn run(mut self, mut stopped: watch::Receiver<bool>) -> usize {
         let ttr = self.settings.ttr;
         // Each reservation is touched once it was extended 3/8 ttr ago, looked at every 1/8: at
@@ -151,7 +153,7 @@ impl Slots {
                 stop_at = Some(Instant::now() + self.settings.stop_timeout);
                 // Never started: given back at once, for another consumer.
                 for (job, _) in std::mem::take(&mut self.ready) {
-                    self.give_back(Receipt::from(&job));
+                    self.give_back(Receipt::from(&job), GivenBack::Unstarted);
                 }
             }
             if !stopping {
@@ -193,7 +195,7 @@ impl Slots {
                 Some(touched) = self.touching.join_next(), if !self.touching.is_empty() => {
                     self.touched(touched.expect("a touch does not panic"));
                 }
-                _ = sweep.tick() => self.touch_the_old(),
+                _ = sweep.tick() => self.sweep_the_old(),
                 _ = stopped.changed(), if !stopping => {}
                 () = sleep_until(stop_at), if stopping && !abandoned && !self.running.is_empty() => {
                     abandoned = true;
@@ -208,7 +210,7 @@ impl Slots {
         self.giving_back.join_all().await;
         // Not awaited: a touch is no longer needed, and its answer changes nothing.
         self.touching.abort_all();
-        self.given_back
+        self.given_back_at_stop
     }
 
     /// Starts a handler for each held job while a slot is free.
@@ -239,30 +241,40 @@ impl Slots {
         }
     }
 
-    /// Reserves, in one call, as many jobs as the slots could use: the free slots, plus up to
-    /// `prefetch` more while handlers end quickly, so that a slot that frees finds its next job at
-    /// once; at most `prefetch` unstarted (given back at a stop), one call at a time.
+    /// How many jobs to hold ahead of the slots, so that a slot that frees finds its next job at
+    /// once: as many as the slots start within [`PREFETCH_BELOW`] (and an eighth of `ttr`) at the
+    /// handlers' average time, at most `prefetch`; none before a handler has ended.
+    fn ahead(&self) -> usize {
+        let Some(time) = self.handler_time else {
+            return 0;
+        };
+        let within = PREFETCH_BELOW.min(self.settings.ttr / 8);
+        // Handlers that take no measurable time: as many as allowed.
+        let rounds = within
+            .as_nanos()
+            .checked_div(time.as_nanos())
+            .unwrap_or(u128::MAX);
+        let rounds = usize::try_from(rounds).unwrap_or(usize::MAX);
+        self.settings
+            .concurrency
+            .saturating_mul(rounds)
+            .min(self.settings.prefetch)
+    }
+
+    /// Reserves, in one call, as many jobs as the slots could use: the free slots, plus those
+    /// held [`ahead`](Slots::ahead); at most `prefetch` unstarted (given back at a stop), one call
+    /// at a time.
     fn reserve(&mut self, stopped: &watch::Receiver<bool>) {
         // One at a time: two calls for half as many jobs each cost Redis and the worker more than
         // the wait they save (measured with 10 slots).
         if !self.reserving.is_empty() || self.trouble_until.is_some() {
             return;
         }
-        let (slots, prefetch) = (self.settings.concurrency, self.settings.prefetch);
-        // The last job held ahead starts after this many handlers of each slot.
-        let rounds = u32::try_from(prefetch.div_ceil(slots)).unwrap_or(u32::MAX);
-        let quick = self.handler_time.is_some_and(|time| {
-            time.saturating_mul(rounds) < PREFETCH_BELOW.min(self.settings.ttr / 8)
-        });
-        let usable = if quick {
-            slots.saturating_add(prefetch)
-        } else {
-            slots
-        };
-        let held = self.running.len() + self.ready.len() + self.asked;
+        let usable = self.settings.concurrency.saturating_add(self.ahead());
+        let unstarted = self.ready.len() + self.asked;
         let wanted = usable
-            .saturating_sub(held)
-            .min(prefetch.saturating_sub(self.ready.len() + self.asked))
+            .saturating_sub(self.running.len() + unstarted)
+            .min(self.settings.prefetch.saturating_sub(unstarted))
             .min(MAX_BATCH);
         if wanted == 0 {
             return;
@@ -313,7 +325,7 @@ impl Slots {
         if stopping {
             // Reserved as the stop came: given back untried.
             for job in &jobs {
-                self.give_back(Receipt::from(job));
+                self.give_back(Receipt::from(job), GivenBack::Unstarted);
             }
             return;
         }
@@ -326,7 +338,7 @@ impl Slots {
             Ok((id, outcome)) => (id, outcome),
             Err(error) if error.is_cancelled() => {
                 if let Some(running) = self.running.remove(&error.id()) {
-                    self.give_back(running.held.reservation);
+                    self.give_back(running.held.reservation, GivenBack::Abandoned);
                 }
                 return;
             }
@@ -358,31 +370,55 @@ impl Slots {
         // A handler that ignores being stopped (blocking work) is left running.
         self.handlers.detach_all();
         for (_, running) in std::mem::take(&mut self.running) {
-            self.give_back(running.held.reservation);
+            self.give_back(running.held.reservation, GivenBack::Abandoned);
         }
     }
 
     /// Gives a reservation back untried (the attempt not counted): nothing is lost, and a job on
     /// its last attempt is not sent to the dead list for a stop.
-    fn give_back(&mut self, reservation: Receipt) {
-        self.given_back += 1;
+    fn give_back(&mut self, reservation: Receipt, why: GivenBack) {
+        if let GivenBack::Unstarted | GivenBack::Abandoned = why {
+            self.given_back_at_stop += 1;
+        }
         let client = self.settings.client.clone();
         self.giving_back.spawn(async move {
             let id = &reservation.id;
+            let (why, routine) = match why {
+                GivenBack::Unstarted => ("stopping before the job started", true),
+                GivenBack::Abandoned => ("stopping before the job was done", false),
+                GivenBack::Waited => ("the job waited unstarted behind slow handlers", false),
+            };
             match client.give_back(reservation.clone()).await {
-                Ok(_) => warn!(id = %id, "stopping before the job was done: given back"),
+                // Up to `prefetch` at each stop: counted in the worker's last line.
+                Ok(_) if routine => debug!(id = %id, "{why}: given back"),
+                Ok(_) => warn!(id = %id, "{why}: given back"),
                 Err(error) => {
-                    warn!(id = %id, "stopping before the job was done, and giving it back failed ({error}): it is delivered again once its time to run passes")
+                    warn!(id = %id, "{why}, and giving it back failed ({error}): it is delivered again once its time to run passes")
                 }
             }
         });
     }
 
-    /// Touches every reservation held (running or not started yet) last extended 3/8 ttr ago.
-    fn touch_the_old(&mut self) {
+    /// Touches the reservations of running handlers last extended 3/8 ttr ago, and gives back the
+    /// jobs reserved that long ago and not started yet.
+    fn sweep_the_old(&mut self) {
         let ttr = self.settings.ttr;
         let now = Instant::now();
         let old = |extended: Instant| now.duration_since(extended) >= ttr * 3 / 8;
+        while self.giving_back.try_join_next().is_some() {}
+        // Not touched: its slots are held up by handlers far slower than those that had it
+        // reserved, and another consumer may start it sooner. Oldest first, so a front run.
+        while let Some(&(_, reserved)) = self.ready.front() {
+            if !old(reserved) {
+                break;
+            }
+            // A handler's time is at least that wait: nothing more is reserved ahead until
+            // handlers are quick again.
+            let waited = now.duration_since(reserved);
+            self.handler_time = Some(self.handler_time.map_or(waited, |time| time.max(waited)));
+            let (job, _) = self.ready.pop_front().expect("looked at above");
+            self.give_back(Receipt::from(&job), GivenBack::Waited);
+        }
         let (client, touching) = (&self.settings.client, &mut self.touching);
         let mut touch = |reservation: &Receipt| {
             let (client, reservation) = (client.clone(), reservation.clone());
@@ -397,12 +433,6 @@ impl Slots {
                 running.held.extended = now;
             }
         }
-        for (job, extended) in &mut self.ready {
-            if old(*extended) {
-                touch(&Receipt::from(&*job));
-                *extended = now;
-            }
-        }
     }
 
     /// A touch failed: said unless the job is no longer held (it ended meanwhile).
@@ -413,16 +443,22 @@ impl Slots {
         let held = self
             .running
             .values()
-            .any(|running| running.held.reservation == reservation)
-            || self
-                .ready
-                .iter()
-                .any(|(job, _)| Receipt::from(job) == reservation);
+            .any(|running| running.held.reservation == reservation);
         if held || !matches!(error, Error::NotReserved(_)) {
             let id = &reservation.id;
             warn!(id = %id, "cannot extend the job's time to run: {error}");
         }
     }
+}
+
+/// Why a reservation is given back untried.
+enum GivenBack {
+    /// The worker stops before its handler started.
+    Unstarted,
+    /// The worker stops, and stopped its handler.
+    Abandoned,
+    /// It waited unstarted for 3/8 of its time to run.
+    Waited,
 }
 
 /// The answer of a call under way (its task never fails).

@@ -8,11 +8,11 @@ use std::time::Duration;
 use crate::fixture::{start, start_with};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Client, JobId, Settings, State, Topic, Worker};
+use delayer_client::{Client, DEFAULT_PREFETCH, JobId, MIN_TTR, Settings, State, Topic, Worker};
 use delayer_testkit::jobs::{command_stats, move_due_jobs, move_until_empty};
 use delayer_testkit::proxy::ForgetfulProxy;
 use delayer_testkit::{RedisServer, legacy_client, wait_for};
-use delayer_wire::keys::{JOB_POOL, Layout, RESERVED, ready_queue};
+use delayer_wire::keys::{HOLDERS, JOB_POOL, Layout, RESERVED, ready_queue};
 use delayer_wire::scripts::release::ReleaseScript;
 use tokio::sync::oneshot;
 
@@ -416,9 +416,12 @@ async fn a_stop_in_the_middle_of_a_backlog_loses_and_repeats_nothing() {
         count < stopped.ids.len(),
         "stopped before the end of the backlog"
     );
-    // (A job a slot reserved as the stop came is given back untried, to the pool.)
+    // (Jobs reserved and not started at the stop are given back untried, to the pool.)
     let given_back = stopped.given_back;
-    assert!(given_back <= 8, "at most one a slot: {given_back}");
+    assert!(
+        given_back <= DEFAULT_PREFETCH,
+        "at most the default prefetch: {given_back}"
+    );
     assert_eq!(
         stopped.ready + given_back + count,
         stopped.ids.len(),
@@ -440,7 +443,7 @@ async fn a_larger_prefetch_takes_a_backlog_in_larger_calls_and_a_stop_gives_back
     let stopped =
         stopped_in_a_backlog(|worker| worker.concurrency(SLOTS).prefetch(PREFETCH), 500).await;
     let (count, reserves) = (stopped.handled.len(), stopped.reserve_calls);
-    // With the default prefetch a call takes at most one job a slot.
+    // With a prefetch of `concurrency` a call takes at most one job a slot.
     assert!(
         reserves > 0 && count > 2 * SLOTS * reserves,
         "{count} jobs handled in {reserves} reserve calls"
@@ -454,8 +457,9 @@ async fn a_larger_prefetch_takes_a_backlog_in_larger_calls_and_a_stop_gives_back
     );
 }
 
-#[tokio::test]
-async fn a_large_prefetch_holds_nothing_ahead_for_handlers_too_slow_to_start_it_soon() {
+/// Runs `worker` with one slot on ready jobs whose handlers take 120 ms, and checks that it
+/// reserves nothing ahead of its slot: with such handlers none would start within 100 ms.
+async fn holds_nothing_ahead_of_slow_handlers(worker: impl FnOnce(Worker) -> Worker) {
     const JOBS: usize = 10;
     let (_server, mut redis, client) = start().await;
     let ids = ready_jobs(&client, &mut redis, "t", JOBS).await;
@@ -463,16 +467,13 @@ async fn a_large_prefetch_holds_nothing_ahead_for_handlers_too_slow_to_start_it_
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let (started, record) = (Arc::new(AtomicUsize::new(0)), seen.clone());
     let (stop, stopped) = stop_signal();
-    // 30 ms a job: 50 held ahead of one slot would wait 1.5 s, far over 100 ms. (With a prefetch
-    // of 1 the worker would reserve the next job while this one runs.)
-    let worker = Worker::new(client.clone())
+    let worker = worker(Worker::new(client.clone()))
         .concurrency(1)
-        .prefetch(50)
         .handle("t", move |_job| {
             let (started, record, mut redis) = (started.clone(), record.clone(), redis.clone());
             async move {
                 let count = started.fetch_add(1, Ordering::SeqCst) + 1;
-                tokio::time::sleep(Duration::from_millis(30)).await;
+                tokio::time::sleep(Duration::from_millis(120)).await;
                 let ready: usize = redis.llen(ready_queue("t")).await.unwrap();
                 record.lock().unwrap().push((count, ready));
                 Ok::<(), String>(())
@@ -487,6 +488,169 @@ async fn a_large_prefetch_holds_nothing_ahead_for_handlers_too_slow_to_start_it_
     for (started, ready) in seen {
         assert_eq!(ready, JOBS - started, "none reserved ahead of the slot");
     }
+}
+
+#[tokio::test]
+async fn by_default_handlers_of_100_ms_or_more_hold_one_job_a_slot() {
+    holds_nothing_ahead_of_slow_handlers(|worker| worker).await;
+}
+
+#[tokio::test]
+async fn a_large_prefetch_holds_nothing_ahead_for_handlers_too_slow_to_start_it_soon() {
+    // 50 held ahead of one slot would wait 6 s.
+    holds_nothing_ahead_of_slow_handlers(|worker| worker.prefetch(50)).await;
+}
+
+/// How many reservations Redis holds (each names its holder).
+async fn reservations(redis: &MultiplexedConnection) -> usize {
+    redis.clone().hlen(HOLDERS).await.unwrap()
+}
+
+/// A backlog for a worker of [`SLOTS`] whose handlers return at once for the first [`QUICK`]
+/// jobs and then wait for `gate`: all slots held up, and the jobs reserved ahead waiting.
+struct HeldUp {
+    _server: RedisServer,
+    redis: MultiplexedConnection,
+    client: Client,
+    ids: Vec<String>,
+    /// The jobs whose handlers started, in order.
+    started: Arc<std::sync::Mutex<Vec<String>>>,
+    gate: Arc<tokio::sync::Semaphore>,
+    stop: oneshot::Sender<()>,
+    running: tokio::task::JoinHandle<delayer_client::Result<()>>,
+}
+
+const SLOTS: usize = 10;
+const QUICK: usize = 200;
+
+impl HeldUp {
+    async fn start(worker: impl FnOnce(Worker) -> Worker) -> HeldUp {
+        let (server, mut redis, client) = start().await;
+        let ids = ready_jobs(&client, &mut redis, "t", 1_000).await;
+        let started = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let (stop, stopped) = stop_signal();
+        let (record, wait) = (started.clone(), gate.clone());
+        let worker = worker(Worker::new(client.clone()))
+            .concurrency(SLOTS)
+            .handle("t", move |job| {
+                let count = {
+                    let mut started = record.lock().unwrap();
+                    started.push(job.id.to_string());
+                    started.len()
+                };
+                let wait = wait.clone();
+                async move {
+                    if count > QUICK {
+                        wait.acquire().await.unwrap().forget();
+                    }
+                    Ok::<(), String>(())
+                }
+            });
+        let running = tokio::spawn(worker.run(stopped));
+        HeldUp {
+            _server: server,
+            redis,
+            client,
+            ids,
+            started,
+            gate,
+            stop,
+            running,
+        }
+    }
+
+    fn started(&self) -> usize {
+        self.started.lock().unwrap().len()
+    }
+
+    /// Stops the worker, its slots held up, and returns how many jobs the pool holds once the
+    /// stop has given back the unstarted ones (only the held-up slots' reservations left). Then
+    /// lets the handlers end, and checks that each job is either acked (those started, each once)
+    /// or, moved as the daemon would, back in the ready list, and that Redis holds no
+    /// reservation.
+    async fn stop_and_check(mut self) -> usize {
+        self.stop.send(()).unwrap();
+        wait_for(
+            Duration::from_secs(10),
+            "the unstarted jobs given back",
+            || {
+                let redis = self.redis.clone();
+                async move { (reservations(&redis).await == SLOTS).then_some(()) }
+            },
+        )
+        .await;
+        let in_pool: usize = self.redis.zcard(JOB_POOL).await.unwrap();
+        self.gate.add_permits(SLOTS);
+        self.running.await.unwrap().unwrap();
+        assert_eq!(reservations(&self.redis).await, 0, "nothing left reserved");
+        let reserved: usize = self.redis.zcard(RESERVED).await.unwrap();
+        assert_eq!(reserved, 0);
+        let mut started = self.started.lock().unwrap().clone();
+        let count = started.len();
+        started.sort();
+        started.dedup();
+        assert_eq!(started.len(), count, "none started twice");
+        for id in &started {
+            let state = self.client.get(id).await.unwrap().state;
+            assert_eq!(state, State::Unknown, "{id} acked");
+        }
+        move_until_empty(&mut self.redis).await;
+        let ready: usize = self.redis.llen(ready_queue("t")).await.unwrap();
+        assert_eq!(ready + count, self.ids.len(), "every other job ready again");
+        in_pool
+    }
+}
+
+#[tokio::test]
+async fn by_default_quick_handlers_have_jobs_reserved_ahead_and_a_stop_gives_back_every_one() {
+    let held_up = HeldUp::start(|worker| worker).await;
+    // More reserved than the slots and one job ahead of each (the most before the prefetch
+    // adapted to the handlers); the heartbeat counts them all.
+    let reserved = wait_for(
+        Duration::from_secs(20),
+        "jobs reserved ahead of the held-up slots, in the heartbeat",
+        || {
+            let (redis, client) = (held_up.redis.clone(), held_up.client.clone());
+            let started = held_up.started();
+            async move {
+                let reserved = reservations(&redis).await;
+                let listed = client.consumers(10).await.unwrap().listed;
+                let beat = listed.first().and_then(|consumer| consumer.beat.held);
+                (started == QUICK + SLOTS && reserved > 2 * SLOTS && beat == Some(reserved))
+                    .then_some(reserved)
+            }
+        },
+    )
+    .await;
+    let given_back = held_up.stop_and_check().await;
+    assert!(
+        given_back >= reserved - SLOTS && given_back <= DEFAULT_PREFETCH,
+        "{reserved} reserved, {given_back} given back at the stop"
+    );
+}
+
+#[tokio::test]
+async fn jobs_waiting_behind_held_up_slots_are_given_back_before_their_ttr_and_not_taken_again() {
+    let held_up = HeldUp::start(|worker| worker.ttr(MIN_TTR)).await;
+    // 3/8 of the 1 s ttr after their reserve, the jobs reserved ahead go back to the pool.
+    let given_back = wait_for(
+        Duration::from_secs(20),
+        "the jobs reserved ahead given back",
+        || {
+            let mut redis = held_up.redis.clone();
+            let started = held_up.started();
+            async move {
+                let reserved = reservations(&redis).await;
+                let in_pool: usize = redis.zcard(JOB_POOL).await.unwrap();
+                (started == QUICK + SLOTS && reserved == SLOTS && in_pool > 0).then_some(in_pool)
+            }
+        },
+    )
+    .await;
+    assert!(given_back <= DEFAULT_PREFETCH, "{given_back}");
+    let in_pool = held_up.stop_and_check().await;
+    assert_eq!(in_pool, given_back, "nothing reserved ahead again");
 }
 
 /// One slot, three ready jobs: the first job's handler finishes while Redis holds writes for
@@ -508,8 +672,10 @@ async fn stop_while_redis_holds_an_ack_and_the_next_reserve(stop_timeout: Durati
     let go = Arc::new(tokio::sync::Notify::new());
     let (counted, release) = (started.clone(), go.clone());
     let (stop, stopped) = stop_signal();
+    // One job unstarted at most: the next reserve takes only the second job.
     let worker = Worker::new(client.clone())
         .concurrency(1)
+        .prefetch(1)
         .stop_timeout(stop_timeout)
         .handle("t", move |_job| {
             let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
