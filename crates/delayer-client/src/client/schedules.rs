@@ -96,7 +96,7 @@ impl Client {
             .await?)
     }
 
-    /// Every schedule, by name: the registry, then each schedule's hash, [`READ_AT_ONCE`] to a
+    /// Every schedule, by name: the registry, then each schedule's hash, 200 to a
     /// pipeline (placed per topic, a pipeline per topic: each topic's keys are in a slot of
     /// their own).
     pub async fn schedules(&self) -> Result<Vec<Stored>> {
