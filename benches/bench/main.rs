@@ -2,6 +2,7 @@
 //! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve`, `e2e`, `worker_burst` (the
 //! client's; see `consumers` and `worker_burst`), `http` (adds over HTTP), `scrape` (80 scrapers
 //! against 200,000 topics), `waiting` (20 clients on the waiting jobs' pages of a 1M-job pool),
+//! `console` (every console page with 200,000 topics and 1M jobs waiting, and the history's size),
 //! `cluster` (a drain on 1 and 3 cluster masters) and `schedules` (recurring schedules, and the
 //! mover beside them), default: all. It
 //! starts its own redis-server and the release `delayer` binary (access log on, to a file), and
@@ -11,6 +12,7 @@
 mod burst;
 mod cluster_drain;
 mod cluster_idle;
+mod console;
 mod consumers;
 mod http_add;
 mod schedules;
@@ -100,6 +102,9 @@ fn main() {
         }
         if runs("waiting") {
             waiting::waiting(&server).await;
+        }
+        if runs("console") {
+            console::console(&server).await;
         }
         if runs("cluster") {
             cluster_drain::cluster_drain().await;

@@ -15,7 +15,7 @@ use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
 use delayer_client::{Client, Count, Counts, NewPush};
 use delayer_testkit::cluster::RedisCluster;
-use delayer_wire::history::{KEPT, MAX_TOPICS, field, lag_field};
+use delayer_wire::history::{KEPT, MAX_TOPICS, field};
 use delayer_wire::keys::{HISTORY, history_minute};
 use support::http_client::{http_config, serving};
 use support::legacy_client::{self, Message};
@@ -184,54 +184,11 @@ async fn a_minute_keeps_the_first_topics_apart_and_a_full_day_stays_small() {
     let ttl: u64 = redis.ttl(&total_key).await.unwrap();
     assert!(ttl > KEPT.as_secs() && ttl <= KEPT.as_secs() + 60, "{ttl}");
 
-    // A full day at its largest: every minute with more topics than it keeps apart, each with
-    // every counter and a few lag buckets.
-    let names: Vec<String> = (0..MAX_TOPICS + 5)
-        .map(|topic| format!("topic.number.{topic}"))
-        .collect();
-    let day = KEPT.as_secs() / 60;
-    for back in 0..day {
-        let mut counts = Vec::new();
-        for name in &names {
-            for field in [
-                field::PUSHED,
-                field::MOVED,
-                field::ACKED,
-                field::AGAIN,
-                field::DEAD,
-            ] {
-                counts.push(Count {
-                    topic: name.as_bytes(),
-                    field,
-                    n: 1234,
-                });
-            }
-            for bucket in [0, 3, 8] {
-                counts.push(Count {
-                    topic: name.as_bytes(),
-                    field: lag_field(bucket),
-                    n: 1234,
-                });
-            }
-        }
-        assert!(client.count(Some(minute - back), &counts).await.unwrap());
-    }
-    let keys: Vec<String> = redis.keys(format!("{HISTORY}:*")).await.unwrap();
-    assert_eq!(keys.len() as u64, day * (1 + MAX_TOPICS as u64));
-    let mut bytes = 0;
-    for key in &keys {
-        let used: u64 = redis::cmd("MEMORY")
-            .arg("USAGE")
-            .arg(key)
-            .query_async(&mut redis)
-            .await
-            .unwrap();
-        bytes += used;
-    }
-    println!(
-        "a full day of history: {} keys, {bytes} bytes (MEMORY USAGE)",
-        keys.len()
-    );
+    // A full day at its largest.
+    let day = support::history::fill_a_full_day(&client, minute).await;
+    let (keys, bytes) = support::history::size(&mut redis).await;
+    assert_eq!(keys, day * (1 + MAX_TOPICS as u64));
+    println!("a full day of history: {keys} keys, {bytes} bytes (MEMORY USAGE)");
     assert!(bytes < 12 << 20, "{bytes} bytes");
     // A minute older than a day is no longer counted.
     assert!(
