@@ -63,8 +63,8 @@ async fn two_daemons_add_up_and_a_restart_keeps_what_was_counted_before_it() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
-    let (config_a, _logs_a) = http_config(&server, "a", "timer_interval = 50", "");
-    let (config_b, _logs_b) = http_config(&server, "b", "timer_interval = 50", "");
+    let (config_a, _logs_a) = http_config(&server, "a", "", "");
+    let (config_b, _logs_b) = http_config(&server, "b", "", "");
 
     // A alone moves the first jobs, and stops at once: long before its next write (every 5 s),
     // so only the write at its stop can keep them.
