@@ -73,8 +73,8 @@ pub struct Service {
     http: Option<Http>,
     /// Claims schedules' ticks; writes the configuration's schedules first.
     schedules: Client,
-    /// Writes what the mover counts to the history.
-    history: Client,
+    /// Writes what the mover counts to the history: only a daemon that serves the console does.
+    history: Option<Client>,
     from_file: Vec<delayer_client::Definition>,
 }
 
@@ -105,7 +105,9 @@ impl Service {
             None => None,
         };
         let schedules = Client::lazy(mover.target(), config.client_settings());
-        let history = Client::lazy(mover.target(), config.client_settings());
+        let history = http
+            .is_some()
+            .then(|| Client::lazy(mover.target(), config.client_settings()));
         Ok(Service {
             mover,
             http,
@@ -134,7 +136,11 @@ impl Service {
             self.mover.run(&stop.graceful).await;
             moved.cancel();
         };
-        let history = history::run(self.history, self.mover.metrics(), &moved);
+        let history = async {
+            if let Some(client) = self.history {
+                history::run(client, self.mover.metrics(), &moved).await;
+            }
+        };
         tokio::join!(moving, serving, schedules, history);
         info!("Service stopped successfully, PID: {}", std::process::id());
     }

@@ -2,6 +2,7 @@
 //! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve`, `e2e`, `worker_burst` (the
 //! client's; see `consumers` and `worker_burst`), `http` (adds over HTTP), `scrape` (80 scrapers
 //! against 200,000 topics), `waiting` (20 clients on the waiting jobs' pages of a 1M-job pool),
+//! `console` (every console page with 200,000 topics and 1M jobs waiting, and the history's size),
 //! `cluster` (a drain on 1 and 3 cluster masters), `schedules` (recurring schedules, and the
 //! mover beside them), `memory` (bytes per waiting job in the candidate compact layouts) and
 //! `upgrade` (the previous release's daemon beside this one; it builds that release once, see
@@ -13,6 +14,7 @@
 mod burst;
 mod cluster_drain;
 mod cluster_idle;
+mod console;
 mod consumers;
 mod http_add;
 mod memory;
@@ -104,6 +106,9 @@ fn main() {
         }
         if runs("waiting") {
             waiting::waiting(&server).await;
+        }
+        if runs("console") {
+            console::console(&server).await;
         }
         if runs("cluster") {
             cluster_drain::cluster_drain().await;

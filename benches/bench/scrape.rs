@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
 use delayer_wire::keys::{TOPICS as REGISTRY, ready_queue};
 use delayer_wire::time::unix_now;
@@ -18,7 +19,7 @@ use super::support::{RedisServer, add_jobs, command_stats, redis_cpu_seconds};
 use super::{fresh, percentiles, proc_status_kb, stop};
 
 /// Idle topics in the registry.
-const IDLE_TOPICS: usize = 200_000;
+pub(crate) const IDLE_TOPICS: usize = 200_000;
 /// Of those, how many have ready jobs (1 to 50 each).
 const BACKLOGGED: usize = 2_000;
 const SCRAPERS: usize = 80;
@@ -34,18 +35,7 @@ pub async fn scrape(server: &RedisServer) {
         "\n## Scrapes ({IDLE_TOPICS} topics in the registry, {SCRAPERS} scrapers of /metrics and / for {SECONDS} s, {RATE} jobs/s falling due)\n"
     );
     let mut redis = fresh(server).await;
-    let names: Vec<String> = (0..IDLE_TOPICS)
-        .map(|index| format!("idle-{index:06}"))
-        .collect();
-    for slice in names.chunks(10_000) {
-        let _: () = redis.sadd(REGISTRY, slice).await.unwrap();
-    }
-    let mut pipe = redis::pipe();
-    for (index, topic) in names.iter().take(BACKLOGGED).enumerate() {
-        let ids: Vec<String> = (0..index % 50 + 1).map(|n| format!("r{n}")).collect();
-        pipe.lpush(ready_queue(topic), ids).ignore();
-    }
-    pipe.query_async::<()>(&mut redis).await.unwrap();
+    register_topics(&mut redis).await;
 
     let (mut daemon, _logs, address) = serving(server, "scrape", "");
     // Jobs due from 2 s from now until the scrapes end, 5 ms apart.
@@ -181,6 +171,23 @@ pub async fn scrape(server: &RedisServer) {
         "| Redis CPU | {:.0}% |",
         (after.1 - before.1) / elapsed * 100.0
     );
+}
+
+/// Registers [`IDLE_TOPICS`] topics (`idle-000000`, ...), the first [`BACKLOGGED`] with 1 to 50
+/// ready jobs each.
+pub(crate) async fn register_topics(redis: &mut MultiplexedConnection) {
+    let names: Vec<String> = (0..IDLE_TOPICS)
+        .map(|index| format!("idle-{index:06}"))
+        .collect();
+    for slice in names.chunks(10_000) {
+        let _: () = redis.sadd(REGISTRY, slice).await.unwrap();
+    }
+    let mut pipe = redis::pipe();
+    for (index, topic) in names.iter().take(BACKLOGGED).enumerate() {
+        let ids: Vec<String> = (0..index % 50 + 1).map(|n| format!("r{n}")).collect();
+        pipe.lpush(ready_queue(topic), ids).ignore();
+    }
+    pipe.query_async::<()>(redis).await.unwrap();
 }
 
 /// Consumers on BRPOP over the live topics' ready lists, on a thread of their own: when each

@@ -1,13 +1,15 @@
 //! The waiting jobs' pages against a large pool: 1,000,000 jobs waiting (1,000 topics, one
 //! pool). How long each page takes (the first, one deep in the pool, a topic's) asked alone; then,
 //! with jobs falling due throughout, 20 clients loading them for the second half: how long they
-//! take then, and whether jobs move later while the pages load than before.
+//! take then, and whether jobs move later while the pages load than before ([`pages_under_load`],
+//! which the `console` scenario runs on every page).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_wire::time::unix_now;
 
 use super::scrape::{LIVE, consume, daemon_lag_bound, get};
@@ -15,15 +17,18 @@ use super::support::http_client::serving;
 use super::support::{RedisServer, add_jobs, command_stats, redis_cpu_seconds};
 use super::{fresh, percentiles, stop};
 
-const WAITING: usize = 1_000_000;
+pub(crate) const WAITING: usize = 1_000_000;
 const TOPICS: usize = 1_000;
-const CLIENTS: usize = 20;
+pub(crate) const CLIENTS: usize = 20;
 /// Each page asked alone this many times.
 const ALONE: usize = 20;
 /// Seconds without the page loads, then as many with them.
-const SECONDS: u64 = 10;
+pub(crate) const SECONDS: u64 = 10;
 /// Jobs falling due a second, on the live topics, with millisecond due times.
-const RATE: usize = 200;
+pub(crate) const RATE: usize = 200;
+
+/// A page the bench loads: what to call it, and its path.
+pub(crate) type Page = (&'static str, String);
 
 pub async fn waiting(server: &RedisServer) {
     println!(
@@ -31,12 +36,18 @@ pub async fn waiting(server: &RedisServer) {
         2 * SECONDS
     );
     let mut redis = fresh(server).await;
-    // An hour away, a millisecond apart.
+    let pages = fill_pool(&mut redis).await;
+    pages_under_load(server, &mut redis, "waiting", &pages).await;
+}
+
+/// Fills the pool with [`WAITING`] jobs over [`TOPICS`] topics, due in an hour a millisecond
+/// apart; returns the waiting pages to load: the first, one deep in the pool, a topic's.
+pub(crate) async fn fill_pool(redis: &mut MultiplexedConnection) -> Vec<Page> {
     let later = unix_now() + 3600.0;
     let names: Vec<String> = (0..TOPICS).map(|n| format!("bulk-{n:04}")).collect();
     let score = |n: usize| ((later + n as f64 / 1000.0) * 1000.0).round() / 1000.0;
     add_jobs(
-        &mut redis,
+        redis,
         (0..WAITING).map(|n| (format!("w-{n:07}"), names[n % TOPICS].as_str(), score(n))),
     )
     .await;
@@ -45,28 +56,39 @@ pub async fn waiting(server: &RedisServer) {
         score(WAITING * 9 / 10),
         WAITING * 9 / 10
     );
-    let pages = [
-        ("first", "/waiting".to_string()),
-        ("deep (after 900,000)", deep),
+    vec![
+        ("waiting: first", "/waiting".to_string()),
+        ("waiting: deep (after 900,000)", deep),
         (
-            "a topic's (2,000 read)",
+            "waiting: a topic's (2,000 read)",
             "/waiting?topic=bulk-0007".to_string(),
         ),
-    ];
+    ]
+}
 
-    let (mut daemon, _logs, address) = serving(server, "waiting", "");
+/// Serves the console from a daemon (`name`'s) on what `redis` holds, and loads `pages`: each
+/// alone [`ALONE`] times, then, with [`RATE`] jobs a second falling due for `2 * SECONDS`,
+/// [`CLIENTS`] clients loading them in turn for the second half. Prints each page's times,
+/// alone and loaded, and the move lag with and without the loads.
+pub(crate) async fn pages_under_load(
+    server: &RedisServer,
+    redis: &mut MultiplexedConnection,
+    name: &str,
+    pages: &[Page],
+) {
+    let (mut daemon, _logs, address) = serving(server, name, "");
+    let ask = |path: &str| {
+        let sent = Instant::now();
+        let (status, _) = get(&address, path, Duration::from_secs(60)).unwrap();
+        assert_eq!(status, 200, "{path}");
+        sent.elapsed().as_secs_f64() * 1000.0
+    };
+    // The first ask of each apart: the first overview waits for the first census (a second for
+    // 200,000 topics), the first of the others for a connection and the scripts' loading.
+    let first: Vec<f64> = pages.iter().map(|(_, path)| ask(path)).collect();
     let alone: Vec<Vec<f64>> = pages
         .iter()
-        .map(|(_, path)| {
-            (0..ALONE)
-                .map(|_| {
-                    let sent = Instant::now();
-                    let (status, _) = get(&address, path, Duration::from_secs(60)).unwrap();
-                    assert_eq!(status, 200, "{path}");
-                    sent.elapsed().as_secs_f64() * 1000.0
-                })
-                .collect()
-        })
+        .map(|(_, path)| (0..ALONE).map(|_| ask(path)).collect())
         .collect();
     let start = unix_now() + 2.0;
     let jobs = RATE * 2 * SECONDS as usize;
@@ -74,7 +96,7 @@ pub async fn waiting(server: &RedisServer) {
         .map(|index| start + ((index * 1000 / RATE) as f64) / 1000.0)
         .collect();
     add_jobs(
-        &mut redis,
+        redis,
         due.iter()
             .enumerate()
             .map(|(index, due)| (index.to_string(), LIVE[index % LIVE.len()], *due)),
@@ -86,17 +108,14 @@ pub async fn waiting(server: &RedisServer) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
-    let before = (
-        command_stats(&mut redis).await,
-        redis_cpu_seconds(&mut redis).await,
-    );
+    let before = (command_stats(redis).await, redis_cpu_seconds(redis).await);
     let started = Instant::now();
     let running = Arc::new(AtomicBool::new(true));
     let loads = Arc::new(Mutex::new(Vec::new()));
     let clients: Vec<JoinHandle<()>> = (0..CLIENTS)
         .map(|client| {
             let (address, running, loads) = (address.clone(), running.clone(), loads.clone());
-            let pages = pages.clone();
+            let pages = pages.to_vec();
             std::thread::spawn(move || {
                 let mut turn = client;
                 while running.load(Ordering::Relaxed) {
@@ -114,10 +133,7 @@ pub async fn waiting(server: &RedisServer) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     running.store(false, Ordering::Relaxed);
-    let after = (
-        command_stats(&mut redis).await,
-        redis_cpu_seconds(&mut redis).await,
-    );
+    let after = (command_stats(redis).await, redis_cpu_seconds(redis).await);
     let elapsed = started.elapsed().as_secs_f64();
     for client in clients {
         client.join().unwrap();
@@ -145,10 +161,10 @@ pub async fn waiting(server: &RedisServer) {
         "| the daemon's own move lag, p50 / p99 within (its histogram's buckets) | {daemon_p50} / {daemon_p99} ms |"
     );
     let loads = loads.lock().unwrap();
-    for ((kind, _), alone) in pages.iter().zip(alone) {
+    for (((kind, _), alone), first) in pages.iter().zip(alone).zip(first) {
         let (p50, p99, max) = percentiles(alone);
         println!(
-            "| {kind}, asked alone: page ms p50 / p99 / max | {p50:.1} / {p99:.1} / {max:.1} |"
+            "| {kind}, asked alone: first ms; then p50 / p99 / max | {first:.1}; {p50:.1} / {p99:.1} / {max:.1} |"
         );
         let mine: Vec<_> = loads.iter().filter(|(k, ..)| k == kind).collect();
         let ok: Vec<f64> = mine

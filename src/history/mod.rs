@@ -2,7 +2,9 @@
 //! jobs) is kept in a [`Tally`] and added to Redis's per-minute history every [`WRITE_EVERY`] and
 //! once more when the mover has stopped, so that several daemons add up and a restart loses
 //! nothing (a kill -9 loses what was counted since the last write). Pushes and acks are counted
-//! by the clients, which send their counts every second (`Client::send_counts`).
+//! by the clients, which send their counts every second (`Client::send_counts`). Only a daemon
+//! that serves the console (`[http]`) writes it: a drop-in configuration writes no key the
+//! original did not.
 
 mod tally;
 
@@ -26,9 +28,10 @@ pub const WRITE_EVERY: Duration = Duration::from_secs(5);
 /// The longest the last write waits at a stop: a Redis that does not answer must not hold it up.
 const LAST_WRITE_WAIT: Duration = Duration::from_secs(2);
 
-/// Writes what `metrics` counts to the history every [`WRITE_EVERY`] until `moved` is cancelled
-/// (the mover has stopped: nothing more is counted), then once more.
+/// Has `metrics` count for the history and writes what it counted every [`WRITE_EVERY`] until
+/// `moved` is cancelled (the mover has stopped: nothing more is counted), then once more.
 pub async fn run(client: Client, metrics: Arc<Metrics>, moved: &CancellationToken) {
+    metrics.history().keep();
     let mut writer = Writer::default();
     loop {
         tokio::select! {

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use delayer_wire::Topic;
 use delayer_wire::history::{Counts, lag_bucket, minute_of};
@@ -18,10 +19,12 @@ const MOST_TOPICS: usize = 100;
 /// The most minutes kept while Redis does not answer: an hour, a few MB at most.
 const MOST_MINUTES: u64 = 60;
 
-/// Counts not yet written, by unix minute.
+/// Counts not yet written, by unix minute. Nothing is counted until [`Tally::keep`]: a daemon
+/// that writes no history (no console) must not hold its counts for ever.
 #[derive(Default)]
 pub struct Tally {
     minutes: Mutex<BTreeMap<u64, Minute>>,
+    kept: AtomicBool,
 }
 
 /// One minute's counts not yet written.
@@ -58,11 +61,19 @@ impl Minute {
 }
 
 impl Tally {
+    /// Counts from now on: a writer takes what is counted.
+    pub fn keep(&self) {
+        self.kept.store(true, Ordering::Relaxed);
+    }
+
     /// A call of the move script at `now` (unix seconds, Redis's clock).
     pub fn moved(&self, batch: &Batch, now: f64) {
         let (Some(first), Some(last)) = (batch.first_due, batch.last_due) else {
             return;
         };
+        if !self.kept.load(Ordering::Relaxed) {
+            return;
+        }
         let mut minutes = self.minutes.lock().expect("not poisoned");
         let minute = minutes.entry(minute_of(now)).or_default();
         for (topic, ids) in &batch.moved {
@@ -78,7 +89,8 @@ impl Tally {
 
     /// A call of the release script at `now` (unix seconds, Redis's clock).
     pub fn released(&self, released: &Released, now: f64) {
-        if released.retried.is_empty() && released.blocked.is_empty() && released.dead.is_empty() {
+        let again = released.retried.len() + released.blocked.len();
+        if again + released.dead.len() == 0 || !self.kept.load(Ordering::Relaxed) {
             return;
         }
         let mut minutes = self.minutes.lock().expect("not poisoned");
@@ -145,6 +157,9 @@ mod tests {
     #[test]
     fn moves_and_releases_are_counted_in_the_minute_of_redis_clock() {
         let tally = Tally::default();
+        tally.moved(&batch(&[("a", 1)], 59.0, 59.0), 60.0);
+        assert!(tally.take().is_empty(), "nothing counted before keep");
+        tally.keep();
         tally.moved(&batch(&[("a", 3), ("b", 1)], 59.0, 59.9985), 60.0);
         tally.moved(&batch(&[("a", 2)], 119.0, 119.0), 119.5);
         let released = Released {
@@ -174,6 +189,7 @@ mod tests {
     #[test]
     fn topics_beyond_the_most_are_summed_and_what_is_put_back_is_an_hour_at_most() {
         let tally = Tally::default();
+        tally.keep();
         for topic in 0..MOST_TOPICS + 5 {
             tally.moved(&batch(&[(&topic.to_string(), 1)], 0.0, 0.0), 60.0);
         }

@@ -94,7 +94,7 @@ impl Http {
                 metrics,
                 console: console::state::Console::new(settings.token.as_deref()),
                 http_consumers: Default::default(),
-                pool_reads: tokio::sync::Semaphore::new(1),
+                large_reads: tokio::sync::Semaphore::new(1),
                 token: settings.token.clone(),
                 hosts: settings.hosts.clone().into(),
                 timer_interval,

@@ -27,10 +27,11 @@ pub(super) struct AppState {
     pub(super) console: Console,
     /// The callers of reserve that named themselves, for their heartbeats.
     pub(super) http_consumers: HttpConsumers,
-    /// One read of the job pool at a time for the waiting jobs' page and API: more would wait in
-    /// Redis, in front of the mover's moves (the `waiting` bench: 20 clients at once made moves
-    /// 4 times later at the 99th percentile; one at a time, no later than without them).
-    pub(super) pool_reads: Semaphore,
+    /// One large read at a time for the console and the waiting jobs' API (a page of the job
+    /// pool, a topic's page with its reservations' scan): more would wait in Redis, in front of
+    /// the mover's moves (the `waiting` bench: 20 clients at once made moves 4 times later at the
+    /// 99th percentile; one at a time, no later than without them).
+    pub(super) large_reads: Semaphore,
     /// Cancelled when a stop begins: waits for jobs end early, so that a stop never waits them out.
     pub(super) stopping: CancellationToken,
 }

@@ -304,12 +304,14 @@ async fn the_pages_in_a_browser_show_the_topics_escaped_and_their_forms_requeue_
 
     if let Some(shots) = std::env::var_os("DELAYER_SCREENSHOTS") {
         let shots = Path::new(&shots);
-        for (name, path) in [
-            ("console-overview.png", "/"),
-            ("console-topic.png", "/topic?name=mail.send"),
-            ("console-job.png", "/job?id=m2"),
+        // Tall enough for the charts at the foot of the overview and the topic's page.
+        for (name, path, height) in [
+            ("console-overview.png", "/", 1000),
+            ("console-topic.png", "/topic?name=mail.send", 900),
+            ("console-job.png", "/job?id=m2", 760),
         ] {
-            chromium(dir, &url(path), Some(&shots.join(name)));
+            let size = format!("--window-size=1100,{height}");
+            chromium_with(dir, &url(path), Some(&shots.join(name)), &[&size]);
         }
     }
     daemon.stop();

@@ -1,5 +1,5 @@
-//! Who is consuming, as the console shows it (`/consumers`, and the holder of each reservation on
-//! a topic's page), beside a real daemon and redis-server: Workers in processes of their own,
+//! Who is consuming, as the console shows it (`/consumers`, the holder of each reservation on a
+//! topic's page, and how many are live and gone on the overview), beside a real daemon and redis-server: Workers in processes of their own,
 //! listed with their pids and marked gone once killed (kill -9), and callers of the HTTP reserve
 //! that name themselves. In Chromium, as the console's other browser tests.
 //!
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use delayer_client::consumer::{self, LIFETIME};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Client, Worker};
+use delayer_client::{Client, Heartbeat, Worker};
 use delayer_wire::keys::{CONSUMERS, HOLDERS, consumer as consumer_key, job_bucket, ready_queue};
 use support::http_client::{request, serving};
 use support::{RedisServer, test_name, wait_for, wait_for_ready};
@@ -319,5 +319,45 @@ async fn whatever_a_consumers_beat_holds_the_page_shows_it_escaped() {
     assert_eq!(row[1], "&lt;script&gt;alert(2)&lt;/script&gt;", "{row:?}");
     assert_eq!(row[2], "—", "a pid that is not one");
     assert!(row[3].contains(">&lt;b&gt;t&lt;/b&gt;</a>"), "{row:?}");
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn the_overview_counts_live_and_gone_consumers_and_links_to_them() {
+    let server = RedisServer::start();
+    let (daemon, _logs, http) = serving(&server, "overview-consumers", "");
+    let client = Client::connect(server.info()).await.unwrap();
+    let beat = |id: &str, lifetime: Duration| Heartbeat {
+        id: id.to_string(),
+        host: "h".to_string(),
+        pid: None,
+        topics: Vec::new(),
+        concurrency: None,
+        held: None,
+        lifetime,
+    };
+    let hour = Duration::from_secs(3600);
+    client.beat(&beat("live-1", hour)).await.unwrap();
+    client.beat(&beat("live-2", hour)).await.unwrap();
+    // Gone a millisecond after its only beat.
+    client
+        .beat(&beat("stopped", Duration::from_millis(1)))
+        .await
+        .unwrap();
+
+    let start = "<p id=\"consumers\">";
+    let line = wait_for(Duration::from_secs(5), "the overview to count them", || {
+        let page = request(&http, "GET", "/", &[], b"").body;
+        let line = page
+            .split(start)
+            .nth(1)
+            .map(|rest| rest[..rest.find("</p>").unwrap()].to_string());
+        async move { line.filter(|line| line.contains("2 live")) }
+    })
+    .await;
+    assert_eq!(
+        line,
+        "<a href=\"/consumers\">Consumers</a>: 2 live, <b class=\"bad\">1 gone</b>."
+    );
     daemon.stop();
 }

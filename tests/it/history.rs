@@ -1,7 +1,7 @@
-//! The history (per-minute counts in Redis, see `delayer_wire::history`): daemons add up and a
-//! restart keeps what was counted; each minute keeps a bounded number of topics apart and a day
-//! stays small; in a cluster it has a slot of its own; the overview and a topic's page draw a
-//! burst in its minute, in Chromium.
+//! The history (per-minute counts in Redis, see `delayer_wire::history`): daemons that serve the
+//! console add up and a restart keeps what was counted, a drop-in daemon writes none; each
+//! minute keeps a bounded number of topics apart and a day stays small; in a cluster it has a
+//! slot of its own; the overview and a topic's page draw a burst in its minute, in Chromium.
 
 use crate::cluster::{cluster_client, cluster_config};
 use crate::console::{chromium, chromium_with};
@@ -15,9 +15,10 @@ use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
 use delayer_client::{Client, Count, Counts, NewPush};
 use delayer_testkit::cluster::RedisCluster;
-use delayer_wire::history::{KEPT, MAX_TOPICS, field, lag_field};
+use delayer_wire::history::{KEPT, MAX_TOPICS, field};
 use delayer_wire::keys::{HISTORY, history_minute};
-use support::http_client::serving;
+use support::http_client::{http_config, serving};
+use support::legacy_client::{self, Message};
 use support::{Daemon, DaemonSetup, RedisServer, wait_for, wait_for_ready};
 
 /// Pushes `count` jobs to `topic`, due now, in one call.
@@ -62,8 +63,8 @@ async fn two_daemons_add_up_and_a_restart_keeps_what_was_counted_before_it() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
-    let (config_a, _logs_a) = server.daemon_config("a", "timer_interval = 50");
-    let (config_b, _logs_b) = server.daemon_config("b", "timer_interval = 50");
+    let (config_a, _logs_a) = http_config(&server, "a", "", "");
+    let (config_b, _logs_b) = http_config(&server, "b", "", "");
 
     // A alone moves the first jobs, and stops at once: long before its next write (every 5 s),
     // so only the write at its stop can keep them.
@@ -113,6 +114,29 @@ async fn two_daemons_add_up_and_a_restart_keeps_what_was_counted_before_it() {
     assert_eq!(summed(&history_keys(&mut redis).await, None).moved, 60);
 }
 
+/// The original's configuration (no `[http]`: no console to draw it) writes no history: a
+/// drop-in daemon leaves Redis as the original did.
+#[tokio::test]
+async fn a_drop_in_daemon_writes_no_history() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, _logs) = server.daemon_config("drop-in", "timer_interval = 50");
+    let daemon = Daemon::start(&config);
+    for index in 0..20 {
+        let job = Message {
+            id: format!("php-{index}"),
+            topic: "mail".into(),
+            body: "hello".into(),
+        };
+        legacy_client::push(&mut redis, &job, 0).await.unwrap();
+    }
+    wait_for_ready(&redis, "mail", 20).await;
+    // Its stop is when the history's last write would come.
+    daemon.stop();
+    let keys: Vec<String> = redis.keys(format!("{HISTORY}:*")).await.unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
 #[tokio::test]
 async fn a_minute_keeps_the_first_topics_apart_and_a_full_day_stays_small() {
     let server = RedisServer::start();
@@ -160,54 +184,11 @@ async fn a_minute_keeps_the_first_topics_apart_and_a_full_day_stays_small() {
     let ttl: u64 = redis.ttl(&total_key).await.unwrap();
     assert!(ttl > KEPT.as_secs() && ttl <= KEPT.as_secs() + 60, "{ttl}");
 
-    // A full day at its largest: every minute with more topics than it keeps apart, each with
-    // every counter and a few lag buckets.
-    let names: Vec<String> = (0..MAX_TOPICS + 5)
-        .map(|topic| format!("topic.number.{topic}"))
-        .collect();
-    let day = KEPT.as_secs() / 60;
-    for back in 0..day {
-        let mut counts = Vec::new();
-        for name in &names {
-            for field in [
-                field::PUSHED,
-                field::MOVED,
-                field::ACKED,
-                field::AGAIN,
-                field::DEAD,
-            ] {
-                counts.push(Count {
-                    topic: name.as_bytes(),
-                    field,
-                    n: 1234,
-                });
-            }
-            for bucket in [0, 3, 8] {
-                counts.push(Count {
-                    topic: name.as_bytes(),
-                    field: lag_field(bucket),
-                    n: 1234,
-                });
-            }
-        }
-        assert!(client.count(Some(minute - back), &counts).await.unwrap());
-    }
-    let keys: Vec<String> = redis.keys(format!("{HISTORY}:*")).await.unwrap();
-    assert_eq!(keys.len() as u64, day * (1 + MAX_TOPICS as u64));
-    let mut bytes = 0;
-    for key in &keys {
-        let used: u64 = redis::cmd("MEMORY")
-            .arg("USAGE")
-            .arg(key)
-            .query_async(&mut redis)
-            .await
-            .unwrap();
-        bytes += used;
-    }
-    println!(
-        "a full day of history: {} keys, {bytes} bytes (MEMORY USAGE)",
-        keys.len()
-    );
+    // A full day at its largest.
+    let day = support::history::fill_a_full_day(&client, minute).await;
+    let (keys, bytes) = support::history::size(&mut redis).await;
+    assert_eq!(keys, day * (1 + MAX_TOPICS as u64));
+    println!("a full day of history: {keys} keys, {bytes} bytes (MEMORY USAGE)");
     assert!(bytes < 12 << 20, "{bytes} bytes");
     // A minute older than a day is no longer counted.
     assert!(
@@ -230,6 +211,8 @@ async fn in_a_cluster_the_history_has_a_slot_of_its_own_and_counts_pushes_moves_
     let cluster = RedisCluster::start(3);
     let dir = tempfile::tempdir().unwrap();
     let (config, _logs) = cluster_config(&dir, "history", &cluster.addresses());
+    let serving = format!("{}\n[http]\nlisten = 127.0.0.1:0\n", support::read(&config));
+    std::fs::write(&config, serving).unwrap();
     let daemon = Daemon::start(&config);
     let client = cluster_client(&cluster).await;
     // Topics on several masters: each push and ack runs on its topic's, and is counted on the

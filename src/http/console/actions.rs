@@ -212,7 +212,7 @@ pub(super) async fn promote_topic(
             return Err(bad(ask.into()));
         }
         let after = cursor_in(&mut fields, "after").map_err(bad)?;
-        let _reading = state.pool_reads.acquire().await;
+        let _reading = state.large_reads.acquire().await;
         let done = state
             .client
             .promote_topic(&topic, MAX_PROMOTE, after.as_ref())

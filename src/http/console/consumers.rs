@@ -1,6 +1,7 @@
 //! The consumers' page (`/consumers`): each consumer seen lately (Workers, and callers of the HTTP
 //! reserve that name themselves), by its heartbeat: host, pid, topics, concurrency, jobs held,
 //! start and last beat. One whose beats stopped is marked gone until it ages out of the list.
+//! The overview says how many are live and gone (`summary`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +33,32 @@ pub(super) async fn show(State(state): State<Arc<AppState>>, headers: HeaderMap)
             layout::page("Consumers", &viewer, None, true, render(&consumers)),
         ),
         Err(error) => problem(status_of(&error), &viewer, &error.to_string(), "/"),
+    }
+}
+
+/// The overview's line: how many consumers are live and how many gone, a link to the page.
+pub(super) async fn summary(state: &AppState) -> Markup {
+    let consumers = match state.client.consumers(LISTED).await {
+        Ok(consumers) => consumers,
+        Err(error) => return html! { p.bad { "The consumers could not be read: " (error) } },
+    };
+    let listed = consumers.listed.len();
+    let gone = consumers
+        .listed
+        .iter()
+        .filter(|consumer| consumer.gone)
+        .count();
+    html! {
+        p id="consumers" {
+            a href="/consumers" { "Consumers" } ": "
+            (listed - gone) " live, "
+            @if gone > 0 { b.bad { (gone) " gone" } } @else { "0 gone" }
+            @if consumers.total > listed {
+                " (of the " (listed) " seen most recently; " (consumers.total)
+                " seen in the last " (KEPT.as_secs() / 60) " min)"
+            }
+            "."
+        }
     }
 }
 

@@ -14,6 +14,7 @@ mod fields;
 mod forms;
 mod history;
 mod job;
+mod kept;
 mod layout;
 mod links;
 mod login;

@@ -1,6 +1,6 @@
-//! The overview (`/`): Redis, this daemon, the jobs, and a row per listed topic, below a health
-//! line, then what happened (`history`); its figures are made once a second at most, whoever
-//! looks.
+//! The overview (`/`): a health line, the live consumers, then Redis, this daemon, the jobs, and
+//! a row per listed topic, then what happened (`history`); its figures, consumers and charts are
+//! made once a second at most, whoever looks.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use maud::{Markup, PreEscaped, html};
 use tokio::time::Instant;
 
 use super::actions::said;
+use super::consumers;
 use super::fields::fields;
 use super::history::{self, Span};
 use super::layout::{self, respond};
@@ -39,12 +40,18 @@ pub(super) async fn show(
         .overview(&reading, || overview_figures(&state, &reading));
     let health = health(&state);
     let fields = fields(uri.query().unwrap_or_default().as_bytes());
-    let history = history::section(&state, None, Span::asked(&fields), "/").await;
+    let asked = Span::asked(&fields);
+    let kept = &state.console;
+    let charts = &kept.charts[usize::from(asked == Span::Day)];
+    let history = charts.get(|| history::section(&state, None, asked, "/"));
+    let consumers = kept.consumers.get(|| consumers::summary(&state));
+    let (history, consumers) = tokio::join!(history, consumers);
     let main = html! {
         @match &health {
             Ok(fine) => p { (fine) },
             Err(trouble) => p.bad { (trouble) },
         }
+        (consumers)
         (PreEscaped(String::from_utf8_lossy(&figures)))
         (history)
     };

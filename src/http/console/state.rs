@@ -1,7 +1,10 @@
-//! The console's own state: the session keys, the login tries, the rates and when it started.
+//! The console's own state: the session keys, the login tries, the rates, when it started, and
+//! the overview's parts kept a moment.
 
+use maud::Markup;
 use tokio::time::Instant;
 
+use super::kept::Kept;
 use super::login_tries::LoginTries;
 use super::rates::Rates;
 use super::session::Guard;
@@ -12,6 +15,10 @@ pub struct Console {
     pub(super) login_tries: LoginTries,
     pub(super) rates: Rates,
     pub(super) started: Instant,
+    /// The overview's charts of the last hour, and of the last day.
+    pub(super) charts: [Kept<Markup>; 2],
+    /// The overview's consumers.
+    pub(super) consumers: Kept<Markup>,
 }
 
 impl Console {
@@ -22,6 +29,8 @@ impl Console {
             login_tries: LoginTries::new(started),
             rates: Rates::new(started),
             started,
+            charts: Default::default(),
+            consumers: Kept::default(),
         }
     }
 }

@@ -39,13 +39,15 @@ pub(super) async fn show(
         Err(wrong) => return problem(StatusCode::BAD_REQUEST, &viewer, &wrong, "/"),
     };
     let skip = |list: &str| fields.get(list).and_then(|n| n.parse().ok()).unwrap_or(0);
-    match topic_page(
+    let reading = state.large_reads.acquire().await;
+    let read = topic_page(
         &state,
         &topic,
         [skip("ready"), skip("reserved"), skip("dead")],
     )
-    .await
-    {
+    .await;
+    drop(reading);
+    match read {
         Ok(page) => {
             let title = format!("Topic {}", capped(&topic));
             let link = format!("/topic?{}", query("name", "base64", topic.as_bytes()));

@@ -59,7 +59,7 @@ pub(super) async fn show(
     let main = if view.topic.is_none() && view.per_topic {
         render(&view, None, &viewer)
     } else {
-        let _reading = state.pool_reads.acquire().await;
+        let _reading = state.large_reads.acquire().await;
         match state.client.waiting(view.topic, view.after, PAGE).await {
             Ok(page) => render(&view, Some(&page), &viewer),
             Err(error) => return problem(status_of(&error), &viewer, &error.to_string(), "/"),

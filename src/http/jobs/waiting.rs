@@ -77,7 +77,7 @@ pub(super) async fn waiting(
         count @ 1..=MAX_COUNT => count,
         count => return Err(bad(format!("count {count} is not from 1 to {MAX_COUNT}"))),
     };
-    let _reading = state.pool_reads.acquire().await;
+    let _reading = state.large_reads.acquire().await;
     let page = state
         .client
         .waiting(topic.as_deref(), after.as_ref(), count)
@@ -138,7 +138,7 @@ pub(super) async fn promote(
                 limit => return Err(bad(format!("limit {limit} is not from 1 to {MAX_PROMOTE}"))),
             };
             let after = request.after.map(After::cursor).transpose().map_err(bad)?;
-            let _reading = state.pool_reads.acquire().await;
+            let _reading = state.large_reads.acquire().await;
             let done = state
                 .client
                 .promote_topic(&topic, limit, after.as_ref())

@@ -42,7 +42,7 @@ pub fn serving_with_ulimit(
 
 /// The configuration of a daemon serving HTTP on a free port, with `delayer` lines in
 /// `[delayer]` and `http` lines in `[http]`.
-fn http_config(
+pub fn http_config(
     server: &RedisServer,
     name: &str,
     delayer: &str,
