@@ -188,6 +188,8 @@ impl Config {
             max_body_bytes: self.max_body_bytes,
             max_ttr: self.max_ttr,
             layout: self.redis.layout,
+            // A drop-in `delayer.conf` (no console) writes no history key, as before.
+            count_history: self.http.is_some(),
             ..delayer_client::Settings::default()
         }
     }

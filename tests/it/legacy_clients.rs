@@ -7,8 +7,7 @@ use support::DaemonSetup;
 use std::time::Duration;
 
 use delayer_client::redis::AsyncCommands;
-use delayer_wire::history::field;
-use delayer_wire::keys::{HISTORY, JOB_POOL, JOP_POOL, Layout, job_bucket, ready_queue};
+use delayer_wire::keys::{JOB_POOL, JOP_POOL, Layout, job_bucket, ready_queue};
 use delayer_wire::time::unix_now;
 use support::legacy_client::{self, Message};
 use support::{RedisServer, delayer_succeeds, spawn_service};
@@ -194,13 +193,5 @@ async fn the_jop_layout_serves_the_earliest_clients() {
     stop.cancel();
     service.await.unwrap().unwrap();
     let keys: Vec<String> = php.keys("*").await.unwrap();
-    // The CLI counts its push in the history (our client's, not the legacy contract); the
-    // daemon, without `[http]`, writes none of its moves.
-    let (history, keys): (Vec<String>, Vec<String>) =
-        keys.into_iter().partition(|key| key.starts_with(HISTORY));
-    for key in history {
-        let moved: Option<u64> = php.hget(&key, field::MOVED).await.unwrap();
-        assert_eq!(moved, None, "{key}");
-    }
     assert_eq!(keys, ["delayer:topics"], "nothing but the registry is left");
 }

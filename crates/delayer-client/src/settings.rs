@@ -44,6 +44,10 @@ pub struct Settings {
     /// its ready list, and a reserve gives it back untried (due again at once, its attempt not
     /// counted), each with [`Error::BodyTooLargeToRead`](crate::Error::BodyTooLargeToRead).
     pub max_body_read: Option<usize>,
+    /// Whether this client adds its pushes and acks to the history the console draws (on by
+    /// default). The daemon's shell commands turn it off for a `delayer.conf` without `[http]`,
+    /// so that a drop-in install writes no history key.
+    pub count_history: bool,
 }
 
 impl Default for Settings {
@@ -55,6 +59,7 @@ impl Default for Settings {
             max_ttr: DEFAULT_MAX_TTR,
             layout: Layout::default(),
             max_body_read: None,
+            count_history: true,
         }
     }
 }

@@ -107,7 +107,7 @@ impl Client {
                 _ => runs.push((topic, 1)),
             }
         }
-        if runs.is_empty() {
+        if runs.is_empty() || !self.inner.settings.count_history {
             return;
         }
         let unsent = &self.inner.unsent;
