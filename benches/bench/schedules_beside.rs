@@ -22,8 +22,8 @@ pub async fn mover_beside(server: &RedisServer) {
         for (index, with) in [false, true].into_iter().enumerate() {
             let redis = prepared(server, with).await;
             let run = daemon_drain_in(server, redis, DRAIN_JOBS, batch_size).await;
-            if run.seconds < drain[index] {
-                drain[index] = run.seconds;
+            if run.drained.seconds < drain[index] {
+                drain[index] = run.drained.seconds;
                 drain_cpu[index] = run.cpu_seconds;
             }
         }

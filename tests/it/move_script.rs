@@ -8,7 +8,9 @@ use delayer::{Config, Mover};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
 use delayer_client::{JobId, Topic};
-use delayer_wire::keys::{HOLDERS, JOB_POOL, Layout, RESERVED, job_bucket, ready_queue};
+use delayer_wire::keys::{
+    HOLDERS, JOB_POOL, Layout, PARKED_PREFIX, RESERVED, job_bucket, ready_queue,
+};
 use delayer_wire::scripts::move_due::{Batch, MoveScript, STUCK_RECHECK, Stuck, StuckBecause};
 use support::RedisServer;
 
@@ -422,7 +424,12 @@ async fn a_whole_batch_of_jobs_pushed_again_while_reserved_ends_their_reservatio
     .await;
     let mut pipe = redis::pipe();
     for index in 0..count {
-        pipe.hset(job_bucket(id(index)), "ended", "2:old").ignore();
+        // As release.lua ends a reservation: the count with the holder.
+        pipe.hset_multiple(
+            job_bucket(id(index)),
+            &[("attempts", "2"), ("ended", "2:old")],
+        )
+        .ignore();
         if index < count / 2 {
             pipe.hset(HOLDERS, id(index), "3:holder").ignore();
             pipe.zadd(RESERVED, id(index), NOW * 1000.0).ignore();
@@ -449,7 +456,7 @@ async fn a_whole_batch_of_jobs_pushed_again_while_reserved_ends_their_reservatio
         let retried = !held && !index.is_multiple_of(2);
         assert_eq!(
             (attempts.as_deref(), ended.is_some()),
-            (held.then_some("3"), retried),
+            (Some(if held { "3" } else { "2" }), retried),
             "job {index}: the held one's count stays; only a retry keeps its ended reservation"
         );
     }
@@ -555,4 +562,101 @@ async fn a_ready_list_the_user_may_not_write_is_stuck_not_duplicated() {
         }]
     );
     assert_eq!(pool(&mut redis).await, ["j2"], "parked, not lost");
+}
+
+/// The marks a move acts on, one job of each kind beside unmarked ones, for [`marks_parity`].
+async fn add_marked_jobs(redis: &mut MultiplexedConnection) {
+    for (id, topic, due) in [("plain", "t", NOW - 9.5), ("plain-p", "p", NOW - 8.5)] {
+        add_job(redis, id, topic, due).await;
+    }
+    // A dead job a legacy client pushed again (whole seconds), a retry of an ended reservation (a
+    // fraction), the same pushed again by a legacy client, and a job parked while its topic was
+    // paused whose pause was deleted by hand.
+    let died = [("attempts", "3"), ("died_at", "1")];
+    let ended = [("attempts", "1"), ("ended", "1:x")];
+    add_job(redis, "reborn", "t", NOW - 7.5).await;
+    let _: () = redis
+        .hset_multiple(job_bucket("reborn"), &died)
+        .await
+        .unwrap();
+    add_job(redis, "retry", "t", NOW - 6.9).await;
+    let _: () = redis
+        .hset_multiple(job_bucket("retry"), &ended)
+        .await
+        .unwrap();
+    add_job(redis, "pushed", "t", NOW - 5.5).await;
+    let _: () = redis
+        .hset_multiple(job_bucket("pushed"), &ended)
+        .await
+        .unwrap();
+    add_job(redis, "unpaused", "p", NOW - 4.9).await;
+    let _: () = redis
+        .hset(job_bucket("unpaused"), "parked", "1800000000.1")
+        .await
+        .unwrap();
+    let _: () = redis::pipe()
+        .zadd(format!("{PARKED_PREFIX}p"), "unpaused", NOW - 70.0)
+        .set(job_bucket("string"), "not a hash")
+        .zadd(JOB_POOL, "string", NOW - 3.5)
+        .zadd(JOB_POOL, "gone", NOW - 2.5)
+        .query_async(redis)
+        .await
+        .unwrap();
+}
+
+/// What a move left: the ready lists, the pool, every bucket's fields and the parked jobs' key.
+async fn after_move(redis: &mut MultiplexedConnection) -> String {
+    let mut state = format!(
+        "t {:?}\np {:?}\npool {:?}\nparked {:?}\n",
+        ready(redis, "t").await,
+        ready(redis, "p").await,
+        pool(redis).await,
+        redis
+            .zrange::<_, Vec<String>>(format!("{PARKED_PREFIX}p"), 0, -1)
+            .await
+            .unwrap(),
+    );
+    for id in ["plain", "plain-p", "reborn", "retry", "pushed", "unpaused"] {
+        let mut fields: Vec<(String, String)> = redis.hgetall(job_bucket(id)).await.unwrap();
+        fields.sort();
+        state += &format!("{id} {fields:?}\n");
+    }
+    state
+}
+
+/// One batch read at once (SORT, for a user that may read every key) and each job read in full
+/// (any other user) act on the same marks: the dead job pushed again starts afresh, the legacy
+/// push forgets its ended reservation and the retry keeps it, the unpaused job loses its parked
+/// marks, orphans go.
+#[tokio::test]
+async fn a_batch_read_at_once_finds_the_same_marks_as_each_job_read_in_full() {
+    let mut states = Vec::new();
+    for rules in [&["~*"][..], &["~*", "-sort"][..]] {
+        let server = RedisServer::start();
+        let mut redis = server.connect().await;
+        add_marked_jobs(&mut redis).await;
+        acl_user(&mut redis, rules).await;
+        let mut mover = server.connect_as("mover", "pw").await;
+
+        let batch = MoveScript::default()
+            .run(&mut mover, &Layout::LEGACY.keys(""), NOW, 1000)
+            .await
+            .unwrap();
+
+        assert_eq!(batch.orphans, ["string", "gone"]);
+        states.push(after_move(&mut redis).await);
+    }
+    let expected = r#"t ["plain", "reborn", "retry", "pushed"]
+p ["plain-p", "unpaused"]
+pool []
+parked []
+plain [("body", "the body"), ("topic", "t")]
+plain-p [("body", "the body"), ("topic", "p")]
+reborn [("body", "the body"), ("recounted", "1"), ("topic", "t")]
+retry [("attempts", "1"), ("body", "the body"), ("ended", "1:x"), ("topic", "t")]
+pushed [("attempts", "1"), ("body", "the body"), ("topic", "t")]
+unpaused [("body", "the body"), ("topic", "p")]
+"#;
+    assert_eq!(states[0], expected, "read at once");
+    assert_eq!(states[1], expected, "each job read in full");
 }
