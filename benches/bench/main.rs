@@ -2,8 +2,9 @@
 //! `lateness`, `idle`, `burst` (the daemon's), `push`, `reserve`, `e2e`, `worker_burst` (the
 //! client's; see `consumers` and `worker_burst`), `http` (adds over HTTP), `scrape` (80 scrapers
 //! against 200,000 topics), `waiting` (20 clients on the waiting jobs' pages of a 1M-job pool),
-//! `cluster` (a drain on 1 and 3 cluster masters) and `schedules` (recurring schedules, and the
-//! mover beside them), default: all. It
+//! `cluster` (a drain on 1 and 3 cluster masters), `schedules` (recurring schedules, and the
+//! mover beside them) and `kafka` (delivery to a Kafka broker beside the ready lists), default:
+//! all. It
 //! starts its own redis-server and the release `delayer` binary (access log on, to a file), and
 //! prints each figure beside a reference measured in the same run, since this machine is shared
 //! and noisy: compare ratios, not absolute numbers.
@@ -13,6 +14,7 @@ mod cluster_drain;
 mod cluster_idle;
 mod consumers;
 mod http_add;
+mod kafka;
 mod schedules;
 mod schedules_beside;
 mod scrape;
@@ -109,6 +111,9 @@ fn main() {
         }
         if runs("schedules") {
             schedules::schedules(&server).await;
+        }
+        if runs("kafka") {
+            kafka::kafka(&server).await;
         }
     });
 }

@@ -30,6 +30,8 @@ pub const DELAY_HEADER: &str = "delayer-delay-ms";
 const BATCH: usize = 500;
 /// How long a batch waits for more requests once it has one.
 const GATHER: Duration = Duration::from_millis(20);
+/// The longest wait for the consumer to leave its group at a stop.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
 /// The wait after Redis or the brokers failed.
 const AFTER_A_FAILURE: Duration = Duration::from_secs(1);
 
@@ -62,6 +64,9 @@ pub async fn run(
         .set("group.id", &settings.group)
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
+        // A daemon killed keeps its partitions until its session times out: 10 s, not
+        // librdkafka's 45, so that another daemon (or this one restarted) reads on soon.
+        .set("session.timeout.ms", "10000")
         .create_with_context(Reports { link: link.clone() })
     {
         Ok(consumer) => consumer,
@@ -80,7 +85,7 @@ pub async fn run(
         "kafka: reading delay requests"
     );
     let offsets_key = format!("{KAFKA_OFFSETS_PREFIX}{}", settings.group);
-    while !stop.is_cancelled() {
+    'reading: while !stop.is_cancelled() {
         let first = tokio::select! {
             message = consumer.recv() => message,
             () = stop.cancelled() => break,
@@ -109,7 +114,7 @@ pub async fn run(
                     warn!("kafka: cannot push delay requests (tried again): {error:#}");
                     pause(stop).await;
                     if stop.is_cancelled() {
-                        return;
+                        break 'reading;
                     }
                 }
             }
@@ -125,6 +130,21 @@ pub async fn run(
         if let Err(error) = consumer.commit(&offsets, CommitMode::Async) {
             warn!("kafka: cannot commit the offsets of pushed requests: {error}");
         }
+    }
+    close(consumer).await;
+}
+
+/// Closes `consumer` (it leaves its group and commits what is left), on a thread of its own:
+/// librdkafka waits for the coordinator, which must not hold the daemon's stop for long. What
+/// is not committed by then is read again, and skipped by the offsets kept in Redis.
+async fn close(consumer: StreamConsumer<Reports>) {
+    let (closed, done) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        drop(consumer);
+        let _ = closed.send(());
+    });
+    if tokio::time::timeout(CLOSE_TIMEOUT, done).await.is_err() {
+        warn!("kafka: the consumer of delay requests did not close in time; stopping anyway");
     }
 }
 
