@@ -17,6 +17,7 @@ use delayer_client::{Client, NewPush, State};
 use delayer_testkit::KafkaBroker;
 use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
 use serde_json::Value;
+use support::http_client::{request, samples, serving, serving_with};
 use support::{
     Daemon, DaemonSetup, RedisServer, delayer_fails, delayer_succeeds, read, wait_for,
     wait_until_sync,
@@ -220,8 +221,7 @@ async fn the_id_form_carries_the_id_and_keeps_the_data_for_get() {
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
     let kafka = "message = id\ntopics = ord*\ntopic_prefix = delayed.\nkeep_delivered = 600\n";
-    let (config, _) = server.daemon_config("a", &with_kafka(&broker, kafka));
-    let _daemon = Daemon::start(&config);
+    let (_daemon, _, http) = serving_with(&server, "a", &with_kafka(&broker, kafka), "");
     push_jobs(&client, &mut redis, &["orders"], 50, 500).await;
     // A topic the patterns leave out stays on its ready list.
     client
@@ -260,6 +260,13 @@ async fn the_id_form_carries_the_id_and_keeps_the_data_for_get() {
         .ttl(delayer_wire::keys::job_bucket("job-7"))
         .await
         .unwrap();
+    let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+    assert_eq!(metrics["delayer_kafka_delivered_jobs_total"], 50.0);
+    assert_eq!(metrics["delayer_kafka_up"], 1.0);
+    assert_eq!(metrics["delayer_kafka_in_flight_jobs"], 0.0);
+    assert_eq!(metrics["delayer_kafka_due_to_acked_seconds_count"], 50.0);
+    let overview = request(&http, "GET", "/", &[], b"").body;
+    assert!(overview.contains("Kafka at <code>"), "{overview}");
     assert!((590..=600).contains(&ttl), "kept keep_delivered: {ttl}");
     let other: Vec<String> = redis.lrange(ready_queue("other"), 0, -1).await.unwrap();
     assert_eq!(other, ["other-1"]);
@@ -568,9 +575,9 @@ fn kafka_threads(daemon: &Daemon) -> usize {
 async fn without_a_kafka_section_there_is_no_kafka_client_nor_thread() {
     let broker = KafkaBroker::start();
     let server = RedisServer::start();
-    let (plain, logs) = server.daemon_config("plain", "");
-    let without = Daemon::start(&plain);
-    logs.wait_for_line("Service started successfully");
+    let (without, _, http) = serving(&server, "plain", "");
+    let metrics = request(&http, "GET", "/metrics", &[], b"").body;
+    assert!(!metrics.contains("kafka"), "{metrics}");
     let (linked, logs) = server.daemon_config("linked", &with_kafka(&broker, ""));
     let with = Daemon::start(&linked);
     logs.wait_for_line("Service started successfully");
