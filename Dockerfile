@@ -12,6 +12,9 @@ COPY . .
 RUN cargo build --release --locked -p delayer
 
 FROM debian:bookworm-slim
+# The Kafka link's librdkafka speaks TLS through OpenSSL.
+RUN apt-get update && apt-get install -y --no-install-recommends libssl3 \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin delayer
 COPY --from=build /src/target/release/delayer /usr/bin/delayer
 COPY dist/delayer.conf /etc/delayer/delayer.conf

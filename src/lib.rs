@@ -51,6 +51,7 @@ pub mod cli;
 pub mod config;
 mod history;
 mod http;
+mod kafka;
 mod metrics;
 mod mover;
 mod redis;
@@ -76,6 +77,9 @@ pub struct Service {
     /// Writes what the mover counts to the history: only a daemon that serves the console does.
     history: Option<Client>,
     from_file: Vec<delayer_client::Definition>,
+    /// The Kafka link, with `[kafka]`.
+    #[cfg(feature = "kafka")]
+    kafka: Option<kafka::Link>,
 }
 
 impl Service {
@@ -108,7 +112,29 @@ impl Service {
         let history = http
             .is_some()
             .then(|| Client::lazy(mover.target(), config.client_settings()));
+        #[cfg(feature = "kafka")]
+        let kafka = match &config.kafka {
+            Some(settings) => {
+                let client = Client::lazy(mover.target(), config.client_settings());
+                Some(kafka::Link::new(
+                    settings,
+                    client,
+                    mover.target(),
+                    mover.metrics(),
+                )?)
+            }
+            None => None,
+        };
+        #[cfg(not(feature = "kafka"))]
+        if config.kafka.is_some() {
+            anyhow::bail!(
+                "{}: [kafka]: this delayer was built without Kafka (the cargo feature kafka)",
+                config.file.display()
+            );
+        }
         Ok(Service {
+            #[cfg(feature = "kafka")]
+            kafka,
             mover,
             http,
             schedules,
@@ -141,7 +167,13 @@ impl Service {
                 history::run(client, self.mover.metrics(), &moved).await;
             }
         };
-        tokio::join!(moving, serving, schedules, history);
+        let delivering = async {
+            #[cfg(feature = "kafka")]
+            if let Some(kafka) = self.kafka {
+                kafka.run(&stop.graceful).await;
+            }
+        };
+        tokio::join!(moving, serving, schedules, history, delivering);
         info!("Service stopped successfully, PID: {}", std::process::id());
     }
 }

@@ -2,6 +2,7 @@
 //! nanoseconds a batch), in Prometheus's text format, and the figures `/healthz` and the console
 //! show.
 
+mod kafka;
 mod schedules;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -22,6 +23,7 @@ use prometheus_client::registry::Registry;
 
 use crate::history::{Tally, lags};
 use crate::text::escape::capped;
+pub use kafka::KafkaLink;
 use schedules::ScheduleFamilies;
 pub use schedules::{DEFAULT_LISTED_SCHEDULES, Schedules};
 
@@ -76,6 +78,8 @@ pub struct Metrics {
     unlisted_ready: Gauge,
     census_at: Gauge<f64, AtomicU64>,
     schedules: Arc<ScheduleFamilies>,
+    /// The Kafka link's figures (none unless `[kafka]` turns it on).
+    pub kafka: Arc<KafkaLink>,
     /// The topics `ready` and `dead` have series for.
     measured: Mutex<HashSet<String>>,
     /// The topics the counters have series for, by label, each with the topic when the label
@@ -126,6 +130,7 @@ impl Default for Metrics {
             unlisted_ready: Gauge::default(),
             census_at: Gauge::default(),
             schedules: Arc::default(),
+            kafka: Arc::default(),
             measured: Mutex::default(),
             counted: Mutex::default(),
             listed: AtomicUsize::new(DEFAULT_LISTED_TOPICS),
@@ -139,6 +144,7 @@ impl Default for Metrics {
         metrics.register_job_counts(&mut registry);
         metrics.register_script_times(&mut registry);
         metrics.register_polls(&mut registry);
+        registry.register_collector(Box::new(metrics.kafka.clone()));
         let mut holdings = Registry::with_prefix("delayer");
         metrics.register_pool(&mut holdings);
         metrics.register_ready_lists(&mut holdings);

@@ -4,9 +4,10 @@
 //! against 200,000 topics), `waiting` (20 clients on the waiting jobs' pages of a 1M-job pool),
 //! `console` (every console page with 200,000 topics and 1M jobs waiting, and the history's size),
 //! `cluster` (a drain on 1 and 3 cluster masters), `schedules` (recurring schedules, and the
-//! mover beside them), `memory` (bytes per waiting job in the candidate compact layouts) and
-//! `upgrade` (the previous release's daemon beside this one; it builds that release once, see
-//! `support::previous_release`), default: all. It
+//! mover beside them), `kafka` (delivery to a Kafka broker beside the ready lists), `memory`
+//! (bytes per waiting job in the candidate compact layouts) and `upgrade` (the previous release's
+//! daemon beside this one; it builds that release once, see `support::previous_release`),
+//! default: all. It
 //! starts its own redis-server and the release `delayer` binary (access log on, to a file), and
 //! prints each figure beside a reference measured in the same run, since this machine is shared
 //! and noisy: compare ratios, not absolute numbers.
@@ -17,6 +18,7 @@ mod cluster_idle;
 mod console;
 mod consumers;
 mod http_add;
+mod kafka;
 mod memory;
 mod schedules;
 mod schedules_beside;
@@ -118,6 +120,9 @@ fn main() {
         }
         if runs("schedules") {
             schedules::schedules(&server).await;
+        }
+        if runs("kafka") {
+            kafka::kafka(&server).await;
         }
         if runs("memory") {
             memory::memory().await;

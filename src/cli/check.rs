@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use crate::config::Reading;
 
 /// Prints the configuration as it would be used and every problem with it: its values, unknown
-/// keys, paths that cannot be written and a Redis that does not answer. Fails if there is any.
+/// keys, paths that cannot be written, a Redis and Kafka brokers that do not answer. Fails if there is any.
 pub async fn run(reading: Reading) -> Result<()> {
     let Reading { config, errors } = reading;
     for warning in &config.warnings {
@@ -26,6 +26,20 @@ pub async fn run(reading: Reading) -> Result<()> {
                 config.redis.address()
             ),
             Err(error) => problems.push(format!("{error:#}")),
+        }
+        if let Some(kafka) = &config.kafka {
+            #[cfg(feature = "kafka")]
+            match crate::kafka::brokers_answer(kafka).await {
+                Ok(answer) => println!("{answer}"),
+                Err(error) => problems.push(format!("{error:#}")),
+            }
+            #[cfg(not(feature = "kafka"))]
+            problems.push(format!(
+                "{}: [kafka] brokers = {}: this delayer was built without Kafka (the cargo \
+                 feature kafka)",
+                config.file.display(),
+                kafka.brokers
+            ));
         }
     } else {
         println!("Redis is not tried until the values below are right");

@@ -22,6 +22,9 @@ pub(super) fn info_json(info: &JobInfo) -> Value {
         "attempts": info.attempts,
         "deadline": info.deadline.map(rfc3339),
     });
+    if let Some(why) = &info.died_why {
+        json["died_why"] = why.as_str().into();
+    }
     with_base64(&mut json, "id", Some(info.id.as_bytes()));
     with_base64(&mut json, "topic", topic);
     with_base64(&mut json, "body", info.body.as_deref());

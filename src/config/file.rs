@@ -11,6 +11,7 @@ use super::ini::IniFile;
 use super::keys::{self, KEYS};
 use super::{paths, rules, schedules};
 use crate::http::HttpSettings;
+use crate::kafka::KafkaSettings;
 use crate::mover::MoverSettings;
 use crate::redis::RedisSettings;
 use crate::service::logging::LogSettings;
@@ -37,6 +38,8 @@ pub struct Config {
     pub http: Option<HttpSettings>,
     /// The `[schedule.NAME]` sections, in the file's order.
     pub schedules: Vec<delayer_client::Definition>,
+    /// The `[kafka]` section: no Kafka link without it.
+    pub kafka: Option<KafkaSettings>,
     /// Unknown sections and keys (a typo, most likely): ignored with a warning, as the original
     /// did, but refused by `--check-config`.
     pub unknown: Vec<String>,
@@ -121,6 +124,7 @@ impl Config {
             redis: RedisSettings::default(),
             http: None,
             schedules: Vec::new(),
+            kafka: None,
             unknown: Vec::new(),
             warnings: Vec::new(),
         };

@@ -13,6 +13,7 @@ use delayer_wire::keys::{Layout, Names};
 use super::Config;
 use super::values::{addresses, assign, boolean, choice, name_of, number, path, seconds};
 use crate::http::{HostName, HttpSettings};
+use crate::kafka::{DEFAULT_GROUP, KafkaSettings, Mechanism, MessageForm, Protocol};
 use crate::metrics::{DEFAULT_LISTED_SCHEDULES, DEFAULT_LISTED_TOPICS};
 use crate::redis::{SentinelSettings, TlsSettings, address_list};
 use crate::service::logging::{LogFormat, LogLevel, LogRotation};
@@ -31,6 +32,8 @@ const LEVELS: &[(&str, LogLevel)] = &[
     ("error", LogLevel::Error),
 ];
 const FORMATS: &[(&str, LogFormat)] = &[("text", LogFormat::Text), ("json", LogFormat::Json)];
+const MESSAGE_FORMS: &[(&str, MessageForm)] =
+    &[("body", MessageForm::Body), ("id", MessageForm::Id)];
 const NAMES: &[(&str, Names)] = &[("legacy", Names::Legacy), ("jop", Names::Jop)];
 
 /// One key of `delayer.conf`.
@@ -461,6 +464,197 @@ pub(super) const KEYS: &[Key] = &[
             (!hosts.is_empty()).then(|| hosts.join(", "))
         },
     },
+    Key {
+        section: "kafka",
+        name: "brokers",
+        default: "",
+        doc: "Kafka's brokers, host:port, comma-separated; the [kafka] section turns the Kafka link on",
+        secret: false,
+        set: |config, raw| {
+            addresses(raw, 9092)?;
+            assign(&mut config.kafka, Ok(Some(KafkaSettings::new(raw))))
+        },
+        show: |config| Some(config.kafka.as_ref()?.brokers.clone()),
+    },
+    Key {
+        section: "kafka",
+        name: "topics",
+        default: "*",
+        doc: "the delayer topics delivered to Kafka: names, comma-separated, * matching any run of characters",
+        secret: false,
+        set: |config, raw| {
+            with_kafka(config, |kafka| {
+                let topics: Vec<String> = raw
+                    .split(',')
+                    .map(|topic| topic.trim().to_string())
+                    .collect();
+                if topics.iter().any(String::is_empty) {
+                    return Err("expected topic names or patterns, comma-separated".into());
+                }
+                kafka.topics = topics;
+                Ok(())
+            })
+        },
+        show: |config| Some(config.kafka.as_ref()?.topics.join(", ")),
+    },
+    Key {
+        section: "kafka",
+        name: "message",
+        default: "body",
+        doc: "body: key = job id, value = body, headers topic, due and attempt; id: value = job id (get reads the data)",
+        secret: false,
+        set: |config, raw| {
+            let form = choice(raw, MESSAGE_FORMS);
+            with_kafka(config, |kafka| assign(&mut kafka.message, form))
+        },
+        show: |config| Some(name_of(config.kafka.as_ref()?.message, MESSAGE_FORMS)),
+    },
+    Key {
+        section: "kafka",
+        name: "topic_prefix",
+        default: "",
+        doc: "put before a delayer topic's name to name its Kafka topic; empty: the same name",
+        secret: false,
+        set: |config, raw| {
+            with_kafka(config, |kafka| {
+                assign(&mut kafka.topic_prefix, Ok(raw.into()))
+            })
+        },
+        show: |config| Some(config.kafka.as_ref()?.topic_prefix.clone()),
+    },
+    Key {
+        section: "kafka",
+        name: "keep_delivered",
+        default: "3600",
+        doc: "with message = id, how long a delivered job's data stays readable by get, in seconds",
+        secret: false,
+        set: |config, raw| {
+            let keep = number(raw, 1..=u64::from(u32::MAX)).map(Duration::from_secs);
+            with_kafka(config, |kafka| assign(&mut kafka.keep_delivered, keep))
+        },
+        show: |config| Some(config.kafka.as_ref()?.keep_delivered.as_secs().to_string()),
+    },
+    Key {
+        section: "kafka",
+        name: "ttr",
+        default: "30",
+        doc: "how long a job on its way to Kafka is reserved, in seconds; renewed while the broker is slow",
+        secret: false,
+        set: |config, raw| {
+            let ttr = number(raw, 2..=86_400).map(Duration::from_secs);
+            with_kafka(config, |kafka| assign(&mut kafka.ttr, ttr))
+        },
+        show: |config| Some(config.kafka.as_ref()?.ttr.as_secs().to_string()),
+    },
+    Key {
+        section: "kafka",
+        name: "requests_topic",
+        default: "",
+        doc: "a Kafka topic of delay requests to push as jobs (headers delayer-topic, delayer-delay-ms or delayer-due-ms); empty: none",
+        secret: false,
+        set: |config, raw| {
+            with_kafka(config, |kafka| {
+                assign(&mut kafka.requests_topic, Ok(Some(raw.into())))
+            })
+        },
+        show: |config| {
+            Some(
+                config
+                    .kafka
+                    .as_ref()?
+                    .requests_topic
+                    .clone()
+                    .unwrap_or_default(),
+            )
+        },
+    },
+    Key {
+        section: "kafka",
+        name: "group",
+        default: DEFAULT_GROUP,
+        doc: "the consumer group that reads requests_topic",
+        secret: false,
+        set: |config, raw| with_kafka(config, |kafka| assign(&mut kafka.group, Ok(raw.into()))),
+        show: |config| Some(config.kafka.as_ref()?.group.clone()),
+    },
+    Key {
+        section: "kafka",
+        name: "security_protocol",
+        default: "plaintext",
+        doc: "plaintext, ssl, sasl_plaintext or sasl_ssl",
+        secret: false,
+        set: |config, raw| {
+            let protocol = choice(raw, Protocol::NAMES);
+            with_kafka(config, |kafka| {
+                assign(&mut kafka.security.protocol, protocol)
+            })
+        },
+        show: |config| {
+            Some(name_of(
+                config.kafka.as_ref()?.security.protocol,
+                Protocol::NAMES,
+            ))
+        },
+    },
+    Key {
+        section: "kafka",
+        name: "ssl_ca_file",
+        default: "",
+        doc: "the CA certificates (PEM) that sign the brokers'; empty: the system's",
+        secret: false,
+        set: |config, raw| {
+            let file = path(raw).map(Some);
+            with_kafka(config, |kafka| assign(&mut kafka.security.ca_file, file))
+        },
+        show: |config| Some(shown_path(&config.kafka.as_ref()?.security.ca_file)),
+    },
+    Key {
+        section: "kafka",
+        name: "sasl_mechanism",
+        default: "PLAIN",
+        doc: "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+        secret: false,
+        set: |config, raw| {
+            let mechanism = choice(raw, Mechanism::NAMES);
+            with_kafka(config, |kafka| {
+                assign(&mut kafka.security.mechanism, mechanism)
+            })
+        },
+        show: |config| {
+            let kafka = config.kafka.as_ref()?;
+            kafka
+                .security
+                .protocol
+                .sasl()
+                .then(|| name_of(kafka.security.mechanism, Mechanism::NAMES))
+        },
+    },
+    Key {
+        section: "kafka",
+        name: "sasl_username",
+        default: "",
+        doc: "the user to log in to Kafka as",
+        secret: false,
+        set: |config, raw| {
+            with_kafka(config, |kafka| {
+                assign(&mut kafka.security.username, Ok(Some(raw.into())))
+            })
+        },
+        show: |config| config.kafka.as_ref()?.security.username.clone(),
+    },
+    Key {
+        section: "kafka",
+        name: "sasl_password",
+        default: "",
+        doc: "sasl_username's password",
+        secret: true,
+        set: |config, raw| {
+            with_kafka(config, |kafka| {
+                assign(&mut kafka.security.password, Ok(Some(raw.into())))
+            })
+        },
+        show: |config| config.kafka.as_ref()?.security.password.clone(),
+    },
 ];
 
 /// The key named so, if it is one.
@@ -489,6 +683,17 @@ fn with_sentinel(
         fill(sentinel);
     }
     Ok(())
+}
+
+/// Fills in the Kafka settings, when `brokers` made them (else the rules say it is missing).
+fn with_kafka(
+    config: &mut Config,
+    fill: impl FnOnce(&mut KafkaSettings) -> Result<(), String>,
+) -> Result<(), String> {
+    match &mut config.kafka {
+        Some(kafka) => fill(kafka),
+        None => Ok(()),
+    }
 }
 
 fn tls_of(config: &Config) -> Option<&TlsSettings> {

@@ -153,6 +153,57 @@ pub(super) fn check(config: &Config, ini: &IniFile) -> Vec<Wrong> {
             );
         }
     }
+    if ini.has_section("kafka") {
+        wrong.extend(kafka(config, ini));
+    }
+    wrong
+}
+
+/// What is wrong with how the `[kafka]` keys go together.
+fn kafka(config: &Config, ini: &IniFile) -> Vec<Wrong> {
+    let mut wrong = Vec::new();
+    let mut say = |key: &'static str, why: &str| {
+        wrong.push(Wrong {
+            section: "kafka",
+            key,
+            value: shown(ini, "kafka", key),
+            why: why.to_string(),
+        });
+    };
+    let Some(kafka) = &config.kafka else {
+        say(
+            "brokers",
+            "missing: the [kafka] section wants the brokers, like kafka1:9092,kafka2:9092 \
+             (remove the section to deliver nothing to Kafka)",
+        );
+        return wrong;
+    };
+    let protocol = kafka.security.protocol;
+    if protocol.sasl() {
+        for key in ["sasl_username", "sasl_password"] {
+            if ini.get("kafka", key).is_none() {
+                say(
+                    key,
+                    "missing: security_protocol logs in with SASL, which wants it",
+                );
+            }
+        }
+    } else {
+        for key in ["sasl_mechanism", "sasl_username", "sasl_password"] {
+            if ini.get("kafka", key).is_some() {
+                say(
+                    key,
+                    "set, but security_protocol is not sasl_plaintext or sasl_ssl",
+                );
+            }
+        }
+    }
+    if !protocol.tls() && ini.get("kafka", "ssl_ca_file").is_some() {
+        say(
+            "ssl_ca_file",
+            "set, but security_protocol is not ssl or sasl_ssl",
+        );
+    }
     wrong
 }
 

@@ -69,5 +69,15 @@ pub(super) fn health(state: &AppState) -> Result<String, String> {
             "no look at the job pool for {since:.1} s, more than twice timer_interval ({limit:.1} s)\n"
         ));
     }
+    let kafka = &state.metrics.kafka;
+    if kafka.is_on()
+        && let Some((failing_since, why)) = kafka.state().failing
+    {
+        return Err(format!(
+            "Kafka at {} does not take messages for {:.1} s ({why}): due jobs wait in Redis\n",
+            kafka.state().brokers,
+            failing_since.elapsed().as_secs_f64()
+        ));
+    }
     Ok(format!("ok: looked at the job pool {since:.3} s ago\n"))
 }

@@ -14,6 +14,7 @@ mod docs;
 mod history;
 mod hostile_data;
 mod http;
+mod kafka;
 mod legacy_clients;
 mod move_script;
 mod non_utf8;

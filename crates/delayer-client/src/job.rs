@@ -55,8 +55,11 @@ pub enum State {
     Ready,
     /// Taken by a consumer that has not acked it yet.
     Reserved,
-    /// Reserved `max_attempts` times without an ack: on its topic's dead list.
+    /// Reserved `max_attempts` times without an ack, or refused by Kafka: on its topic's dead
+    /// list.
     Dead,
+    /// Delivered to Kafka by its id: finished, its data kept a while for consumers to read.
+    Delivered,
     /// No such job: never pushed, finished, removed, or expired.
     Unknown,
 }
@@ -69,6 +72,7 @@ impl State {
             State::Ready => "ready",
             State::Reserved => "reserved",
             State::Dead => "dead",
+            State::Delivered => "delivered",
             State::Unknown => "unknown",
         }
     }
@@ -97,6 +101,9 @@ pub struct JobInfo {
     pub attempts: u32,
     /// While reserved: when its reservation ends unless it is acked, touched or nacked.
     pub deadline: Option<SystemTime>,
+    /// While dead: why, when something said (Kafka's refusal); `None` for a job that ran out of
+    /// attempts.
+    pub died_why: Option<String>,
 }
 
 impl JobInfo {
@@ -112,6 +119,7 @@ impl JobInfo {
             delay: None,
             attempts: 0,
             deadline: None,
+            died_why: None,
         }
     }
 }

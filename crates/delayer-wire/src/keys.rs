@@ -57,6 +57,9 @@ pub const CONSUMER_PREFIX: &str = "delayer:consumer:{delayer:consumers}:";
 
 /// Ours. Hash: schedule name → its topic, every schedule's (in a slot of its own in a cluster).
 pub const SCHEDULES: &str = "delayer:schedules";
+/// The daemon's Kafka link: per consumer group (the suffix), a hash of the last offset of each
+/// `<kafka topic>:<partition>` whose delay requests were pushed as jobs.
+pub const KAFKA_OFFSETS_PREFIX: &str = "delayer:kafka_offsets:";
 /// Ours. Prefix of a schedule's hash (its definition and state; see [`crate::schedule`]).
 pub const SCHEDULE_PREFIX: &str = "delayer:schedule:";
 /// Ours. Sorted set: schedule name → its next tick (unix seconds), while it is not paused.
@@ -94,6 +97,12 @@ pub mod field {
     pub const DELAY: &str = "delay";
     /// Ours: when the job went to its topic's dead list, in unix seconds.
     pub const DIED_AT: &str = "died_at";
+    /// Ours: why the job went to its dead list, when something said (Kafka's refusal); absent
+    /// for a job that ran out of attempts.
+    pub const DIED_WHY: &str = "died_why";
+    /// Ours: when a job was delivered to Kafka in the `id` form, in unix seconds; its data is
+    /// kept a while after (`[kafka] keep_delivered`) for consumers to read with `get`.
+    pub const DELIVERED_AT: &str = "delivered_at";
     /// Ours, written by versions before the holders hash ([`HOLDERS`](super::HOLDERS)): the
     /// token of the reserve call that reserved the job last, to find what a call whose reply was
     /// lost reserved. Still read for reservations such versions made.

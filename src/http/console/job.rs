@@ -67,6 +67,9 @@ fn render(info: &JobInfo, viewer: &Viewer) -> Markup {
                 dt { "due" } dd { (time(info.due)) }
                 dt { "attempts" } dd { (info.attempts) }
                 dt { "reservation deadline" } dd { (time(info.deadline)) }
+                @if let Some(why) = &info.died_why {
+                    dt { "dead because" } dd { (why) }
+                }
             }
             h2 { "Body" }
             @if !viewer.authorized {

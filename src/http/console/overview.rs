@@ -52,6 +52,7 @@ pub(super) async fn show(
             Err(trouble) => p.bad { (trouble) },
         }
         (consumers)
+        (kafka_line(&state))
         (PreEscaped(String::from_utf8_lossy(&figures)))
         (history)
     };
@@ -60,6 +61,29 @@ pub(super) async fn show(
         StatusCode::OK,
         layout::page("Overview", &viewer, said.as_deref(), true, main),
     )
+}
+
+/// The Kafka link's state and counts since the start, when `[kafka]` turns it on.
+fn kafka_line(state: &AppState) -> Markup {
+    let kafka = &state.metrics.kafka;
+    if !kafka.is_on() {
+        return html! {};
+    }
+    let link = kafka.state();
+    let [delivered, refused, given_back, in_flight, errors] = kafka.counts();
+    let doing = match (&link.failing, link.delivered_once) {
+        (Some(_), _) => "not taking messages: due jobs wait in Redis",
+        (None, true) => "delivering",
+        (None, false) => "nothing delivered yet",
+    };
+    html! {
+        p.kafka {
+            "Kafka at " code { (link.brokers) } ": " (doing) ". Since the start: "
+            (delivered) " delivered, " (refused) " refused (to the dead list), "
+            (given_back) " given back to try again, " (in_flight) " in flight, "
+            (errors) " broker errors."
+        }
+    }
 }
 
 /// The overview below its health line, as of `reading`.

@@ -174,6 +174,8 @@ struct InfoJson<'a> {
     state: &'static str,
     due: Option<String>,
     attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    died_why: Option<&'a str>,
 }
 
 impl InfoJson<'_> {
@@ -192,6 +194,7 @@ impl InfoJson<'_> {
             state: info.state.name(),
             due: info.due.map(rfc3339),
             attempts: info.attempts,
+            died_why: info.died_why.as_deref(),
         }
     }
 }

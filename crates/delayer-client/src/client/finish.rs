@@ -9,9 +9,10 @@ use super::{Client, check_id};
 use crate::error::{Error, Result};
 use crate::job::Receipt;
 use crate::keys::Keys;
-use crate::name::Topic;
+use crate::name::{JobId, Topic};
 use crate::scripts::Named;
 use crate::scripts::ack::Outcome;
+use crate::scripts::release::Released;
 use crate::settings::{MAX_BATCH, MAX_DELAY};
 use delayer_wire::history::field;
 
@@ -40,6 +41,21 @@ pub enum Nacked {
     Gone,
 }
 
+/// What the release of one reservation of job `id` did.
+fn released_as(id: JobId, released: &Released) -> Result<Nacked> {
+    if released.token_needed {
+        Err(Error::TokenNeeded(id))
+    } else if released.ended == 0 {
+        Err(Error::NotReserved(id))
+    } else if !released.dead.is_empty() {
+        Ok(Nacked::Dead)
+    } else if !released.dropped.is_empty() {
+        Ok(Nacked::Gone)
+    } else {
+        Ok(Nacked::Retry)
+    }
+}
+
 impl Client {
     /// Finishes a reserved job: it is deleted and never delivered again. Names the reservation
     /// (`client.ack(&job)`): a stale one changes nothing (see [`Acked`]). An error when there is
@@ -57,6 +73,17 @@ impl Client {
     pub async fn ack_many<R: Into<Receipt>>(
         &self,
         reservations: impl IntoIterator<Item = R>,
+    ) -> Vec<Result<Acked>> {
+        self.ack_keeping(reservations, None).await
+    }
+
+    /// Acks as [`ack_many`](Client::ack_many) does, but with `keep` the finished jobs' data stays
+    /// readable by [`get`](Client::get) that long (state [`Delivered`](crate::State::Delivered)):
+    /// for jobs handed on by their id alone, as the daemon's Kafka link does.
+    pub async fn ack_keeping<R: Into<Receipt>>(
+        &self,
+        reservations: impl IntoIterator<Item = R>,
+        keep: Option<Duration>,
     ) -> Vec<Result<Acked>> {
         let reservations: Vec<Receipt> = reservations.into_iter().map(Into::into).collect();
         let mut acked: Vec<Result<Acked>> = reservations
@@ -114,7 +141,7 @@ impl Client {
                     .inner
                     .scripts
                     .ack
-                    .run(&mut connection, keys, &named)
+                    .run(&mut connection, keys, &named, keep)
                     .await
                     .map_err(|error| Error::about_key(error, keys.pool()));
                 match codes {
@@ -172,6 +199,37 @@ impl Client {
             .await
     }
 
+    /// Sends a reserved job to its topic's dead list at once, whatever its attempts, with `why`
+    /// (shown by `get`, `delayer dead` and the console): for a job that can never be delivered,
+    /// as one Kafka refuses. An error when that reservation is not current.
+    pub async fn bury(&self, reservation: impl Into<Receipt>, why: &str) -> Result<Nacked> {
+        let Receipt {
+            id,
+            attempt,
+            token,
+            topic,
+        } = reservation.into();
+        check_id(id.as_bytes())?;
+        let Some(keys) = self.keys_of(id.as_bytes(), topic.as_ref()).await? else {
+            return Err(Error::NotReserved(id));
+        };
+        let receipt = (attempt, token.as_deref().unwrap_or(""));
+        let released = self
+            .inner
+            .scripts
+            .release
+            .bury(
+                &mut self.connection().await?,
+                &keys,
+                id.as_bytes(),
+                receipt,
+                why,
+            )
+            .await
+            .map_err(|error| Error::about_key(error, keys.reserved()))?;
+        released_as(id, &released)
+    }
+
     async fn release(
         &self,
         reservation: Receipt,
@@ -212,17 +270,7 @@ impl Client {
             )
             .await
             .map_err(|error| Error::about_key(error, keys.reserved()))?;
-        if released.token_needed {
-            Err(Error::TokenNeeded(id))
-        } else if released.ended == 0 {
-            Err(Error::NotReserved(id))
-        } else if !released.dead.is_empty() {
-            Ok(Nacked::Dead)
-        } else if !released.dropped.is_empty() {
-            Ok(Nacked::Gone)
-        } else {
-            Ok(Nacked::Retry)
-        }
+        released_as(id, &released)
     }
 
     /// Extends a reservation: the job must be acked within `ttr` (at least

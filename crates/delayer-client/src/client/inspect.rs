@@ -28,12 +28,14 @@ type Lookup = (
 );
 
 /// The bucket fields `get` reads besides the body (which it reads apart, up to a length).
-const GET_FIELDS: [&str; 5] = [
+const GET_FIELDS: [&str; 7] = [
     field::TOPIC,
     field::DUE,
     field::DELAY,
     field::ATTEMPTS,
     field::DIED_AT,
+    field::DIED_WHY,
+    field::DELIVERED_AT,
 ];
 
 /// What [`Client::job_times`] reads of a job: its due time, attempts, death time and holder.
@@ -112,6 +114,8 @@ impl Client {
             State::Reserved
         } else if field(field::DIED_AT).is_some() {
             State::Dead
+        } else if field(field::DELIVERED_AT).is_some() {
+            State::Delivered
         } else {
             State::Ready
         };
@@ -135,6 +139,12 @@ impl Client {
                     .map_or(0, |attempts| attempts as u32)
             }),
             deadline: deadline.map(from_deadline_score).and_then(from_unix),
+            died_why: match state {
+                State::Dead => {
+                    field(field::DIED_WHY).map(|why| String::from_utf8_lossy(why).into_owned())
+                }
+                _ => None,
+            },
         })
     }
 

@@ -1565,3 +1565,68 @@ async fn a_topics_reserved_window_and_count_come_from_the_one_set_of_reservation
     let reserved: Vec<u64> = details.iter().map(|details| details.reserved).collect();
     assert_eq!(reserved, [3, 1]);
 }
+
+#[tokio::test]
+async fn a_buried_job_is_dead_at_once_with_its_reason_until_requeued() {
+    let (_server, mut redis, client) = start().await;
+    client.push("t", "refused").id("b1").await.unwrap();
+    move_due_jobs(&mut redis).await;
+    let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    assert_eq!(
+        client
+            .bury(&job, "Kafka refused it: no such topic")
+            .await
+            .unwrap(),
+        Nacked::Dead,
+        "dead on its first attempt"
+    );
+    assert_eq!(client.dead("t", 10).await.unwrap(), [JobId::from("b1")]);
+    let info = client.get("b1").await.unwrap();
+    assert_eq!(info.state, State::Dead);
+    assert_eq!(
+        info.died_why.as_deref(),
+        Some("Kafka refused it: no such topic")
+    );
+    // Requeued, the reason goes with the death; a stale receipt buries nothing.
+    assert!(client.requeue_dead_job("t", "b1").await.unwrap());
+    assert_eq!(client.get("b1").await.unwrap().died_why, None);
+    let why: Option<String> = redis.hget(job_bucket("b1"), "died_why").await.unwrap();
+    assert_eq!(why, None);
+    assert!(matches!(
+        client.bury(&job, "again").await,
+        Err(Error::NotReserved(_))
+    ));
+}
+
+#[tokio::test]
+async fn an_ack_that_keeps_the_data_leaves_the_job_readable_as_delivered() {
+    let (_server, mut redis, client) = start().await;
+    for id in ["kept", "deleted"] {
+        client
+            .push("t", format!("body of {id}"))
+            .id(id)
+            .await
+            .unwrap();
+    }
+    move_due_jobs(&mut redis).await;
+    let first = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    let second = reserve_now(&client, "t", Duration::from_secs(30)).await;
+    let (kept, deleted) = if first.id == "kept" {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    let acked = client
+        .ack_keeping([&kept], Some(Duration::from_secs(60)))
+        .await;
+    assert_eq!(acked[0].as_ref().unwrap(), &Acked::Done);
+    client.ack(&deleted).await.unwrap();
+    let info = client.get("kept").await.unwrap();
+    assert_eq!(info.state, State::Delivered);
+    assert_eq!(info.body.as_deref(), Some(&b"body of kept"[..]));
+    let ttl: i64 = redis.ttl(job_bucket("kept")).await.unwrap();
+    assert!((55..=60).contains(&ttl), "{ttl}");
+    assert_eq!(client.get("deleted").await.unwrap().state, State::Unknown);
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!(reserved, 0);
+}

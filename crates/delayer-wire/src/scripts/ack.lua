@@ -8,7 +8,11 @@
 -- KEYS[4..]  the jobs' buckets, one a job
 -- ARGV  the jobs' ids, in the order of the buckets; then each receipt's attempt (the `attempts`
 --       reserve returned); then each receipt's token (the reserve call's), "" for a receipt
---       without one (an HTTP client that sends back only the id and the attempt)
+--       without one (an HTTP client that sends back only the id and the attempt); then,
+--       optionally, how long to keep a finished job's data, in ms ("" or absent: deleted at once),
+--       and the caller's clock (unix seconds, only when this Redis user may not run TIME): a job
+--       delivered to Kafka by its id keeps its data that long for consumers to read, marked
+--       `delivered_at`
 --
 -- Returns a code a job, in order:
 --    1  the reservation named was current: the job is finished; or, when a legacy client pushed
@@ -41,6 +45,27 @@ require_permission('HDEL', holders, 'id')
 require_permission('DEL', unpack(KEYS, 4))
 
 local ids = {unpack(ARGV, 1, count)}
+local keep_ms = tonumber(ARGV[3 * count + 1] or '')
+if keep_ms and keep_ms < 1 then
+  keep_ms = nil
+end
+if keep_ms then
+  require_permission('PEXPIRE', KEYS[4], '1')
+end
+-- Read before any write (Redis before 5 takes TIME only then).
+local now = keep_ms and decimal(clock(ARGV[3 * count + 2] or ''))
+
+-- Finished jobs' data: deleted, or kept `keep_ms` marked delivered.
+local function finish(buckets)
+  if not keep_ms then
+    redis.call('DEL', unpack(buckets))
+    return
+  end
+  for _, bucket in ipairs(buckets) do
+    redis.call('HSET', bucket, 'delivered_at', now)
+    redis.call('PEXPIRE', bucket, keep_ms)
+  end
+end
 local pooled = naming(expected, scores, pool, ids)
 local holder = naming(expected, redis.call, 'HMGET', holders, unpack(ids))
 
@@ -62,7 +87,7 @@ end
 if usual then
   naming(expected, redis.call, 'ZREM', reserved, unpack(ids))
   redis.call('HDEL', holders, unpack(ids))
-  redis.call('DEL', unpack(KEYS, 4))
+  finish({unpack(KEYS, 4)})
   return codes
 end
 
@@ -129,7 +154,7 @@ if #unpool > 0 then
   redis.call('ZREM', pool, unpack(unpool))
 end
 if #delete > 0 then
-  redis.call('DEL', unpack(delete))
+  finish(delete)
 end
 for _, keep in ipairs(kept) do
   redis.call('HSET', keep[1], 'attempts', keep[2])

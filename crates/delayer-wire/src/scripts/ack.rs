@@ -1,5 +1,7 @@
 //! The ack script (`ack.lua`): finishes a job so that it is never delivered again.
 
+use std::time::Duration;
+
 use redis::RedisResult;
 use redis::aio::ConnectionLike;
 
@@ -30,12 +32,14 @@ pub enum Outcome {
 
 impl AckScript {
     /// Acks each reservation (job id, attempt, token or "" for none; each job named once), all
-    /// in one call.
+    /// in one call. The finished jobs' data is deleted, or with `keep` kept that long, marked
+    /// delivered.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         reservations: &[(&[u8], u32, &str)],
+        keep: Option<Duration>,
     ) -> RedisResult<Vec<Outcome>> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool()).key(keys.holders());
@@ -47,6 +51,9 @@ impl AckScript {
         }
         for (_, _, token) in reservations {
             call.arg(*token);
+        }
+        if let Some(keep) = keep {
+            call.arg(keep.as_millis() as u64).arg(super::host_clock());
         }
         let codes: Vec<i64> = call.invoke_async(connection).await?;
         if codes.len() != reservations.len() {

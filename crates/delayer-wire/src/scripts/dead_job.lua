@@ -42,7 +42,7 @@ if not dead_still then
 end
 if action == 'requeue' then
   -- Its attempts are counted afresh: an attempt alone no longer names one reservation.
-  redis.call('HDEL', bucket, 'attempts', 'died_at', 'ended')
+  redis.call('HDEL', bucket, 'attempts', 'died_at', 'died_why', 'ended')
   redis.call('HSET', bucket, 'recounted', '1')
   redis.call('ZADD', pool, now, id)
 else

@@ -30,6 +30,9 @@
 --          long, so that a retry far off does not find the job's data gone
 -- ARGV[14] with "nack" and "give_back": the receipt's token (the reserve call's); "" for a
 --          receipt without one, which names the reservation by its attempt alone (see ack.lua)
+-- ARGV[15] why a job goes dead, written to its bucket's `died_why` ("" for none: the field is
+--          removed, so that a reason from an earlier death is not told again). A job that can
+--          never be delivered (Kafka refuses it) is nacked with max attempts 1 and a reason.
 --
 -- Ending a reservation writes its attempt count back to the bucket's `attempts`, and, when the
 -- job goes back to the pool or dead by this call, its holder to `ended`: the receipt of the
@@ -153,6 +156,11 @@ for _, id in ipairs(ids) do
   elseif out_of_attempts then
     redis.call('LPUSH', dead_list, id)
     redis.call('HSET', bucket, 'died_at', now)
+    if ARGV[15] ~= '' then
+      redis.call('HSET', bucket, 'died_why', ARGV[15])
+    else
+      redis.call('HDEL', bucket, 'died_why')
+    end
     -- pcall: the registry only helps to list topics; it must never stop a release.
     if registry ~= '' then
       redis.pcall('SADD', registry, topic)

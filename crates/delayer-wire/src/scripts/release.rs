@@ -53,6 +53,7 @@ impl ReleaseScript {
             max_attempts,
             limit,
             ("lapsed", b"", (0, "")),
+            "",
         );
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
@@ -75,12 +76,27 @@ impl ReleaseScript {
     ) -> RedisResult<Released> {
         let mode = if counted { "nack" } else { "give_back" };
         let times = [retry_in, lifetime];
-        let call = self.call(keys, times, max_attempts, 1, (mode, id, receipt));
+        let call = self.call(keys, times, max_attempts, 1, (mode, id, receipt), "");
+        read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
+    }
+
+    /// Ends the reservation of job `id` that `(attempt, token)` names, if it is current, sending
+    /// the job to its topic's dead list at once, whatever its attempts, with `why` (a job that can
+    /// never be delivered, as one Kafka refuses): a nack with max attempts 1.
+    pub async fn bury(
+        &self,
+        connection: &mut impl ConnectionLike,
+        keys: &Keys,
+        id: &[u8],
+        receipt: (u32, &str),
+        why: &str,
+    ) -> RedisResult<Released> {
+        let call = self.call(keys, [0.0, 0.0], 1, 1, ("nack", id, receipt), why);
         read(call.invoke_async(connection).await?).ok_or_else(|| malformed("release"))
     }
 
     /// `[retry_in, lifetime]` in seconds; `(mode, id, (attempt, token))` are the script's
-    /// ARGV[8..10] and ARGV[14].
+    /// ARGV[8..10] and ARGV[14], `why` its ARGV[15].
     fn call(
         &self,
         keys: &Keys,
@@ -88,6 +104,7 @@ impl ReleaseScript {
         max_attempts: u32,
         limit: usize,
         (mode, id, (attempt, token)): (&str, &[u8], (u32, &str)),
+        why: &str,
     ) -> ScriptInvocation<'_> {
         let mut call = self.0.key(keys.reserved());
         call.key(keys.pool())
@@ -105,7 +122,8 @@ impl ReleaseScript {
             .arg(&keys.dead_affixes().suffix)
             .arg(keys.topic_for_scripts())
             .arg(lifetime)
-            .arg(token);
+            .arg(token)
+            .arg(why);
         call
     }
 }

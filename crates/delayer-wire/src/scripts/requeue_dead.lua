@@ -34,7 +34,7 @@ for _ = 1, tonumber(ARGV[3]) do
     and not redis.call('ZSCORE', reserved, id)
   if dead_still then
     -- Its attempts are counted afresh: an attempt alone no longer names one reservation.
-    redis.call('HDEL', bucket, 'attempts', 'died_at', 'ended')
+    redis.call('HDEL', bucket, 'attempts', 'died_at', 'died_why', 'ended')
     redis.call('HSET', bucket, 'recounted', '1')
     redis.call('ZADD', pool, now, id)
     requeued = requeued + 1

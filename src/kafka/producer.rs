@@ -1,0 +1,110 @@
+//! librdkafka's configuration for the brokers and security keys, and the context that turns its
+//! reports into log lines and figures.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::ConsumerContext;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::FutureProducer;
+use tracing::{debug, info, warn};
+
+use super::settings::{KafkaSettings, Mechanism, Protocol};
+use crate::metrics::KafkaLink;
+
+/// How long librdkafka tries to deliver a message (retrying as the brokers come and go) before
+/// it reports a failure: the job is then given back, to be tried again after a backoff.
+pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a topic may be missing from the brokers' metadata before its messages fail as
+/// "unknown topic" (librdkafka's default is 30 s).
+const TOPIC_PROPAGATION: Duration = Duration::from_secs(5);
+
+/// The settings every client of the link shares: brokers, security, and a client id.
+pub fn common(settings: &KafkaSettings) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &settings.brokers)
+        .set("client.id", "delayer");
+    let security = &settings.security;
+    let protocol = match security.protocol {
+        Protocol::Plaintext => "plaintext",
+        Protocol::Ssl => "ssl",
+        Protocol::SaslPlaintext => "sasl_plaintext",
+        Protocol::SaslSsl => "sasl_ssl",
+    };
+    config.set("security.protocol", protocol);
+    if let Some(ca_file) = &security.ca_file {
+        config.set("ssl.ca.location", ca_file.display().to_string());
+    }
+    if security.protocol.sasl() {
+        let mechanism = match security.mechanism {
+            Mechanism::Plain => "PLAIN",
+            Mechanism::ScramSha256 => "SCRAM-SHA-256",
+            Mechanism::ScramSha512 => "SCRAM-SHA-512",
+        };
+        config.set("sasl.mechanism", mechanism);
+        config.set(
+            "sasl.username",
+            security.username.clone().unwrap_or_default(),
+        );
+        config.set(
+            "sasl.password",
+            security.password.clone().unwrap_or_default(),
+        );
+    }
+    config
+}
+
+/// The producer: idempotent (a retry after a lost reply writes no second copy), every in-sync
+/// replica acknowledging each message before its delivery is reported.
+pub fn producer(
+    settings: &KafkaSettings,
+    link: Arc<KafkaLink>,
+) -> Result<FutureProducer<Reports>, KafkaError> {
+    let mut config = common(settings);
+    config
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set(
+            "message.timeout.ms",
+            DELIVERY_TIMEOUT.as_millis().to_string(),
+        )
+        .set(
+            "topic.metadata.propagation.max.ms",
+            TOPIC_PROPAGATION.as_millis().to_string(),
+        );
+    config.create_with_context(Reports { link })
+}
+
+/// Where librdkafka's log lines and errors go: the daemon's log (at debug for what repeats while
+/// a broker is down: the delivery loop says that once) and the link's figures.
+pub struct Reports {
+    pub link: Arc<KafkaLink>,
+}
+
+impl ClientContext for Reports {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error
+            | RDKafkaLogLevel::Warning => warn!(facility, "librdkafka: {message}"),
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                info!(facility, "librdkafka: {message}")
+            }
+            RDKafkaLogLevel::Debug => debug!(facility, "librdkafka: {message}"),
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.link.broker_error();
+        debug!("kafka: {error}: {reason}");
+    }
+}
+
+impl ConsumerContext for Reports {}

@@ -1,0 +1,594 @@
+//! The Kafka link, for real: a tansu broker (see `delayer_testkit::KafkaBroker`), daemons as
+//! processes, and what they wrote read back with kafka-python, a client we did not write
+//! (`support/kafka_client.py`). Due jobs reach Kafka once by key and never early, a missing Kafka
+//! topic sends its jobs to the dead list with the reason, a broker or daemon killed mid-delivery
+//! loses nothing, and delay requests read from Kafka are pushed once each.
+
+use crate::support;
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::{Client, NewPush, State};
+use delayer_testkit::KafkaBroker;
+use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
+use serde_json::Value;
+use support::http_client::{request, samples, serving, serving_with};
+use support::{
+    Daemon, DaemonSetup, RedisServer, delayer_fails, delayer_succeeds, read, wait_for,
+    wait_until_sync,
+};
+
+/// One message as kafka-python read it.
+#[derive(Debug, Clone)]
+struct Record {
+    topic: String,
+    key: Option<String>,
+    value: String,
+    /// CreateTime, unix ms (librdkafka's clock, this host's: Redis's here).
+    timestamp: i64,
+    headers: HashMap<String, String>,
+}
+
+/// Every message of `topics` (from the beginning), read until `count` came or `seconds` passed.
+fn read_kafka(broker: &KafkaBroker, topics: &[&str], count: usize, seconds: u32) -> Vec<Record> {
+    let output = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/it/support/kafka_client.py"
+        ))
+        .args(["read", &broker.address(), &topics.join(",")])
+        .args([count.to_string(), seconds.to_string()])
+        .output()
+        .expect("python3 (scripts/test installs it, and kafka-python)");
+    assert!(
+        output.status.success(),
+        "kafka_client.py read: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let json: Value = serde_json::from_str(line).unwrap();
+            Record {
+                topic: json["topic"].as_str().unwrap().to_string(),
+                key: json["key"].as_str().map(str::to_string),
+                value: json["value"].as_str().unwrap_or_default().to_string(),
+                timestamp: json["timestamp"].as_i64().unwrap(),
+                headers: serde_json::from_value(json["headers"].clone()).unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// Produces `messages` (JSON objects: key, value, headers) to `topic` with kafka-python.
+fn produce_kafka(broker: &KafkaBroker, topic: &str, messages: &[Value]) {
+    let mut child = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/it/support/kafka_client.py"
+        ))
+        .args(["produce", &broker.address(), topic])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut stdin = child.stdin.take().unwrap();
+    for message in messages {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "kafka_client.py produce: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `[delayer]` lines, then a `[kafka]` section for `broker` with `kafka` lines.
+fn with_kafka(broker: &KafkaBroker, kafka: &str) -> String {
+    format!("[kafka]\nbrokers = {}\n{kafka}", broker.address())
+}
+
+async fn redis_ms(redis: &mut MultiplexedConnection) -> i64 {
+    let (seconds, micros): (i64, i64) = delayer_client::redis::cmd("TIME")
+        .query_async(redis)
+        .await
+        .unwrap();
+    seconds * 1000 + micros / 1000
+}
+
+/// Pushes `count` jobs over `topics`, due over `spread_ms`; each job's id with its due time by
+/// Redis's clock at the latest (Redis's TIME before the push, plus the delay).
+async fn push_jobs(
+    client: &Client,
+    redis: &mut MultiplexedConnection,
+    topics: &[&str],
+    count: usize,
+    spread_ms: u64,
+) -> HashMap<String, i64> {
+    let mut due = HashMap::new();
+    for chunk in (0..count).collect::<Vec<_>>().chunks(200) {
+        let now = redis_ms(redis).await;
+        let jobs: Vec<NewPush> = chunk
+            .iter()
+            .map(|&n| {
+                let delay = spread_ms * n as u64 / count as u64;
+                let id = format!("job-{n}");
+                due.insert(id.clone(), now + delay as i64);
+                NewPush::new(topics[n % topics.len()], format!("body of {n}"))
+                    .id(id)
+                    .delay(Duration::from_millis(delay))
+            })
+            .collect();
+        client.push_many(jobs).await.unwrap();
+    }
+    due
+}
+
+/// What Redis still holds of the jobs: waiting, ready on `topics`, reserved.
+async fn left_in_redis(redis: &mut MultiplexedConnection, topics: &[&str]) -> usize {
+    let mut left: usize = redis.zcard(JOB_POOL).await.unwrap();
+    left += redis.zcard::<_, usize>(RESERVED).await.unwrap();
+    for topic in topics {
+        left += redis.llen::<_, usize>(ready_queue(topic)).await.unwrap();
+    }
+    left
+}
+
+/// Each key's count among `records`.
+fn by_key(records: &[Record]) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for record in records {
+        *counts
+            .entry(record.key.clone().unwrap_or_default())
+            .or_default() += 1;
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn due_jobs_reach_kafka_once_each_by_key_and_never_early_from_three_daemons() {
+    let broker = KafkaBroker::start();
+    let topics = ["orders", "mails", "invoices", "alerts"];
+    for topic in topics {
+        broker.create_topic(topic, 3);
+    }
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let config = with_kafka(&broker, "message = body\n");
+    let daemons: Vec<Daemon> = ["a", "b", "c"]
+        .iter()
+        .map(|name| Daemon::start(&server.daemon_config(name, &config).0))
+        .collect();
+    let due = push_jobs(&client, &mut redis, &topics, 2_000, 3_000).await;
+
+    let records = read_kafka(&broker, &topics, 2_000, 40);
+    let counts = by_key(&records);
+    let missing: Vec<&String> = due.keys().filter(|id| !counts.contains_key(*id)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} jobs never reached Kafka: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+    for record in &records {
+        let key = record.key.as_ref().unwrap();
+        let n: usize = key.strip_prefix("job-").unwrap().parse().unwrap();
+        assert_eq!(record.value, format!("body of {n}"));
+        assert_eq!(record.topic, topics[n % topics.len()]);
+        assert_eq!(record.headers["delayer-topic"], record.topic);
+        assert_eq!(record.headers["delayer-attempt"], "1");
+        let due_ms: i64 = record.headers["delayer-due-ms"].parse().unwrap();
+        assert!(
+            due_ms >= due[key],
+            "{key}: the due header {due_ms} is before its due time {}",
+            due[key]
+        );
+        assert!(
+            record.timestamp >= due[key],
+            "{key} was produced at {} ms, before its due time {} ms by Redis's clock",
+            record.timestamp,
+            due[key]
+        );
+    }
+    wait_for(
+        Duration::from_secs(10),
+        "every delivered job acked in Redis",
+        || {
+            let mut redis = redis.clone();
+            async move { (left_in_redis(&mut redis, &topics).await == 0).then_some(()) }
+        },
+    )
+    .await;
+    drop(daemons);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_id_form_carries_the_id_and_keeps_the_data_for_get() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("delayed.orders", 1);
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let kafka = "message = id\ntopics = ord*\ntopic_prefix = delayed.\nkeep_delivered = 600\n";
+    let (_daemon, _, http) = serving_with(&server, "a", &with_kafka(&broker, kafka), "");
+    push_jobs(&client, &mut redis, &["orders"], 50, 500).await;
+    // A topic the patterns leave out stays on its ready list.
+    client
+        .push("other", "not for Kafka")
+        .id("other-1")
+        .await
+        .unwrap();
+
+    let records = read_kafka(&broker, &["delayed.orders"], 50, 30);
+    assert_eq!(records.len(), 50);
+    for record in &records {
+        assert_eq!(
+            Some(&record.value),
+            record.key.as_ref(),
+            "the value is the job id"
+        );
+    }
+    let info = wait_for(
+        Duration::from_secs(10),
+        "the job acked as delivered",
+        || {
+            let client = client.clone();
+            async move {
+                let info = client.get("job-7").await.unwrap();
+                (info.state == State::Delivered).then_some(info)
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        info.body.as_deref(),
+        Some(&b"body of 7"[..]),
+        "get reads the data after delivery"
+    );
+    let ttl: i64 = redis
+        .ttl(delayer_wire::keys::job_bucket("job-7"))
+        .await
+        .unwrap();
+    let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+    assert_eq!(metrics["delayer_kafka_delivered_jobs_total"], 50.0);
+    assert_eq!(metrics["delayer_kafka_up"], 1.0);
+    assert_eq!(metrics["delayer_kafka_in_flight_jobs"], 0.0);
+    assert_eq!(metrics["delayer_kafka_due_to_acked_seconds_count"], 50.0);
+    let overview = request(&http, "GET", "/", &[], b"").body;
+    assert!(overview.contains("Kafka at <code>"), "{overview}");
+    assert!((590..=600).contains(&ttl), "kept keep_delivered: {ttl}");
+    let other: Vec<String> = redis.lrange(ready_queue("other"), 0, -1).await.unwrap();
+    assert_eq!(other, ["other-1"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_whose_kafka_topic_does_not_exist_is_dead_with_the_reason_and_others_flow() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("present", 1);
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let (config, _) = server.daemon_config("a", &with_kafka(&broker, ""));
+    let _daemon = Daemon::start(&config);
+    for n in 0..20 {
+        client
+            .push("absent", "lost?")
+            .id(format!("absent-{n}"))
+            .await
+            .unwrap();
+        client
+            .push("present", "fine")
+            .id(format!("present-{n}"))
+            .await
+            .unwrap();
+    }
+    let records = read_kafka(&broker, &["present"], 20, 30);
+    assert_eq!(by_key(&records).len(), 20, "the other topic keeps flowing");
+    let dead = wait_for(
+        Duration::from_secs(30),
+        "the absent topic's jobs on its dead list",
+        || {
+            let client = client.clone();
+            async move {
+                let dead = client.dead("absent", 100).await.unwrap();
+                (dead.len() == 20).then_some(dead)
+            }
+        },
+    )
+    .await;
+    let info = client.get(&dead[0]).await.unwrap();
+    assert_eq!(info.state, State::Dead);
+    let why = info.died_why.unwrap_or_default();
+    assert!(why.contains("UnknownTopic"), "{why}");
+    let listed = delayer_succeeds(&config, &["dead", "absent"]);
+    assert!(
+        listed.contains("\"died_why\":\"Kafka refused it"),
+        "{listed}"
+    );
+    assert_eq!(left_in_redis(&mut redis, &["absent", "present"]).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broker_killed_and_restarted_mid_delivery_loses_nothing() {
+    let mut broker = KafkaBroker::start();
+    broker.create_topic("t", 2);
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let (config, _) = server.daemon_config("a", &with_kafka(&broker, ""));
+    let _daemon = Daemon::start(&config);
+    let due = push_jobs(&client, &mut redis, &["t"], 600, 4_000).await;
+    // Killed once some are delivered, and down for 3 s while the others fall due: librdkafka
+    // holds and retries what it was given, the daemon reserves no more meanwhile.
+    let early = read_kafka(&broker, &["t"], 50, 20);
+    assert!(!early.is_empty());
+    broker.kill();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    broker.restart();
+
+    let records = read_kafka(&broker, &["t"], 600, 60);
+    let counts = by_key(&records);
+    let missing: Vec<&String> = due.keys().filter(|id| !counts.contains_key(*id)).collect();
+    assert!(missing.is_empty(), "lost: {missing:?}");
+    let again = records.len() - counts.len();
+    println!("{again} of 600 jobs delivered more than once around the broker's restart");
+    wait_for(Duration::from_secs(10), "Redis left empty", || {
+        let mut redis = redis.clone();
+        async move { (left_in_redis(&mut redis, &["t"]).await == 0).then_some(()) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_daemon_killed_mid_delivery_leaves_its_job_to_be_delivered_again_after_its_ttr() {
+    let mut broker = KafkaBroker::start();
+    broker.create_topic("t", 1);
+    let server = RedisServer::start();
+    let redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let (config, logs) = server.daemon_config("a", &with_kafka(&broker, "ttr = 2\n"));
+    // The broker down: the delivery fails (after librdkafka's 15 s), the job is given back and
+    // tried again one at a time; the daemon is killed while it holds the job, reserved.
+    broker.kill();
+    let mut daemon = Daemon::start(&config);
+    client.push("t", "once").id("held").await.unwrap();
+    let logged = || read(&logs.error) + &read(&logs.access);
+    wait_until_sync(Duration::from_secs(30), "the outage logged", || {
+        logged().contains("kafka does not take messages")
+    });
+    assert!(logged().contains("due jobs wait in Redis"), "{}", logged());
+    wait_for(Duration::from_secs(10), "the job reserved again", || {
+        let mut redis = redis.clone();
+        async move { (redis.zcard::<_, usize>(RESERVED).await.unwrap() == 1).then_some(()) }
+    })
+    .await;
+    daemon.signal("KILL");
+    daemon.wait(Duration::from_secs(5));
+    broker.restart();
+    let _again = Daemon::start(&config);
+    let records = read_kafka(&broker, &["t"], 1, 30);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0].key.as_deref(), Some("held"));
+    assert_eq!(
+        records[0].headers["delayer-attempt"], "2",
+        "delivered again after its ttr, the killed attempt counted (the one given back not)"
+    );
+    wait_for(Duration::from_secs(10), "acked", || {
+        let mut redis = redis.clone();
+        async move { (left_in_redis(&mut redis, &["t"]).await == 0).then_some(()) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn delay_requests_read_from_kafka_are_pushed_once_each_through_stops_and_a_reread() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("requests", 2);
+    broker.create_topic("out", 2);
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let start = redis_ms(&mut redis).await;
+    // Half to Kafka (topic out), half to a ready list (topic plain); half keyed, half not.
+    let requests: Vec<Value> = (0..1_000)
+        .map(|n| {
+            let topic = if n % 2 == 0 { "out" } else { "plain" };
+            let mut headers = serde_json::json!({"delayer-topic": topic});
+            if n % 3 == 0 {
+                headers["delayer-due-ms"] = (start + 2_000 + n).to_string().into();
+            } else {
+                headers["delayer-delay-ms"] = (n % 1_500).to_string().into();
+            }
+            let key = (n % 4 < 2).then(|| format!("req-{n}"));
+            serde_json::json!({"key": key, "value": format!("request {n}"), "headers": headers})
+        })
+        .collect();
+    produce_kafka(&broker, "requests", &requests);
+    let kafka = "topics = out\nrequests_topic = requests\n";
+    let (config, logs) = server.daemon_config("a", &with_kafka(&broker, kafka));
+    // Stopped twice while it reads; the third run finishes. (Not kill -9: tansu 0.6.0 never
+    // evicts a group member that died without leaving, so its partitions would stay assigned
+    // to it; the re-read below is what a crash between a push and its commit causes.)
+    let pushed = |redis: MultiplexedConnection| async move {
+        let offsets: HashMap<String, i64> = redis
+            .clone()
+            .hgetall("delayer:kafka_offsets:delayer")
+            .await
+            .unwrap();
+        offsets.values().sum::<i64>()
+    };
+    for _ in 0..2 {
+        let before = pushed(redis.clone()).await;
+        let daemon = Daemon::start(&config);
+        wait_for(Duration::from_secs(20), "more requests pushed", || {
+            let redis = redis.clone();
+            async move { (pushed(redis).await > before).then_some(()) }
+        })
+        .await;
+        stop(daemon, &logs);
+    }
+    let daemon = Daemon::start(&config);
+
+    let records = read_kafka(&broker, &["out"], 500, 40);
+    // Popped as they come, until 500 came and a moment passed for any copy.
+    let mut plain: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while plain.len() < 500 && std::time::Instant::now() < deadline {
+        let popped: Option<(String, String)> =
+            redis.brpop(ready_queue("plain"), 0.2).await.unwrap();
+        plain.extend(popped.map(|(_, id)| id));
+    }
+    let counts = by_key(&records);
+    assert_eq!(
+        records.len(),
+        500,
+        "each request to Kafka once: {} keys; the daemon's log:\n{}{}",
+        counts.len(),
+        read(&logs.access),
+        read(&logs.error)
+    );
+    let bodies: HashSet<&str> = records.iter().map(|record| record.value.as_str()).collect();
+    assert_eq!(bodies.len(), 500);
+    for record in &records {
+        let n: i64 = record
+            .value
+            .strip_prefix("request ")
+            .unwrap()
+            .parse()
+            .unwrap();
+        let key = record.key.as_deref().unwrap();
+        if n % 4 < 2 {
+            assert_eq!(key, format!("req-{n}"), "the message key is the job id");
+        }
+        if n % 3 == 0 {
+            assert!(
+                record.timestamp >= start + 2_000 + n,
+                "request {n} delivered early"
+            );
+        }
+    }
+    let unique: HashSet<&String> = plain.iter().collect();
+    assert_eq!(
+        (plain.len(), unique.len()),
+        (500, 500),
+        "each request to a ready list once"
+    );
+
+    // Every request read again (the group's offsets rewound, as after a crash between a push and
+    // its commit): the offsets kept in Redis skip them all.
+    stop(daemon, &logs);
+    kafka_client(&broker, &["rewind", "delayer", "requests"]);
+    let daemon = Daemon::start(&config);
+    logs.wait_for_line("kafka: reading delay requests");
+    support::wait_until_sync(Duration::from_secs(30), "the requests read again", || {
+        kafka_client(&broker, &["committed", "delayer", "requests"]).trim() == "1000"
+    });
+    stop(daemon, &logs);
+    assert_eq!(
+        read_kafka(&broker, &["out"], 501, 2).len(),
+        500,
+        "none pushed again"
+    );
+    let late: usize = redis.llen(ready_queue("plain")).await.unwrap();
+    let waiting: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert_eq!((late, waiting), (0, 0), "none pushed again");
+}
+
+/// Stops `daemon` (SIGTERM): it must exit cleanly within 10 s; its log is shown if not.
+fn stop(mut daemon: Daemon, logs: &support::Logs) {
+    daemon.signal("TERM");
+    let status = daemon.wait(Duration::from_secs(10));
+    assert!(
+        status.success(),
+        "the daemon did not stop cleanly ({status:?}); its log:\n{}{}",
+        read(&logs.access),
+        read(&logs.error)
+    );
+}
+
+/// Runs kafka_client.py with `args` after the broker's address; its output.
+fn kafka_client(broker: &KafkaBroker, args: &[&str]) -> String {
+    let output = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/it/support/kafka_client.py"
+        ))
+        .arg(args[0])
+        .arg(broker.address())
+        .args(&args[1..])
+        .output()
+        .expect("python3");
+    assert!(
+        output.status.success(),
+        "kafka_client.py {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_config_says_whether_the_brokers_answer() {
+    let broker = KafkaBroker::start();
+    let server = RedisServer::start();
+    let (config, _) = server.daemon_config("a", &with_kafka(&broker, ""));
+    let out = delayer_succeeds(&config, &["--check-config"]);
+    assert!(
+        out.contains(&format!("the Kafka brokers {} answer", broker.address())),
+        "{out}"
+    );
+    let nobody = format!("127.0.0.1:{}", support::free_port());
+    let (config, _) = server.daemon_config("b", &format!("[kafka]\nbrokers = {nobody}\n"));
+    let error = delayer_fails(&config, &["--check-config"]);
+    assert!(
+        error.contains(&format!("the Kafka brokers {nobody} do not answer")),
+        "{error}"
+    );
+    let (config, _) = server.daemon_config("c", "[kafka]\ntopics = x\n");
+    let error = delayer_fails(&config, &["--check-config"]);
+    assert!(error.contains("[kafka] brokers"), "{error}");
+}
+
+/// librdkafka's threads are named `rdk:...`.
+fn kafka_threads(daemon: &Daemon) -> usize {
+    std::fs::read_dir(format!("/proc/{}/task", daemon.pid()))
+        .unwrap()
+        .filter(|task| {
+            let comm = task.as_ref().unwrap().path().join("comm");
+            std::fs::read_to_string(comm)
+                .unwrap_or_default()
+                .starts_with("rdk:")
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_kafka_section_there_is_no_kafka_client_nor_thread() {
+    let broker = KafkaBroker::start();
+    let server = RedisServer::start();
+    let (without, _, http) = serving(&server, "plain", "");
+    let metrics = request(&http, "GET", "/metrics", &[], b"").body;
+    assert!(!metrics.contains("kafka"), "{metrics}");
+    let (linked, logs) = server.daemon_config("linked", &with_kafka(&broker, ""));
+    let with = Daemon::start(&linked);
+    logs.wait_for_line("Service started successfully");
+    wait_for(
+        Duration::from_secs(10),
+        "librdkafka's threads in the linked daemon",
+        || {
+            let found = kafka_threads(&with);
+            async move { (found > 0).then_some(()) }
+        },
+    )
+    .await;
+    assert_eq!(kafka_threads(&without), 0);
+}
