@@ -22,6 +22,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::debug;
 
 use super::outage::PollFailure;
 use super::step::{Limits, MIN_POLL_GAP, MoverSettings, Step, wait_until};
@@ -37,6 +38,10 @@ const BATCHES_PER_TURN: usize = 10;
 /// How long a poll waits for the registry before it goes on with the topics it knew: a hung
 /// master holding the registry must not hold up the others' moves for long.
 const REGISTRY_WAIT: Duration = Duration::from_millis(500);
+/// How long the registry may go unread, its reads timing out, before that is an outage: its
+/// master's connection also carries the drains' script calls, queued ahead of the read, so a busy
+/// master is slow, not lost, for as long as a reply may take.
+const REGISTRY_SLOW_FOR: Duration = delayer_wire::connection::RESPONSE_TIMEOUT;
 /// The most topics drained at once: each script call of a drain waits behind those before it on
 /// its master's connection, so more would only make each wait longer (until a reply seems lost),
 /// and a stop waits for every call in flight.
@@ -105,17 +110,22 @@ impl ClusterMover {
         // known, whatever becomes of the registry's master.
         let mut ready = false;
         let mut read_registry_at = Instant::now();
+        let mut registry_read_at = Instant::now();
         loop {
             if !shutdown.is_cancelled() && Instant::now() >= read_registry_at {
                 read_registry_at = Instant::now() + self.read_registry_every(&watch);
-                match self.read_registry().await {
-                    Ok(registry) => {
+                let patient = ready && registry_read_at.elapsed() < REGISTRY_SLOW_FOR;
+                match self.read_registry(patient).await {
+                    Ok(Some(registry)) => {
                         self.step.metrics().polled(true);
                         self.step.outages().succeeded(None);
                         schedule.add_topics(registry, self.layout, self.step.now());
                         watch.ensure(self.nodes.masters());
                         ready = true;
+                        registry_read_at = Instant::now();
                     }
+                    // Slow: the drains go on with the topics known, and it is read again soon.
+                    Ok(None) => read_registry_at = Instant::now() + timer_interval,
                     // The drains go on with the topics known so far.
                     Err(error) => {
                         self.step.metrics().polled(false);
@@ -186,8 +196,9 @@ impl ClusterMover {
     /// The topics of the registry (the slot map read first, if not known yet). Redis's time is
     /// read after them, once the moves go by it: idle topics run no script that would read it, and
     /// the loop decides by it which topics are due. Each read is bounded by [`REGISTRY_WAIT`]: the
-    /// drains under way are not polled meanwhile.
-    async fn read_registry(&self) -> RedisResult<Vec<Topic>> {
+    /// drains under way are not polled meanwhile. `patient`: a read that times out is `None`, not
+    /// a failure (see [`REGISTRY_SLOW_FOR`]).
+    async fn read_registry(&self, patient: bool) -> RedisResult<Option<Vec<Topic>>> {
         if self.nodes.masters().is_empty() {
             self.nodes.refresh().await?;
         }
@@ -198,8 +209,14 @@ impl ClusterMover {
                 return Err(error);
             }
         };
-        let read = tokio::time::timeout(REGISTRY_WAIT, connection.smembers(&self.registry));
-        let topics: RedisResult<Vec<Topic>> = read.await.unwrap_or_else(|_| {
+        let read = tokio::time::timeout(REGISTRY_WAIT, connection.smembers(&self.registry)).await;
+        if read.is_err() && patient {
+            debug!(
+                "The registry's master did not answer within {REGISTRY_WAIT:?}; read again soon"
+            );
+            return Ok(None);
+        }
+        let topics: RedisResult<Vec<Topic>> = read.unwrap_or_else(|_| {
             Err(RedisError::from((
                 ErrorKind::Io,
                 "the registry's master did not answer within",
@@ -221,7 +238,7 @@ impl ClusterMover {
             ),
             Err(error) => self.nodes.failed(Some(&master), error),
         }
-        topics
+        topics.map(Some)
     }
 
     /// Takes note of a drain's end: when to poll its topic again.
