@@ -143,25 +143,27 @@ async fn claimers_racing_push_each_tick_once() {
             .unwrap();
     }
     let start = redis_ms(&mut redis).await;
-    let claimers: Vec<_> = (0..4)
-        .map(|_| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                let mut firing = Firing::default();
-                let mut lost = 0;
-                let until = tokio::time::Instant::now() + Duration::from_secs(3);
-                while tokio::time::Instant::now() < until {
-                    let round = client.fire_schedules(&mut firing).await.unwrap();
-                    lost += round.claims.iter().filter(|c| c.2 == Fired::Lost).count();
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                lost
-            })
-        })
-        .collect();
+    // Each round, the four start together: their reads go out before any claim, so that every
+    // tick is planned by all four and claimed by one (a race each time, not by chance).
+    let mut firings: Vec<Firing> = (0..4).map(|_| Firing::default()).collect();
     let mut lost = 0;
-    for claimer in claimers {
-        lost += claimer.await.unwrap();
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < until {
+        let rounds = futures_util::future::join_all(
+            firings
+                .iter_mut()
+                .map(|firing| client.fire_schedules(firing)),
+        )
+        .await;
+        for round in rounds {
+            lost += round
+                .unwrap()
+                .claims
+                .iter()
+                .filter(|c| c.2 == Fired::Lost)
+                .count();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(lost > 0, "the claimers did race");
     let pool: Vec<(String, f64)> = redis.zrange_withscores(JOB_POOL, 0, -1).await.unwrap();
