@@ -209,8 +209,10 @@ async fn push_all(client: &Client, mut requests: Vec<Request>) -> anyhow::Result
                 NewPush::new(request.topic.as_str(), request.body.clone()).id(request.id.as_str());
             match request.due {
                 Due::In(delay) => job.delay(delay),
-                Due::At(at) if at > SystemTime::now() => job.at(at),
-                Due::At(_) => job.delay(Duration::ZERO),
+                // A due time is kept as the job's score, so it moves when Redis's clock passes it.
+                // A past one (by this host's clock) is due at this host's now: never before the
+                // time asked, whichever of the two clocks is ahead.
+                Due::At(at) => job.at(at.max(SystemTime::now())),
             }
         });
         match client.push_many(jobs.collect::<Vec<_>>()).await {
