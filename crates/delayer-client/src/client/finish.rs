@@ -203,16 +203,11 @@ impl Client {
     /// (shown by `get`, `delayer dead` and the console): for a job that can never be delivered,
     /// as one Kafka refuses. An error when that reservation is not current.
     pub async fn bury(&self, reservation: impl Into<Receipt>, why: &str) -> Result<Nacked> {
+        let reservation = reservation.into();
+        let keys = self.reserved_keys(&reservation).await?;
         let Receipt {
-            id,
-            attempt,
-            token,
-            topic,
-        } = reservation.into();
-        check_id(id.as_bytes())?;
-        let Some(keys) = self.keys_of(id.as_bytes(), topic.as_ref()).await? else {
-            return Err(Error::NotReserved(id));
-        };
+            id, attempt, token, ..
+        } = reservation;
         let receipt = (attempt, token.as_deref().unwrap_or(""));
         let released = self
             .inner
@@ -278,16 +273,11 @@ impl Client {
     /// from now. An error when that reservation is not current, or
     /// when a receipt without a token cannot name one ([`Error::TokenNeeded`]).
     pub async fn touch(&self, reservation: impl Into<Receipt>, ttr: Duration) -> Result<()> {
+        let reservation = reservation.into();
+        let keys = self.reserved_keys(&reservation).await?;
         let Receipt {
-            id,
-            attempt,
-            token,
-            topic,
-        } = reservation.into();
-        check_id(id.as_bytes())?;
-        let Some(keys) = self.keys_of(id.as_bytes(), topic.as_ref()).await? else {
-            return Err(Error::NotReserved(id));
-        };
+            id, attempt, token, ..
+        } = reservation;
         let ttr = self.checked_ttr(ttr)?;
         let touched = self
             .inner
@@ -307,5 +297,15 @@ impl Client {
             Named::NotCurrent => Err(Error::NotReserved(id)),
             Named::TokenNeeded => Err(Error::TokenNeeded(id)),
         }
+    }
+
+    /// The keys of the job `reservation` names (its id checked first), or
+    /// [`Error::NotReserved`] when none can be found.
+    async fn reserved_keys(&self, reservation: &Receipt) -> Result<Cow<'_, Keys>> {
+        let id = &reservation.id;
+        check_id(id.as_bytes())?;
+        self.keys_of(id.as_bytes(), reservation.topic.as_ref())
+            .await?
+            .ok_or_else(|| Error::NotReserved(id.clone()))
     }
 }
