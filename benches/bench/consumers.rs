@@ -10,7 +10,7 @@ use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, DEFAULT_CONCURRENCY, NewPush, Worker};
 use delayer_wire::keys::{Layout, job_bucket, ready_queue};
-use delayer_wire::scripts::push::{NewJob, PushScript};
+use delayer_wire::scripts::push::{Form, NewJob, PushScript};
 use delayer_wire::time::unix_now;
 use tokio::task::JoinSet;
 
@@ -124,7 +124,7 @@ pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> Run {
                             delay: 3600.0,
                         };
                         script
-                            .run(&mut redis, &Layout::LEGACY.keys(""), &[job])
+                            .run(&mut redis, &Layout::LEGACY.keys(""), Form::Legacy, &[job])
                             .await
                             .unwrap();
                     }

@@ -48,7 +48,15 @@ pub struct Settings {
     /// default). The daemon's shell commands turn it off for a `delayer.conf` without `[http]`,
     /// so that a drop-in install writes no history key.
     pub count_history: bool,
+    /// Jobs pushed to fall due at least this long after their push wait in the compact layout
+    /// (a third of the memory; see `docs/compact.md`) while a daemon that stages them runs;
+    /// `None`: every job in the legacy form. Default [`DEFAULT_COMPACT_AFTER`] (124 s). Any job
+    /// is moved on time either way; a shorter value only makes the daemon stage sooner.
+    pub compact_after: Option<Duration>,
 }
+
+/// The shortest delay of a job that waits compact, by default (see [`Settings::compact_after`]).
+pub const DEFAULT_COMPACT_AFTER: Duration = delayer_wire::compact::DEFAULT_AFTER;
 
 impl Default for Settings {
     fn default() -> Settings {
@@ -60,6 +68,7 @@ impl Default for Settings {
             layout: Layout::default(),
             max_body_read: None,
             count_history: true,
+            compact_after: Some(DEFAULT_COMPACT_AFTER),
         }
     }
 }

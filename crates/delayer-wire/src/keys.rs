@@ -5,6 +5,8 @@
 
 use std::borrow::Cow;
 
+use crate::compact::CompactKeys;
+
 /// Sorted set: job id → due time in unix seconds (whole seconds from legacy clients).
 pub const JOB_POOL: &str = "delayer:job_pool";
 /// Prefix of the hash holding a job's fields (see [`field`]).
@@ -41,6 +43,9 @@ pub const PARKED_SET_PREFIX: &str = "delayer:parked:";
 /// Ours. Prefix of a console session ended by a logout (the session's id follows): while the key
 /// exists, until the session would have expired anyway, every daemon on this Redis refuses it.
 pub const LOGGED_OUT_PREFIX: &str = "delayer:logged_out:";
+/// Ours. What the keys of the compact layout start with (see [`crate::compact`]): where jobs
+/// our own code pushes wait until shortly before they fall due, on one Redis.
+pub const COMPACT_PREFIX: &str = "delayer:compact:";
 /// Ours. Set of every topic seen (pushed by our clients, or moved by the daemon), so that nothing
 /// needs to SCAN to find them.
 pub const TOPICS: &str = "delayer:topics";
@@ -282,6 +287,7 @@ impl Layout {
                 topics: TOPICS.to_string(),
                 schedule_prefix: SCHEDULE_PREFIX.to_string(),
                 schedules_by_next: SCHEDULES_BY_NEXT.to_string(),
+                compact: Some(CompactKeys::new(COMPACT_PREFIX)),
                 topic: None,
             },
             Placement::PerTopic => {
@@ -306,6 +312,8 @@ impl Layout {
                     // A schedule's keys are its topic's: the fire script pushes its jobs.
                     schedule_prefix: tagged("schedule:"),
                     schedules_by_next: tagged("schedules_by_next"),
+                    // Not yet: the cluster layout's jobs all wait in the legacy form.
+                    compact: None,
                     topic: Some(topic.to_string()),
                 }
             }
@@ -337,6 +345,7 @@ pub struct Keys {
     topics: String,
     schedule_prefix: String,
     schedules_by_next: String,
+    compact: Option<CompactKeys>,
     /// Placed per topic: the one topic whose keys these are. The registry of topics is in
     /// another slot than they are then, out of the scripts' reach.
     topic: Option<String>,
@@ -509,6 +518,17 @@ impl Keys {
     /// else "" (each job's own `topic` field says).
     pub fn topic_for_scripts(&self) -> &str {
         self.topic.as_deref().unwrap_or("")
+    }
+
+    /// The keys of the compact layout, where this layout has one (one Redis; not yet the
+    /// cluster layout).
+    pub fn compact(&self) -> Option<&CompactKeys> {
+        self.compact.as_ref()
+    }
+
+    /// What the compact layout's keys start with, as the scripts are told it: "" for none.
+    pub fn compact_for_scripts(&self) -> &str {
+        self.compact.as_ref().map_or("", CompactKeys::prefix)
     }
 
     /// The registry of topics as the scripts are told it: "" where it is in another slot than

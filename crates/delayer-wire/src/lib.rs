@@ -10,9 +10,11 @@
 //! [`history`] is what happened, counted per minute. [`name`] holds ids and topics as the bytes
 //! clients wrote; [`time`] turns Redis's scores and times into Rust's; [`consumer`] holds what
 //! consumers tell of themselves in their heartbeats; [`connection`] and [`watch`] reach Redis (one
-//! server, Sentinel or a cluster) and hear of writes to keys.
+//! server, Sentinel or a cluster) and hear of writes to keys. [`compact`] is where jobs our own
+//! code pushes wait until shortly before they fall due, in a third of the memory.
 #![forbid(unsafe_code)]
 
+pub mod compact;
 pub mod connection;
 pub mod consumer;
 pub mod history;

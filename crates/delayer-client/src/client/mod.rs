@@ -31,6 +31,7 @@ use crate::keys::{Keys, Layout};
 use crate::name::Topic;
 use crate::scripts::ack::AckScript;
 use crate::scripts::body::{Body, BodyScript};
+use crate::scripts::compact_job::CompactJobScript;
 use crate::scripts::count::CountScript;
 use crate::scripts::dead_job::DeadJobScript;
 use crate::scripts::find_reserved::FindReservedScript;
@@ -86,6 +87,7 @@ struct Scripts {
     heartbeat: HeartbeatScript,
     ack: AckScript,
     body: BodyScript,
+    compact_job: CompactJobScript,
     count: CountScript,
     release: ReleaseScript,
     requeue_dead: RequeueDeadScript,

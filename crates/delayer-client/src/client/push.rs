@@ -10,7 +10,7 @@ use super::{Client, check_id, check_topic_to_write_in};
 use crate::error::{Error, Result};
 use crate::job::unique_id;
 use crate::name::{JobId, Topic};
-use crate::scripts::push::NewJob;
+use crate::scripts::push::{Form, NewJob};
 use crate::settings::{MAX_DELAY, MAX_PUSH_BATCH};
 use crate::time::{to_unix, unix_now};
 use delayer_wire::history::field;
@@ -28,6 +28,16 @@ pub enum Removed {
 }
 
 impl Client {
+    /// How this client's pushes write jobs (see [`Settings::compact_after`]).
+    ///
+    /// [`Settings::compact_after`]: crate::Settings::compact_after
+    fn push_form(&self) -> Form {
+        match self.settings().compact_after {
+            Some(after) => Form::CompactAfter(after),
+            None => Form::Legacy,
+        }
+    }
+
     /// A new job on `topic`, due at once unless [`Push::delay`] or [`Push::at`] say otherwise;
     /// `.await` it for its id.
     pub fn push(&self, topic: impl Into<Topic>, body: impl Into<Vec<u8>>) -> Push<'_> {
@@ -42,6 +52,16 @@ impl Client {
         let Some(keys) = self.keys_of(id, None).await? else {
             return Ok(Removed::Unknown);
         };
+        if let Some(compact) = keys.compact() {
+            let mut connection = self.connection().await?;
+            let scripts = &self.inner.scripts;
+            if (scripts.compact_job)
+                .remove(&mut connection, &keys, compact, id)
+                .await?
+            {
+                return Ok(Removed::Waiting);
+            }
+        }
         let (from_pool, data): (i64, i64) = redis::pipe()
             .atomic()
             .zrem(keys.pool(), id)
@@ -291,7 +311,7 @@ impl Client {
                     .inner
                     .scripts
                     .push
-                    .run(&mut connection, &keys, &jobs)
+                    .run(&mut connection, &keys, self.push_form(), &jobs)
                     .await;
                 let refused = refused.map_err(|error| {
                     let error = Error::about_key(error, keys.pool());

@@ -77,7 +77,7 @@ pub struct TopicDetails {
 /// The pool's counts and some ready lists' lengths: what the daemon's `/metrics` reports.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Lengths {
-    /// Jobs in the pool.
+    /// Jobs waiting: in the pool, or compact (see `docs/compact.md`).
     pub waiting: u64,
     /// Of those, the ones due now.
     pub due_now: u64,
@@ -377,8 +377,18 @@ impl Client {
             .iter()
             .filter_map(|(_, _, next)| Some(next.first()?.1))
             .min_by(f64::total_cmp);
+        // Jobs waiting compact are waiting too (the index holds one entry a job).
+        let compact: u64 = match self.keys().compact() {
+            Some(compact) => self
+                .connection()
+                .await?
+                .hlen(compact.index())
+                .await
+                .unwrap_or(0),
+            None => 0,
+        };
         Ok(Lengths {
-            waiting: counts.iter().map(|(waiting, _, _)| waiting).sum(),
+            waiting: compact + counts.iter().map(|(waiting, _, _)| waiting).sum::<u64>(),
             due_now: counts.iter().map(|(_, due_now, _)| due_now).sum(),
             next_due: next_due.and_then(from_unix),
             ready: topics

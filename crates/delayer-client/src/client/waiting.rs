@@ -202,6 +202,14 @@ impl Client {
         let Some(keys) = self.keys_of(id, None).await? else {
             return Err(Error::UnknownJob(id.into()));
         };
+        // A job waiting compact is written in the legacy form first, then promoted as any.
+        if let Some(compact) = keys.compact() {
+            let scripts = &self.inner.scripts;
+            (scripts.compact_job)
+                .stage(&mut self.connection().await?, &keys, compact, id)
+                .await
+                .map_err(|error| Error::about_key(error, keys.pool()))?;
+        }
         let found = self
             .inner
             .scripts

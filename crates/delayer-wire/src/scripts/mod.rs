@@ -23,6 +23,8 @@ macro_rules! script_type {
 
 pub mod ack;
 pub mod body;
+pub mod compact_job;
+pub mod compact_stage;
 pub mod count;
 pub mod dead_job;
 pub mod find_reserved;

@@ -186,3 +186,74 @@ local function names_by_bucket(attempts, reserved_by, attempt, token, recounted)
   end
   return not recounted
 end
+
+-- The compact layout (compact.rs): a job packed into one entry of a chunk (a list), found by id
+-- through the index. `place` is chunk * CHUNK_JOBS + position, as the index holds it. The same
+-- numbers as compact.rs's (a test there checks).
+local CHUNK_JOBS = 1000
+-- Seconds: the span of due times a chunk holds; how long a daemon's beat says it stages.
+local WINDOW = 64
+local BEAT_FRESH = 30
+
+-- A compact job's entry: its due time and delay as its push wrote them (the bucket's `due` and
+-- `delay`), when its data expires (unix seconds), topic, id and body; lengths first, so that any
+-- bytes fit.
+local function compact_pack(job)
+  return struct.pack('>I4BBI4I4', job.expire_at, #job.due, #job.delay, #job.topic, #job.id)
+    .. job.due .. job.delay .. job.topic .. job.id .. job.body
+end
+
+local function compact_unpack(entry)
+  local expire_at, due, delay, topic, id, at = struct.unpack('>I4BBI4I4', entry)
+  local job = {expire_at = expire_at}
+  for _, field in ipairs({{'due', due}, {'delay', delay}, {'topic', topic}, {'id', id}}) do
+    job[field[1]] = string.sub(entry, at, at + field[2] - 1)
+    at = at + field[2]
+  end
+  job.body = string.sub(entry, at)
+  return job
+end
+
+-- Where job `id` waits compact under `prefix`: its chunk's key, its position there (from 0) and
+-- its entry; nil when it does not.
+-- Whether this Redis user may find, read and take compact jobs under `prefix` (an ACL written
+-- before the layout may not: its jobs are then all legacy ones).
+local function compact_usable(prefix)
+  local index, chunk = prefix .. 'index', prefix .. 'chunk:1'
+  return prefix ~= '' and may('HGET', index, 'f') and may('HDEL', index, 'f')
+    and may('EXISTS', index) and may('LINDEX', chunk, '0') and may('LSET', chunk, '0', '')
+end
+
+local function compact_find(prefix, id)
+  if not compact_usable(prefix) then
+    return nil
+  end
+  local place = tonumber(redis.call('HGET', prefix .. 'index', id))
+  if not place then
+    return nil
+  end
+  local chunk = prefix .. 'chunk:' .. math.floor(place / CHUNK_JOBS)
+  local position = place % CHUNK_JOBS
+  local entry = redis.call('LINDEX', chunk, position)
+  if not entry or entry == '' then
+    return nil
+  end
+  return chunk, position, entry
+end
+
+-- Takes job `id` out of the compact layout (its entry emptied, so that the others keep their
+-- places, and the index forgets it); returns its fields, or nil when it did not wait compact.
+local function compact_take(prefix, id)
+  local chunk, position, entry = compact_find(prefix, id)
+  if not chunk then
+    return nil
+  end
+  local job = compact_unpack(entry)
+  redis.call('HDEL', prefix .. 'index', id)
+  if job.id ~= id then
+    -- Not its entry (cannot happen but by hand): the index alone was wrong.
+    return nil
+  end
+  redis.call('LSET', chunk, position, '')
+  return job
+end

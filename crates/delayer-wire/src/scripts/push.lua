@@ -11,7 +11,11 @@
 --            it lives in another slot and the client adds the topics first). Not a declared key,
 --            so that the script's keys stay in the jobs' slot
 -- ARGV[2]    the caller's clock, unix seconds: now, only when this Redis user may not run TIME
--- ARGV[3..]  six a job, in the order of KEYS:
+-- ARGV[3]    what the compact layout's keys start with ("delayer:compact:"), or "" where there is
+--            none
+-- ARGV[4]    the shortest delay, in seconds, a job waits compact with; "" for none: every job
+--            in the legacy form
+-- ARGV[5..]  six a job, in the order of KEYS:
 --              id, topic, body;
 --              when it falls due, in unix seconds (fractional), for a job pushed for a time; ""
 --              for one pushed with a delay: due the delay after now, by Redis's clock, to the
@@ -20,17 +24,24 @@
 --              legacy clients set it);
 --              the delay it was pushed with, in seconds (for those who ask how it was pushed)
 --
+-- A job waits compact (see compact.rs) when compact pushes are asked for, it falls due at least
+-- ARGV[4] after now by Redis's clock, its id has no bucket, and a daemon that stages compact jobs
+-- beat lately (else the push leaves the `wanted` key, and goes legacy). A job pushed in one form
+-- takes the place of a copy of its id in the other.
+--
 -- Returns how many jobs it wrote (all of them), or an error naming the job's key that holds the
 -- wrong type, whose time to live is out of range, or that this Redis user may not write.
 
 local pool, reserved, topics = KEYS[1], KEYS[2], ARGV[1]
+local compact, compact_after = ARGV[3], tonumber(ARGV[4])
 local count = #KEYS - 2
-if #ARGV ~= 2 + 6 * count then
+local BASE = 4
+if #ARGV ~= BASE + 6 * count then
   error({err = 'ERR push wants six arguments a job'})
 end
 
 require_type(pool, 'zset')
-require_permission('ZADD', pool, '0', ARGV[3])
+require_permission('ZADD', pool, '0', ARGV[BASE + 1])
 -- How many of the buckets exist, in one command: new ids, the usual case, then need no look at
 -- each bucket's type (a TYPE a job costs Redis a tenth of the push). nil when this Redis user may
 -- not run EXISTS: each bucket is looked at.
@@ -41,7 +52,7 @@ end
 -- Whether each bucket exists: a new one has no reservation fields to clear.
 local existed, by_delay = {}, false
 for i = 1, count do
-  local bucket, at = KEYS[2 + i], 2 + 6 * (i - 1)
+  local bucket, at = KEYS[2 + i], BASE + 6 * (i - 1)
   local ttl = tonumber(ARGV[at + 5])
   if not ttl or ttl < 1 or ttl > 4294967296 then
     error({err = 'ERR the time to live ' .. ARGV[at + 5] .. ' s of ' .. bucket .. ' is not 1 to 2^32 s'})
@@ -55,15 +66,39 @@ for i = 1, count do
   by_delay = by_delay or ARGV[at + 4] == ''
 end
 
+-- Whether this push may write compact jobs: asked, allowed by the ACL, and a daemon stages them.
+local index = compact .. 'index'
+local compacting = compact_after ~= nil and compact_usable(compact)
+    and may('RPUSH', compact .. 'chunk:1', 'x') and may('LLEN', compact .. 'chunk:1')
+    and may('HSET', index, 'f', 'v') and may('ZADD', compact .. 'chunks', '0', 'x')
+    and may('HSET', compact .. 'open', 'f', 'v') and may('HGET', compact .. 'open', 'f')
+    and may('INCR', compact .. 'next') and may('SET', compact .. 'wanted', '1')
+    and may('ZRANGEBYSCORE', compact .. 'stagers', '0', '1')
 -- Read before the first write (Redis before 5 allows writes after TIME only when asked first).
-local now = by_delay and clock(ARGV[2])
+local now = (by_delay or compacting) and clock(ARGV[2])
+-- Whether a daemon stages compact jobs, asked once a call, when a job would wait compact: nil
+-- until then.
+local staged
+local function staging()
+  if staged == nil then
+    local fresh = milliseconds_up(now - BEAT_FRESH)
+    staged = #redis.call('ZRANGEBYSCORE', compact .. 'stagers', fresh, '+inf', 'LIMIT', 0, 1) > 0
+    if not staged then
+      -- Tells the daemons that pushes want it: one that can stage starts, and beats.
+      redis.call('SET', compact .. 'wanted', '1', 'EX', 86400)
+    end
+  end
+  return staged
+end
+-- Whether some job waits compact now: only then can an id pushed have a compact copy.
+local indexed = compact_usable(compact) and redis.call('EXISTS', index) == 1
 -- Which of the ids pushed again are reserved now (pcall: a holders key of the wrong type must not
 -- fail a push).
 local holders, held = reserved .. ':holders', {}
 local again = {}
 for i = 1, count do
   if existed[i] then
-    again[#again + 1] = ARGV[2 + 6 * (i - 1) + 1]
+    again[#again + 1] = ARGV[BASE + 6 * (i - 1) + 1]
   end
 end
 if #again > 0 then
@@ -75,12 +110,36 @@ if #again > 0 then
   end
 end
 local scored, ids, named = {}, {}, {}
+-- The chunk each window's jobs go to in this call, and how many it holds.
+local filling = {}
 for i = 1, count do
-  local bucket, at = KEYS[2 + i], 2 + 6 * (i - 1)
+  local bucket, at = KEYS[2 + i], BASE + 6 * (i - 1)
   local id, topic, due = ARGV[at + 1], ARGV[at + 2], ARGV[at + 4]
   if due == '' then
     due = string.format('%.3f', math.ceil((now + tonumber(ARGV[at + 6])) * 1000) / 1000)
   end
+  local old = indexed and compact_take(compact, id)
+  if compacting and not existed[i] and tonumber(due) >= now + compact_after and staging() then
+    local window = math.floor(tonumber(due) / WINDOW) * WINDOW
+    local chunk = filling[window]
+    if not chunk then
+      local number = tonumber(redis.call('HGET', compact .. 'open', window))
+      chunk = {number = number, size = number and redis.call('LLEN', compact .. 'chunk:' .. number)}
+      filling[window] = chunk
+    end
+    if not chunk.number or chunk.size >= CHUNK_JOBS then
+      -- The first write (see below) when the batch starts a chunk.
+      chunk.number, chunk.size = redis.call('INCR', compact .. 'next'), 0
+      redis.call('HSET', compact .. 'open', window, chunk.number)
+      redis.call('ZADD', compact .. 'chunks', window, chunk.number)
+    end
+    local entry = compact_pack({expire_at = math.ceil(now) + tonumber(ARGV[at + 5]), due = due,
+      delay = ARGV[at + 6], topic = topic, id = id, body = ARGV[at + 3]})
+    redis.call('RPUSH', compact .. 'chunk:' .. chunk.number, entry)
+    redis.call('HSET', index, id, chunk.number * CHUNK_JOBS + chunk.size)
+    chunk.size = chunk.size + 1
+    named[topic] = true
+  else
   -- The first write is the only one Redis may refuse for want of memory: nothing is half done.
   redis.call('HSET', bucket, 'topic', topic, 'body', ARGV[at + 3], 'due', due, 'delay', ARGV[at + 6])
   if existed[i] then
@@ -96,15 +155,18 @@ for i = 1, count do
   scored[#scored + 1] = id
   ids[#ids + 1] = id
   named[topic] = true
+  end
 end
 -- A batch is at most 1,000 jobs (the client's MAX_PUSH_BATCH): 2,000 arguments, within unpack's
 -- limit.
-redis.call('ZADD', pool, unpack(scored))
--- pcall: a registry or reservation key of the wrong type must not fail a push that is done.
-redis.pcall('ZREM', reserved, unpack(ids))
--- And their holders (see the holders hash in keys.rs; named after the reservations key, in its
--- slot).
-redis.pcall('HDEL', holders, unpack(ids))
+if #ids > 0 then
+  redis.call('ZADD', pool, unpack(scored))
+  -- pcall: a registry or reservation key of the wrong type must not fail a push that is done.
+  redis.pcall('ZREM', reserved, unpack(ids))
+  -- And their holders (see the holders hash in keys.rs; named after the reservations key, in
+  -- its slot).
+  redis.pcall('HDEL', holders, unpack(ids))
+end
 if topics ~= '' then
   local list = {}
   for topic in pairs(named) do

@@ -28,6 +28,16 @@ pub struct NewJob<'a> {
     pub delay: f64,
 }
 
+/// Whether a push may write jobs in the compact layout (see [`crate::compact`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Form {
+    /// Every job in the legacy form.
+    Legacy,
+    /// Jobs due at least this long after the push wait compact, where the layout has compact keys
+    /// and a daemon stages them.
+    CompactAfter(std::time::Duration),
+}
+
 /// The most jobs one script call pushes: the client's `push_many` sends
 /// more in several calls. A call of this many holds Redis up for a few milliseconds.
 pub const MAX_PUSH_BATCH: usize = 1_000;
@@ -40,6 +50,7 @@ impl PushScript {
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
+        form: Form,
         jobs: &[NewJob<'_>],
     ) -> RedisResult<()> {
         register_first(connection, keys, jobs).await?;
@@ -48,7 +59,14 @@ impl PushScript {
         for job in jobs {
             call.key(keys.bucket(job.id));
         }
-        call.arg(keys.registry_for_scripts()).arg(host_clock());
+        let compact_after = match form {
+            Form::Legacy => String::new(),
+            Form::CompactAfter(after) => format!("{:.3}", after.as_secs_f64()),
+        };
+        call.arg(keys.registry_for_scripts())
+            .arg(host_clock())
+            .arg(keys.compact_for_scripts())
+            .arg(compact_after);
         for job in jobs {
             call.arg(job.id)
                 .arg(job.topic)

@@ -1,0 +1,288 @@
+//! The compact layout (see `delayer_wire::compact`), against a real redis-server: our pushes
+//! wait compact only while a daemon stages them, `get`, `remove`, `promote` and a push again find
+//! a compact job by id, and staging writes exactly what a legacy push would have written.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::fixture::{start, start_with};
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::{Client, Removed, Settings, State};
+use delayer_testkit::legacy_client::{self, Message};
+use delayer_wire::keys::{JOB_POOL, Layout, job_bucket};
+use delayer_wire::scripts::compact_stage::{Reach, StageScript, Staged};
+
+const INDEX: &str = "delayer:compact:index";
+const CHUNKS: &str = "delayer:compact:chunks";
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// Tells pushers a daemon stages, as a daemon's beat does (by Redis's clock).
+async fn beat(redis: &mut MultiplexedConnection) {
+    let (seconds, micros): (i64, i64) = delayer_client::redis::cmd("TIME")
+        .query_async(redis)
+        .await
+        .unwrap();
+    let now_ms = seconds * 1000 + micros / 1000;
+    let _: () = redis
+        .zadd("delayer:compact:stagers", "test", now_ms)
+        .await
+        .unwrap();
+}
+
+/// Stages every compact job, whatever its window, as `delayer compact expand` does.
+async fn stage_all(redis: &mut MultiplexedConnection) -> Staged {
+    let keys = Layout::LEGACY.keys("");
+    let compact = keys.compact().unwrap();
+    let mut total = Staged::default();
+    loop {
+        let staged = StageScript::default()
+            .run(redis, &keys, compact, Reach::All)
+            .await
+            .unwrap();
+        total.jobs += staged.jobs;
+        total.dropped += staged.dropped;
+        if !staged.more {
+            return total;
+        }
+    }
+}
+
+async fn bucket(redis: &mut MultiplexedConnection, id: &[u8]) -> HashMap<String, Vec<u8>> {
+    redis.hgetall(job_bucket(id)).await.unwrap()
+}
+
+async fn pool(redis: &mut MultiplexedConnection) -> Vec<(Vec<u8>, f64)> {
+    redis.zrange_withscores(JOB_POOL, 0, -1).await.unwrap()
+}
+
+async fn index_len(redis: &mut MultiplexedConnection) -> usize {
+    redis.hlen(INDEX).await.unwrap()
+}
+
+#[tokio::test]
+async fn our_pushes_wait_compact_only_while_a_daemon_stages() {
+    let (_server, mut redis, client) = start().await;
+    // No daemon: the legacy form, and a note that compact pushes are wanted.
+    let first = client.push("order.close", "a").delay(HOUR).await.unwrap();
+    assert!(!bucket(&mut redis, first.as_bytes()).await.is_empty());
+    assert_eq!(pool(&mut redis).await.len(), 1);
+    let wanted: bool = redis.exists("delayer:compact:wanted").await.unwrap();
+    assert!(wanted, "a daemon learns that pushes want it");
+    assert_eq!(index_len(&mut redis).await, 0);
+
+    beat(&mut redis).await;
+    let second = client.push("order.close", "b").delay(HOUR).await.unwrap();
+    assert!(bucket(&mut redis, second.as_bytes()).await.is_empty());
+    assert_eq!(pool(&mut redis).await.len(), 1, "not in the pool");
+    assert_eq!(index_len(&mut redis).await, 1);
+    let chunks: usize = redis.zcard(CHUNKS).await.unwrap();
+    assert_eq!(chunks, 1);
+    // A job due sooner than compact_after, and a client that does not want compact: legacy.
+    let soon = client
+        .push("order.close", "c")
+        .delay(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let legacy_client = Client::connect_with(
+        _server.info(),
+        Settings {
+            compact_after: None,
+            ..Settings::default()
+        },
+    )
+    .await
+    .unwrap();
+    let plain = legacy_client
+        .push("order.close", "d")
+        .delay(HOUR)
+        .await
+        .unwrap();
+    for id in [&soon, &plain] {
+        assert!(!bucket(&mut redis, id.as_bytes()).await.is_empty());
+    }
+    assert_eq!(index_len(&mut redis).await, 1);
+
+    let job = client.get(&second).await.unwrap();
+    assert_eq!(job.state, State::Waiting);
+    assert_eq!(job.topic.unwrap().as_bytes(), b"order.close");
+    assert_eq!((job.body.unwrap(), job.body_size), (b"b".to_vec(), Some(1)));
+    assert_eq!(job.delay, Some(HOUR));
+    assert!(job.due.is_some());
+    let stats = client.stats().await.unwrap();
+    assert_eq!(stats.waiting, 4, "compact jobs are waiting too");
+}
+
+#[tokio::test]
+async fn staging_writes_what_a_legacy_push_would_have() {
+    let (_server, mut redis, client) = start().await;
+    let at = std::time::SystemTime::now() + HOUR;
+    // The same job twice: pushed legacy, and pushed compact then staged.
+    let plain = Client::connect_with(
+        _server.info(),
+        Settings {
+            compact_after: None,
+            ..Settings::default()
+        },
+    )
+    .await
+    .unwrap();
+    plain.push("t", "body").at(at).id("plain").await.unwrap();
+    beat(&mut redis).await;
+    client.push("t", "body").at(at).id("compact").await.unwrap();
+    client
+        .push("t", "by delay")
+        .delay(HOUR)
+        .id("delayed")
+        .await
+        .unwrap();
+    assert_eq!(index_len(&mut redis).await, 2);
+
+    let staged = stage_all(&mut redis).await;
+    assert_eq!((staged.jobs, staged.dropped), (2, 0));
+    // The delay of a push for a time is counted at each push: a moment apart here.
+    let without_delay = |mut fields: HashMap<String, Vec<u8>>| {
+        fields.remove("delay").expect("a delay");
+        fields
+    };
+    assert_eq!(
+        without_delay(bucket(&mut redis, b"compact").await),
+        without_delay(bucket(&mut redis, b"plain").await)
+    );
+    let delayed = bucket(&mut redis, b"delayed").await;
+    assert_eq!(delayed["delay"], b"3600.000");
+    let scores: HashMap<Vec<u8>, f64> = pool(&mut redis).await.into_iter().collect();
+    assert_eq!(scores[&b"compact"[..]], scores[&b"plain"[..]]);
+    let ttl = |id: &'static str| {
+        let mut redis = redis.clone();
+        async move {
+            let ttl: i64 = redis.ttl(job_bucket(id)).await.unwrap();
+            ttl
+        }
+    };
+    let (compact_ttl, plain_ttl) = (ttl("compact").await, ttl("plain").await);
+    assert!(
+        (compact_ttl - plain_ttl).abs() <= 1 && compact_ttl > 0,
+        "{compact_ttl} {plain_ttl}"
+    );
+    // Nothing of the layout is left.
+    for key in [
+        INDEX,
+        CHUNKS,
+        "delayer:compact:open",
+        "delayer:compact:chunk:1",
+    ] {
+        let exists: bool = redis.exists(key).await.unwrap();
+        assert!(!exists, "{key}");
+    }
+}
+
+#[tokio::test]
+async fn a_compact_job_is_found_removed_and_replaced_by_id() {
+    let (_server, mut redis, client) = start().await;
+    beat(&mut redis).await;
+    let id = client.push("t", "first").delay(HOUR).await.unwrap();
+    assert_eq!(client.remove(&id).await.unwrap(), Removed::Waiting);
+    assert_eq!(client.get(&id).await.unwrap().state, State::Unknown);
+    assert_eq!(client.remove(&id).await.unwrap(), Removed::Unknown);
+    assert_eq!(index_len(&mut redis).await, 0);
+    let entry: Vec<u8> = redis.lindex("delayer:compact:chunk:1", 0).await.unwrap();
+    assert!(entry.is_empty(), "its body is freed at once");
+
+    // Pushed again (compact, then compact again): one job, the last one.
+    client
+        .push("t", "second")
+        .delay(HOUR)
+        .id("x")
+        .await
+        .unwrap();
+    client
+        .push("u", "third")
+        .delay(HOUR * 2)
+        .id("x")
+        .await
+        .unwrap();
+    assert_eq!(index_len(&mut redis).await, 1);
+    let job = client.get("x").await.unwrap();
+    assert_eq!(
+        (job.body.unwrap(), job.topic.unwrap().as_bytes().to_vec()),
+        (b"third".to_vec(), b"u".to_vec())
+    );
+    // Pushed again in the legacy form: the compact copy is gone.
+    let plain = Client::connect_with(
+        _server.info(),
+        Settings {
+            compact_after: None,
+            ..Settings::default()
+        },
+    )
+    .await
+    .unwrap();
+    plain.push("t", "fourth").delay(HOUR).id("x").await.unwrap();
+    assert_eq!(index_len(&mut redis).await, 0);
+    assert_eq!(client.get("x").await.unwrap().body.unwrap(), b"fourth");
+    assert_eq!(stage_all(&mut redis).await, Staged::default());
+    assert_eq!(pool(&mut redis).await.len(), 1);
+
+    // A legacy client's push of the id after ours: the newer job stays.
+    client.push("t", "ours").delay(HOUR).id("y").await.unwrap();
+    let message = Message {
+        id: "y".into(),
+        topic: "t".into(),
+        body: "php".into(),
+    };
+    legacy_client::push(&mut redis, &message, 3600)
+        .await
+        .unwrap();
+    let staged = stage_all(&mut redis).await;
+    assert_eq!((staged.jobs, staged.dropped), (0, 1));
+    assert_eq!(bucket(&mut redis, b"y").await["body"], b"php");
+}
+
+#[tokio::test]
+async fn promote_runs_a_compact_job_now() {
+    let (_server, mut redis, client) = start().await;
+    beat(&mut redis).await;
+    let id = client.push("t", "b").delay(HOUR).await.unwrap();
+    assert_eq!(index_len(&mut redis).await, 1);
+    client.promote(&id).await.unwrap();
+    assert_eq!(index_len(&mut redis).await, 0);
+    let (seconds, _): (f64, f64) = delayer_client::redis::cmd("TIME")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let scores = pool(&mut redis).await;
+    assert_eq!(scores.len(), 1);
+    assert!(scores[0].1 <= seconds + 1.0, "due now: {scores:?}");
+    assert_eq!(bucket(&mut redis, id.as_bytes()).await["body"], b"b");
+}
+
+#[tokio::test]
+async fn any_bytes_and_many_jobs_a_window() {
+    let (_server, mut redis, client) = start_with(Settings::default()).await;
+    beat(&mut redis).await;
+    let at = std::time::SystemTime::now() + HOUR;
+    let odd_id: &[u8] = b"\xff\x00id";
+    let odd_body: &[u8] = b"\x00\xfe body";
+    client
+        .push(&b"t\xff"[..], odd_body)
+        .at(at)
+        .id(odd_id)
+        .await
+        .unwrap();
+    let job = client.get(odd_id).await.unwrap();
+    assert_eq!(job.body.as_deref(), Some(odd_body));
+    assert_eq!(job.topic.unwrap().as_bytes(), b"t\xff");
+    // 2,500 jobs due in one window: three chunks of at most 1,000.
+    let jobs: Vec<_> = (0..2_500)
+        .map(|n| delayer_client::NewPush::new("t", format!("body {n}")).at(at))
+        .collect();
+    client.push_many(jobs).await.unwrap();
+    assert_eq!(index_len(&mut redis).await, 2_501);
+    let chunks: usize = redis.zcard(CHUNKS).await.unwrap();
+    assert_eq!(chunks, 3);
+    let staged = stage_all(&mut redis).await;
+    assert_eq!((staged.jobs, staged.dropped), (2_501, 0));
+    assert_eq!(pool(&mut redis).await.len(), 2_501);
+    assert_eq!(bucket(&mut redis, odd_id).await["body"], odd_body);
+}

@@ -1,0 +1,70 @@
+-- Stages compact jobs (see compact.rs): writes each job of the chunks whose window starts within
+-- the lead in the legacy form, a bucket {topic, body, due, delay} expiring when its push said and
+-- an entry of the job pool, as the push script would have written it; then deletes the chunk.
+-- From there on the mover moves it as any job, to the millisecond. A job whose id has a bucket
+-- now was pushed again by a legacy client since: that newer job stays, the compact one is
+-- dropped. A job whose data expired meanwhile (daemons were down longer than its lifetime) is
+-- dropped, as its bucket would have expired.
+--
+-- KEYS[1]    the job pool
+-- ARGV[1]    what the compact layout's keys start with ("delayer:compact:")
+-- ARGV[2]    what every bucket key starts with ("delayer:job_bucket:")
+-- ARGV[3]    the lead, in seconds: chunks whose window starts before now + lead are staged;
+--            "all" for every chunk (going back to the legacy layout)
+-- ARGV[4]    about how many jobs to stage: whole chunks are staged until this many were read
+-- ARGV[5]    the caller's clock, unix seconds: now, only when this Redis user may not run TIME
+--
+-- Returns {jobs staged, jobs dropped, 1 if chunks within the lead are left else 0}.
+
+local pool, prefix, bucket_prefix = KEYS[1], ARGV[1], ARGV[2]
+local budget = tonumber(ARGV[4])
+local index, chunks, open = prefix .. 'index', prefix .. 'chunks', prefix .. 'open'
+require_type(pool, 'zset')
+require_permission('ZADD', pool, '0', 'x')
+local now = clock(ARGV[5])
+local until_window = ARGV[3] == 'all' and '+inf' or '(' .. (now + tonumber(ARGV[3]))
+local due = redis.call('ZRANGEBYSCORE', chunks, '-inf', until_window, 'WITHSCORES', 'LIMIT', 0, 64)
+local staged, dropped, read = 0, 0, 0
+local scored = {}
+local at = 1
+while at < #due and read < budget do
+  local number, window = due[at], due[at + 1]
+  local chunk = prefix .. 'chunk:' .. number
+  local entries = redis.call('LRANGE', chunk, 0, -1)
+  read = read + #entries
+  for position, entry in ipairs(entries) do
+    if entry ~= '' then
+      local job = compact_unpack(entry)
+      if tonumber(redis.call('HGET', index, job.id)) == number * CHUNK_JOBS + position - 1 then
+        redis.call('HDEL', index, job.id)
+        local bucket = bucket_prefix .. job.id
+        if job.expire_at <= now or redis.call('EXISTS', bucket) == 1 then
+          dropped = dropped + 1
+        else
+          redis.call('HSET', bucket, 'topic', job.topic, 'body', job.body, 'due', job.due,
+            'delay', job.delay)
+          redis.call('EXPIREAT', bucket, job.expire_at)
+          scored[#scored + 1] = job.due
+          scored[#scored + 1] = job.id
+          staged = staged + 1
+          if #scored >= 2000 then
+            redis.call('ZADD', pool, unpack(scored))
+            scored = {}
+          end
+        end
+      end
+    end
+  end
+  redis.call('DEL', chunk)
+  redis.call('ZREM', chunks, number)
+  if redis.call('HGET', open, window) == number then
+    redis.call('HDEL', open, window)
+  end
+  at = at + 2
+end
+if #scored > 0 then
+  redis.call('ZADD', pool, unpack(scored))
+end
+-- Chunks are left when some read were not staged, or the read stopped at its limit.
+local more = at < #due or #due >= 128
+return {staged, dropped, more and 1 or 0}
