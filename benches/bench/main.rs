@@ -4,7 +4,8 @@
 //! against 200,000 topics), `waiting` (20 clients on the waiting jobs' pages of a 1M-job pool),
 //! `console` (every console page with 200,000 topics and 1M jobs waiting, and the history's size),
 //! `cluster` (a drain on 1 and 3 cluster masters), `schedules` (recurring schedules, and the
-//! mover beside them), `kafka` (delivery to a Kafka broker beside the ready lists), `memory`
+//! mover beside them), `kafka` (delivery to a Kafka broker beside the ready lists), `compact`
+//! (the compact layout's memory, drain, and get/remove with many jobs waiting), `memory`
 //! (bytes per waiting job in the candidate compact layouts) and `upgrade` (the previous release's
 //! daemon beside this one; it builds that release once, see `support::previous_release`),
 //! default: all. It
@@ -15,6 +16,7 @@
 mod burst;
 mod cluster_drain;
 mod cluster_idle;
+mod compact;
 mod console;
 mod consumers;
 mod http_add;
@@ -123,6 +125,9 @@ fn main() {
         }
         if runs("kafka") {
             kafka::kafka(&server).await;
+        }
+        if runs("compact") {
+            compact::compact(&server).await;
         }
         if runs("memory") {
             memory::memory().await;
@@ -564,7 +569,7 @@ async fn lateness_run_in(
 }
 
 /// The median, 99th percentile and maximum of some figures (not empty).
-fn percentiles(mut figures: Vec<f64>) -> (f64, f64, f64) {
+pub(crate) fn percentiles(mut figures: Vec<f64>) -> (f64, f64, f64) {
     figures.sort_by(f64::total_cmp);
     let count = figures.len();
     (

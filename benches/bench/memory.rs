@@ -438,7 +438,7 @@ async fn send(server: &RedisServer, redis: &mut MultiplexedConnection, pipelines
 }
 
 /// Redis's `used_memory`: what its allocator holds for it.
-async fn used_memory(redis: &mut MultiplexedConnection) -> u64 {
+pub(crate) async fn used_memory(redis: &mut MultiplexedConnection) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("memory")
         .query_async(redis)

@@ -9,6 +9,7 @@ mod cluster;
 mod log;
 mod outage;
 mod single;
+mod stager;
 mod step;
 mod wakeup;
 

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::outage::PollFailure;
+use super::stager::Stager;
 use super::step::{Limits, MIN_POLL_GAP, MoverSettings, Step, wait_until};
 use super::wakeup::PoolWatch;
 use crate::redis::{Failure, FailureKind, RedisPool, RedisSettings, target};
@@ -29,6 +30,7 @@ pub struct SingleMover {
     /// The key names of the configured layout.
     keys: Keys,
     step: Step,
+    stager: Stager,
 }
 
 impl SingleMover {
@@ -38,6 +40,7 @@ impl SingleMover {
             redis: redis.clone(),
             keys: redis.layout.keys(""),
             step: Step::new(settings, redis),
+            stager: Stager::new(&redis.layout.keys("")),
         })
     }
 
@@ -79,7 +82,11 @@ impl SingleMover {
     /// Moves jobs as they fall due until `shutdown` is cancelled. A script call that has started
     /// always finishes: Redis is never left with a job half-moved.
     pub(super) async fn run(&self, shutdown: &CancellationToken) {
-        tokio::join!(self.poll(shutdown), self.pool.follow_master(shutdown));
+        tokio::join!(
+            self.poll(shutdown),
+            self.pool.follow_master(shutdown),
+            self.stager.run(&self.pool, &self.step, shutdown)
+        );
     }
 
     /// The loop itself: a poll of the pool, then a sleep until the next job falls due.

@@ -7,6 +7,7 @@ mod support;
 mod acl;
 mod clock;
 mod cluster;
+mod compact;
 mod console;
 mod consumers;
 mod consumers_page;

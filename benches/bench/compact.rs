@@ -1,0 +1,215 @@
+//! The compact layout as built (see `delayer_wire::compact`), beside the legacy one in the same
+//! run: bytes per waiting job pushed by the client's `push_many` at 16 B, 100 B and 1 KiB bodies;
+//! the daemon draining 100,000 jobs that fell due while it was down, compact against legacy; and
+//! with many jobs waiting compact (`DELAYER_BENCH_COMPACT_JOBS`, default 1,000,000): memory, the
+//! push rate, and `get` and `remove` of random ids.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::{Client, NewPush, Settings};
+
+use crate::memory::used_memory;
+use crate::support::{Daemon, DaemonSetup, RedisServer, wait_for};
+use crate::{RUNS, TOPICS, fresh, percentiles, stop};
+
+const JOBS: usize = 100_000;
+const BODIES: [usize; 3] = [16, 100, 1024];
+/// Jobs handed to `push_many` at once (it sends 1,000 a script call).
+const PUSH_SLICE: usize = 10_000;
+
+/// A client pushing compact (`Some`: from that delay on) or legacy (`None`).
+async fn client(server: &RedisServer, compact_after: Option<Duration>) -> Client {
+    let settings = Settings {
+        compact_after,
+        ..Settings::default()
+    };
+    Client::connect_with(server.info(), settings).await.unwrap()
+}
+
+/// Tells pushers a daemon stages (a daemon's beat), so that they push compact before one runs.
+async fn beat(redis: &mut MultiplexedConnection) {
+    let (seconds, micros): (i64, i64) = delayer_client::redis::cmd("TIME")
+        .query_async(redis)
+        .await
+        .unwrap();
+    let _: () = redis
+        .zadd(
+            "delayer:compact:stagers",
+            "bench",
+            seconds * 1000 + micros / 1000,
+        )
+        .await
+        .unwrap();
+}
+
+/// Pushes `count` jobs with 16 B ids and `body` B bodies over `topics`, due from `first` on,
+/// `spacing` apart; the seconds it took.
+async fn push(
+    client: &Client,
+    count: usize,
+    body: usize,
+    topics: &[&str],
+    first: SystemTime,
+    spacing: Duration,
+) -> f64 {
+    let started = Instant::now();
+    let body = vec![b'x'; body];
+    for slice in (0..count).collect::<Vec<_>>().chunks(PUSH_SLICE) {
+        let jobs: Vec<NewPush> = slice
+            .iter()
+            .map(|&n| {
+                NewPush::new(topics[n % topics.len()], body.clone())
+                    .id(format!("{n:016}"))
+                    .at(first + spacing * n as u32)
+            })
+            .collect();
+        client.push_many(jobs).await.unwrap();
+    }
+    started.elapsed().as_secs_f64()
+}
+
+pub async fn compact(server: &RedisServer) {
+    memory(server).await;
+    drain(server).await;
+    many(server).await;
+}
+
+async fn memory(server: &RedisServer) {
+    println!(
+        "\n## Compact layout: bytes per waiting job ({JOBS} jobs pushed with push_many, 16 B \
+         ids, topic \"order.close\", due from 1 h ahead over 1 h; used_memory after − before)\n"
+    );
+    println!("| body | legacy | compact | compact / legacy |");
+    println!("|---:|---:|---:|---:|");
+    for body in BODIES {
+        let mut bytes = [0.0; 2];
+        for (form, after) in [None, Some(Duration::from_secs(124))]
+            .into_iter()
+            .enumerate()
+        {
+            let mut redis = fresh(server).await;
+            beat(&mut redis).await;
+            let client = client(server, after).await;
+            let before = used_memory(&mut redis).await;
+            let first = SystemTime::now() + Duration::from_secs(3_600);
+            let spacing = Duration::from_secs(3_600) / JOBS as u32;
+            push(&client, JOBS, body, &["order.close"], first, spacing).await;
+            let after = used_memory(&mut redis).await;
+            bytes[form] = (after - before) as f64 / JOBS as f64;
+            if form == 1 {
+                let compact: usize = redis.hlen("delayer:compact:index").await.unwrap();
+                assert_eq!(compact, JOBS, "every job compact");
+            }
+        }
+        println!(
+            "| {body} B | {:.0} B | {:.0} B | {:.2} |",
+            bytes[0],
+            bytes[1],
+            bytes[1] / bytes[0]
+        );
+    }
+}
+
+/// How long the daemon takes from its first job on a ready list to the last, for `JOBS` jobs
+/// (100 B bodies, 10 topics) that fell due while no daemon ran.
+async fn drained(server: &RedisServer, compact_after: Option<Duration>) -> f64 {
+    let mut redis = fresh(server).await;
+    beat(&mut redis).await;
+    let client = client(server, compact_after).await;
+    let due = SystemTime::now() + Duration::from_secs(3);
+    push(&client, JOBS, 100, &TOPICS, due, Duration::ZERO).await;
+    wait_for(Duration::from_secs(60), "the jobs to fall due", || async {
+        (SystemTime::now() > due + Duration::from_millis(10)).then_some(())
+    })
+    .await;
+    let (config, _) = server.daemon_config("compact-drain", "");
+    let mut daemon = Daemon::start(&config);
+    let mut first = None;
+    loop {
+        let mut ready = 0;
+        for topic in TOPICS {
+            let length: usize = redis
+                .llen(delayer_wire::keys::ready_queue(topic))
+                .await
+                .unwrap();
+            ready += length;
+        }
+        if ready > 0 && first.is_none() {
+            first = Some(Instant::now());
+        }
+        if ready == JOBS {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    stop(&mut daemon);
+    first.unwrap().elapsed().as_secs_f64()
+}
+
+async fn drain(server: &RedisServer) {
+    println!(
+        "\n## Compact layout: the daemon draining {JOBS} jobs that fell due while it was down \
+         (10 topics; first to last on the ready lists; best of {RUNS})\n"
+    );
+    let (mut legacy, mut compact) = (f64::MAX, f64::MAX);
+    for _ in 0..RUNS {
+        legacy = legacy.min(drained(server, None).await);
+        compact = compact.min(drained(server, Some(Duration::from_millis(1))).await);
+    }
+    println!("| legacy jobs/s | compact jobs/s | compact / legacy |");
+    println!("|---:|---:|---:|");
+    println!(
+        "| {:.0} | {:.0} | {:.2} |",
+        JOBS as f64 / legacy,
+        JOBS as f64 / compact,
+        legacy / compact
+    );
+}
+
+async fn many(server: &RedisServer) {
+    let count: usize = std::env::var("DELAYER_BENCH_COMPACT_JOBS")
+        .ok()
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(1_000_000);
+    println!(
+        "\n## Compact layout: {count} jobs waiting (100 B bodies, 10 topics, due from 1 h ahead \
+         over a day)\n"
+    );
+    let mut redis = fresh(server).await;
+    beat(&mut redis).await;
+    let client = client(server, Some(Duration::from_secs(124))).await;
+    let before = used_memory(&mut redis).await;
+    let first = SystemTime::now() + Duration::from_secs(3_600);
+    let spacing = Duration::from_secs(86_400) / count as u32;
+    let seconds = push(&client, count, 100, &TOPICS, first, spacing).await;
+    let after = used_memory(&mut redis).await;
+    let mut times = [Vec::new(), Vec::new()];
+    for n in 0..1_000u64 {
+        // Spread over the ids without a random generator: a multiplicative hash.
+        let id = format!("{:016}", n.wrapping_mul(2_654_435_761) % count as u64);
+        let started = Instant::now();
+        let job = client.get(&id).await.unwrap();
+        times[0].push(started.elapsed().as_secs_f64() * 1e3);
+        assert!(job.body.is_some() || job.state == delayer_client::State::Unknown);
+        let started = Instant::now();
+        client.remove(&id).await.unwrap();
+        times[1].push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    let [gets, removes] = times.map(percentiles);
+    println!(
+        "| jobs | used_memory | B/job | push jobs/s | get p50 / p99 ms | remove p50 / p99 ms |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {count} | {:.1} MB | {:.0} | {:.0} | {:.3} / {:.3} | {:.3} / {:.3} |",
+        (after - before) as f64 / 1e6,
+        (after - before) as f64 / count as f64,
+        count as f64 / seconds,
+        gets.0,
+        gets.1,
+        removes.0,
+        removes.1
+    );
+}

@@ -1,0 +1,131 @@
+//! Stages compact jobs (see `delayer_wire::compact`): once a second, the chunks whose window
+//! starts within the lead are written in the legacy form, where the move script takes them as
+//! any job. A daemon tells pushers that it stages (a beat), so that they write compact jobs only
+//! while one does; until a push asks for it (the `wanted` key) or compact jobs exist, it writes
+//! nothing, so that a drop-in install holds no key of the layout.
+
+use std::time::Duration;
+
+use deadpool_redis::redis::{self, AsyncCommands, RedisResult};
+use delayer_wire::compact::{BEAT_EVERY, CompactKeys, STAGE_EVERY};
+use delayer_wire::keys::Keys;
+use delayer_wire::scripts::compact_stage::{Reach, StageScript};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::step::Step;
+use crate::redis::RedisPool;
+
+/// How long a daemon's beat is kept after it stopped beating (for the console to count).
+const BEATS_KEPT: Duration = Duration::from_secs(86_400);
+
+/// One daemon's staging of compact jobs.
+pub(super) struct Stager {
+    keys: Keys,
+    script: StageScript,
+    /// This daemon, in the beats.
+    name: String,
+}
+
+impl Stager {
+    pub(super) fn new(keys: &Keys) -> Stager {
+        let started = delayer_wire::time::unix_now();
+        Stager {
+            keys: keys.clone(),
+            script: StageScript::default(),
+            name: format!("{}:{started:.6}", std::process::id()),
+        }
+    }
+
+    /// Stages until `shutdown` is cancelled; nothing where the layout has no compact keys. A
+    /// script call that has started finishes.
+    pub(super) async fn run(&self, pool: &RedisPool, step: &Step, shutdown: &CancellationToken) {
+        let Some(compact) = self.keys.compact() else {
+            return;
+        };
+        let mut active = false;
+        let mut beaten: Option<Instant> = None;
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(STAGE_EVERY) => {}
+                () = shutdown.cancelled() => return,
+            }
+            let Ok(mut connection) = pool.get().await else {
+                // The mover tells of an unreachable Redis.
+                continue;
+            };
+            let result = async {
+                if !active {
+                    // A user the ACL does not let look (written before the layout) never
+                    // stages: pushers then write every job in the legacy form.
+                    active = in_use(&mut connection, compact).await.unwrap_or(false);
+                    if !active {
+                        return Ok(0);
+                    }
+                    info!("Staging compact jobs: our pushes write them now");
+                }
+                let mut jobs = 0;
+                loop {
+                    let staged = self
+                        .script
+                        .run(&mut connection, &self.keys, compact, Reach::Lead)
+                        .await?;
+                    jobs += staged.jobs;
+                    if !staged.more || shutdown.is_cancelled() {
+                        break;
+                    }
+                }
+                // Only a daemon that could stage tells pushers it does.
+                if beaten.is_none_or(|at| at.elapsed() >= BEAT_EVERY) {
+                    self.beat(&mut connection, compact, step).await?;
+                    beaten = Some(Instant::now());
+                }
+                RedisResult::Ok(jobs)
+            }
+            .await;
+            match result {
+                Ok(_) if failing => {
+                    failing = false;
+                    info!("Staging compact jobs again");
+                }
+                Ok(_) => {}
+                Err(error) if !failing => {
+                    failing = true;
+                    warn!("Could not stage compact jobs (tried again every second): {error}");
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Tells pushers that this daemon stages (by Redis's clock), and forgets beats a day old.
+    async fn beat(
+        &self,
+        connection: &mut impl redis::aio::ConnectionLike,
+        compact: &CompactKeys,
+        step: &Step,
+    ) -> RedisResult<()> {
+        let now_ms = (step.now() * 1000.0) as i64;
+        let kept_ms = BEATS_KEPT.as_millis() as i64;
+        redis::pipe()
+            .zadd(compact.stagers(), &self.name, now_ms)
+            .ignore()
+            .zrembyscore(compact.stagers(), "-inf", now_ms - kept_ms)
+            .ignore()
+            .query_async(connection)
+            .await
+    }
+}
+
+/// Whether compact jobs are wanted or exist.
+async fn in_use(
+    connection: &mut impl AsyncCommands,
+    compact: &CompactKeys,
+) -> RedisResult<bool> {
+    let found: usize = connection
+        .exists(&[compact.wanted(), compact.chunks()])
+        .await?;
+    Ok(found > 0)
+}

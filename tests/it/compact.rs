@@ -1,0 +1,170 @@
+//! The compact layout with real daemons (see `delayer_wire::compact`): jobs our pushes wrote
+//! compact are staged and moved by the daemons, each once, never early by Redis's clock, popped
+//! by a legacy client as any job; compact jobs that fell due while no daemon ran are moved too; a
+//! daemon beside legacy clients only writes no key of the layout.
+
+use crate::support;
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::{Client, NewPush, Settings};
+use support::legacy_client::{self, Message};
+use support::{RedisServer, start_daemons};
+
+const INDEX: &str = "delayer:compact:index";
+
+/// A client whose pushes wait compact from `after` on (the default, 124 s, would make a test
+/// wait two minutes).
+async fn client(server: &RedisServer, after: Duration) -> Client {
+    let settings = Settings {
+        compact_after: Some(after),
+        ..Settings::default()
+    };
+    Client::connect_with(server.info(), settings).await.unwrap()
+}
+
+async fn redis_now(redis: &mut MultiplexedConnection) -> f64 {
+    let (seconds, micros): (f64, f64) = delayer_client::redis::cmd("TIME")
+        .query_async(redis)
+        .await
+        .unwrap();
+    seconds + micros / 1e6
+}
+
+/// Tells pushers a daemon stages, as a daemon's beat does: so that jobs are pushed compact before
+/// any daemon runs.
+async fn beat(redis: &mut MultiplexedConnection) {
+    let now_ms = (redis_now(redis).await * 1000.0) as i64;
+    let _: () = redis
+        .zadd("delayer:compact:stagers", "test", now_ms)
+        .await
+        .unwrap();
+}
+
+fn unix(time: SystemTime) -> f64 {
+    time.duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
+}
+
+/// Pops `count` jobs of `topics` as the PHP client does, each with Redis's time when popped.
+async fn pop_all(
+    redis: &mut MultiplexedConnection,
+    topics: &[&str],
+    count: usize,
+) -> HashMap<String, (Message, f64)> {
+    let mut popped: HashMap<String, (Message, f64)> = HashMap::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while popped.len() < count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {count} popped",
+            popped.len()
+        );
+        let mut any = false;
+        for topic in topics {
+            while let Some(message) = legacy_client::pop(redis, topic).await.unwrap() {
+                let at = redis_now(redis).await;
+                let id = message.id.clone();
+                assert!(
+                    popped.insert(id.clone(), (message, at)).is_none(),
+                    "{id} twice"
+                );
+                any = true;
+            }
+        }
+        if !any {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    popped
+}
+
+#[tokio::test]
+async fn compact_jobs_move_on_time_once_and_legacy_clients_pop_them() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    beat(&mut redis).await;
+    let client = client(&server, Duration::from_secs(2)).await;
+    let topics = ["a", "b", "c"];
+    let start = SystemTime::now();
+    let jobs: Vec<NewPush> = (0..300)
+        .map(|n| {
+            let due = start + Duration::from_millis(2_500 + n * 10);
+            NewPush::new(topics[n as usize % 3], format!("body {n}"))
+                .id(format!("job-{n}"))
+                .at(due)
+        })
+        .collect();
+    client.push_many(jobs).await.unwrap();
+    let compact: usize = redis.hlen(INDEX).await.unwrap();
+    assert_eq!(compact, 300, "every job waits compact");
+
+    let (daemons, _logs) = start_daemons(&server, &["one", "two"], "");
+    let popped = pop_all(&mut redis, &topics, 300).await;
+    for n in 0..300u64 {
+        let (message, at) = &popped[&format!("job-{n}")];
+        let due = unix(start + Duration::from_millis(2_500 + n * 10));
+        assert_eq!(message.body, format!("body {n}"));
+        assert!(*at >= due - 0.001, "job-{n} popped {:.3} s early", due - at);
+    }
+    let left: usize = redis.hlen(INDEX).await.unwrap();
+    let chunks: usize = redis.zcard("delayer:compact:chunks").await.unwrap();
+    assert_eq!((left, chunks), (0, 0));
+    let stagers: usize = redis.zcard("delayer:compact:stagers").await.unwrap();
+    assert!(stagers >= 2, "the daemons tell pushers they stage");
+    for daemon in daemons {
+        daemon.stop();
+    }
+}
+
+#[tokio::test]
+async fn compact_jobs_that_fell_due_while_no_daemon_ran_are_moved_when_one_starts() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    beat(&mut redis).await;
+    let client = client(&server, Duration::from_millis(500)).await;
+    let due = SystemTime::now() + Duration::from_millis(800);
+    let jobs: Vec<NewPush> = (0..2_000)
+        .map(|n| NewPush::new("t", format!("{n}")).id(format!("{n}")).at(due))
+        .collect();
+    client.push_many(jobs).await.unwrap();
+    let compact: usize = redis.hlen(INDEX).await.unwrap();
+    assert_eq!(compact, 2_000);
+    // Every job falls due before a daemon runs.
+    support::wait_for(Duration::from_secs(10), "the jobs to fall due", || {
+        let mut redis = redis.clone();
+        async move { (redis_now(&mut redis).await > unix(due)).then_some(()) }
+    })
+    .await;
+    let (daemons, _logs) = start_daemons(&server, &["one"], "");
+    let popped = pop_all(&mut redis, &["t"], 2_000).await;
+    assert_eq!(popped.len(), 2_000);
+    for daemon in daemons {
+        daemon.stop();
+    }
+}
+
+#[tokio::test]
+async fn a_daemon_beside_legacy_clients_only_writes_no_key_of_the_layout() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemons, logs) = start_daemons(&server, &["one"], "");
+    let message = Message {
+        id: "php".into(),
+        topic: "t".into(),
+        body: "b".into(),
+    };
+    legacy_client::push(&mut redis, &message, 1).await.unwrap();
+    let popped = pop_all(&mut redis, &["t"], 1).await;
+    assert!(popped.contains_key("php"));
+    // Two looks of the stager (one a second) went by.
+    std::thread::sleep(Duration::from_millis(2_100));
+    let keys: Vec<String> = redis.keys("delayer:compact:*").await.unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    assert!(!support::read(&logs[0].error).contains("compact"));
+    for daemon in daemons {
+        daemon.stop();
+    }
+}
