@@ -50,6 +50,14 @@ pub struct Serving {
     pub check_config: bool,
 }
 
+/// What `delayer compact` does.
+#[derive(Subcommand)]
+pub enum CompactAction {
+    /// Write every job waiting compact in the legacy form now (set compact_pushes = false, and
+    /// the clients' compact_after to none, first)
+    Expand,
+}
+
 /// The subcommands.
 #[derive(Subcommand)]
 pub enum Command {
@@ -190,6 +198,14 @@ pub enum Command {
         /// With --topic: run at most this many (earliest first)
         #[arg(long, default_value_t = 10_000, requires = "of_topic")]
         limit: usize,
+    },
+    /// The compact layout: `expand` writes every job waiting compact in the legacy form now,
+    /// before going back to a version without it (see docs/compact.md)
+    #[command(after_help = "Example:\n  delayer compact expand")]
+    Compact {
+        /// What to do
+        #[command(subcommand)]
+        action: CompactAction,
     },
     /// Recurring schedules: add, list, show, remove, pause, resume, run
     #[command(subcommand)]

@@ -12,6 +12,7 @@ use delayer_client::{Client, Cursor, Error, JobId, NewPush, Promoted, Removed, S
 use serde_json::Value;
 
 use super::Command;
+use super::args::CompactAction;
 use super::output::{info_json, popped_json, stats_json, stats_table};
 use crate::config::Config;
 use crate::redis::target;
@@ -85,7 +86,21 @@ async fn command_with(client: &Client, config: &Config, command: Command) -> Res
             promote(client, id.expect("clap requires an id or a topic")).await
         }
         Command::Schedule(command) => super::schedule::run(client, command).await,
+        Command::Compact {
+            action: CompactAction::Expand,
+        } => expand_compact(client).await,
     }
+}
+
+/// `compact expand`: every compact job in the legacy form.
+async fn expand_compact(client: &Client) -> Result<()> {
+    let expanded = client.expand_compact().await?;
+    println!(
+        "{} compact jobs written in the legacy form; {} dropped (expired, or pushed again by a \
+         legacy client)",
+        expanded.jobs, expanded.dropped
+    );
+    Ok(())
 }
 
 /// `push`: one job; prints its id.

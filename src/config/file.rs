@@ -32,6 +32,9 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// `[delayer] max_ttr`: the longest time to run the HTTP API gives a reservation.
     pub max_ttr: Duration,
+    /// `[delayer] compact_pushes`: whether the shell commands' and the HTTP API's pushes may
+    /// write jobs in the compact layout.
+    pub compact_pushes: bool,
     /// The `[redis]` section.
     pub redis: RedisSettings,
     /// The `[http]` section: no HTTP server without it.
@@ -121,6 +124,7 @@ impl Config {
             mover: MoverSettings::default(),
             max_body_bytes: 0,
             max_ttr: Duration::ZERO,
+            compact_pushes: true,
             redis: RedisSettings::default(),
             http: None,
             schedules: Vec::new(),
@@ -194,6 +198,9 @@ impl Config {
             layout: self.redis.layout,
             // A drop-in `delayer.conf` (no console) writes no history key, as before.
             count_history: self.http.is_some(),
+            compact_after: self
+                .compact_pushes
+                .then_some(delayer_client::DEFAULT_COMPACT_AFTER),
             ..delayer_client::Settings::default()
         }
     }

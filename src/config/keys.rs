@@ -168,6 +168,16 @@ pub(super) const KEYS: &[Key] = &[
     },
     Key {
         section: "delayer",
+        name: "compact_pushes",
+        default: "true",
+        doc: "true: jobs delayer push and the HTTP API add 124 s or more ahead wait in a third of \
+              the memory (docs/compact.md); false: all in the legacy form",
+        secret: false,
+        set: |config, raw| assign(&mut config.compact_pushes, boolean(raw)),
+        show: |config| Some(config.compact_pushes.to_string()),
+    },
+    Key {
+        section: "delayer",
         name: "max_ttr",
         default: "86400",
         doc: "longest time to run, in seconds, a reservation over HTTP may ask for",

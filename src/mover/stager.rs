@@ -120,10 +120,7 @@ impl Stager {
 }
 
 /// Whether compact jobs are wanted or exist.
-async fn in_use(
-    connection: &mut impl AsyncCommands,
-    compact: &CompactKeys,
-) -> RedisResult<bool> {
+async fn in_use(connection: &mut impl AsyncCommands, compact: &CompactKeys) -> RedisResult<bool> {
     let found: usize = connection
         .exists(&[compact.wanted(), compact.chunks()])
         .await?;

@@ -168,3 +168,37 @@ async fn a_daemon_beside_legacy_clients_only_writes_no_key_of_the_layout() {
         daemon.stop();
     }
 }
+
+#[tokio::test]
+async fn going_back_writes_every_compact_job_in_the_legacy_form() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    beat(&mut redis).await;
+    let client = client(&server, delayer_client::DEFAULT_COMPACT_AFTER).await;
+    let far = SystemTime::now() + Duration::from_secs(7_200);
+    let jobs: Vec<NewPush> = (0..100)
+        .map(|n| NewPush::new("t", format!("{n}")).id(format!("{n}")).at(far))
+        .collect();
+    client.push_many(jobs).await.unwrap();
+    let compact: usize = redis.hlen(INDEX).await.unwrap();
+    assert_eq!(compact, 100);
+    // Step 1: compact pushes off; `delayer push` then writes the legacy form.
+    let config = server.write_file("off.conf", &server.config_text("compact_pushes = false"));
+    let id = support::delayer_succeeds(&config, &["push", "t", "b", "--delay", "3600"]);
+    let bucket: bool = redis
+        .exists(delayer_wire::keys::job_bucket(id.trim()))
+        .await
+        .unwrap();
+    assert!(bucket, "pushed in the legacy form");
+    // Step 2: every compact job in the legacy form.
+    let said = support::delayer_succeeds(&config, &["compact", "expand"]);
+    assert!(said.starts_with("100 compact jobs written"), "{said}");
+    let (compact, pooled): (usize, usize) = (
+        redis.hlen(INDEX).await.unwrap(),
+        redis.zcard(delayer_wire::keys::JOB_POOL).await.unwrap(),
+    );
+    assert_eq!((compact, pooled), (0, 101));
+    let job = client.get("7").await.unwrap();
+    assert_eq!(job.body.as_deref(), Some(&b"7"[..]));
+    assert_eq!(job.state, delayer_client::State::Waiting);
+}

@@ -40,7 +40,7 @@ pub use client::firing::{Firing, Round};
 pub use client::history::{History, SEND_EVERY};
 pub use client::inspect::JobTimes;
 pub use client::pop::HeldJob;
-pub use client::push::{NewPush, Push, Removed};
+pub use client::push::{Expanded, NewPush, Push, Removed};
 pub use client::stats::{Lengths, Stats, TopicDetails, TopicStats};
 pub use client::waiting::{
     Cursor, MAX_PROMOTE, MAX_PROMOTE_READ, MAX_WAITING_READ, Promoted, TopicPromotion, WaitingJob,

@@ -97,7 +97,10 @@ mod tests {
         ] {
             assert!(prelude.contains(&line), "prelude.lua lacks {line:?}");
         }
-        assert!(BEAT_EVERY * 3 <= BEAT_FRESH, "a missed beat or two is no stop");
+        assert!(
+            BEAT_EVERY * 3 <= BEAT_FRESH,
+            "a missed beat or two is no stop"
+        );
         assert!(WINDOW.as_secs().is_power_of_two());
     }
 }

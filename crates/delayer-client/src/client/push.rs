@@ -10,6 +10,7 @@ use super::{Client, check_id, check_topic_to_write_in};
 use crate::error::{Error, Result};
 use crate::job::unique_id;
 use crate::name::{JobId, Topic};
+use crate::scripts::compact_stage::{Reach, StageScript};
 use crate::scripts::push::{Form, NewJob};
 use crate::settings::{MAX_DELAY, MAX_PUSH_BATCH};
 use crate::time::{to_unix, unix_now};
@@ -77,6 +78,40 @@ impl Client {
             (_, 1) => Removed::Due,
             _ => Removed::Unknown,
         })
+    }
+}
+
+/// What [`Client::expand_compact`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Expanded {
+    /// Jobs written in the legacy form.
+    pub jobs: u64,
+    /// Jobs dropped: their data had expired, or a legacy client had pushed their id again.
+    pub dropped: u64,
+}
+
+impl Client {
+    /// Writes every job waiting compact in the legacy form now, whatever its due time, with its
+    /// own due time and data (see `docs/compact.md`, going back): the last step before running
+    /// a daemon of a version without the compact layout. Turn compact pushes off first, or new
+    /// jobs wait compact again.
+    pub async fn expand_compact(&self) -> Result<Expanded> {
+        let mut expanded = Expanded::default();
+        let Some(compact) = self.keys().compact() else {
+            return Ok(expanded);
+        };
+        let mut connection = self.connection().await?;
+        loop {
+            let staged = StageScript::default()
+                .run(&mut connection, self.keys(), compact, Reach::All)
+                .await
+                .map_err(|error| Error::about_key(error, self.keys().pool()))?;
+            expanded.jobs += staged.jobs;
+            expanded.dropped += staged.dropped;
+            if !staged.more {
+                return Ok(expanded);
+            }
+        }
     }
 }
 
