@@ -1,17 +1,20 @@
 //! A rolling upgrade: the previous release's daemon (built from `DELAYER_PREVIOUS`, default
 //! `main`; see `support::previous_release`) and the current one on one Redis, while 50,000 legacy
-//! jobs fall due over 2 s. Every job must be moved once: each id in the ready lists exactly once,
-//! none left in the pool, every bucket still there for a `pop`.
+//! jobs and 50,000 compact ones (pushed by this build's client, staged by this build's daemon)
+//! fall due over 2 s. Every job must be moved once: each id in the ready lists exactly once, none
+//! left in the pool or waiting compact, every bucket still there for a `pop`.
 
 use std::time::Duration;
 
 use delayer_client::redis::AsyncCommands;
+use delayer_client::{Client, NewPush, Settings};
 use delayer_wire::keys::job_bucket;
-use delayer_wire::time::unix_now;
+use delayer_wire::time::{from_unix, unix_now};
 
 use super::support::previous_release::previous_release;
 use super::support::{
-    Daemon, DaemonSetup, Logs, RedisServer, add_jobs, delivered, read, wait_for_empty_pool,
+    Daemon, DaemonSetup, Logs, RedisServer, add_jobs, delivered, read, wait_for,
+    wait_for_empty_pool,
 };
 use super::{TOPICS, stop};
 
@@ -31,8 +34,29 @@ pub async fn upgrade() {
         logs.wait_for_line("Service started successfully");
     }
 
-    // Due over 2 s from a second ahead, so that both daemons are at work while they fall due.
-    let start = unix_now() + 1.0;
+    // The compact jobs are pushed while this build's daemon beats (it stages them; the previous
+    // release never looks at the compact keys), due over the same 2 s.
+    let settings = Settings {
+        compact_after: Some(Duration::from_millis(500)),
+        ..Settings::default()
+    };
+    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    wait_for(
+        Duration::from_secs(10),
+        "this build's daemon to beat",
+        || {
+            let mut redis = redis.clone();
+            async move {
+                let _: () = redis.set("delayer:compact:wanted", 1).await.unwrap();
+                let beats: usize = redis.zcard("delayer:compact:stagers").await.unwrap();
+                (beats > 0).then_some(())
+            }
+        },
+    )
+    .await;
+    // Due over 2 s from 5 s ahead (the pushes take a moment), so that both daemons are at work
+    // while they fall due.
+    let start = unix_now() + 5.0;
     let ids: Vec<String> = (0..JOBS).map(|index| format!("up-{index:06}")).collect();
     let jobs = ids.iter().enumerate().map(|(index, id)| {
         (
@@ -42,6 +66,29 @@ pub async fn upgrade() {
         )
     });
     add_jobs(&mut redis, jobs).await;
+    let compact_ids: Vec<String> = (0..JOBS).map(|index| format!("cp-{index:06}")).collect();
+    let at = |index: usize| from_unix(start + (index % 2_000) as f64 / 1_000.0).unwrap();
+    for (slice, ids) in compact_ids.chunks(10_000).enumerate() {
+        let jobs = ids.iter().enumerate().map(|(index, id)| {
+            let index = slice * 10_000 + index;
+            NewPush::new(TOPICS[index % TOPICS.len()], "compact")
+                .id(id.as_str())
+                .at(at(index))
+        });
+        client.push_many(jobs).await.unwrap();
+    }
+    // They waited compact: a chunk holds at most 1,000.
+    let chunks: usize = redis.get("delayer:compact:next").await.unwrap();
+    assert!(chunks >= JOBS / 1_000, "{chunks} chunks");
+    let ids: Vec<String> = ids.into_iter().chain(compact_ids).collect();
+    wait_for(Duration::from_secs(60), "every compact job staged", || {
+        let mut redis = redis.clone();
+        async move {
+            let left: usize = redis.hlen("delayer:compact:index").await.unwrap();
+            (left == 0).then_some(())
+        }
+    })
+    .await;
     wait_for_empty_pool(&redis, Duration::from_secs(60)).await;
     for daemon in &mut daemons {
         stop(daemon);
@@ -56,7 +103,7 @@ pub async fn upgrade() {
         without_bucket += usize::from(!exists);
     }
     println!(
-        "\n## Rolling upgrade ({JOBS} legacy jobs due over 2 s, {} topics; the previous release, {}, beside this build on one Redis)\n",
+        "\n## Rolling upgrade ({JOBS} legacy and {JOBS} compact jobs due over 2 s, {} topics; the previous release, {}, beside this build on one Redis)\n",
         TOPICS.len(),
         &previous.commit[..12]
     );

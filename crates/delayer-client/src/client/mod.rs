@@ -32,6 +32,7 @@ use crate::name::Topic;
 use crate::scripts::ack::AckScript;
 use crate::scripts::body::{Body, BodyScript};
 use crate::scripts::compact_job::CompactJobScript;
+use crate::scripts::compact_window::CompactWindowScript;
 use crate::scripts::count::CountScript;
 use crate::scripts::dead_job::DeadJobScript;
 use crate::scripts::find_reserved::FindReservedScript;
@@ -88,6 +89,7 @@ struct Scripts {
     ack: AckScript,
     body: BodyScript,
     compact_job: CompactJobScript,
+    compact_window: CompactWindowScript,
     count: CountScript,
     release: ReleaseScript,
     requeue_dead: RequeueDeadScript,

@@ -12,8 +12,10 @@ use redis::{RedisResult, Value};
 
 use super::{Client, check_id, check_topic_in};
 use crate::error::{Error, Result};
+use crate::keys::Keys;
 use crate::keys::field;
 use crate::name::{JobId, Topic};
+use crate::scripts::compact_window::CompactWindow;
 use crate::scripts::pool_window::MOST_READ;
 use crate::scripts::promote::{MOST_IDS, Promotion};
 
@@ -98,6 +100,52 @@ pub struct TopicPromotion {
     pub next: Option<Cursor>,
 }
 
+/// A page of the pool and one of the jobs waiting compact after the same cursor, as one page in
+/// due order: none past the place either source stopped reading at, since jobs may hide there.
+fn merged(pool: WaitingPage, compact: CompactWindow, count: usize) -> WaitingPage {
+    let key = |cursor: &Cursor| (cursor.score, cursor.id.as_bytes().to_vec());
+    let compact_frontier = compact.resume.map(|resume| match compact.jobs.last() {
+        Some((id, due, _)) if compact.jobs.len() == count => Cursor {
+            score: *due,
+            id: id.clone(),
+        },
+        _ => Cursor {
+            score: resume,
+            id: JobId::from(Vec::new()),
+        },
+    });
+    let limit = [pool.next.clone(), compact_frontier]
+        .into_iter()
+        .flatten()
+        .min_by(|a, b| key(a).partial_cmp(&key(b)).expect("due times are numbers"));
+    let mut jobs: Vec<WaitingJob> = pool.jobs;
+    jobs.extend(compact.jobs.into_iter().map(|(id, due, topic)| WaitingJob {
+        id,
+        due,
+        topic: Some(topic),
+        attempts: 0,
+    }));
+    jobs.sort_by(|a, b| {
+        key(&a.cursor())
+            .partial_cmp(&key(&b.cursor()))
+            .expect("due times are numbers")
+    });
+    if let Some(limit) = &limit {
+        jobs.retain(|job| key(&job.cursor()) <= key(limit));
+    }
+    jobs.truncate(count);
+    let next = match jobs.last() {
+        Some(last) if jobs.len() == count => Some(last.cursor()),
+        _ => limit,
+    };
+    WaitingPage {
+        cut_short: jobs.len() < count && next.is_some(),
+        read: pool.read + compact.read,
+        jobs,
+        next,
+    }
+}
+
 impl Client {
     /// Up to `count` jobs waiting in the pool, in due order, after `after` (none: from the
     /// first), with their topic and attempts: a script call for each window of the pool read
@@ -121,6 +169,34 @@ impl Client {
         };
         // A topic's own pool holds its jobs alone.
         let filter = topic.filter(|_| keys.every_topic().is_some());
+        let pooled = self.pool_page(&keys, filter, after, count).await?;
+        let Some(compact) = keys.compact().filter(|_| count > 0) else {
+            return Ok(pooled);
+        };
+        let scripts = &self.inner.scripts;
+        let from = after.map(|at| (at.score, at.id.as_bytes()));
+        let window = (scripts.compact_window)
+            .run(
+                &mut self.connection().await?,
+                compact,
+                from,
+                count,
+                topic,
+                MAX_WAITING_READ,
+            )
+            .await?;
+        Ok(merged(pooled, window, count))
+    }
+
+    /// Up to `count` jobs of `keys`' pool after `after` (of topic `filter` only, when given):
+    /// see [`waiting`](Client::waiting).
+    async fn pool_page(
+        &self,
+        keys: &Keys,
+        filter: Option<&[u8]>,
+        after: Option<&Cursor>,
+        count: usize,
+    ) -> Result<WaitingPage> {
         let mut page = WaitingPage {
             next: after.cloned(),
             ..WaitingPage::default()
@@ -206,7 +282,7 @@ impl Client {
         if let Some(compact) = keys.compact() {
             let scripts = &self.inner.scripts;
             (scripts.compact_job)
-                .stage(&mut self.connection().await?, &keys, compact, id)
+                .stage(&mut self.connection().await?, &keys, compact, &[id])
                 .await
                 .map_err(|error| Error::about_key(error, keys.pool()))?;
         }
@@ -248,6 +324,14 @@ impl Client {
             done.read += page.read;
             done.next = page.next;
             let ids: Vec<&JobId> = page.jobs.iter().map(|job| &job.id).collect();
+            // Those waiting compact are written in the legacy form first, then promoted as any.
+            if let (Some(compact), false) = (keys.compact(), ids.is_empty()) {
+                let ids: Vec<&[u8]> = ids.iter().map(|id| id.as_bytes()).collect();
+                (self.inner.scripts.compact_job)
+                    .stage(&mut self.connection().await?, &keys, compact, &ids)
+                    .await
+                    .map_err(|error| Error::about_key(error, keys.pool()))?;
+            }
             if !ids.is_empty() {
                 let found = self
                     .inner

@@ -286,3 +286,82 @@ async fn any_bytes_and_many_jobs_a_window() {
     assert_eq!(pool(&mut redis).await.len(), 2_501);
     assert_eq!(bucket(&mut redis, odd_id).await["body"], odd_body);
 }
+
+/// Every page of `count` waiting jobs (of `topic`, or all), from the first: the ids in order.
+async fn every_page(client: &Client, topic: Option<&str>, count: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut after = None;
+    loop {
+        let page = client
+            .waiting(topic.map(str::as_bytes), after.as_ref(), count)
+            .await
+            .unwrap();
+        assert!(page.jobs.len() <= count);
+        ids.extend(page.jobs.iter().map(|job| job.id.to_string()));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return ids,
+        }
+    }
+}
+
+#[tokio::test]
+async fn pages_of_waiting_jobs_hold_compact_ones_in_due_order() {
+    let (server, mut redis, client) = start().await;
+    beat(&mut redis).await;
+    let plain = Client::connect_with(
+        server.info(),
+        Settings {
+            compact_after: None,
+            ..Settings::default()
+        },
+    )
+    .await
+    .unwrap();
+    // 300 jobs due over ten windows, every third one legacy; pairs share a due time.
+    let base = std::time::SystemTime::now() + HOUR;
+    let mut expected = Vec::new();
+    for n in 0..300u64 {
+        let at = base + Duration::from_secs(n / 2 * 4);
+        let (id, topic) = (
+            format!("{:03}-{}", n / 2, n % 2),
+            ["a", "b"][n as usize % 2],
+        );
+        let pusher = if n % 3 == 0 { &plain } else { &client };
+        pusher
+            .push(topic, "b")
+            .at(at)
+            .id(id.as_str())
+            .await
+            .unwrap();
+        expected.push((id, topic));
+    }
+    assert_eq!(index_len(&mut redis).await, 200);
+    let ids = |topic: Option<&str>| -> Vec<String> {
+        expected
+            .iter()
+            .filter(|(_, of)| topic.is_none_or(|topic| topic == *of))
+            .map(|(id, _)| id.clone())
+            .collect()
+    };
+    for count in [1, 7, 50, 1000] {
+        assert_eq!(
+            every_page(&client, None, count).await,
+            ids(None),
+            "pages of {count}"
+        );
+        assert_eq!(every_page(&client, Some("b"), count).await, ids(Some("b")));
+    }
+    let first = client.waiting(None, None, 3).await.unwrap();
+    assert_eq!(first.jobs[1].topic.as_ref().unwrap().as_bytes(), b"b");
+
+    // Run all of topic a's now: its compact jobs too.
+    let done = client.promote_topic("a", 10_000, None).await.unwrap();
+    assert_eq!(done.made_due, 150);
+    let left: Vec<(String, String)> = redis
+        .hgetall(INDEX)
+        .await
+        .map(|index: HashMap<String, String>| index.into_iter().collect())
+        .unwrap();
+    assert_eq!(left.len(), 100, "topic b's compact jobs still wait compact");
+}

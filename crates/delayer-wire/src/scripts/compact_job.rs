@@ -36,7 +36,7 @@ impl CompactJobScript {
         limit: usize,
     ) -> RedisResult<Option<CompactJob>> {
         let reply = self
-            .call(connection, keys, compact, id, "get", limit)
+            .call(connection, keys, compact, "get", limit, &[id])
             .await?;
         let Value::Array(fields) = reply else {
             return match reply {
@@ -68,22 +68,27 @@ impl CompactJobScript {
         id: &[u8],
     ) -> RedisResult<bool> {
         let reply = self
-            .call(connection, keys, compact, id, "remove", 0)
+            .call(connection, keys, compact, "remove", 0, &[id])
             .await?;
         Ok(reply != Value::Nil)
     }
 
-    /// Writes job `id` in the legacy form now, with its own due time, if it waits compact;
-    /// whether it did. From then on it is a legacy job of `keys`' pool.
+    /// Writes those of `ids` that wait compact in the legacy form now, each with its own due
+    /// time; how many did. From then on they are legacy jobs of `keys`' pool.
     pub async fn stage(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         compact: &CompactKeys,
-        id: &[u8],
-    ) -> RedisResult<bool> {
-        let reply = self.call(connection, keys, compact, id, "stage", 0).await?;
-        Ok(reply != Value::Nil)
+        ids: &[&[u8]],
+    ) -> RedisResult<usize> {
+        match self
+            .call(connection, keys, compact, "stage", 0, ids)
+            .await?
+        {
+            Value::Int(staged) => Ok(staged as usize),
+            _ => Err(malformed("compact_job")),
+        }
     }
 
     async fn call(
@@ -91,18 +96,18 @@ impl CompactJobScript {
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         compact: &CompactKeys,
-        id: &[u8],
         action: &str,
         limit: usize,
+        ids: &[&[u8]],
     ) -> RedisResult<Value> {
-        self.0
-            .key(keys.pool())
-            .arg(compact.prefix())
+        let mut call = self.0.key(keys.pool());
+        call.arg(compact.prefix())
             .arg(keys.bucket_prefix())
-            .arg(id)
             .arg(action)
-            .arg(limit)
-            .invoke_async(connection)
-            .await
+            .arg(limit);
+        for id in ids {
+            call.arg(*id);
+        }
+        call.invoke_async(connection).await
     }
 }

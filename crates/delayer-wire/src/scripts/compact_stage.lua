@@ -21,6 +21,18 @@ local budget = tonumber(ARGV[4])
 local index, chunks, open = prefix .. 'index', prefix .. 'chunks', prefix .. 'open'
 require_type(pool, 'zset')
 require_permission('ZADD', pool, '0', 'x')
+-- Every other command, before the first write (see the prelude): a daemon that may not stage
+-- fails here, and never tells pushers it stages.
+local chunk_1, bucket_x = prefix .. 'chunk:1', bucket_prefix .. 'x'
+require_permission('LRANGE', chunk_1, '0', '-1')
+require_permission('DEL', chunk_1)
+require_permission('ZREM', chunks, '1')
+require_permission('HDEL', open, '0')
+require_permission('HGET', open, '0')
+require_permission('HDEL', index, 'x')
+require_permission('EXISTS', bucket_x)
+require_permission('HSET', bucket_x, 'f', 'v')
+require_permission('EXPIREAT', bucket_x, '1')
 local now = clock(ARGV[5])
 local until_window = ARGV[3] == 'all' and '+inf' or '(' .. (now + tonumber(ARGV[3]))
 local due = redis.call('ZRANGEBYSCORE', chunks, '-inf', until_window, 'WITHSCORES', 'LIMIT', 0, 64)

@@ -25,6 +25,7 @@ pub mod ack;
 pub mod body;
 pub mod compact_job;
 pub mod compact_stage;
+pub mod compact_window;
 pub mod count;
 pub mod dead_job;
 pub mod find_reserved;
