@@ -220,7 +220,11 @@ impl Metrics {
 
     /// The pool's jobs, as the census read them.
     fn register_pool(&self, holdings: &mut Registry) {
-        holdings.register("jobs_waiting", "Jobs in the pool", self.waiting.clone());
+        holdings.register(
+            "jobs_waiting",
+            "Jobs waiting: in the pool, or compact",
+            self.waiting.clone(),
+        );
         holdings.register(
             "jobs_due",
             "Jobs in the pool that are due now",

@@ -202,3 +202,52 @@ async fn going_back_writes_every_compact_job_in_the_legacy_form() {
     assert_eq!(job.body.as_deref(), Some(&b"7"[..]));
     assert_eq!(job.state, delayer_client::State::Waiting);
 }
+
+#[tokio::test]
+async fn http_adds_wait_compact_and_get_and_remove_find_them() {
+    use serde_json::json;
+    use support::http_client::{post, serving};
+    const JOBS: &str = "/delay-queue/api/jobs";
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (daemon, _logs, http) = serving(&server, "api", "");
+    let add = |id: &str| {
+        let added = post(
+            &http,
+            &format!("{JOBS}/add"),
+            &json!({"id": id, "topic": "t", "delay": 3600, "body": "b"}),
+        );
+        assert_eq!(added.status, 200, "{}", added.body);
+    };
+    // The first add asks for the layout; the daemon then stages and tells pushers so.
+    add("first");
+    support::wait_for(Duration::from_secs(10), "the daemon to stage", || {
+        let mut redis = redis.clone();
+        async move {
+            let beats: usize = redis.zcard("delayer:compact:stagers").await.unwrap();
+            (beats > 0).then_some(())
+        }
+    })
+    .await;
+    add("second");
+    let compact: Vec<String> = redis.hkeys(INDEX).await.unwrap();
+    assert_eq!(
+        compact,
+        ["second"],
+        "the first add was legacy, the second compact"
+    );
+    let got = post(&http, &format!("{JOBS}/get"), &json!({"job_id": "second"})).json();
+    assert_eq!(got["data"]["body"], "b", "{got}");
+    assert_eq!(got["data"]["topic"], "t");
+    let removed = post(
+        &http,
+        &format!("{JOBS}/remove"),
+        &json!({"job_id": "second"}),
+    );
+    assert_eq!(removed.status, 200, "{}", removed.body);
+    let compact: usize = redis.hlen(INDEX).await.unwrap();
+    assert_eq!(compact, 0);
+    let got = post(&http, &format!("{JOBS}/get"), &json!({"job_id": "second"})).json();
+    assert!(got["data"].is_null() || got["code"] != 0, "{got}");
+    daemon.stop();
+}

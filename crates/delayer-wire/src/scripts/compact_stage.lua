@@ -44,28 +44,32 @@ while at < #due and read < budget do
   local chunk = prefix .. 'chunk:' .. number
   local entries = redis.call('LRANGE', chunk, 0, -1)
   read = read + #entries
-  for position, entry in ipairs(entries) do
+  -- A job removed or pushed again has an empty entry (see compact_take): every other entry is
+  -- a job waiting here, whose index entry points here.
+  local ids = {}
+  for _, entry in ipairs(entries) do
     if entry ~= '' then
       local job = compact_unpack(entry)
-      if tonumber(redis.call('HGET', index, job.id)) == number * CHUNK_JOBS + position - 1 then
-        redis.call('HDEL', index, job.id)
-        local bucket = bucket_prefix .. job.id
-        if job.expire_at <= now or redis.call('EXISTS', bucket) == 1 then
-          dropped = dropped + 1
-        else
-          redis.call('HSET', bucket, 'topic', job.topic, 'body', job.body, 'due', job.due,
-            'delay', job.delay)
-          redis.call('EXPIREAT', bucket, job.expire_at)
-          scored[#scored + 1] = job.due
-          scored[#scored + 1] = job.id
-          staged = staged + 1
-          if #scored >= 2000 then
-            redis.call('ZADD', pool, unpack(scored))
-            scored = {}
-          end
+      ids[#ids + 1] = job.id
+      local bucket = bucket_prefix .. job.id
+      if job.expire_at <= now or redis.call('EXISTS', bucket) == 1 then
+        dropped = dropped + 1
+      else
+        redis.call('HSET', bucket, 'topic', job.topic, 'body', job.body, 'due', job.due,
+          'delay', job.delay)
+        redis.call('EXPIREAT', bucket, job.expire_at)
+        scored[#scored + 1] = job.due
+        scored[#scored + 1] = job.id
+        staged = staged + 1
+        if #scored >= 2000 then
+          redis.call('ZADD', pool, unpack(scored))
+          scored = {}
         end
       end
     end
+  end
+  for from = 1, #ids, 1000 do
+    redis.call('HDEL', index, unpack(ids, from, math.min(from + 999, #ids)))
   end
   redis.call('DEL', chunk)
   redis.call('ZREM', chunks, number)
