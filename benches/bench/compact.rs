@@ -1,8 +1,9 @@
 //! The compact layout as built (see `delayer_wire::compact`), beside the legacy one in the same
 //! run: bytes per waiting job pushed by the client's `push_many` at 16 B, 100 B and 1 KiB bodies;
-//! the daemon draining 100,000 jobs that fell due while it was down, compact against legacy; and
-//! with many jobs waiting compact (`DELAYER_BENCH_COMPACT_JOBS`, default 1,000,000): memory, the
-//! push rate, and `get` and `remove` of random ids.
+//! the daemon moving 100,000 jobs due at one instant, pushed while it runs and while it was down,
+//! compact against legacy; and with many jobs waiting compact (`DELAYER_BENCH_COMPACT_JOBS`,
+//! default 1,000,000; a tenth of them due at one instant): memory, the push rate, `get` and
+//! `remove` of random ids, the tenth's drain and the daemon's peak RSS.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -184,43 +185,89 @@ async fn many(server: &RedisServer) {
         .ok()
         .and_then(|count| count.parse().ok())
         .unwrap_or(1_000_000);
+    let burst = count / 10;
     println!(
-        "\n## Compact layout: {count} jobs waiting (100 B bodies, 10 topics, due from 1 h ahead \
-         over a day)\n"
+        "\n## Compact layout: {count} jobs waiting (100 B bodies, 10 topics, pushed with push_many \
+         while a daemon runs): {} due from 1 h ahead over a day, then {burst} due at one instant \
+         (staged ahead, then moved)\n",
+        count - burst
     );
     let mut redis = fresh(server).await;
+    let (config, _) = server.daemon_config("compact-many", "");
+    let mut daemon = Daemon::start(&config);
     beat(&mut redis).await;
-    let client = client(server, Some(Duration::from_secs(124))).await;
+    let far = client(server, Some(Duration::from_secs(124))).await;
     let before = used_memory(&mut redis).await;
     let first = SystemTime::now() + Duration::from_secs(3_600);
-    let spacing = Duration::from_secs(86_400) / count as u32;
-    let seconds = push(&client, count, 100, &TOPICS, first, spacing).await;
+    let spacing = Duration::from_secs(86_400) / (count - burst) as u32;
+    let seconds = push(&far, count - burst, 100, &TOPICS, first, spacing).await;
     let after = used_memory(&mut redis).await;
+    // The burst: its own ids (after the others'), due 45 s after its push starts.
+    let soon = client(server, Some(Duration::from_millis(1))).await;
+    let due = SystemTime::now() + Duration::from_secs(45);
+    let body = vec![b'x'; 100];
+    for slice in (count - burst..count).collect::<Vec<_>>().chunks(PUSH_SLICE) {
+        let jobs: Vec<NewPush> = slice
+            .iter()
+            .map(|&n| {
+                NewPush::new(TOPICS[n % TOPICS.len()], body.clone())
+                    .id(format!("{n:016}"))
+                    .at(due)
+            })
+            .collect();
+        soon.push_many(jobs).await.unwrap();
+    }
     let mut times = [Vec::new(), Vec::new()];
     for n in 0..1_000u64 {
-        // Spread over the ids without a random generator: a multiplicative hash.
-        let id = format!("{:016}", n.wrapping_mul(2_654_435_761) % count as u64);
+        // Spread over the far jobs without a random generator: a multiplicative hash.
+        let id = format!(
+            "{:016}",
+            n.wrapping_mul(2_654_435_761) % (count - burst) as u64
+        );
         let started = Instant::now();
-        let job = client.get(&id).await.unwrap();
+        let job = far.get(&id).await.unwrap();
         times[0].push(started.elapsed().as_secs_f64() * 1e3);
         assert!(job.body.is_some() || job.state == delayer_client::State::Unknown);
         let started = Instant::now();
-        client.remove(&id).await.unwrap();
+        far.remove(&id).await.unwrap();
         times[1].push(started.elapsed().as_secs_f64() * 1e3);
     }
     let [gets, removes] = times.map(percentiles);
+    let mut first_ready = None;
+    loop {
+        let mut ready = 0;
+        for topic in TOPICS {
+            let length: usize = redis
+                .llen(delayer_wire::keys::ready_queue(topic))
+                .await
+                .unwrap();
+            ready += length;
+        }
+        if ready > 0 && first_ready.is_none() {
+            first_ready = Some(Instant::now());
+        }
+        if ready == burst {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let drained = first_ready.unwrap().elapsed().as_secs_f64();
+    let rss_mb = crate::proc_status_kb(daemon.pid(), "VmHWM") as f64 / 1024.0;
+    stop(&mut daemon);
     println!(
-        "| jobs | used_memory | B/job | push jobs/s | get p50 / p99 ms | remove p50 / p99 ms |"
+        "| jobs | used_memory | B/job | push jobs/s | get p50 / p99 ms | remove p50 / p99 ms | {burst} due at once: jobs/s | daemon peak RSS |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     println!(
-        "| {count} | {:.1} MB | {:.0} | {:.0} | {:.3} / {:.3} | {:.3} / {:.3} |",
+        "| {} | {:.1} MB | {:.0} | {:.0} | {:.3} / {:.3} | {:.3} / {:.3} | {:.0} | {rss_mb:.1} MB |",
+        count - burst,
         (after - before) as f64 / 1e6,
-        (after - before) as f64 / count as f64,
-        count as f64 / seconds,
+        (after - before) as f64 / (count - burst) as f64,
+        (count - burst) as f64 / seconds,
         gets.0,
         gets.1,
         removes.0,
-        removes.1
+        removes.1,
+        burst as f64 / drained,
     );
 }

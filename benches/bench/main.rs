@@ -648,7 +648,7 @@ pub(crate) fn stop(daemon: &mut Daemon) {
 }
 
 /// A `kB` field of /proc/<pid>/status, e.g. VmHWM (peak RSS).
-fn proc_status_kb(pid: u32, field: &str) -> u64 {
+pub(crate) fn proc_status_kb(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
