@@ -206,7 +206,10 @@ async fn many(server: &RedisServer) {
     let soon = client(server, Some(Duration::from_millis(1))).await;
     let due = SystemTime::now() + Duration::from_secs(45);
     let body = vec![b'x'; 100];
-    for slice in (count - burst..count).collect::<Vec<_>>().chunks(PUSH_SLICE) {
+    for slice in (count - burst..count)
+        .collect::<Vec<_>>()
+        .chunks(PUSH_SLICE)
+    {
         let jobs: Vec<NewPush> = slice
             .iter()
             .map(|&n| {

@@ -26,7 +26,14 @@ async fn written(redis: &mut MultiplexedConnection) -> Written {
     for (id, _) in &pool {
         let mut fields: Vec<(String, String)> = redis.hgetall(job_bucket(id)).await.unwrap();
         for (name, value) in &mut fields {
-            if name == "due" || (name == "delay" && value != "1.500" && value != "0.000") {
+            // A job pushed for a time (every third, from the second) has the delay left then.
+            let timed = id
+                .strip_prefix("job-")
+                .and_then(|n| n.parse::<usize>().ok())
+                .is_some_and(|index| index % 3 == 1);
+            if name == "due"
+                || (name == "delay" && (timed || (value != "1.500" && value != "0.000")))
+            {
                 value.clear();
             }
         }
@@ -65,6 +72,7 @@ async fn push_many_writes_what_single_pushes_write_and_legacy_clients_pop_them()
     let count = MAX_PUSH_BATCH + 500;
 
     let client = Client::connect(singles.info()).await.unwrap();
+    let started = std::time::Instant::now();
     for index in 0..count {
         job!(index, at, |topic, body| client.push(topic, body))
             .await
@@ -77,6 +85,8 @@ async fn push_many_writes_what_single_pushes_write_and_legacy_clients_pop_them()
         .push_many((0..count).map(|index| job!(index, at, NewPush::new)))
         .await
         .unwrap();
+    // How far apart a job's two pushes can be: the single pushes took a while on a busy box.
+    let apart = started.elapsed().as_secs_f64();
     assert_eq!(
         script_runs(&mut redis).await - runs_before,
         2,
@@ -89,11 +99,14 @@ async fn push_many_writes_what_single_pushes_write_and_legacy_clients_pop_them()
     let batch = written(&mut redis).await;
     assert_eq!(batch.registry, singles.registry);
     assert_eq!(batch.pool.len(), count);
-    for ((id, single), (batch_id, score)) in singles.pool.iter().zip(&batch.pool) {
-        assert_eq!(id, batch_id);
+    // By id: on a busy box the two runs' "now" jobs can sort apart from their timed ones.
+    let batch_scores: std::collections::HashMap<&String, f64> =
+        batch.pool.iter().map(|(id, score)| (id, *score)).collect();
+    for (id, single) in &singles.pool {
+        let score = batch_scores[id];
         // Delays count from Redis's clock at each push: the two runs are a moment apart.
         assert!(
-            (single - score).abs() < 1.0,
+            (single - score).abs() <= apart,
             "{id}: {single} against {score}"
         );
         let ((single_fields, single_ttl), (fields, ttl)) =
