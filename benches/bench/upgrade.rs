@@ -54,9 +54,10 @@ pub async fn upgrade() {
         },
     )
     .await;
-    // Due over 2 s from 5 s ahead (the pushes take a moment), so that both daemons are at work
-    // while they fall due.
-    let start = unix_now() + 5.0;
+    // Due over 2 s from 15 s ahead (100,000 pushes take a while on a busy box; a compact job
+    // pushed less than 0.5 s before it falls due would be a legacy one), so that both daemons
+    // are at work while they fall due.
+    let start = unix_now() + 15.0;
     let ids: Vec<String> = (0..JOBS).map(|index| format!("up-{index:06}")).collect();
     let jobs = ids.iter().enumerate().map(|(index, id)| {
         (
