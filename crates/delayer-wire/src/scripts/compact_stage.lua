@@ -46,25 +46,31 @@ while at < #due and read < budget do
   read = read + #entries
   -- A job removed or pushed again has an empty entry (see compact_take): every other entry is
   -- a job waiting here, whose index entry points here.
-  local ids = {}
+  local jobs, ids, buckets = {}, {}, {}
   for _, entry in ipairs(entries) do
     if entry ~= '' then
       local job = compact_unpack(entry)
+      jobs[#jobs + 1] = job
       ids[#ids + 1] = job.id
-      local bucket = bucket_prefix .. job.id
-      if job.expire_at <= now or redis.call('EXISTS', bucket) == 1 then
-        dropped = dropped + 1
-      else
-        redis.call('HSET', bucket, 'topic', job.topic, 'body', job.body, 'due', job.due,
-          'delay', job.delay)
-        redis.call('EXPIREAT', bucket, job.expire_at)
-        scored[#scored + 1] = job.due
-        scored[#scored + 1] = job.id
-        staged = staged + 1
-        if #scored >= 2000 then
-          redis.call('ZADD', pool, unpack(scored))
-          scored = {}
-        end
+      buckets[#buckets + 1] = bucket_prefix .. job.id
+    end
+  end
+  -- Whether any of their buckets exists, in one command (the usual answer: none).
+  local any = #buckets > 0 and redis.call('EXISTS', unpack(buckets)) > 0
+  for n, job in ipairs(jobs) do
+    local bucket = buckets[n]
+    if job.expire_at <= now or (any and redis.call('EXISTS', bucket) == 1) then
+      dropped = dropped + 1
+    else
+      redis.call('HSET', bucket, 'topic', job.topic, 'body', job.body, 'due', job.due,
+        'delay', job.delay)
+      redis.call('EXPIREAT', bucket, job.expire_at)
+      scored[#scored + 1] = job.due
+      scored[#scored + 1] = job.id
+      staged = staged + 1
+      if #scored >= 2000 then
+        redis.call('ZADD', pool, unpack(scored))
+        scored = {}
       end
     end
   end
