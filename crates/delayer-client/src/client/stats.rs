@@ -377,16 +377,15 @@ impl Client {
             .iter()
             .filter_map(|(_, _, next)| Some(next.first()?.1))
             .min_by(f64::total_cmp);
-        // Jobs waiting compact are waiting too (the index holds one entry a job).
-        let compact: u64 = match self.keys().compact() {
-            Some(compact) => self
-                .connection()
-                .await?
-                .hlen(compact.index())
-                .await
-                .unwrap_or(0),
-            None => 0,
-        };
+        // Jobs waiting compact are waiting too (the index holds one entry a job; one index a
+        // shard). An index that cannot be read counts none.
+        let mut compact = 0;
+        let mut connection = self.connection().await?;
+        for (keys, _) in &shards {
+            if let Some(keys) = keys.compact() {
+                compact += connection.hlen(keys.index()).await.unwrap_or(0u64);
+            }
+        }
         Ok(Lengths {
             waiting: compact + counts.iter().map(|(waiting, _, _)| waiting).sum::<u64>(),
             due_now: counts.iter().map(|(_, due_now, _)| due_now).sum(),
