@@ -189,6 +189,12 @@ async fn get_remove_and_promote_without_a_topic_find_a_compact_job() {
     let now = redis_now(&mut redis).await;
     assert!(pooled.is_some_and(|due| due <= now), "due now: {pooled:?}");
     assert_eq!(compact_jobs(&mut redis).await, 1, "y waits compact still");
+    let details = client.details(&["c".into()], 10).await.unwrap();
+    assert_eq!(
+        details[0].waiting,
+        Some(1),
+        "the console counts it on its topic"
+    );
 }
 
 #[tokio::test]

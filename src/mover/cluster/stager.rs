@@ -124,9 +124,7 @@ impl ClusterStager {
         for (topic, staged) in staged {
             match staged {
                 Ok(next_window) => {
-                    let latest = now + LOOK_AGAIN.as_secs_f64();
-                    let near = next_window.map(|window| window as f64 - LEAD.as_secs_f64());
-                    looks.insert(topic, near.map_or(latest, |near| near.min(latest)));
+                    looks.insert(topic, next_look(now, next_window));
                 }
                 // Looked at again next second.
                 Err(error) => failed = failed.or(Some((Some(topic), error))),
@@ -220,5 +218,34 @@ impl ClusterStager {
             .for_key(key)
             .await
             .inspect_err(|error| nodes.failed(None, error))
+    }
+}
+
+/// When a topic is looked at again, as of `now` (unix seconds by Redis's clock): as the earliest
+/// window of its chunks left (`next_window`) comes within the lead, or after [`LOOK_AGAIN`].
+fn next_look(now: f64, next_window: Option<u64>) -> f64 {
+    let latest = now + LOOK_AGAIN.as_secs_f64();
+    let near = next_window.map(|window| window as f64 - LEAD.as_secs_f64());
+    near.map_or(latest, |near| near.min(latest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_topic_is_looked_at_every_ten_seconds_and_a_near_window_in_time() {
+        let now = 1_000_000.0;
+        assert_eq!(next_look(now, None), now + 10.0, "no chunk left");
+        assert_eq!(next_look(now, Some(1_003_600)), now + 10.0, "an hour ahead");
+        assert_eq!(
+            next_look(now, Some(1_000_065)),
+            now + 5.0,
+            "within the lead in 5 s"
+        );
+        assert!(
+            next_look(now, Some(1_000_030)) <= now,
+            "within the lead now: next second"
+        );
     }
 }
