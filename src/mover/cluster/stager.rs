@@ -73,6 +73,9 @@ impl ClusterStager {
                 info!("Staging compact jobs: our pushes write them now");
             }
             let mut result = self.pass(nodes, step, &mut looks, shutdown).await;
+            if shutdown.is_cancelled() {
+                return;
+            }
             if result.is_ok() && beaten.is_none_or(|at| at.elapsed() >= BEAT_EVERY) {
                 result = self.beat(nodes, step).await.map_err(|error| (None, error));
                 if result.is_ok() {
@@ -141,7 +144,8 @@ impl ClusterStager {
         shutdown: &CancellationToken,
     ) -> RedisResult<Option<u64>> {
         let keys = self.layout.keys(topic);
-        let Some(compact) = keys.compact() else {
+        // A stop starts no call (of the topics left in a pass).
+        let (Some(compact), false) = (keys.compact(), shutdown.is_cancelled()) else {
             return Ok(None);
         };
         let (master, mut connection) = nodes.for_key(keys.pool()).await.inspect_err(|error| {

@@ -29,8 +29,8 @@
 --
 -- A job waits compact (see compact.rs) when compact pushes are asked for, it falls due at least
 -- ARGV[4] after now by Redis's clock, its id has no bucket, and a daemon that stages compact jobs
--- beat lately (else the push leaves the `wanted` key, and goes legacy; see ARGV[5]). A job pushed in one form
--- takes the place of a copy of its id in the other.
+-- beat lately (else the push leaves the `wanted` key, and goes legacy; see ARGV[5]). A job
+-- pushed in one form takes the place of a copy of its id in the other.
 --
 -- Returns how many jobs it wrote (all of them), or an error naming the job's key that holds the
 -- wrong type, whose time to live is out of range, or that this Redis user may not write.
