@@ -195,6 +195,16 @@ async fn get_remove_and_promote_without_a_topic_find_a_compact_job() {
         Some(1),
         "the console counts it on its topic"
     );
+    let page = client.waiting(Some(b"c"), None, 10).await.unwrap();
+    let ids: Vec<&[u8]> = page.jobs.iter().map(|job| job.id.as_bytes()).collect();
+    assert_eq!(ids, [b"y"], "its topic's waiting page holds it");
+
+    // Going back: every compact job of every topic in the legacy form.
+    let expanded = client.expand_compact().await.unwrap();
+    assert_eq!(expanded.jobs, 1);
+    assert_eq!(compact_jobs(&mut redis).await, 0);
+    let pooled: Option<f64> = redis.zscore("delayer:{c}:job_pool", "y").await.unwrap();
+    assert!(pooled.is_some(), "y in its topic's pool");
 }
 
 #[tokio::test]
