@@ -38,6 +38,11 @@ impl Stager {
         }
     }
 
+    /// The stage script.
+    pub(super) fn script(&self) -> &StageScript {
+        &self.script
+    }
+
     /// Stages until `shutdown` is cancelled; nothing where the layout has no compact keys. A
     /// script call that has started finishes.
     pub(super) async fn run(&self, pool: &RedisPool, step: &Step, shutdown: &CancellationToken) {
@@ -101,7 +106,7 @@ impl Stager {
     }
 
     /// Tells pushers that this daemon stages (by Redis's clock), and forgets beats a day old.
-    async fn beat(
+    pub(super) async fn beat(
         &self,
         connection: &mut impl redis::aio::ConnectionLike,
         compact: &CompactKeys,
@@ -122,7 +127,7 @@ impl Stager {
 /// Whether compact jobs are wanted or exist.
 async fn in_use(connection: &mut impl AsyncCommands, compact: &CompactKeys) -> RedisResult<bool> {
     let found: usize = connection
-        .exists(&[compact.wanted(), compact.chunks()])
+        .exists(&[compact.wanted(), &compact.chunks()])
         .await?;
     Ok(found > 0)
 }

@@ -8,6 +8,7 @@ mod acl;
 mod clock;
 mod cluster;
 mod compact;
+mod compact_cluster;
 mod console;
 mod consumers;
 mod consumers_page;

@@ -9,7 +9,8 @@
 //! on the job is a legacy one, moved, popped, reserved and acked as today. Old daemons and the
 //! legacy clients never look at these keys, so a compact job is never an orphan to them.
 //!
-//! Keys, all beginning with the layout's compact prefix (`delayer:compact:`):
+//! Keys, beginning with the layout's compact prefix (`delayer:compact:` on one Redis; in the
+//! cluster layout `delayer:{TOPIC}:compact:`, one set a topic, in its slot):
 //! - `index`: hash, id → `chunk * CHUNK_JOBS + position`: a job waits compact exactly when its
 //!   id is here, and at that place;
 //! - `chunk:<n>`: list of packed jobs (see `compact_pack` in `prelude.lua`); a removed job's
@@ -17,10 +18,14 @@
 //! - `chunks`: sorted set, chunk number → the start of its window (unix seconds);
 //! - `open`: hash, window start → the chunk it is filling;
 //! - `next`: the last chunk number given;
-//! - `stagers`: sorted set, daemon → its last beat (unix ms by Redis's clock);
-//! - `wanted`: written by a push that would have been compact but found no daemon staging: a
+//!
+//! And one key each whatever the layout (in a cluster, in a slot of its own):
+//! - [`STAGERS`]: sorted set, daemon → its last beat (unix ms by Redis's clock);
+//! - [`WANTED`]: written by a push that would have been compact but found no daemon staging: a
 //!   daemon starts beating when it sees it (a drop-in install, where only the legacy clients
-//!   push, gets no key of this layout).
+//!   push, gets no key of this layout);
+//! - [`TOPICS`] (the cluster layout only): set of the topics that had compact pushes, so that a
+//!   daemon knows which topics' chunks to stage.
 //!
 //! [`Settings::compact_after`]: https://docs.rs/delayer-client
 
@@ -41,8 +46,24 @@ pub const DEFAULT_AFTER: Duration = Duration::from_secs(LEAD.as_secs() + WINDOW.
 pub const BEAT_EVERY: Duration = Duration::from_secs(5);
 /// How long after a daemon's last beat pushes still count on it.
 pub const BEAT_FRESH: Duration = Duration::from_secs(30);
+/// How long the `wanted` key lasts after the last push that found no daemon staging (the push
+/// script's `EX 86400`).
+pub const WANTED_KEPT: Duration = Duration::from_secs(86_400);
 /// How often a daemon looks for chunks to stage (and, before it stages, for the `wanted` key).
 pub const STAGE_EVERY: Duration = Duration::from_secs(1);
+/// In the cluster layout, the longest a daemon leaves a topic of [`TOPICS`] unlooked at: an idle
+/// topic costs one stage call this often, and a push of a window earlier than those its topic
+/// held is staged at least `LEAD` − this ahead.
+pub const LOOK_AGAIN: Duration = Duration::from_secs(10);
+
+/// The daemons that stage, by last beat (see the module's documentation).
+pub const STAGERS: &str = "delayer:compact:stagers";
+/// The key a push leaves when it would have been compact but no daemon stages.
+pub const WANTED: &str = "delayer:compact:wanted";
+/// The cluster layout's topics that had compact pushes. Pushers add a topic before they push
+/// compact jobs to it; nobody removes one (a daemon looks at an idle topic every
+/// [`LOOK_AGAIN`]), so that no push can race a removal.
+pub const TOPICS: &str = "delayer:compact:topics";
 
 /// The compact layout's keys under `prefix` (see the module's documentation).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,14 +93,20 @@ impl CompactKeys {
         format!("{}chunks", self.prefix)
     }
 
-    /// The daemons that stage, by last beat.
-    pub fn stagers(&self) -> String {
-        format!("{}stagers", self.prefix)
+    /// The daemons that stage, by last beat: [`STAGERS`], one key whatever the layout.
+    pub fn stagers(&self) -> &'static str {
+        STAGERS
     }
 
-    /// The key a push leaves when it would have been compact but no daemon stages.
-    pub fn wanted(&self) -> String {
-        format!("{}wanted", self.prefix)
+    /// The key a push leaves when it would have been compact but no daemon stages: [`WANTED`],
+    /// one key whatever the layout.
+    pub fn wanted(&self) -> &'static str {
+        WANTED
+    }
+
+    /// The cluster layout's topics that had compact pushes: [`TOPICS`].
+    pub fn topics(&self) -> &'static str {
+        TOPICS
     }
 }
 
@@ -102,5 +129,20 @@ mod tests {
             "a missed beat or two is no stop"
         );
         assert!(WINDOW.as_secs().is_power_of_two());
+        assert!(
+            LOOK_AGAIN < LEAD,
+            "a new window is staged before its lead runs out"
+        );
+    }
+
+    #[test]
+    fn the_beats_and_the_wanted_key_are_one_whatever_the_layout() {
+        for keys in [
+            CompactKeys::new("delayer:compact:"),
+            CompactKeys::new("delayer:{t}:compact:"),
+        ] {
+            assert_eq!((keys.stagers(), keys.wanted()), (STAGERS, WANTED));
+            assert!(STAGERS.starts_with(crate::keys::COMPACT_PREFIX));
+        }
     }
 }

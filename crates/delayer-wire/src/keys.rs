@@ -44,7 +44,8 @@ pub const PARKED_SET_PREFIX: &str = "delayer:parked:";
 /// exists, until the session would have expired anyway, every daemon on this Redis refuses it.
 pub const LOGGED_OUT_PREFIX: &str = "delayer:logged_out:";
 /// Ours. What the keys of the compact layout start with (see [`crate::compact`]): where jobs
-/// our own code pushes wait until shortly before they fall due, on one Redis.
+/// our own code pushes wait until shortly before they fall due (one Redis; placed per topic,
+/// `delayer:{TOPIC}:compact:`).
 pub const COMPACT_PREFIX: &str = "delayer:compact:";
 /// Ours. Set of every topic seen (pushed by our clients, or moved by the daemon), so that nothing
 /// needs to SCAN to find them.
@@ -312,8 +313,9 @@ impl Layout {
                     // A schedule's keys are its topic's: the fire script pushes its jobs.
                     schedule_prefix: tagged("schedule:"),
                     schedules_by_next: tagged("schedules_by_next"),
-                    // Not yet: the cluster layout's jobs all wait in the legacy form.
-                    compact: None,
+                    // In the topic's slot, with its pool and buckets, for the scripts; never
+                    // ending in `:job_pool`, which the mover's pool SCAN matches.
+                    compact: Some(CompactKeys::new(&tagged("compact:"))),
                     topic: Some(topic.to_string()),
                 }
             }
@@ -520,8 +522,8 @@ impl Keys {
         self.topic.as_deref().unwrap_or("")
     }
 
-    /// The keys of the compact layout, where this layout has one (one Redis; not yet the
-    /// cluster layout).
+    /// The keys of the compact layout, where this layout has one: every layout's, placed per
+    /// topic the topic's own (see [`crate::compact`]).
     pub fn compact(&self) -> Option<&CompactKeys> {
         self.compact.as_ref()
     }
@@ -590,6 +592,11 @@ mod tests {
             "delayer:{order.close}:schedules_by_next"
         );
         assert_eq!(cluster.schedules_for_scripts(), "");
+        let compact = cluster.compact().unwrap();
+        assert_eq!(compact.prefix(), "delayer:{order.close}:compact:");
+        assert_eq!(compact.index(), "delayer:{order.close}:compact:index");
+        assert_eq!(compact.stagers(), "delayer:compact:stagers");
+        assert_eq!(legacy.compact().unwrap().prefix(), COMPACT_PREFIX);
         assert!(cluster.per_topic() && !legacy.per_topic());
     }
 

@@ -7,6 +7,7 @@
 mod nodes;
 mod registry;
 mod schedule;
+mod stager;
 mod watch;
 
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use crate::redis::{Failure, FailureKind, RedisSettings, target};
 use nodes::ClusterNodes;
 use registry::RegistryRepair;
 use schedule::Schedule;
+use stager::ClusterStager;
 use watch::ClusterWatch;
 
 /// Full batches one topic moves before the others' turn: a backlog of a million jobs in one topic
@@ -64,6 +66,7 @@ pub struct ClusterMover {
     registry: String,
     step: Step,
     registry_repair: RegistryRepair,
+    stager: Option<ClusterStager>,
 }
 
 impl ClusterMover {
@@ -76,6 +79,7 @@ impl ClusterMover {
             registry: redis.layout.keys("").topics().to_string(),
             step: Step::new(settings, redis),
             registry_repair: RegistryRepair::default(),
+            stager: ClusterStager::new(redis.layout),
         })
     }
 
@@ -99,9 +103,20 @@ impl ClusterMover {
         self.target.clone()
     }
 
-    /// Moves jobs as they fall due until `shutdown` is cancelled; drains under way finish their
-    /// script call in flight (and stop before the next), none starts after the stop.
+    /// Moves jobs as they fall due, and stages compact ones, until `shutdown` is cancelled;
+    /// drains under way finish their script call in flight (and stop before the next), none
+    /// starts after the stop.
     pub(super) async fn run(&self, shutdown: &CancellationToken) {
+        let stage = async {
+            if let Some(stager) = &self.stager {
+                stager.run(&self.nodes, &self.step, shutdown).await;
+            }
+        };
+        tokio::join!(self.poll(shutdown), stage);
+    }
+
+    /// The loop itself: the registry read, each topic drained as it falls due.
+    async fn poll(&self, shutdown: &CancellationToken) {
         let timer_interval = self.step.settings().timer_interval;
         let mut watch = ClusterWatch::new(&self.redis);
         let mut schedule = Schedule::default();

@@ -3,8 +3,9 @@
 //! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
 //! queues up), [`waiting`] (the pool a page at a time, and waiting jobs due now), [`pause`] (pause
 //! and resume a topic), [`sessions`] (the daemon's console's logouts), [`schedules`] (recurring
-//! schedules), [`firing`] (claiming their ticks), [`consumers`] (heartbeats: who is consuming) and
-//! [`history`] (what happened, per minute).
+//! schedules), [`firing`] (claiming their ticks), [`consumers`] (heartbeats: who is consuming),
+//! [`history`] (what happened, per minute) and [`staging`] (whether a daemon stages compact jobs,
+//! for pushes in the cluster layout).
 
 pub(crate) mod consumers;
 pub(crate) mod finish;
@@ -17,6 +18,7 @@ pub(crate) mod push;
 pub(crate) mod reserve;
 pub(crate) mod schedules;
 pub(crate) mod sessions;
+pub(crate) mod staging;
 pub(crate) mod stats;
 pub(crate) mod waiting;
 
@@ -78,6 +80,8 @@ struct Inner {
     settings: Settings,
     /// Pushes and acks counted, not yet added to the history.
     unsent: history::Unsent,
+    /// Whether a daemon stages compact jobs, as last read (the cluster layout).
+    beats: staging::Beats,
 }
 
 #[derive(Default)]
@@ -160,6 +164,7 @@ impl Client {
                 keys,
                 settings,
                 unsent: history::Unsent::default(),
+                beats: staging::Beats::default(),
             }),
             consumer: None,
         }
@@ -199,13 +204,23 @@ impl Client {
                 continue;
             }
             let keys = self.keys_for(&topic);
-            // Its data, or (an orphan) its pool entry alone.
-            let (data, pooled): (bool, Option<f64>) = redis::pipe()
+            // Its data, (an orphan) its pool entry alone, or its place waiting compact (an ACL
+            // that denies the compact keys: none there).
+            let mut lookup = redis::pipe();
+            lookup
+                .ignore_errors()
                 .exists(keys.bucket(id))
-                .zscore(keys.pool(), id)
-                .query_async(&mut connection)
-                .await?;
-            if data || pooled.is_some() {
+                .zscore(keys.pool(), id);
+            match keys.compact() {
+                Some(compact) => lookup.hexists(compact.index(), id),
+                None => lookup.cmd("PING"),
+            };
+            let (data, pooled, compact): (
+                RedisResult<bool>,
+                RedisResult<Option<f64>>,
+                RedisResult<redis::Value>,
+            ) = lookup.query_async(&mut connection).await?;
+            if data? || pooled?.is_some() || matches!(compact, Ok(redis::Value::Int(1))) {
                 found.push(topic);
             }
         }

@@ -11,10 +11,11 @@ use crate::error::{Error, Result};
 use crate::job::unique_id;
 use crate::name::{JobId, Topic};
 use crate::scripts::compact_stage::{Reach, StageScript};
-use crate::scripts::push::{Form, NewJob};
+use crate::scripts::push::NewJob;
 use crate::settings::{MAX_DELAY, MAX_PUSH_BATCH};
 use crate::time::{to_unix, unix_now};
 use delayer_wire::history::field;
+use redis::AsyncCommands;
 
 /// What [`Client::remove`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,16 +30,6 @@ pub enum Removed {
 }
 
 impl Client {
-    /// How this client's pushes write jobs (see [`Settings::compact_after`]).
-    ///
-    /// [`Settings::compact_after`]: crate::Settings::compact_after
-    fn push_form(&self) -> Form {
-        match self.settings().compact_after {
-            Some(after) => Form::CompactAfter(after),
-            None => Form::Legacy,
-        }
-    }
-
     /// A new job on `topic`, due at once unless [`Push::delay`] or [`Push::at`] say otherwise;
     /// `.await` it for its id.
     pub fn push(&self, topic: impl Into<Topic>, body: impl Into<Vec<u8>>) -> Push<'_> {
@@ -101,17 +92,28 @@ impl Client {
             return Ok(expanded);
         };
         let mut connection = self.connection().await?;
-        loop {
-            let staged = StageScript::default()
-                .run(&mut connection, self.keys(), compact, Reach::All)
-                .await
-                .map_err(|error| Error::about_key(error, self.keys().pool()))?;
-            expanded.jobs += staged.jobs;
-            expanded.dropped += staged.dropped;
-            if !staged.more {
-                return Ok(expanded);
+        // Placed per topic, those of the topics that had compact pushes.
+        let topics: Vec<Topic> = match self.keys().every_topic() {
+            Some(_) => Vec::new(),
+            None => connection.smembers(compact.topics()).await?,
+        };
+        for (keys, _) in self.keys().shards(&topics) {
+            let Some(compact) = keys.compact() else {
+                continue;
+            };
+            loop {
+                let staged = StageScript::default()
+                    .run(&mut connection, &keys, compact, Reach::All)
+                    .await
+                    .map_err(|error| Error::about_key(error, keys.pool()))?;
+                expanded.jobs += staged.jobs;
+                expanded.dropped += staged.dropped;
+                if !staged.more {
+                    break;
+                }
             }
         }
+        Ok(expanded)
     }
 }
 
@@ -332,6 +334,16 @@ impl Client {
             });
             groups[group].push(index);
         }
+        // The topics of the jobs that may wait compact.
+        let after = self.settings().compact_after;
+        let mut far: Vec<&Topic> = checked
+            .iter()
+            .filter(|job| after.is_some_and(|after| job.delay >= after.as_secs_f64()))
+            .map(|job| &job.topic)
+            .collect();
+        far.sort_unstable();
+        far.dedup();
+        let form = self.push_form(&far).await?;
         let mut connection = self.connection().await?;
         // The indexes of the jobs written so far.
         let mut pushed: Vec<usize> = Vec::new();
@@ -346,7 +358,7 @@ impl Client {
                     .inner
                     .scripts
                     .push
-                    .run(&mut connection, &keys, self.push_form(), &jobs)
+                    .run(&mut connection, &keys, form, &jobs)
                     .await;
                 let refused = refused.map_err(|error| {
                     let error = Error::about_key(error, keys.pool());

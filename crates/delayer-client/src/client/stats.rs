@@ -195,7 +195,7 @@ impl Client {
     pub async fn details(&self, topics: &[Topic], scanned: usize) -> Result<Vec<TopicDetails>> {
         let reserved = self.reserved_by_topic(topics, scanned).await?;
         // A topic's jobs waiting are known where it has a pool of its own.
-        let waiting: Vec<Option<u64>> = match self.keys().every_topic() {
+        let mut waiting: Vec<Option<u64>> = match self.keys().every_topic() {
             Some(_) => vec![None; topics.len()],
             None => {
                 self.each_topic_tolerant(topics, |pipe, keys, _| {
@@ -204,6 +204,11 @@ impl Client {
                 .await?
             }
         };
+        for (waiting, topic) in waiting.iter_mut().zip(topics) {
+            if let Some(waiting) = waiting {
+                *waiting += self.waiting_compact(&self.keys_for(topic)).await?;
+            }
+        }
         Ok(topics
             .iter()
             .zip(waiting)
@@ -212,6 +217,16 @@ impl Client {
                 waiting,
             })
             .collect())
+    }
+
+    /// How many jobs wait compact under `keys` (one shard): the index holds one entry a job.
+    /// An index that cannot be read (an ACL written before the layout) counts none.
+    async fn waiting_compact(&self, keys: &Keys) -> Result<u64> {
+        let Some(compact) = keys.compact() else {
+            return Ok(0);
+        };
+        let mut connection = self.connection().await?;
+        Ok(connection.hlen(compact.index()).await.unwrap_or(0))
     }
 
     /// The Redis server's version (`INFO server`; on a cluster, the first master's that
@@ -377,16 +392,10 @@ impl Client {
             .iter()
             .filter_map(|(_, _, next)| Some(next.first()?.1))
             .min_by(f64::total_cmp);
-        // Jobs waiting compact are waiting too (the index holds one entry a job).
-        let compact: u64 = match self.keys().compact() {
-            Some(compact) => self
-                .connection()
-                .await?
-                .hlen(compact.index())
-                .await
-                .unwrap_or(0),
-            None => 0,
-        };
+        let mut compact = 0;
+        for (keys, _) in &shards {
+            compact += self.waiting_compact(keys).await?;
+        }
         Ok(Lengths {
             waiting: compact + counts.iter().map(|(waiting, _, _)| waiting).sum::<u64>(),
             due_now: counts.iter().map(|(_, due_now, _)| due_now).sum(),

@@ -14,7 +14,9 @@
 -- ARGV[4]    about how many jobs to stage: whole chunks are staged until this many were read
 -- ARGV[5]    the caller's clock, unix seconds: now, only when this Redis user may not run TIME
 --
--- Returns {jobs staged, jobs dropped, 1 if chunks within the lead are left else 0}.
+-- Returns {jobs staged, jobs dropped, 1 if chunks within the lead are left else 0, and the start
+-- of the earliest window of the chunks left (unix seconds) when one is}: a caller that stages
+-- many sets (the cluster layout) looks again only as that window comes near.
 
 local pool, prefix, bucket_prefix = KEYS[1], ARGV[1], ARGV[2]
 local budget = tonumber(ARGV[4])
@@ -89,4 +91,9 @@ if #scored > 0 then
 end
 -- Chunks are left when some read were not staged, or the read stopped at its limit.
 local more = at < #due or #due >= 128
-return {staged, dropped, more and 1 or 0}
+local reply = {staged, dropped, more and 1 or 0}
+local first = redis.call('ZRANGEBYSCORE', chunks, '-inf', '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+if #first > 0 then
+  reply[4] = tonumber(first[2])
+end
+return reply

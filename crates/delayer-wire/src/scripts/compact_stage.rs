@@ -26,6 +26,8 @@ pub struct Staged {
     pub dropped: u64,
     /// Whether chunks within the lead are left (call again at once).
     pub more: bool,
+    /// The start of the earliest window of the chunks left (unix seconds), if any is.
+    pub next_window: Option<u64>,
 }
 
 /// Which chunks a call stages.
@@ -50,7 +52,7 @@ impl StageScript {
             Reach::Lead => LEAD.as_secs().to_string(),
             Reach::All => "all".to_string(),
         };
-        let (jobs, dropped, more): (u64, u64, u8) = self
+        let reply: Vec<i64> = self
             .0
             .key(keys.pool())
             .arg(compact.prefix())
@@ -60,13 +62,19 @@ impl StageScript {
             .arg(host_clock())
             .invoke_async(connection)
             .await?;
-        if more > 1 {
+        let (jobs, dropped, more, next_window) = match reply[..] {
+            [jobs, dropped, more] => (jobs, dropped, more, None),
+            [jobs, dropped, more, window] if window >= 0 => (jobs, dropped, more, Some(window)),
+            _ => return Err(malformed("compact_stage")),
+        };
+        if jobs < 0 || dropped < 0 || !(0..=1).contains(&more) {
             return Err(malformed("compact_stage"));
         }
         Ok(Staged {
-            jobs,
-            dropped,
+            jobs: jobs as u64,
+            dropped: dropped as u64,
             more: more == 1,
+            next_window: next_window.map(|window| window as u64),
         })
     }
 }

@@ -5,6 +5,7 @@
 -- after its last job, or until about ARGV[6] entries were read (only between windows). Reads
 -- only.
 --
+-- KEYS[1]  the chunks (declared so that a cluster sends the call to their slot)
 -- ARGV[1]  what the compact layout's keys start with ("delayer:compact:")
 -- ARGV[2]  the cursor's score ("" for none: from the first job)
 -- ARGV[3]  the cursor's id

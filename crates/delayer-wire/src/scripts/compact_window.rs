@@ -44,6 +44,7 @@ impl CompactWindowScript {
         };
         let reply: Vec<Vec<u8>> = self
             .0
+            .key(compact.chunks())
             .arg(compact.prefix())
             .arg(score)
             .arg(id)

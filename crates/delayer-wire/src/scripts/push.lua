@@ -15,7 +15,10 @@
 --            none
 -- ARGV[4]    the shortest delay, in seconds, a job waits compact with; "" for none: every job
 --            in the legacy form
--- ARGV[5..]  six a job, in the order of KEYS:
+-- ARGV[5]    whether a daemon stages compact jobs: "ask" to read its beats here (one Redis);
+--            "yes" or "no" as the caller read them (the cluster layout, where the beats and the
+--            `wanted` key are in another slot: the caller writes `wanted` then)
+-- ARGV[6..]  six a job, in the order of KEYS:
 --              id, topic, body;
 --              when it falls due, in unix seconds (fractional), for a job pushed for a time; ""
 --              for one pushed with a delay: due the delay after now, by Redis's clock, to the
@@ -26,16 +29,16 @@
 --
 -- A job waits compact (see compact.rs) when compact pushes are asked for, it falls due at least
 -- ARGV[4] after now by Redis's clock, its id has no bucket, and a daemon that stages compact jobs
--- beat lately (else the push leaves the `wanted` key, and goes legacy). A job pushed in one form
--- takes the place of a copy of its id in the other.
+-- beat lately (else the push leaves the `wanted` key, and goes legacy; see ARGV[5]). A job
+-- pushed in one form takes the place of a copy of its id in the other.
 --
 -- Returns how many jobs it wrote (all of them), or an error naming the job's key that holds the
 -- wrong type, whose time to live is out of range, or that this Redis user may not write.
 
 local pool, reserved, topics = KEYS[1], KEYS[2], ARGV[1]
-local compact, compact_after = ARGV[3], tonumber(ARGV[4])
+local compact, compact_after, stagers = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local count = #KEYS - 2
-local BASE = 4
+local BASE = 5
 if #ARGV ~= BASE + 6 * count then
   error({err = 'ERR push wants six arguments a job'})
 end
@@ -72,13 +75,14 @@ local compacting = compact_after ~= nil and compact_usable(compact)
     and may('RPUSH', compact .. 'chunk:1', 'x') and may('LLEN', compact .. 'chunk:1')
     and may('HSET', index, 'f', 'v') and may('ZADD', compact .. 'chunks', '0', 'x')
     and may('HSET', compact .. 'open', 'f', 'v') and may('HGET', compact .. 'open', 'f')
-    and may('INCR', compact .. 'next') and may('SET', compact .. 'wanted', '1')
-    and may('ZRANGEBYSCORE', compact .. 'stagers', '0', '1')
+    and may('INCR', compact .. 'next') and stagers ~= 'no'
+    and (stagers == 'yes' or may('SET', compact .. 'wanted', '1')
+      and may('ZRANGEBYSCORE', compact .. 'stagers', '0', '1'))
 -- Read before the first write (Redis before 5 allows writes after TIME only when asked first).
 local now = (by_delay or compacting) and clock(ARGV[2])
 -- Whether a daemon stages compact jobs, asked once a call, when a job would wait compact: nil
--- until then.
-local staged
+-- until then (true from the start when the caller read the beats).
+local staged = stagers == 'yes' or nil
 local function staging()
   if staged == nil then
     local fresh = milliseconds_up(now - BEAT_FRESH)

@@ -34,8 +34,12 @@ pub enum Form {
     /// Every job in the legacy form.
     Legacy,
     /// Jobs due at least this long after the push wait compact, where the layout has compact keys
-    /// and a daemon stages them.
+    /// and a daemon stages them (as the script reads the beats).
     CompactAfter(std::time::Duration),
+    /// As `CompactAfter`, a daemon's beats read by the caller: `true` when one stages. For the
+    /// cluster layout, where the beats are in another slot than the jobs (the caller then
+    /// writes the `wanted` key when none does).
+    CompactAfterTold(std::time::Duration, bool),
 }
 
 /// The most jobs one script call pushes: the client's `push_many` sends
@@ -59,14 +63,19 @@ impl PushScript {
         for job in jobs {
             call.key(keys.bucket(job.id));
         }
-        let compact_after = match form {
-            Form::Legacy => String::new(),
-            Form::CompactAfter(after) => format!("{:.3}", after.as_secs_f64()),
+        let (after, stagers) = match form {
+            Form::Legacy => (None, "ask"),
+            Form::CompactAfter(after) => (Some(after), "ask"),
+            Form::CompactAfterTold(after, true) => (Some(after), "yes"),
+            Form::CompactAfterTold(after, false) => (Some(after), "no"),
         };
+        let compact_after =
+            after.map_or(String::new(), |after| format!("{:.3}", after.as_secs_f64()));
         call.arg(keys.registry_for_scripts())
             .arg(host_clock())
             .arg(keys.compact_for_scripts())
-            .arg(compact_after);
+            .arg(compact_after)
+            .arg(stagers);
         for job in jobs {
             call.arg(job.id)
                 .arg(job.topic)
