@@ -29,10 +29,10 @@ mod link {
 
     use anyhow::{Context, Result};
     use delayer_client::{Client, Target};
-    use rdkafka::producer::{FutureProducer, Producer};
+    use rdkafka::producer::Producer;
     use tokio_util::sync::CancellationToken;
 
-    use super::producer::{self, Reports};
+    use super::producer::{self, Producers};
     use super::settings::KafkaSettings;
     use super::{out, requests};
     use crate::metrics::Metrics;
@@ -46,7 +46,7 @@ mod link {
         /// For the offsets of the requests pushed.
         target: Target,
         settings: KafkaSettings,
-        producer: FutureProducer<Reports>,
+        producers: Producers,
         metrics: Arc<Metrics>,
     }
 
@@ -58,14 +58,14 @@ mod link {
             target: Target,
             metrics: Arc<Metrics>,
         ) -> Result<Link> {
-            let producer = producer::producer(settings, metrics.kafka.clone())
+            let producers = Producers::new(settings, metrics.kafka.clone())
                 .context("cannot make a Kafka producer ([kafka])")?;
             metrics.kafka.turn_on(&settings.brokers);
             Ok(Link {
                 client,
                 target,
                 settings: settings.clone(),
-                producer,
+                producers,
                 metrics,
             })
         }
@@ -74,7 +74,7 @@ mod link {
         /// topic, until `stop`; then waits for the messages still queued.
         pub async fn run(self, stop: &CancellationToken) {
             let link = &self.metrics.kafka;
-            let delivering = out::run(&self.client, &self.producer, &self.settings, link, stop);
+            let delivering = out::run(&self.client, &self.producers, &self.settings, link, stop);
             let reading = async {
                 if let Some(topic) = &self.settings.requests_topic {
                     requests::run(
@@ -89,8 +89,9 @@ mod link {
                 }
             };
             tokio::join!(delivering, reading);
-            let producer = self.producer.clone();
-            // Nothing is left queued once the loop ends (each batch is awaited), but flush all the same.
+            let (_, producer) = self.producers.current();
+            // Nothing is left queued once the loop ends (each job's report is awaited), but flush
+            // all the same.
             let _ =
                 tokio::task::spawn_blocking(move || producer.flush(Duration::from_secs(5))).await;
         }

@@ -23,6 +23,7 @@ pub struct KafkaLink {
     given_back: Counter,
     requests: Counter,
     broker_errors: Counter,
+    producers_remade: Counter,
     in_flight: Gauge,
     due_to_acked: Histogram,
     state: Mutex<LinkState>,
@@ -48,6 +49,7 @@ impl Default for KafkaLink {
             given_back: Counter::default(),
             requests: Counter::default(),
             broker_errors: Counter::default(),
+            producers_remade: Counter::default(),
             in_flight: Gauge::default(),
             // 1 ms to ~9 min.
             due_to_acked: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
@@ -110,6 +112,11 @@ impl KafkaLink {
         self.broker_errors.inc();
     }
 
+    /// The producer made again after a fatal error.
+    pub fn producer_remade(&self) {
+        self.producers_remade.inc();
+    }
+
     /// Delay requests read from `requests_topic` and pushed as jobs.
     pub fn requests(&self, count: usize) {
         self.requests.inc_by(count as u64);
@@ -162,6 +169,11 @@ impl Collector for KafkaLink {
                 "kafka_broker_errors",
                 "Errors librdkafka reported about the brokers (connections lost, timeouts)",
                 &self.broker_errors,
+            ),
+            (
+                "kafka_producers_remade",
+                "Times the Kafka producer failed for good (a fatal error) and was made again",
+                &self.producers_remade,
             ),
         ];
         for (name, help, counter) in counters {
