@@ -124,7 +124,7 @@ pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> Run {
                             delay: 3600.0,
                         };
                         script
-                            .run(&mut redis, &Layout::LEGACY.keys(""), &[job])
+                            .run(&mut redis, &Layout::LEGACY.keys(""), &[job], None)
                             .await
                             .unwrap();
                     }

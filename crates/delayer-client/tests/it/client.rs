@@ -519,7 +519,7 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
         delay: 1e16,
     };
     let error = script
-        .run(&mut redis, &keys::Layout::LEGACY.keys(""), &[job])
+        .run(&mut redis, &keys::Layout::LEGACY.keys(""), &[job], None)
         .await
         .unwrap_err();
     assert!(error.to_string().contains("time to live"), "{error}");

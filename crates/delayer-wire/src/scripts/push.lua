@@ -19,17 +19,27 @@
 --              the bucket's time to live in seconds (the delay plus the ready lifetime, as the
 --              legacy clients set it);
 --              the delay it was pushed with, in seconds (for those who ask how it was pushed)
+-- ARGV[3+6n..] optional, after the n jobs: a hash, then field-value pairs set in it with the jobs
+--            (a mark of what was pushed, written in the same call, so that a producer that must
+--            push each thing once never has the one without the other). Not a declared key: one
+--            Redis only (the client sets the mark apart in the cluster layout)
 --
 -- Returns how many jobs it wrote (all of them), or an error naming the job's key that holds the
 -- wrong type, whose time to live is out of range, or that this Redis user may not write.
 
 local pool, reserved, topics = KEYS[1], KEYS[2], ARGV[1]
 local count = #KEYS - 2
-if #ARGV ~= 2 + 6 * count then
-  error({err = 'ERR push wants six arguments a job'})
+local marked = #ARGV - 2 - 6 * count
+if marked ~= 0 and (marked < 3 or marked % 2 == 0) then
+  error({err = 'ERR push wants six arguments a job, then optionally a hash and field-value pairs'})
 end
+local mark = marked > 0 and ARGV[3 + 6 * count]
 
 require_type(pool, 'zset')
+if mark then
+  require_type(mark, 'hash')
+  require_permission('HSET', mark, 'f', 'v')
+end
 require_permission('ZADD', pool, '0', ARGV[3])
 -- How many of the buckets exist, in one command: new ids, the usual case, then need no look at
 -- each bucket's type (a TYPE a job costs Redis a tenth of the push). nil when this Redis user may
@@ -111,5 +121,8 @@ if topics ~= '' then
     list[#list + 1] = topic
   end
   redis.pcall('SADD', topics, unpack(list))
+end
+if mark then
+  redis.call('HSET', mark, unpack(ARGV, 4 + 6 * count))
 end
 return count
