@@ -24,6 +24,7 @@ pub use link::{Link, brokers_answer};
 
 #[cfg(feature = "kafka")]
 mod link {
+    use std::path::Path;
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -46,14 +47,17 @@ mod link {
         /// For the offsets of the requests pushed.
         target: Target,
         settings: KafkaSettings,
+        /// Its name in the consumer group of `requests_topic`.
+        instance: String,
         producers: Producers,
         metrics: Arc<Metrics>,
     }
 
     impl Link {
-        /// The link to `settings`' brokers, for the jobs `client` reaches.
+        /// The link to `settings`' brokers (read from `file`), for the jobs `client` reaches.
         pub fn new(
             settings: &KafkaSettings,
+            file: &Path,
             client: Client,
             target: Target,
             metrics: Arc<Metrics>,
@@ -65,6 +69,15 @@ mod link {
                 client,
                 target,
                 settings: settings.clone(),
+                // Stable across restarts (a daemon killed takes its partitions back when it comes
+                // again), and apart for two daemons of one host with their own files.
+                instance: settings.instance.clone().unwrap_or_else(|| {
+                    format!(
+                        "{}:{}",
+                        delayer_client::consumer::this_host(),
+                        file.display()
+                    )
+                }),
                 producers,
                 metrics,
             })
@@ -82,6 +95,7 @@ mod link {
                         &self.target,
                         &self.settings,
                         topic,
+                        &self.instance,
                         link,
                         stop,
                     )

@@ -2,14 +2,14 @@
 //! a job (value = body; headers `delayer-topic`, and `delayer-delay-ms` or `delayer-due-ms`; the
 //! key, when there is one, is the job's id, else an id derived from the message's place). Offsets
 //! are committed only after the push; the last offset pushed of each partition is kept in Redis
-//! too, so that a request read again after a crash between the push and the commit is not pushed
-//! twice.
+//! too, written by the push's own script call, so that a request read again after a crash
+//! between the push and the commit is not pushed twice.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use delayer_client::redis::{self, AsyncCommands};
-use delayer_client::{Client, Error, NewPush, Target};
+use delayer_client::redis;
+use delayer_client::{Client, Error, Mark, NewPush, Target};
 use delayer_wire::keys::KAFKA_OFFSETS_PREFIX;
 use rdkafka::Message as _;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
@@ -57,6 +57,7 @@ pub async fn run(
     target: &Target,
     settings: &KafkaSettings,
     topic: &str,
+    instance: &str,
     link: &Arc<KafkaLink>,
     stop: &CancellationToken,
 ) {
@@ -67,6 +68,10 @@ pub async fn run(
         // A daemon killed keeps its partitions until its session times out: 10 s, not
         // librdkafka's 45, so that another daemon (or this one restarted) reads on soon.
         .set("session.timeout.ms", "10000")
+        // Static membership (KIP-345): this daemon restarted takes its partitions back at once,
+        // without a rebalance; a broker that never evicts a member that died without leaving
+        // (tansu) hands them to no one else.
+        .set("group.instance.id", instance)
         .create_with_context(Reports { link: link.clone() })
     {
         Ok(consumer) => consumer,
@@ -82,6 +87,7 @@ pub async fn run(
     info!(
         topic,
         group = settings.group,
+        instance,
         "kafka: reading delay requests"
     );
     let offsets_key = format!("{KAFKA_OFFSETS_PREFIX}{}", settings.group);
@@ -149,8 +155,8 @@ async fn close(consumer: StreamConsumer<Reports>) {
 }
 
 /// Pushes the requests of `messages` not pushed before (by any daemon of the group: a partition
-/// may have moved between them), then records the last offset pushed of each partition; how
-/// many it pushed.
+/// may have moved between them), recording with them the last offset pushed of each partition;
+/// how many it pushed.
 async fn push(
     client: &Client,
     target: &Target,
@@ -190,20 +196,24 @@ async fn push(
             ),
         }
     }
-    let count = push_all(client, jobs).await?;
-    for (field, offset) in last {
-        let () = redis.hset(offsets_key, field, offset).await?;
-    }
-    Ok(count)
+    let mark = Mark {
+        key: offsets_key.to_string(),
+        fields: last
+            .into_iter()
+            .map(|(field, offset)| (field, offset.to_string()))
+            .collect(),
+    };
+    push_all(client, jobs, &mark).await
 }
 
-/// Pushes `requests`, leaving out (with a warning) those the client refuses: a bad one must not
-/// keep the others back.
-async fn push_all(client: &Client, mut requests: Vec<Request>) -> anyhow::Result<usize> {
+/// Pushes `requests` with `mark`, leaving out (with a warning) those the client refuses: a bad
+/// one must not keep the others back.
+async fn push_all(
+    client: &Client,
+    mut requests: Vec<Request>,
+    mark: &Mark,
+) -> anyhow::Result<usize> {
     loop {
-        if requests.is_empty() {
-            return Ok(0);
-        }
         let jobs = requests.iter().map(|request| {
             let job =
                 NewPush::new(request.topic.as_str(), request.body.clone()).id(request.id.as_str());
@@ -215,7 +225,10 @@ async fn push_all(client: &Client, mut requests: Vec<Request>) -> anyhow::Result
                 Due::At(at) => job.at(at.max(SystemTime::now())),
             }
         });
-        match client.push_many(jobs.collect::<Vec<_>>()).await {
+        match client
+            .push_many_marked(jobs.collect::<Vec<_>>(), Some(mark))
+            .await
+        {
             Ok(ids) => return Ok(ids.len()),
             Err(Error::InBatch { index, error }) => {
                 let request = requests.remove(index);
