@@ -5,6 +5,8 @@
 mod settings;
 
 #[cfg(feature = "kafka")]
+mod delay_request;
+#[cfg(feature = "kafka")]
 mod out;
 #[cfg(feature = "kafka")]
 mod patterns;

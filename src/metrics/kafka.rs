@@ -22,6 +22,7 @@ pub struct KafkaLink {
     refused: Counter,
     given_back: Counter,
     requests: Counter,
+    bad_requests: Counter,
     broker_errors: Counter,
     producers_remade: Counter,
     in_flight: Gauge,
@@ -48,6 +49,7 @@ impl Default for KafkaLink {
             refused: Counter::default(),
             given_back: Counter::default(),
             requests: Counter::default(),
+            bad_requests: Counter::default(),
             broker_errors: Counter::default(),
             producers_remade: Counter::default(),
             in_flight: Gauge::default(),
@@ -117,9 +119,10 @@ impl KafkaLink {
         self.producers_remade.inc();
     }
 
-    /// Delay requests read from `requests_topic` and pushed as jobs.
-    pub fn requests(&self, count: usize) {
-        self.requests.inc_by(count as u64);
+    /// Delay requests read from `requests_topic`: `pushed` as jobs, and `bad` skipped.
+    pub fn requests(&self, pushed: usize, bad: usize) {
+        self.requests.inc_by(pushed as u64);
+        self.bad_requests.inc_by(bad as u64);
     }
 
     /// The link's state now.
@@ -164,6 +167,11 @@ impl Collector for KafkaLink {
                 "kafka_requests",
                 "Delay requests read from [kafka] requests_topic and pushed as jobs",
                 &self.requests,
+            ),
+            (
+                "kafka_bad_requests",
+                "Delay requests skipped as bad (no topic or time, not a JSON envelope, refused by the push): logged with their offsets",
+                &self.bad_requests,
             ),
             (
                 "kafka_broker_errors",

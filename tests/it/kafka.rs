@@ -569,6 +569,86 @@ async fn delay_requests_read_from_kafka_are_pushed_once_each_through_kills_and_a
     assert_eq!((late, waiting), (0, 0), "none pushed again");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn delay_requests_in_a_json_envelope_are_pushed_and_bad_ones_skipped_logged_and_counted() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("requests", 1);
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let due = redis_ms(&mut redis).await + 1_000;
+    let envelope = |key: Option<&str>, value: Value| serde_json::json!({"key": key, "value": value.to_string(), "headers": {}});
+    let requests = [
+        envelope(
+            Some("key-1"),
+            serde_json::json!({"topic": "plain", "delay_ms": 0, "id": "env-1", "body": "hello"}),
+        ),
+        envelope(
+            Some("env-2"),
+            serde_json::json!({"topic": "plain", "due_ms": due, "body": {"order": 42}}),
+        ),
+        serde_json::json!({"key": null, "value": "not json", "headers": {}}),
+        envelope(
+            None,
+            serde_json::json!({"topic": "plain", "delay_ms": 1, "due_ms": due, "body": "b"}),
+        ),
+        envelope(
+            None,
+            serde_json::json!({"topic": "plain", "delay": 1, "body": "b"}),
+        ),
+        envelope(
+            None,
+            serde_json::json!({"topic": "pla\nin", "delay_ms": 1, "body": "b"}),
+        ),
+        serde_json::json!({"key": null, "value": "b", "headers": {"delayer-topic": "plain"}}),
+        serde_json::json!({"key": "hdr-1", "value": "by headers",
+            "headers": {"delayer-topic": "plain", "delayer-delay-ms": "0"}}),
+    ];
+    produce_kafka(&broker, "requests", &requests);
+    let kafka = "topics = none\nrequests_topic = requests\n";
+    let (_daemon, logs, http) = serving_with(&server, "a", &with_kafka(&broker, kafka), "");
+
+    let mut ready: Vec<String> = Vec::new();
+    while ready.len() < 3 {
+        let popped: Option<(String, String)> =
+            redis.brpop(ready_queue("plain"), 30.0).await.unwrap();
+        ready.push(popped.expect("three good requests on the ready list").1);
+    }
+    ready.sort();
+    assert_eq!(
+        ready,
+        ["env-1", "env-2", "hdr-1"],
+        "the envelope's id, else the key"
+    );
+    let bodies = [
+        ("env-1", "hello"),
+        ("env-2", r#"{"order":42}"#),
+        ("hdr-1", "by headers"),
+    ];
+    for (id, body) in bodies {
+        let info = client.get(id).await.unwrap();
+        assert_eq!(info.body.as_deref(), Some(body.as_bytes()), "{id}");
+    }
+    let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+    assert_eq!(metrics["delayer_kafka_requests_total"], 3.0);
+    assert_eq!(metrics["delayer_kafka_bad_requests_total"], 5.0);
+    let logged = read(&logs.error) + &read(&logs.access);
+    for why in [
+        "no JSON envelope",
+        "both delay_ms and due_ms",
+        "unknown field `delay`",
+        "control character",
+        "no delayer-delay-ms or delayer-due-ms",
+    ] {
+        assert!(logged.contains(why), "{why} not logged:\n{logged}");
+    }
+    let (waiting, left): (usize, usize) = (
+        redis.zcard(JOB_POOL).await.unwrap(),
+        redis.llen(ready_queue("plain")).await.unwrap(),
+    );
+    assert_eq!((waiting, left), (0, 0), "nothing else pushed");
+}
+
 /// Stops `daemon` (SIGTERM): it must exit cleanly within 10 s; its log is shown if not.
 fn stop(mut daemon: Daemon, logs: &support::Logs) {
     daemon.signal("TERM");
