@@ -18,6 +18,8 @@ mod record;
 mod refusal;
 #[cfg(feature = "kafka")]
 mod requests;
+#[cfg(feature = "kafka")]
+mod topics;
 
 pub use settings::{DEFAULT_GROUP, KafkaSettings, Mechanism, MessageForm, Protocol};
 

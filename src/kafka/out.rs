@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use delayer_client::{Client, Job, Topic};
+use delayer_client::{Client, Job};
 use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use rdkafka::error::KafkaError;
@@ -18,11 +18,11 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::patterns::matches;
 use super::producer::Producers;
 use super::record::{self, Message};
 use super::refusal;
 use super::settings::{KafkaSettings, MessageForm};
+use super::topics::{TOPICS_CHECK, Topics};
 use crate::metrics::KafkaLink;
 
 /// The most jobs reserved at once (the client's most for one call).
@@ -33,10 +33,6 @@ const BATCH: usize = delayer_client::MAX_BATCH;
 const MOST_IN_FLIGHT: usize = 2_000;
 /// How long a reserve waits for a job before the loop looks again (at its stop, and its topics).
 const RESERVE_WAIT: Duration = Duration::from_millis(500);
-/// How often the registry's size is looked at (SCARD): a topic added is delivered within this.
-const TOPICS_CHECK: Duration = Duration::from_millis(100);
-/// How often the registry of topics is read again all the same (a topic replaced by another).
-const TOPICS_EVERY: Duration = Duration::from_secs(2);
 /// The first and the longest wait after a delivery failed for want of a broker.
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MOST_BACKOFF: Duration = Duration::from_secs(30);
@@ -123,6 +119,10 @@ async fn reserve(
                 all.expect("never closed").forget();
                 room.add_permits(MOST_IN_FLIGHT - 1);
                 pause(wait, stop).await;
+                if stop.is_cancelled() {
+                    room.add_permits(1);
+                    break;
+                }
                 1
             }
             None => {
@@ -362,63 +362,6 @@ fn outcome(sent: Result<(), KafkaError>) -> Outcome {
         Ok(()) => Outcome::Delivered,
         Err(error) if refusal::is_permanent(&error) => Outcome::Refused(refusal::reason(&error)),
         Err(error) => Outcome::NotNow(error.to_string()),
-    }
-}
-
-/// The delayer topics to deliver: the registry's that the patterns match, read again when the
-/// registry's size changes (looked at every [`TOPICS_CHECK`]) and every [`TOPICS_EVERY`], in an
-/// order that turns each round, so that a busy topic does not keep the others waiting (a
-/// reserve takes the first topic's jobs first).
-#[derive(Default)]
-struct Topics {
-    known: Vec<Topic>,
-    /// The registry's size when last read.
-    size: u64,
-    read_at: Option<Instant>,
-    checked_at: Option<Instant>,
-    turn: usize,
-}
-
-impl Topics {
-    async fn current(
-        &mut self,
-        client: &Client,
-        patterns: &[String],
-    ) -> delayer_client::Result<Vec<Topic>> {
-        let mut stale = self.read_at.is_none_or(|at| at.elapsed() >= TOPICS_EVERY);
-        if !stale
-            && self
-                .checked_at
-                .is_none_or(|at| at.elapsed() >= TOPICS_CHECK)
-        {
-            self.checked_at = Some(Instant::now());
-            stale = client.topic_count().await? != self.size;
-        }
-        if stale {
-            let registry = client.topics().await?;
-            self.size = registry.len() as u64;
-            let mut known: Vec<Topic> = registry
-                .into_iter()
-                .filter(|topic| matches(patterns, &String::from_utf8_lossy(topic.as_bytes())))
-                .collect();
-            // Names without a wildcard are delivered before any push registers them.
-            for pattern in patterns.iter().filter(|pattern| !pattern.contains('*')) {
-                let topic = Topic::from(pattern.as_str());
-                if !known.contains(&topic) {
-                    known.push(topic);
-                }
-            }
-            known.sort();
-            self.known = known;
-            self.read_at = Some(Instant::now());
-            self.checked_at = self.read_at;
-        }
-        let mut names = self.known.clone();
-        if !names.is_empty() {
-            self.turn = (self.turn + 1) % names.len();
-            names.rotate_left(self.turn);
-        }
-        Ok(names)
     }
 }
 
