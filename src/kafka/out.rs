@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use delayer_client::{Client, Job};
 use futures_util::FutureExt;
+use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
@@ -275,21 +276,33 @@ fn delivery<Canceled>(
     }
 }
 
-/// Extends the reservations of the jobs in flight for `every` or more.
+/// Extends the reservations of the jobs in flight for `every` or more, all at once (one round
+/// trip's wait, not one a job).
 async fn touch(
     client: &Client,
     settings: &KafkaSettings,
     in_flight: &mut HashMap<u64, (Job, Instant)>,
     every: Duration,
 ) {
-    for (job, since) in in_flight.values_mut() {
-        if since.elapsed() < every {
-            continue;
-        }
-        match client.touch(&*job, settings.ttr).await {
-            Ok(()) => *since = Instant::now(),
+    let touches = in_flight
+        .iter()
+        .filter(|(_, (_, since))| since.elapsed() >= every)
+        .map(|(&number, (job, _))| async move {
+            (
+                number,
+                job.id.clone(),
+                client.touch(job, settings.ttr).await,
+            )
+        });
+    for (number, id, touched) in join_all(touches).await {
+        match touched {
+            Ok(()) => {
+                if let Some((_, since)) = in_flight.get_mut(&number) {
+                    *since = Instant::now();
+                }
+            }
             Err(error) => {
-                warn!(id = %job.id, "kafka: cannot extend the reservation of a job in flight: {error}")
+                warn!(%id, "kafka: cannot extend the reservation of a job in flight: {error}")
             }
         }
     }
