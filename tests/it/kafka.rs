@@ -467,7 +467,8 @@ async fn delay_requests_read_from_kafka_are_pushed_once_each_through_kills_and_a
     for _ in 0..2 {
         let before = pushed(redis.clone()).await;
         let mut daemon = Daemon::start(&config);
-        wait_for(Duration::from_secs(30), "more requests pushed", || {
+        // tansu's group coordinator takes 6 s or more to let a static member join.
+        wait_for(Duration::from_secs(60), "more requests pushed", || {
             let redis = redis.clone();
             async move { (pushed(redis).await > before).then_some(()) }
         })
@@ -555,7 +556,7 @@ async fn delay_requests_read_from_kafka_are_pushed_once_each_through_kills_and_a
     kafka_client(&broker, &["rewind", "delayer", "requests"]);
     let daemon = Daemon::start(&config);
     logs.wait_for_line("kafka: reading delay requests");
-    support::wait_until_sync(Duration::from_secs(30), "the requests read again", || {
+    support::wait_until_sync(Duration::from_secs(60), "the requests read again", || {
         kafka_client(&broker, &["committed", "delayer", "requests"]).trim() == count.to_string()
     });
     stop(daemon, &logs);
