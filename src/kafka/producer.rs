@@ -165,3 +165,25 @@ impl ClientContext for Reports {
 }
 
 impl ConsumerContext for Reports {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fatal_error_makes_the_producer_again_once_and_others_do_not() {
+        let link = Arc::new(KafkaLink::default());
+        // No broker answers there; librdkafka connects only when it has something to send.
+        let producers = Producers::new(&KafkaSettings::new("127.0.0.1:1"), link.clone()).unwrap();
+        let timed_out = KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut);
+        producers.failed(0, &timed_out);
+        assert_eq!(producers.current().0, 0, "not fatal: kept");
+        let fatal = KafkaError::MessageProduction(RDKafkaErrorCode::Fatal);
+        producers.failed(0, &fatal);
+        assert_eq!(producers.current().0, 1, "fatal: made again");
+        // The other messages of the failed producer tell the same failure: made again once.
+        producers.failed(0, &fatal);
+        assert_eq!(producers.current().0, 1);
+        assert_eq!(link.producers_remade(), 1);
+    }
+}

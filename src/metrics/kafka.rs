@@ -119,6 +119,12 @@ impl KafkaLink {
         self.producers_remade.inc();
     }
 
+    /// How many times the producer was made again.
+    #[cfg(test)]
+    pub fn producers_remade(&self) -> u64 {
+        self.producers_remade.get()
+    }
+
     /// Delay requests read from `requests_topic`: `pushed` as jobs, and `bad` skipped.
     pub fn requests(&self, pushed: usize, bad: usize) {
         self.requests.inc_by(pushed as u64);
