@@ -58,6 +58,14 @@ enum Report {
     Known(Outcome),
 }
 
+/// What the two loops share: the room left in flight, and the backoff.
+struct Flow {
+    /// A permit a job in flight.
+    room: Semaphore,
+    /// The wait before the next probe while the brokers fail; `None` while they take messages.
+    backoff: Mutex<Option<Duration>>,
+}
+
 /// Delivers due jobs to Kafka until `stop`. Two loops: one reserves due jobs and hands them to
 /// the producer, while the other settles each as its report comes (acked, buried or given
 /// back). At a stop, the jobs in flight are settled first, so a stop delivers nothing twice.
@@ -68,31 +76,27 @@ pub async fn run(
     link: &Arc<KafkaLink>,
     stop: &CancellationToken,
 ) {
-    let room = Semaphore::new(MOST_IN_FLIGHT);
-    // The wait before the next probe while the brokers fail; `None` while they take messages.
-    let backoff = Mutex::new(None);
+    let flow = Flow {
+        room: Semaphore::new(MOST_IN_FLIGHT),
+        backoff: Mutex::new(None),
+    };
     let (sent, to_settle) = mpsc::unbounded_channel();
-    let reserving = reserve(
-        client, producers, settings, link, stop, &room, &backoff, sent,
-    );
-    let settling = settle(
-        client, producers, settings, link, &room, &backoff, to_settle,
-    );
+    let reserving = reserve(client, producers, settings, link, stop, &flow, sent);
+    let settling = settle(client, producers, settings, link, &flow, to_settle);
     tokio::join!(reserving, settling);
 }
 
 /// Reserves due jobs while there is room in flight, and sends them, until `stop`.
-#[allow(clippy::too_many_arguments)]
 async fn reserve(
     client: &Client,
     producers: &Producers,
     settings: &KafkaSettings,
     link: &KafkaLink,
     stop: &CancellationToken,
-    room: &Semaphore,
-    backoff: &Mutex<Option<Duration>>,
+    flow: &Flow,
     sent: mpsc::UnboundedSender<Sent>,
 ) {
+    let Flow { room, backoff } = flow;
     let mut topics = Topics::default();
     while !stop.is_cancelled() {
         let names = match topics.current(client, &settings.topics).await {
@@ -179,10 +183,10 @@ async fn settle(
     producers: &Producers,
     settings: &KafkaSettings,
     link: &KafkaLink,
-    room: &Semaphore,
-    backoff: &Mutex<Option<Duration>>,
+    flow: &Flow,
     mut to_settle: mpsc::UnboundedReceiver<Sent>,
 ) {
+    let Flow { room, backoff } = flow;
     // Touched every third of the time to run: a slow broker never lets a reservation lapse
     // while its message may still be delivered.
     let every = settings.ttr / 3;
