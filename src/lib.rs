@@ -118,6 +118,7 @@ impl Service {
                 let client = Client::lazy(mover.target(), config.client_settings());
                 Some(kafka::Link::new(
                     settings,
+                    &config.file,
                     client,
                     mover.target(),
                     mover.metrics(),

@@ -124,7 +124,13 @@ pub(super) async fn push_run(server: &RedisServer, pusher: Pusher) -> Run {
                             delay: 3600.0,
                         };
                         script
-                            .run(&mut redis, &Layout::LEGACY.keys(""), Form::Legacy, &[job])
+                            .run(
+                                &mut redis,
+                                &Layout::LEGACY.keys(""),
+                                Form::Legacy,
+                                &[job],
+                                None,
+                            )
                             .await
                             .unwrap();
                     }

@@ -589,6 +589,19 @@ pub(super) const KEYS: &[Key] = &[
     },
     Key {
         section: "kafka",
+        name: "instance",
+        default: "",
+        doc: "this daemon's name in the group (static membership: restarted, it takes its partitions back at once); empty: the host's name and this file's path",
+        secret: false,
+        set: |config, raw| {
+            with_kafka(config, |kafka| {
+                assign(&mut kafka.instance, Ok(Some(raw.into())))
+            })
+        },
+        show: |config| Some(config.kafka.as_ref()?.instance.clone().unwrap_or_default()),
+    },
+    Key {
+        section: "kafka",
         name: "security_protocol",
         default: "plaintext",
         doc: "plaintext, ssl, sasl_plaintext or sasl_ssl",

@@ -5,6 +5,8 @@
 mod settings;
 
 #[cfg(feature = "kafka")]
+mod delay_request;
+#[cfg(feature = "kafka")]
 mod out;
 #[cfg(feature = "kafka")]
 mod patterns;
@@ -16,6 +18,8 @@ mod record;
 mod refusal;
 #[cfg(feature = "kafka")]
 mod requests;
+#[cfg(feature = "kafka")]
+mod topics;
 
 pub use settings::{DEFAULT_GROUP, KafkaSettings, Mechanism, MessageForm, Protocol};
 
@@ -24,15 +28,16 @@ pub use link::{Link, brokers_answer};
 
 #[cfg(feature = "kafka")]
 mod link {
+    use std::path::Path;
     use std::sync::Arc;
     use std::time::Duration;
 
     use anyhow::{Context, Result};
     use delayer_client::{Client, Target};
-    use rdkafka::producer::{FutureProducer, Producer};
+    use rdkafka::producer::Producer;
     use tokio_util::sync::CancellationToken;
 
-    use super::producer::{self, Reports};
+    use super::producer::{self, Producers};
     use super::settings::KafkaSettings;
     use super::{out, requests};
     use crate::metrics::Metrics;
@@ -46,26 +51,38 @@ mod link {
         /// For the offsets of the requests pushed.
         target: Target,
         settings: KafkaSettings,
-        producer: FutureProducer<Reports>,
+        /// Its name in the consumer group of `requests_topic`.
+        instance: String,
+        producers: Producers,
         metrics: Arc<Metrics>,
     }
 
     impl Link {
-        /// The link to `settings`' brokers, for the jobs `client` reaches.
+        /// The link to `settings`' brokers (read from `file`), for the jobs `client` reaches.
         pub fn new(
             settings: &KafkaSettings,
+            file: &Path,
             client: Client,
             target: Target,
             metrics: Arc<Metrics>,
         ) -> Result<Link> {
-            let producer = producer::producer(settings, metrics.kafka.clone())
+            let producers = Producers::new(settings, metrics.kafka.clone())
                 .context("cannot make a Kafka producer ([kafka])")?;
             metrics.kafka.turn_on(&settings.brokers);
             Ok(Link {
                 client,
                 target,
                 settings: settings.clone(),
-                producer,
+                // Stable across restarts (a daemon killed takes its partitions back when it comes
+                // again), and apart for two daemons of one host with their own files.
+                instance: settings.instance.clone().unwrap_or_else(|| {
+                    format!(
+                        "{}:{}",
+                        delayer_client::consumer::this_host(),
+                        file.display()
+                    )
+                }),
+                producers,
                 metrics,
             })
         }
@@ -74,7 +91,7 @@ mod link {
         /// topic, until `stop`; then waits for the messages still queued.
         pub async fn run(self, stop: &CancellationToken) {
             let link = &self.metrics.kafka;
-            let delivering = out::run(&self.client, &self.producer, &self.settings, link, stop);
+            let delivering = out::run(&self.client, &self.producers, &self.settings, link, stop);
             let reading = async {
                 if let Some(topic) = &self.settings.requests_topic {
                     requests::run(
@@ -82,6 +99,7 @@ mod link {
                         &self.target,
                         &self.settings,
                         topic,
+                        &self.instance,
                         link,
                         stop,
                     )
@@ -89,8 +107,9 @@ mod link {
                 }
             };
             tokio::join!(delivering, reading);
-            let producer = self.producer.clone();
-            // Nothing is left queued once the loop ends (each batch is awaited), but flush all the same.
+            let (_, producer) = self.producers.current();
+            // Nothing is left queued once the loop ends (each job's report is awaited), but flush
+            // all the same.
             let _ =
                 tokio::task::spawn_blocking(move || producer.flush(Duration::from_secs(5))).await;
         }

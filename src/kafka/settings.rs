@@ -29,6 +29,9 @@ pub struct KafkaSettings {
     pub requests_topic: Option<String>,
     /// `group`: the consumer group that reads `requests_topic`.
     pub group: String,
+    /// `instance`: this daemon's name in the group (its static membership); `None`: this host's
+    /// name and the configuration file's path.
+    pub instance: Option<String>,
     /// `ttr`: how long a job is reserved for its delivery (touched while the broker is slow).
     pub ttr: Duration,
     /// How to reach the brokers.
@@ -46,6 +49,7 @@ impl KafkaSettings {
             keep_delivered: DEFAULT_KEEP_DELIVERED,
             requests_topic: None,
             group: DEFAULT_GROUP.into(),
+            instance: None,
             ttr: DEFAULT_TTR,
             security: Security::default(),
         }

@@ -22,7 +22,9 @@ pub struct KafkaLink {
     refused: Counter,
     given_back: Counter,
     requests: Counter,
+    bad_requests: Counter,
     broker_errors: Counter,
+    producers_remade: Counter,
     in_flight: Gauge,
     due_to_acked: Histogram,
     state: Mutex<LinkState>,
@@ -47,7 +49,9 @@ impl Default for KafkaLink {
             refused: Counter::default(),
             given_back: Counter::default(),
             requests: Counter::default(),
+            bad_requests: Counter::default(),
             broker_errors: Counter::default(),
+            producers_remade: Counter::default(),
             in_flight: Gauge::default(),
             // 1 ms to ~9 min.
             due_to_acked: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
@@ -110,9 +114,21 @@ impl KafkaLink {
         self.broker_errors.inc();
     }
 
-    /// Delay requests read from `requests_topic` and pushed as jobs.
-    pub fn requests(&self, count: usize) {
-        self.requests.inc_by(count as u64);
+    /// The producer made again after a fatal error.
+    pub fn producer_remade(&self) {
+        self.producers_remade.inc();
+    }
+
+    /// How many times the producer was made again.
+    #[cfg(test)]
+    pub fn producers_remade(&self) -> u64 {
+        self.producers_remade.get()
+    }
+
+    /// Delay requests read from `requests_topic`: `pushed` as jobs, and `bad` skipped.
+    pub fn requests(&self, pushed: usize, bad: usize) {
+        self.requests.inc_by(pushed as u64);
+        self.bad_requests.inc_by(bad as u64);
     }
 
     /// The link's state now.
@@ -159,9 +175,19 @@ impl Collector for KafkaLink {
                 &self.requests,
             ),
             (
+                "kafka_bad_requests",
+                "Delay requests skipped as bad (no topic or time, not a JSON envelope, refused by the push): logged with their offsets",
+                &self.bad_requests,
+            ),
+            (
                 "kafka_broker_errors",
                 "Errors librdkafka reported about the brokers (connections lost, timeouts)",
                 &self.broker_errors,
+            ),
+            (
+                "kafka_producers_remade",
+                "Times the Kafka producer failed for good (a fatal error) and was made again",
+                &self.producers_remade,
             ),
         ];
         for (name, help, counter) in counters {

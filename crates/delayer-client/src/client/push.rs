@@ -6,16 +6,17 @@ use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
+use redis::AsyncCommands;
+
 use super::{Client, check_id, check_topic_to_write_in};
 use crate::error::{Error, Result};
 use crate::job::unique_id;
 use crate::name::{JobId, Topic};
 use crate::scripts::compact_stage::{Reach, StageScript};
-use crate::scripts::push::NewJob;
+use crate::scripts::push::{Mark, NewJob};
 use crate::settings::{MAX_DELAY, MAX_PUSH_BATCH};
 use crate::time::{to_unix, unix_now};
 use delayer_wire::history::field;
-use redis::AsyncCommands;
 
 /// What [`Client::remove`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -310,6 +311,19 @@ impl Client {
     /// [`Error::PartlyPushed`], naming them. A bucket of the wrong type is named by its job's
     /// index.
     pub async fn push_many(&self, jobs: impl IntoIterator<Item = NewPush>) -> Result<Vec<JobId>> {
+        self.push_many_marked(jobs, None).await
+    }
+
+    /// Pushes as [`push_many`](Client::push_many) does, and sets the fields of `mark` in its
+    /// hash with the jobs: on one Redis, in the script call of the last jobs, so that a batch of
+    /// at most [`MAX_PUSH_BATCH`] and its mark are written together or not at all; in the
+    /// cluster layout (the hash in another slot), after the jobs. For a producer that must push
+    /// each thing once: the daemon's Kafka link marks the offsets of the requests it pushed.
+    pub async fn push_many_marked(
+        &self,
+        jobs: impl IntoIterator<Item = NewPush>,
+        mark: Option<&Mark>,
+    ) -> Result<Vec<JobId>> {
         let mut checked = Vec::new();
         let mut seen = HashSet::new();
         for (index, job) in jobs.into_iter().enumerate() {
@@ -345,11 +359,26 @@ impl Client {
         far.dedup();
         let form = self.push_form(&far).await?;
         let mut connection = self.connection().await?;
+        // Set by the last script call on one Redis; else (the cluster layout, or no jobs) after.
+        let (mut apart, calls) = (
+            mark,
+            groups.iter().map(|g| g.len().div_ceil(MAX_PUSH_BATCH)),
+        );
+        let (mut left, one_redis) = (
+            calls.sum::<usize>(),
+            self.inner.keys.every_topic().is_some(),
+        );
         // The indexes of the jobs written so far.
         let mut pushed: Vec<usize> = Vec::new();
         for group in &groups {
             let keys = self.keys_for(checked[group[0]].topic.as_bytes());
             for call in group.chunks(MAX_PUSH_BATCH) {
+                left -= 1;
+                let with = if left == 0 && one_redis {
+                    apart.take()
+                } else {
+                    None
+                };
                 let jobs: Vec<NewJob<'_>> = call
                     .iter()
                     .map(|&index| checked[index].script_job())
@@ -358,7 +387,7 @@ impl Client {
                     .inner
                     .scripts
                     .push
-                    .run(&mut connection, &keys, form, &jobs)
+                    .run(&mut connection, &keys, form, &jobs, with)
                     .await;
                 let refused = refused.map_err(|error| {
                     let error = Error::about_key(error, keys.pool());
@@ -396,6 +425,17 @@ impl Client {
                     }
                 }
             }
+        }
+        if let Some(mark) = apart.filter(|mark| !mark.fields.is_empty()) {
+            let fields: Vec<(&str, &str)> = mark
+                .fields
+                .iter()
+                .map(|(field, value)| (field.as_str(), value.as_str()))
+                .collect();
+            connection
+                .hset_multiple::<_, _, _, ()>(&mark.key, &fields)
+                .await
+                .map_err(|error| Error::about_key(error, &mark.key))?;
         }
         Ok(checked.into_iter().map(|job| job.id).collect())
     }

@@ -114,6 +114,12 @@ impl Client {
             .await?)
     }
 
+    /// How many topics the registry holds (SCARD): a cheap look for whether a topic was added,
+    /// before reading them all with [`topics`](Client::topics).
+    pub async fn topic_count(&self) -> Result<u64> {
+        Ok(self.connection().await?.scard(self.keys().topics()).await?)
+    }
+
     /// Now by Redis's clock, which decides what is due, in unix seconds; by this host's when
     /// this Redis user may not run TIME.
     pub(crate) async fn now(&self) -> Result<f64> {

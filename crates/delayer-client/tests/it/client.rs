@@ -524,6 +524,7 @@ async fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
             &keys::Layout::LEGACY.keys(""),
             delayer_wire::scripts::push::Form::Legacy,
             &[job],
+            None,
         )
         .await
         .unwrap_err();

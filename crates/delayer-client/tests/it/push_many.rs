@@ -1,12 +1,13 @@
 //! `push_many` against a real redis-server: a batch writes what as many single pushes write, in
-//! one script call per 1,000 jobs, and one bad job (refused here or by Redis) writes nothing.
+//! one script call per 1,000 jobs, and one bad job (refused here or by Redis) writes nothing; a
+//! mark is written by the same call as the jobs, or not at all.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Client, Error, MAX_PUSH_BATCH, NewPush};
+use delayer_client::{Client, Error, MAX_PUSH_BATCH, Mark, NewPush};
 use delayer_testkit::RedisServer;
 use delayer_testkit::jobs::{move_until_empty, script_runs};
 use delayer_testkit::legacy_client;
@@ -302,4 +303,51 @@ async fn a_batch_refused_for_want_of_memory_half_way_names_the_jobs_it_wrote() {
         let score: Option<f64> = redis.zscore(JOB_POOL, id).await.unwrap();
         assert!(score.is_some(), "{id} written");
     }
+}
+
+#[tokio::test]
+async fn a_mark_is_written_by_the_call_that_pushes_the_jobs_or_not_at_all() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let jobs = |from: usize| (from..from + 3).map(|n| NewPush::new("t", "b").id(format!("j{n}")));
+    let mark = |offset: &str| Mark {
+        key: "delayer:kafka_offsets:g".into(),
+        fields: vec![("requests:0".into(), offset.into())],
+    };
+    let offsets = |redis: MultiplexedConnection| async move {
+        let offsets: HashMap<String, String> = redis
+            .clone()
+            .hgetall("delayer:kafka_offsets:g")
+            .await
+            .unwrap();
+        offsets
+    };
+
+    let runs = script_runs(&mut redis).await;
+    client
+        .push_many_marked(jobs(0), Some(&mark("2")))
+        .await
+        .unwrap();
+    assert_eq!(script_runs(&mut redis).await - runs, 1, "one script call");
+    assert_eq!(offsets(redis.clone()).await["requests:0"], "2");
+    let pooled: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert_eq!(pooled, 3);
+
+    // A batch Redis refuses (a bucket of the wrong type) writes neither its jobs nor its mark.
+    let _: () = redis.set(job_bucket("j4"), "not a hash").await.unwrap();
+    client
+        .push_many_marked(jobs(3), Some(&mark("5")))
+        .await
+        .unwrap_err();
+    assert_eq!(offsets(redis.clone()).await["requests:0"], "2");
+    let pooled: usize = redis.zcard(JOB_POOL).await.unwrap();
+    assert_eq!(pooled, 3);
+
+    // No jobs: the mark alone.
+    client
+        .push_many_marked(Vec::<NewPush>::new(), Some(&mark("9")))
+        .await
+        .unwrap();
+    assert_eq!(offsets(redis.clone()).await["requests:0"], "9");
 }

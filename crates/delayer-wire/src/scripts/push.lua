@@ -26,6 +26,10 @@
 --              the bucket's time to live in seconds (the delay plus the ready lifetime, as the
 --              legacy clients set it);
 --              the delay it was pushed with, in seconds (for those who ask how it was pushed)
+-- ARGV[6+6n..] optional, after the n jobs: a hash, then field-value pairs set in it with the jobs
+--            (a mark of what was pushed, written in the same call, so that a producer that must
+--            push each thing once never has the one without the other). Not a declared key: one
+--            Redis only (the client sets the mark apart in the cluster layout)
 --
 -- A job waits compact (see compact.rs) when compact pushes are asked for, it falls due at least
 -- ARGV[4] after now by Redis's clock, its id has no bucket, and a daemon that stages compact jobs
@@ -39,11 +43,17 @@ local pool, reserved, topics = KEYS[1], KEYS[2], ARGV[1]
 local compact, compact_after, stagers = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local count = #KEYS - 2
 local BASE = 5
-if #ARGV ~= BASE + 6 * count then
-  error({err = 'ERR push wants six arguments a job'})
+local marked = #ARGV - BASE - 6 * count
+if marked ~= 0 and (marked < 3 or marked % 2 == 0) then
+  error({err = 'ERR push wants six arguments a job, then optionally a hash and field-value pairs'})
 end
+local mark = marked > 0 and ARGV[BASE + 1 + 6 * count]
 
 require_type(pool, 'zset')
+if mark then
+  require_type(mark, 'hash')
+  require_permission('HSET', mark, 'f', 'v')
+end
 require_permission('ZADD', pool, '0', ARGV[BASE + 1])
 -- How many of the buckets exist, in one command: new ids, the usual case, then need no look at
 -- each bucket's type (a TYPE a job costs Redis a tenth of the push). nil when this Redis user may
@@ -177,5 +187,8 @@ if topics ~= '' then
     list[#list + 1] = topic
   end
   redis.pcall('SADD', topics, unpack(list))
+end
+if mark then
+  redis.call('HSET', mark, unpack(ARGV, BASE + 2 + 6 * count))
 end
 return count

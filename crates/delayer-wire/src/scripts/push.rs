@@ -42,6 +42,16 @@ pub enum Form {
     CompactAfterTold(std::time::Duration, bool),
 }
 
+/// Field-value pairs of a hash, set with the jobs in the same script call (see
+/// `Client::push_many_marked`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    /// The hash.
+    pub key: String,
+    /// What to set in it.
+    pub fields: Vec<(String, String)>,
+}
+
 /// The most jobs one script call pushes: the client's `push_many` sends
 /// more in several calls. A call of this many holds Redis up for a few milliseconds.
 pub const MAX_PUSH_BATCH: usize = 1_000;
@@ -49,13 +59,15 @@ pub const MAX_PUSH_BATCH: usize = 1_000;
 impl PushScript {
     /// Pushes `jobs` in one call: all of them, or none when one is refused. They must share the
     /// keys `keys` names (one pool; in the cluster layout, one topic) and be at most
-    /// [`MAX_PUSH_BATCH`], with no id twice.
+    /// [`MAX_PUSH_BATCH`], with no id twice. `mark` (one Redis only: its key is not declared)
+    /// is set in the same call.
     pub async fn run(
         &self,
         connection: &mut impl ConnectionLike,
         keys: &Keys,
         form: Form,
         jobs: &[NewJob<'_>],
+        mark: Option<&Mark>,
     ) -> RedisResult<()> {
         register_first(connection, keys, jobs).await?;
         let mut call = self.0.key(keys.pool());
@@ -83,6 +95,12 @@ impl PushScript {
                 .arg(job.due.map(score).unwrap_or_default())
                 .arg(job.ttl_seconds)
                 .arg(format!("{:.3}", job.delay));
+        }
+        if let Some(mark) = mark.filter(|mark| !mark.fields.is_empty()) {
+            call.arg(&mark.key);
+            for (field, value) in &mark.fields {
+                call.arg(field).arg(value);
+            }
         }
         let written: usize = call.invoke_async(connection).await?;
         if written != jobs.len() {
