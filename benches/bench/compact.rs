@@ -71,6 +71,29 @@ async fn push(
     started.elapsed().as_secs_f64()
 }
 
+/// Watches the ready lists of [`TOPICS`] until they hold `count` jobs: the seconds from the
+/// first to the last.
+async fn ready_in(redis: &mut MultiplexedConnection, count: usize) -> f64 {
+    let mut first = None;
+    loop {
+        let mut ready = 0;
+        for topic in TOPICS {
+            let length: usize = redis
+                .llen(delayer_wire::keys::ready_queue(topic))
+                .await
+                .unwrap();
+            ready += length;
+        }
+        if ready > 0 && first.is_none() {
+            first = Some(Instant::now());
+        }
+        if ready == count {
+            return first.unwrap().elapsed().as_secs_f64();
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 pub async fn compact(server: &RedisServer) {
     memory(server).await;
     drain(server).await;
@@ -129,26 +152,9 @@ async fn drained(server: &RedisServer, compact_after: Option<Duration>, backlog:
     })
     .await;
     let mut daemon = daemon.take().unwrap_or_else(|| Daemon::start(&config));
-    let mut first = None;
-    loop {
-        let mut ready = 0;
-        for topic in TOPICS {
-            let length: usize = redis
-                .llen(delayer_wire::keys::ready_queue(topic))
-                .await
-                .unwrap();
-            ready += length;
-        }
-        if ready > 0 && first.is_none() {
-            first = Some(Instant::now());
-        }
-        if ready == JOBS {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    let seconds = ready_in(&mut redis, JOBS).await;
     stop(&mut daemon);
-    first.unwrap().elapsed().as_secs_f64()
+    seconds
 }
 
 async fn drain(server: &RedisServer) {
@@ -236,25 +242,7 @@ async fn many(server: &RedisServer) {
         times[1].push(started.elapsed().as_secs_f64() * 1e3);
     }
     let [gets, removes] = times.map(percentiles);
-    let mut first_ready = None;
-    loop {
-        let mut ready = 0;
-        for topic in TOPICS {
-            let length: usize = redis
-                .llen(delayer_wire::keys::ready_queue(topic))
-                .await
-                .unwrap();
-            ready += length;
-        }
-        if ready > 0 && first_ready.is_none() {
-            first_ready = Some(Instant::now());
-        }
-        if ready == burst {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    let drained = first_ready.unwrap().elapsed().as_secs_f64();
+    let drained = ready_in(&mut redis, burst).await;
     let rss_mb = crate::proc_status_kb(daemon.pid(), "VmHWM") as f64 / 1024.0;
     stop(&mut daemon);
     println!(

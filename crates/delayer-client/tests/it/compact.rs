@@ -6,9 +6,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::fixture::{start, start_with};
+use crate::waiting::every_page;
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, Removed, Settings, State};
+use delayer_testkit::RedisServer;
 use delayer_testkit::legacy_client::{self, Message};
 use delayer_wire::keys::{JOB_POOL, Layout, job_bucket};
 use delayer_wire::scripts::compact_stage::{Reach, StageScript, Staged};
@@ -56,6 +58,15 @@ async fn pool(redis: &mut MultiplexedConnection) -> Vec<(Vec<u8>, f64)> {
     redis.zrange_withscores(JOB_POOL, 0, -1).await.unwrap()
 }
 
+/// A client whose pushes are all in the legacy form.
+async fn legacy_pusher(server: &RedisServer) -> Client {
+    let settings = Settings {
+        compact_after: None,
+        ..Settings::default()
+    };
+    Client::connect_with(server.info(), settings).await.unwrap()
+}
+
 async fn index_len(redis: &mut MultiplexedConnection) -> usize {
     redis.hlen(INDEX).await.unwrap()
 }
@@ -84,15 +95,7 @@ async fn our_pushes_wait_compact_only_while_a_daemon_stages() {
         .delay(Duration::from_secs(30))
         .await
         .unwrap();
-    let legacy_client = Client::connect_with(
-        _server.info(),
-        Settings {
-            compact_after: None,
-            ..Settings::default()
-        },
-    )
-    .await
-    .unwrap();
+    let legacy_client = legacy_pusher(&_server).await;
     let plain = legacy_client
         .push("order.close", "d")
         .delay(HOUR)
@@ -118,15 +121,7 @@ async fn staging_writes_what_a_legacy_push_would_have() {
     let (_server, mut redis, client) = start().await;
     let at = std::time::SystemTime::now() + HOUR;
     // The same job twice: pushed legacy, and pushed compact then staged.
-    let plain = Client::connect_with(
-        _server.info(),
-        Settings {
-            compact_after: None,
-            ..Settings::default()
-        },
-    )
-    .await
-    .unwrap();
+    let plain = legacy_pusher(&_server).await;
     plain.push("t", "body").at(at).id("plain").await.unwrap();
     beat(&mut redis).await;
     client.push("t", "body").at(at).id("compact").await.unwrap();
@@ -209,15 +204,7 @@ async fn a_compact_job_is_found_removed_and_replaced_by_id() {
         (b"third".to_vec(), b"u".to_vec())
     );
     // Pushed again in the legacy form: the compact copy is gone.
-    let plain = Client::connect_with(
-        _server.info(),
-        Settings {
-            compact_after: None,
-            ..Settings::default()
-        },
-    )
-    .await
-    .unwrap();
+    let plain = legacy_pusher(&_server).await;
     plain.push("t", "fourth").delay(HOUR).id("x").await.unwrap();
     assert_eq!(index_len(&mut redis).await, 0);
     assert_eq!(client.get("x").await.unwrap().body.unwrap(), b"fourth");
@@ -287,37 +274,11 @@ async fn any_bytes_and_many_jobs_a_window() {
     assert_eq!(bucket(&mut redis, odd_id).await["body"], odd_body);
 }
 
-/// Every page of `count` waiting jobs (of `topic`, or all), from the first: the ids in order.
-async fn every_page(client: &Client, topic: Option<&str>, count: usize) -> Vec<String> {
-    let mut ids = Vec::new();
-    let mut after = None;
-    loop {
-        let page = client
-            .waiting(topic.map(str::as_bytes), after.as_ref(), count)
-            .await
-            .unwrap();
-        assert!(page.jobs.len() <= count);
-        ids.extend(page.jobs.iter().map(|job| job.id.to_string()));
-        match page.next {
-            Some(next) => after = Some(next),
-            None => return ids,
-        }
-    }
-}
-
 #[tokio::test]
 async fn pages_of_waiting_jobs_hold_compact_ones_in_due_order() {
     let (server, mut redis, client) = start().await;
     beat(&mut redis).await;
-    let plain = Client::connect_with(
-        server.info(),
-        Settings {
-            compact_after: None,
-            ..Settings::default()
-        },
-    )
-    .await
-    .unwrap();
+    let plain = legacy_pusher(&server).await;
     // 300 jobs due over ten windows, every third one legacy; pairs share a due time.
     let base = std::time::SystemTime::now() + HOUR;
     let mut expected = Vec::new();

@@ -28,7 +28,7 @@ async fn redis_now(redis: &mut MultiplexedConnection) -> f64 {
 }
 
 /// Every page of `count` jobs of `topic` (or of all), from the first: the ids, in order.
-async fn every_page(client: &Client, topic: Option<&str>, count: usize) -> Vec<String> {
+pub(crate) async fn every_page(client: &Client, topic: Option<&str>, count: usize) -> Vec<String> {
     let mut ids = Vec::new();
     let mut after: Option<Cursor> = None;
     loop {
