@@ -326,3 +326,27 @@ async fn pages_of_waiting_jobs_hold_compact_ones_in_due_order() {
         .unwrap();
     assert_eq!(left.len(), 100, "topic b's compact jobs still wait compact");
 }
+
+#[tokio::test]
+async fn a_compact_key_of_another_type_makes_pushes_legacy_and_staging_name_it() {
+    let (_server, mut redis, client) = start().await;
+    beat(&mut redis).await;
+    let _: () = redis.set(INDEX, "not a hash").await.unwrap();
+    let id = client.push("t", "b").delay(HOUR).await.unwrap();
+    assert!(
+        !bucket(&mut redis, id.as_bytes()).await.is_empty(),
+        "legacy"
+    );
+    assert_eq!(client.get(&id).await.unwrap().state, State::Waiting);
+    assert_eq!(client.remove(&id).await.unwrap(), Removed::Waiting);
+    let keys = Layout::LEGACY.keys("");
+    let error = StageScript::default()
+        .run(&mut redis, &keys, keys.compact().unwrap(), Reach::All)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains(INDEX), "{error}");
+    let _: () = redis.set(CHUNKS, "not a sorted set").await.unwrap();
+    client.push("t", "b").delay(HOUR).id("x").await.unwrap();
+    let page = client.waiting(None, None, 10).await.unwrap();
+    assert_eq!(page.jobs.len(), 1, "the waiting pages still read the pool");
+}

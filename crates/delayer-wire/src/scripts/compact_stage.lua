@@ -22,6 +22,9 @@ local pool, prefix, bucket_prefix = KEYS[1], ARGV[1], ARGV[2]
 local budget = tonumber(ARGV[4])
 local index, chunks, open = prefix .. 'index', prefix .. 'chunks', prefix .. 'open'
 require_type(pool, 'zset')
+require_type(index, 'hash')
+require_type(chunks, 'zset')
+require_type(open, 'hash')
 require_permission('ZADD', pool, '0', 'x')
 -- Every other command, before the first write (see the prelude): a daemon that may not stage
 -- fails here, and never tells pushers it stages.

@@ -41,6 +41,10 @@ local function earlier(a, b)
   return before(a.id, b.id)
 end
 
+-- None, or another type (written by hand; the daemon's staging names it): no compact job to give.
+if redis.call('TYPE', chunks).ok ~= 'zset' then
+  return {'', '0'}
+end
 local found, read, bound, stopped, truncated = {}, 0, nil, false, false
 local from = cursor and math.floor(cursor / WINDOW) * WINDOW or '-inf'
 local offset, current = 0, nil

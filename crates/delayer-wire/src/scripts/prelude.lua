@@ -218,10 +218,17 @@ end
 -- its entry; nil when it does not.
 -- Whether this Redis user may find, read and take compact jobs under `prefix` (an ACL written
 -- before the layout may not: its jobs are then all legacy ones).
+-- An index or a set of chunks of another type (written by hand) also makes the layout unusable:
+-- pushes then write the legacy form, and the daemon's staging names the key.
 local function compact_usable(prefix)
   local index, chunk = prefix .. 'index', prefix .. 'chunk:1'
+  local function holds(key, kind)
+    local found = redis.call('TYPE', key).ok
+    return found == 'none' or found == kind
+  end
   return prefix ~= '' and may('HGET', index, 'f') and may('HDEL', index, 'f')
     and may('EXISTS', index) and may('LINDEX', chunk, '0') and may('LSET', chunk, '0', '')
+    and may('TYPE', index) and holds(index, 'hash') and holds(prefix .. 'chunks', 'zset')
 end
 
 local function compact_find(prefix, id)
