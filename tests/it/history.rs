@@ -227,12 +227,17 @@ async fn in_a_cluster_the_history_has_a_slot_of_its_own_and_counts_pushes_moves_
     let mut node = cluster.connect_node(cluster.node_of(HISTORY)).await;
     let keys = wait_for(
         Duration::from_secs(20),
-        "the history to count 12 moves",
+        "the history to count 12 moves, 3 a topic",
         || {
             let mut node = node.clone();
             async move {
+                // The keys are read one at a time: a write of the daemon's can land between two
+                // reads, so the moves are awaited in the total and in each topic's key alike.
                 let keys = history_keys(&mut node).await;
-                (summed(&keys, None).moved == 12).then_some(keys)
+                let each = topics
+                    .iter()
+                    .all(|topic| summed(&keys, Some(topic)).moved == 3);
+                (summed(&keys, None).moved == 12 && each).then_some(keys)
             }
         },
     )
