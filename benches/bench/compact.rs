@@ -12,7 +12,7 @@ use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, NewPush, Settings};
 
 use crate::memory::used_memory;
-use crate::support::{Daemon, DaemonSetup, RedisServer, wait_for};
+use crate::support::{Daemon, DaemonSetup, RedisServer, beat_as_stager, wait_for};
 use crate::{RUNS, TOPICS, fresh, percentiles, stop};
 
 const JOBS: usize = 100_000;
@@ -27,22 +27,6 @@ async fn client(server: &RedisServer, compact_after: Option<Duration>) -> Client
         ..Settings::default()
     };
     Client::connect_with(server.info(), settings).await.unwrap()
-}
-
-/// Tells pushers a daemon stages (a daemon's beat), so that they push compact before one runs.
-async fn beat(redis: &mut MultiplexedConnection) {
-    let (seconds, micros): (i64, i64) = delayer_client::redis::cmd("TIME")
-        .query_async(redis)
-        .await
-        .unwrap();
-    let _: () = redis
-        .zadd(
-            "delayer:compact:stagers",
-            "bench",
-            seconds * 1000 + micros / 1000,
-        )
-        .await
-        .unwrap();
 }
 
 /// Pushes `count` jobs with 16 B ids and `body` B bodies over `topics`, due from `first` on,
@@ -114,7 +98,7 @@ async fn memory(server: &RedisServer) {
             .enumerate()
         {
             let mut redis = fresh(server).await;
-            beat(&mut redis).await;
+            beat_as_stager(&mut redis).await;
             let client = client(server, after).await;
             let before = used_memory(&mut redis).await;
             let first = SystemTime::now() + Duration::from_secs(3_600);
@@ -141,7 +125,7 @@ async fn memory(server: &RedisServer) {
 /// staged before they fall due), or while no daemon ran (a backlog when it starts).
 async fn drained(server: &RedisServer, compact_after: Option<Duration>, backlog: bool) -> f64 {
     let mut redis = fresh(server).await;
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let client = client(server, compact_after).await;
     let (config, _) = server.daemon_config("compact-drain", "");
     let mut daemon = (!backlog).then(|| Daemon::start(&config));
@@ -201,7 +185,7 @@ async fn many(server: &RedisServer) {
     let mut redis = fresh(server).await;
     let (config, _) = server.daemon_config("compact-many", "");
     let mut daemon = Daemon::start(&config);
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let far = client(server, Some(Duration::from_secs(124))).await;
     let before = used_memory(&mut redis).await;
     let first = SystemTime::now() + Duration::from_secs(3_600);

@@ -12,7 +12,7 @@ use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, NewPush, Settings};
 use support::legacy_client::{self, Message};
-use support::{RedisServer, start_daemons};
+use support::{RedisServer, beat_as_stager, redis_now, start_daemons};
 
 const INDEX: &str = "delayer:compact:index";
 
@@ -24,24 +24,6 @@ async fn client(server: &RedisServer, after: Duration) -> Client {
         ..Settings::default()
     };
     Client::connect_with(server.info(), settings).await.unwrap()
-}
-
-async fn redis_now(redis: &mut MultiplexedConnection) -> f64 {
-    let (seconds, micros): (f64, f64) = delayer_client::redis::cmd("TIME")
-        .query_async(redis)
-        .await
-        .unwrap();
-    seconds + micros / 1e6
-}
-
-/// Tells pushers a daemon stages, as a daemon's beat does: so that jobs are pushed compact before
-/// any daemon runs.
-async fn beat(redis: &mut MultiplexedConnection) {
-    let now_ms = (redis_now(redis).await * 1000.0) as i64;
-    let _: () = redis
-        .zadd("delayer:compact:stagers", "test", now_ms)
-        .await
-        .unwrap();
 }
 
 fn unix(time: SystemTime) -> f64 {
@@ -85,7 +67,7 @@ async fn pop_all(
 async fn compact_jobs_move_on_time_once_and_legacy_clients_pop_them() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let client = client(&server, Duration::from_secs(2)).await;
     let topics = ["a", "b", "c"];
     let start = SystemTime::now();
@@ -123,7 +105,7 @@ async fn compact_jobs_move_on_time_once_and_legacy_clients_pop_them() {
 async fn compact_jobs_that_fell_due_while_no_daemon_ran_are_moved_when_one_starts() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let client = client(&server, Duration::from_millis(500)).await;
     let due = SystemTime::now() + Duration::from_millis(800);
     let jobs: Vec<NewPush> = (0..2_000)
@@ -173,7 +155,7 @@ async fn a_daemon_beside_legacy_clients_only_writes_no_key_of_the_layout() {
 async fn going_back_writes_every_compact_job_in_the_legacy_form() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let client = client(&server, delayer_client::DEFAULT_COMPACT_AFTER).await;
     let far = SystemTime::now() + Duration::from_secs(7_200);
     let jobs: Vec<NewPush> = (0..100)

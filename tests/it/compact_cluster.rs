@@ -9,9 +9,10 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use delayer_client::redis::cluster_async::ClusterConnection;
-use delayer_client::redis::{self, AsyncCommands, IntoConnectionInfo};
+use delayer_client::redis::{AsyncCommands, IntoConnectionInfo};
 use delayer_client::{Client, NewPush, Removed, Settings, State, Target};
 use delayer_testkit::cluster::RedisCluster;
+use delayer_testkit::jobs::{beat_as_stager, redis_now};
 
 /// Topics whose slots are on all three masters of a three-master cluster.
 const TOPICS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
@@ -36,21 +37,6 @@ async fn client(cluster: &RedisCluster, after: Option<Duration>) -> Client {
     Client::connect_to(Target::cluster(nodes).unwrap(), settings)
         .await
         .unwrap()
-}
-
-async fn redis_now(redis: &mut ClusterConnection) -> f64 {
-    let (seconds, micros): (f64, f64) = redis::cmd("TIME").query_async(redis).await.unwrap();
-    seconds + micros / 1e6
-}
-
-/// Tells pushers a daemon stages, as a daemon's beat does: so that jobs are pushed compact before
-/// any daemon runs.
-async fn beat(redis: &mut ClusterConnection) {
-    let now_ms = (redis_now(redis).await * 1000.0) as i64;
-    let _: () = redis
-        .zadd("delayer:compact:stagers", "test", now_ms)
-        .await
-        .unwrap();
 }
 
 async fn compact_jobs(redis: &mut ClusterConnection) -> usize {
@@ -91,7 +77,7 @@ async fn compact_jobs_on_every_master_move_on_time_once() {
         .collect();
     assert_eq!(masters.len(), 3, "the topics are on every master");
     let mut redis = cluster.connect().await;
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let client = client(&cluster, Some(Duration::from_secs(2))).await;
     let start = SystemTime::now();
     let due = |n: u64| start + Duration::from_millis(3_000 + n * 10);
@@ -160,7 +146,7 @@ async fn compact_jobs_on_every_master_move_on_time_once() {
 async fn get_remove_and_promote_without_a_topic_find_a_compact_job() {
     let cluster = RedisCluster::start(3);
     let mut redis = cluster.connect().await;
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let client = client(&cluster, Some(Duration::from_secs(2))).await;
     let far = SystemTime::now() + Duration::from_secs(3_600);
     let jobs = ["x", "y", "z"]

@@ -7,7 +7,7 @@ use delayer_client::JobId;
 use delayer_wire::keys::{JOB_POOL, Layout, job_bucket, ready_queue};
 use delayer_wire::name::Text;
 use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 
 use crate::{legacy_client, wait_for};
 
@@ -194,4 +194,23 @@ pub async fn wait_for_ready(
         }
     })
     .await
+}
+
+/// Redis's clock now, unix seconds (fractional): what the scripts go by.
+pub async fn redis_now(redis: &mut impl ConnectionLike) -> f64 {
+    let (seconds, micros): (f64, f64) = redis::cmd("TIME").query_async(redis).await.unwrap();
+    seconds + micros / 1e6
+}
+
+/// Tells pushers that a daemon stages compact jobs, as a daemon's beat does (by Redis's clock):
+/// so that jobs are pushed compact before any daemon runs.
+pub async fn beat_as_stager(redis: &mut impl ConnectionLike) {
+    let now_ms = (redis_now(redis).await * 1000.0) as i64;
+    redis::cmd("ZADD")
+        .arg(delayer_wire::compact::STAGERS)
+        .arg(now_ms)
+        .arg("test")
+        .query_async::<()>(redis)
+        .await
+        .unwrap();
 }

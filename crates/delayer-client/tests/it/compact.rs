@@ -11,6 +11,7 @@ use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, Removed, Settings, State};
 use delayer_testkit::RedisServer;
+use delayer_testkit::jobs::beat_as_stager;
 use delayer_testkit::legacy_client::{self, Message};
 use delayer_wire::keys::{JOB_POOL, Layout, job_bucket};
 use delayer_wire::scripts::compact_stage::{Reach, StageScript, Staged};
@@ -18,19 +19,6 @@ use delayer_wire::scripts::compact_stage::{Reach, StageScript, Staged};
 const INDEX: &str = "delayer:compact:index";
 const CHUNKS: &str = "delayer:compact:chunks";
 const HOUR: Duration = Duration::from_secs(3600);
-
-/// Tells pushers a daemon stages, as a daemon's beat does (by Redis's clock).
-async fn beat(redis: &mut MultiplexedConnection) {
-    let (seconds, micros): (i64, i64) = delayer_client::redis::cmd("TIME")
-        .query_async(redis)
-        .await
-        .unwrap();
-    let now_ms = seconds * 1000 + micros / 1000;
-    let _: () = redis
-        .zadd("delayer:compact:stagers", "test", now_ms)
-        .await
-        .unwrap();
-}
 
 /// Stages every compact job, whatever its window, as `delayer compact expand` does.
 async fn stage_all(redis: &mut MultiplexedConnection) -> Staged {
@@ -82,7 +70,7 @@ async fn our_pushes_wait_compact_only_while_a_daemon_stages() {
     assert!(wanted, "a daemon learns that pushes want it");
     assert_eq!(index_len(&mut redis).await, 0);
 
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let second = client.push("order.close", "b").delay(HOUR).await.unwrap();
     assert!(bucket(&mut redis, second.as_bytes()).await.is_empty());
     assert_eq!(pool(&mut redis).await.len(), 1, "not in the pool");
@@ -123,7 +111,7 @@ async fn staging_writes_what_a_legacy_push_would_have() {
     // The same job twice: pushed legacy, and pushed compact then staged.
     let plain = legacy_pusher(&_server).await;
     plain.push("t", "body").at(at).id("plain").await.unwrap();
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     client.push("t", "body").at(at).id("compact").await.unwrap();
     client
         .push("t", "by delay")
@@ -175,7 +163,7 @@ async fn staging_writes_what_a_legacy_push_would_have() {
 #[tokio::test]
 async fn a_compact_job_is_found_removed_and_replaced_by_id() {
     let (_server, mut redis, client) = start().await;
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let id = client.push("t", "first").delay(HOUR).await.unwrap();
     assert_eq!(client.remove(&id).await.unwrap(), Removed::Waiting);
     assert_eq!(client.get(&id).await.unwrap().state, State::Unknown);
@@ -229,7 +217,7 @@ async fn a_compact_job_is_found_removed_and_replaced_by_id() {
 #[tokio::test]
 async fn promote_runs_a_compact_job_now() {
     let (_server, mut redis, client) = start().await;
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let id = client.push("t", "b").delay(HOUR).await.unwrap();
     assert_eq!(index_len(&mut redis).await, 1);
     client.promote(&id).await.unwrap();
@@ -247,7 +235,7 @@ async fn promote_runs_a_compact_job_now() {
 #[tokio::test]
 async fn any_bytes_and_many_jobs_a_window() {
     let (_server, mut redis, client) = start_with(Settings::default()).await;
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let at = std::time::SystemTime::now() + HOUR;
     let odd_id: &[u8] = b"\xff\x00id";
     let odd_body: &[u8] = b"\x00\xfe body";
@@ -277,7 +265,7 @@ async fn any_bytes_and_many_jobs_a_window() {
 #[tokio::test]
 async fn pages_of_waiting_jobs_hold_compact_ones_in_due_order() {
     let (server, mut redis, client) = start().await;
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let plain = legacy_pusher(&server).await;
     // 300 jobs due over ten windows, every third one legacy; pairs share a due time.
     let base = std::time::SystemTime::now() + HOUR;
@@ -330,7 +318,7 @@ async fn pages_of_waiting_jobs_hold_compact_ones_in_due_order() {
 #[tokio::test]
 async fn a_compact_key_of_another_type_makes_pushes_legacy_and_staging_name_it() {
     let (_server, mut redis, client) = start().await;
-    beat(&mut redis).await;
+    beat_as_stager(&mut redis).await;
     let _: () = redis.set(INDEX, "not a hash").await.unwrap();
     let id = client.push("t", "b").delay(HOUR).await.unwrap();
     assert!(

@@ -9,22 +9,13 @@ use crate::fixture::start;
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, Cursor, Error, MAX_WAITING_READ, Promoted};
-use delayer_testkit::jobs::{add_jobs, move_due_jobs};
+use delayer_testkit::jobs::{add_jobs, move_due_jobs, redis_now};
 use delayer_testkit::legacy_client::{self, Message, now_seconds};
 use delayer_wire::keys::{JOB_POOL, job_bucket, ready_queue};
 
 /// The pool in Redis's order: (id, score).
 async fn pool(redis: &mut MultiplexedConnection) -> Vec<(String, f64)> {
     redis.zrange_withscores(JOB_POOL, 0, -1).await.unwrap()
-}
-
-/// Redis's clock, unix seconds.
-async fn redis_now(redis: &mut MultiplexedConnection) -> f64 {
-    let (seconds, micros): (f64, f64) = delayer_client::redis::cmd("TIME")
-        .query_async(redis)
-        .await
-        .unwrap();
-    seconds + micros / 1e6
 }
 
 /// Every page of `count` jobs of `topic` (or of all), from the first: the ids, in order.
