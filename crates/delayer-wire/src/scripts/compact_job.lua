@@ -14,6 +14,10 @@
 
 local pool, prefix, bucket_prefix, action = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local id = ARGV[5]
+if not compact_usable(prefix) then
+  -- No compact job can be found (see compact_usable): none is.
+  return action == 'stage' and 0 or nil
+end
 if action == 'get' then
   local chunk, _, entry = compact_find(prefix, id)
   local job = chunk and compact_unpack(entry)

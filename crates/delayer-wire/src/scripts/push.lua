@@ -81,7 +81,8 @@ end
 
 -- Whether this push may write compact jobs: asked, allowed by the ACL, and a daemon stages them.
 local index = compact .. 'index'
-local compacting = compact_after ~= nil and compact_usable(compact)
+local usable = compact_usable(compact)
+local compacting = compact_after ~= nil and usable
     and may('RPUSH', compact .. 'chunk:1', 'x') and may('LLEN', compact .. 'chunk:1')
     and may('HSET', index, 'f', 'v') and may('ZADD', compact .. 'chunks', '0', 'x')
     and may('HSET', compact .. 'open', 'f', 'v') and may('HGET', compact .. 'open', 'f')
@@ -105,7 +106,7 @@ local function staging()
   return staged
 end
 -- Whether some job waits compact now: only then can an id pushed have a compact copy.
-local indexed = compact_usable(compact) and redis.call('EXISTS', index) == 1
+local indexed = usable and redis.call('EXISTS', index) == 1
 -- Which of the ids pushed again are reserved now (pcall: a holders key of the wrong type must not
 -- fail a push).
 local holders, held = reserved .. ':holders', {}
