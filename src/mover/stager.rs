@@ -10,7 +10,7 @@ use deadpool_redis::redis::{self, AsyncCommands, RedisResult};
 use delayer_wire::compact::{BEAT_EVERY, CompactKeys, STAGE_EVERY};
 use delayer_wire::keys::Keys;
 use delayer_wire::scripts::compact_stage::{Reach, StageScript};
-use tokio::time::Instant;
+use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -52,9 +52,13 @@ impl Stager {
         let mut active = false;
         let mut beaten: Option<Instant> = None;
         let mut failing = false;
+        // The first pass at once: jobs that fell due while no daemon ran are staged without
+        // waiting a second more.
+        let mut every = tokio::time::interval(STAGE_EVERY);
+        every.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                () = tokio::time::sleep(STAGE_EVERY) => {}
+                _ = every.tick() => {}
                 () = shutdown.cancelled() => return,
             }
             let Ok(mut connection) = pool.get().await else {

@@ -13,7 +13,7 @@ use delayer_wire::compact::{BEAT_EVERY, CompactKeys, LEAD, LOOK_AGAIN, STAGE_EVE
 use delayer_wire::keys::Layout;
 use delayer_wire::scripts::compact_stage::Reach;
 use futures_util::StreamExt;
-use tokio::time::Instant;
+use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -59,9 +59,13 @@ impl ClusterStager {
         let mut failing = false;
         // When each topic is looked at next, by Redis's clock.
         let mut looks: HashMap<String, f64> = HashMap::new();
+        // The first pass at once: jobs that fell due while no daemon ran are staged without
+        // waiting a second more.
+        let mut every = tokio::time::interval(STAGE_EVERY);
+        every.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                () = tokio::time::sleep(STAGE_EVERY) => {}
+                _ = every.tick() => {}
                 () = shutdown.cancelled() => return,
             }
             if !active {
