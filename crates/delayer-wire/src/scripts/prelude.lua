@@ -205,12 +205,16 @@ end
 
 local function compact_unpack(entry)
   local expire_at, due, delay, topic, id, at = struct.unpack('>I4BBI4I4', entry)
+  -- Field by field, no loop: a table a field made staging a sixth dearer (callgrind).
   local job = {expire_at = expire_at}
-  for _, field in ipairs({{'due', due}, {'delay', delay}, {'topic', topic}, {'id', id}}) do
-    job[field[1]] = string.sub(entry, at, at + field[2] - 1)
-    at = at + field[2]
-  end
-  job.body = string.sub(entry, at)
+  job.due = string.sub(entry, at, at + due - 1)
+  at = at + due
+  job.delay = string.sub(entry, at, at + delay - 1)
+  at = at + delay
+  job.topic = string.sub(entry, at, at + topic - 1)
+  at = at + topic
+  job.id = string.sub(entry, at, at + id - 1)
+  job.body = string.sub(entry, at + id)
   return job
 end
 
