@@ -205,17 +205,13 @@ end
 
 local function compact_unpack(entry)
   local expire_at, due, delay, topic, id, at = struct.unpack('>I4BBI4I4', entry)
-  -- Field by field, no loop: a table a field made staging a sixth dearer (callgrind).
-  local job = {expire_at = expire_at}
-  job.due = string.sub(entry, at, at + due - 1)
-  at = at + due
-  job.delay = string.sub(entry, at, at + delay - 1)
-  at = at + delay
-  job.topic = string.sub(entry, at, at + topic - 1)
-  at = at + topic
-  job.id = string.sub(entry, at, at + id - 1)
-  job.body = string.sub(entry, at + id)
-  return job
+  -- One table made whole, with no loop: a table a field, and a table grown field by field, made
+  -- staging a fifth dearer (callgrind).
+  local sub = string.sub
+  local due_at, delay_at, topic_at, id_at = at, at + due, at + due + delay, at + due + delay + topic
+  return {expire_at = expire_at, due = sub(entry, due_at, delay_at - 1),
+    delay = sub(entry, delay_at, topic_at - 1), topic = sub(entry, topic_at, id_at - 1),
+    id = sub(entry, id_at, id_at + id - 1), body = sub(entry, id_at + id)}
 end
 
 -- Where job `id` waits compact under `prefix`: its chunk's key, its position there (from 0) and
