@@ -5,7 +5,8 @@
 //! Redis's clock) and a daemon that stages compact jobs is alive. Its fields are packed into one
 //! entry of a list, a *chunk*, holding the jobs due in one [`WINDOW`] (at most [`CHUNK_JOBS`]
 //! of them); an index finds a job by id. [`LEAD`] before its window starts, a daemon writes each
-//! job of a chunk in the legacy form (a bucket and a pool entry) and deletes the chunk: from there
+//! job of a chunk in the legacy form (a bucket and a pool entry), a few hundred a call from the
+//! chunk's end (the entries left keep their places), and deletes the chunk once empty: from there
 //! on the job is a legacy one, moved, popped, reserved and acked as today. Old daemons and the
 //! legacy clients never look at these keys, so a compact job is never an orphan to them.
 //!

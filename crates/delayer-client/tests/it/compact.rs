@@ -14,7 +14,7 @@ use delayer_testkit::RedisServer;
 use delayer_testkit::jobs::beat_as_stager;
 use delayer_testkit::legacy_client::{self, Message};
 use delayer_wire::keys::{JOB_POOL, Layout, job_bucket};
-use delayer_wire::scripts::compact_stage::{Reach, StageScript, Staged};
+use delayer_wire::scripts::compact_stage::{Reach, STAGE_BATCH, StageScript, Staged};
 
 const INDEX: &str = "delayer:compact:index";
 const CHUNKS: &str = "delayer:compact:chunks";
@@ -260,6 +260,49 @@ async fn any_bytes_and_many_jobs_a_window() {
     assert_eq!((staged.jobs, staged.dropped), (2_501, 0));
     assert_eq!(pool(&mut redis).await.len(), 2_501);
     assert_eq!(bucket(&mut redis, odd_id).await["body"], odd_body);
+}
+
+#[tokio::test]
+async fn a_chunk_staged_in_part_keeps_the_rest_findable_and_open() {
+    let (_server, mut redis, client) = start().await;
+    beat_as_stager(&mut redis).await;
+    let at = std::time::SystemTime::now() + HOUR;
+    let count = STAGE_BATCH + 200;
+    let jobs: Vec<_> = (0..count)
+        .map(|n| {
+            delayer_client::NewPush::new("t", format!("body {n}"))
+                .id(format!("j-{n:04}"))
+                .at(at)
+        })
+        .collect();
+    client.push_many(jobs).await.unwrap();
+    let keys = Layout::LEGACY.keys("");
+    let staged = StageScript::default()
+        .run(&mut redis, &keys, keys.compact().unwrap(), Reach::All)
+        .await
+        .unwrap();
+    assert_eq!((staged.jobs, staged.more), (STAGE_BATCH as u64, true));
+    // The chunk's last entries went first: the first 200 wait compact where the index says.
+    let left: usize = redis.llen("delayer:compact:chunk:1").await.unwrap();
+    assert_eq!(left, 200);
+    assert_eq!(bucket(&mut redis, b"j-0200").await["body"], b"body 200");
+    let job = client.get("j-0100").await.unwrap();
+    assert_eq!(job.body.as_deref(), Some(&b"body 100"[..]));
+    assert_eq!(client.remove("j-0150").await.unwrap(), Removed::Waiting);
+    // A push to the same window goes to the same chunk, after what is left of it.
+    client.push("t", "late").at(at).id("late").await.unwrap();
+    assert_eq!(client.get("late").await.unwrap().body.unwrap(), b"late");
+
+    let staged = stage_all(&mut redis).await;
+    assert_eq!((staged.jobs, staged.dropped), (200, 0));
+    assert_eq!(pool(&mut redis).await.len(), count);
+    assert_eq!(index_len(&mut redis).await, 0);
+    let chunks: usize = redis.zcard(CHUNKS).await.unwrap();
+    let chunk: bool = redis.exists("delayer:compact:chunk:1").await.unwrap();
+    assert_eq!((chunks, chunk), (0, false));
+    assert_eq!(bucket(&mut redis, b"j-0100").await["body"], b"body 100");
+    assert_eq!(bucket(&mut redis, b"late").await["body"], b"late");
+    assert!(bucket(&mut redis, b"j-0150").await.is_empty(), "removed");
 }
 
 #[tokio::test]

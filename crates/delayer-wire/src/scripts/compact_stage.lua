@@ -1,6 +1,7 @@
 -- Stages compact jobs (see compact.rs): writes each job of the chunks whose window starts within
 -- the lead in the legacy form, a bucket {topic, body, due, delay} expiring when its push said and
--- an entry of the job pool, as the push script would have written it; then deletes the chunk.
+-- an entry of the job pool, as the push script would have written it; then takes them off their
+-- chunk (its last entries first), deleting it once empty.
 -- From there on the mover moves it as any job, to the millisecond. A job whose id has a bucket
 -- now was pushed again by a legacy client since: that newer job stays, the compact one is
 -- dropped. A job whose data expired meanwhile (daemons were down longer than its lifetime) is
@@ -11,7 +12,8 @@
 -- ARGV[2]    what every bucket key starts with ("delayer:job_bucket:")
 -- ARGV[3]    the lead, in seconds: chunks whose window starts before now + lead are staged;
 --            "all" for every chunk (going back to the legacy layout)
--- ARGV[4]    about how many jobs to stage: whole chunks are staged until this many were read
+-- ARGV[4]    the most entries to read: a chunk's last entries first, so that those left keep the
+--            places the index holds (a chunk is deleted once none is left)
 -- ARGV[5]    the caller's clock, unix seconds: now, only when this Redis user may not run TIME
 --
 -- Returns {jobs staged, jobs dropped, 1 if chunks within the lead are left else 0, and the start
@@ -30,6 +32,8 @@ require_permission('ZADD', pool, '0', 'x')
 -- fails here, and never tells pushers it stages.
 local chunk_1, bucket_x = prefix .. 'chunk:1', bucket_prefix .. 'x'
 require_permission('LRANGE', chunk_1, '0', '-1')
+require_permission('LLEN', chunk_1)
+require_permission('LTRIM', chunk_1, '0', '-1')
 require_permission('DEL', chunk_1)
 require_permission('ZREM', chunks, '1')
 require_permission('HDEL', open, '0')
@@ -47,8 +51,10 @@ local at = 1
 while at < #due and read < budget do
   local number, window = due[at], due[at + 1]
   local chunk = prefix .. 'chunk:' .. number
-  local entries = redis.call('LRANGE', chunk, 0, -1)
-  read = read + #entries
+  local length = redis.call('LLEN', chunk)
+  local taken = math.min(length, budget - read)
+  local entries = taken == 0 and {} or redis.call('LRANGE', chunk, length - taken, -1)
+  read = read + taken
   -- A job removed or pushed again has an empty entry (see compact_take): every other entry is
   -- a job waiting here, whose index entry points here.
   local jobs, ids, buckets = {}, {}, {}
@@ -82,6 +88,10 @@ while at < #due and read < budget do
   for from = 1, #ids, 1000 do
     redis.call('HDEL', index, unpack(ids, from, math.min(from + 999, #ids)))
   end
+  if taken < length then
+    redis.call('LTRIM', chunk, 0, length - taken - 1)
+    break
+  end
   redis.call('DEL', chunk)
   redis.call('ZREM', chunks, number)
   if redis.call('HGET', open, window) == number then
@@ -92,7 +102,8 @@ end
 if #scored > 0 then
   redis.call('ZADD', pool, unpack(scored))
 end
--- Chunks are left when some read were not staged, or the read stopped at its limit.
+-- Chunks are left when one was staged in part, some were not read, or the read stopped at its
+-- limit.
 local more = at < #due or #due >= 128
 local reply = {staged, dropped, more and 1 or 0}
 local first = redis.call('ZRANGEBYSCORE', chunks, '-inf', '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
