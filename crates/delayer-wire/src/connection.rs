@@ -296,13 +296,15 @@ impl Sentinels {
     /// What sentinel `index` says of the master: its host and port, or `None` for no such master.
     /// Over the connection kept from the last answer when it still works, else a new one.
     async fn ask(&self, index: usize) -> RedisResult<Option<(String, u16)>> {
-        let kept = self.open.lock().expect("not poisoned").take();
+        // Shared, not taken: each pooled connection checks the master every second, and a
+        // question asked while another was under way opened a connection of its own and kept it
+        // in place of the first, so the sentinel saw a new connection every second.
+        let kept = self.open.lock().expect("not poisoned").clone();
         if let Some((_, mut connection)) = kept.filter(|(asked, _)| *asked == index) {
             // Short: a kept connection may have died unnoticed (a restart, a firewall or NAT
             // forgetting it), and then a new one is tried with the usual timeouts.
             let answer = tokio::time::timeout(KEPT_ANSWER, self.question(&mut connection)).await;
             if let Ok(Ok(answer)) = answer {
-                self.keep(index, connection, &answer);
                 return Ok(answer);
             }
         }
