@@ -165,7 +165,7 @@ impl Service {
         };
         let history = async {
             if let Some(client) = self.history {
-                history::run(client, self.mover.metrics(), &moved).await;
+                history::run(client, self.mover.metrics().history(), &moved).await;
             }
         };
         let delivering = async {

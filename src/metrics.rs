@@ -96,7 +96,7 @@ pub struct Metrics {
     /// The last [`RECENT_LAGS`] move lags, in seconds, for the console.
     recent_lags: Mutex<VecDeque<f64>>,
     /// What the history has not been told yet.
-    history: Tally,
+    history: Arc<Tally>,
 }
 
 impl Default for Metrics {
@@ -137,7 +137,7 @@ impl Default for Metrics {
             polled: AtomicBool::new(false),
             last_good_poll: Mutex::new(None),
             recent_lags: Mutex::new(VecDeque::with_capacity(RECENT_LAGS)),
-            history: Tally::default(),
+            history: Arc::default(),
         };
         // In this order: it is the order `/metrics` lists them in.
         let mut registry = Registry::with_prefix("delayer");
@@ -341,9 +341,9 @@ impl Metrics {
         }
     }
 
-    /// What the history has not been told yet.
-    pub fn history(&self) -> &Tally {
-        &self.history
+    /// What the history has not been told yet (shared with the task that writes it).
+    pub fn history(&self) -> Arc<Tally> {
+        self.history.clone()
     }
 
     /// The most topics a per-topic family has series for; the others are summed.

@@ -122,6 +122,7 @@ fn main() {
         }
         if runs("schedules") {
             schedules::schedules(&server).await;
+            schedules_beside::mover_beside(&server).await;
         }
         if runs("kafka") {
             kafka::kafka(&server).await;

@@ -53,9 +53,8 @@ pub async fn schedules(server: &RedisServer) {
         rows.push((case, figures));
     }
     print_cases(&rows);
-    super::schedules_beside::mover_beside(server).await;
     println!(
-        "\n(the schedules figure took {:.0} s)",
+        "\n(the schedules figures took {:.0} s)",
         started.elapsed().as_secs_f64()
     );
 }

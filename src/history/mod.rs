@@ -21,25 +21,24 @@ use tracing::{info, warn};
 use tally::Minute;
 pub use tally::{Tally, lags};
 
-use crate::metrics::Metrics;
-
 /// How often what was counted goes to Redis: what a kill -9 may lose.
 pub const WRITE_EVERY: Duration = Duration::from_secs(5);
 /// The longest the last write waits at a stop: a Redis that does not answer must not hold it up.
 const LAST_WRITE_WAIT: Duration = Duration::from_secs(2);
 
-/// Has `metrics` count for the history and writes what it counted every [`WRITE_EVERY`] until
-/// `moved` is cancelled (the mover has stopped: nothing more is counted), then once more.
-pub async fn run(client: Client, metrics: Arc<Metrics>, moved: &CancellationToken) {
-    metrics.history().keep();
+/// Has `tally` count for the history (the metrics' tally, which the mover counts in) and writes
+/// what it counted every [`WRITE_EVERY`] until `moved` is cancelled (the mover has stopped:
+/// nothing more is counted), then once more.
+pub async fn run(client: Client, tally: Arc<Tally>, moved: &CancellationToken) {
+    tally.keep();
     let mut writer = Writer::default();
     loop {
         tokio::select! {
-            () = tokio::time::sleep(WRITE_EVERY) => writer.write(&client, &metrics).await,
+            () = tokio::time::sleep(WRITE_EVERY) => writer.write(&client, &tally).await,
             () = moved.cancelled() => break,
         }
     }
-    if tokio::time::timeout(LAST_WRITE_WAIT, writer.write(&client, &metrics))
+    if tokio::time::timeout(LAST_WRITE_WAIT, writer.write(&client, &tally))
         .await
         .is_err()
     {
@@ -56,8 +55,7 @@ struct Writer {
 
 impl Writer {
     /// Adds the tally's counts to the history, a minute a call; what is not written is put back.
-    async fn write(&mut self, client: &Client, metrics: &Metrics) {
-        let tally = metrics.history();
+    async fn write(&mut self, client: &Client, tally: &Tally) {
         let mut minutes = tally.take();
         while let Some((minute, counts)) = minutes.pop_first() {
             match client.count(Some(minute), &script_counts(&counts)).await {
