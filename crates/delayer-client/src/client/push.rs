@@ -98,12 +98,13 @@ impl Client {
             Some(_) => Vec::new(),
             None => connection.smembers(compact.topics()).await?,
         };
+        let script = StageScript::default();
         for (keys, _) in self.keys().shards(&topics) {
             let Some(compact) = keys.compact() else {
                 continue;
             };
             loop {
-                let staged = StageScript::default()
+                let staged = script
                     .run(&mut connection, &keys, compact, Reach::All)
                     .await
                     .map_err(|error| Error::about_key(error, keys.pool()))?;
