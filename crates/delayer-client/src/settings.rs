@@ -50,8 +50,9 @@ pub struct Settings {
     pub count_history: bool,
     /// Jobs pushed to fall due at least this long after their push wait in the compact layout
     /// (a third of the memory; see `docs/compact.md`) while a daemon that stages them runs;
-    /// `None`: every job in the legacy form. Default [`DEFAULT_COMPACT_AFTER`] (124 s). Any job
-    /// is moved on time either way; a shorter value only makes the daemon stage sooner.
+    /// `None`: every job in the legacy form. Default [`DEFAULT_COMPACT_AFTER`] (124 s). Keep it at
+    /// 70 s or more: a daemon stages a minute ahead, looking every second on one Redis and every
+    /// 10 s at an idle topic of the cluster layout, so a shorter delay can be staged late.
     pub compact_after: Option<Duration>,
 }
 
