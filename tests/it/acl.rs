@@ -1,12 +1,14 @@
 //! The daemon under exactly the ACL that docs/redis-deployments.md gives a delayer user: it moves
 //! jobs, delivers lapsed reservations again, fills dead lists, claims schedules' ticks and answers
-//! `--check-config`, and needs nothing more.
+//! `--check-config`, and needs nothing more; with what the page adds for the compact layout, it
+//! stages compact jobs.
 
 use crate::support;
 
 use std::time::Duration;
 
 use delayer_client::redis::AsyncCommands;
+use delayer_client::{Client, NewPush, Settings};
 use delayer_wire::keys::{RESERVED, dead_queue, field, job_bucket};
 use support::legacy_client::{self, Message};
 use support::{
@@ -15,6 +17,9 @@ use support::{
 
 /// What docs/redis-deployments.md adds to the daemon's ACL for schedules.
 const SCHEDULES_ACL: &str = "+hgetall +exists +expire +hexists +del";
+/// What it adds for the compact layout, for the daemon and the pushers.
+const COMPACT_ACL: &str =
+    "+exists +lrange +lindex +lset +expireat +del +rpush +llen +incr +set +zremrangebyscore +ltrim";
 
 #[tokio::test]
 async fn the_daemon_does_all_its_work_under_the_documented_acl() {
@@ -98,5 +103,84 @@ async fn the_daemon_does_all_its_work_under_the_documented_acl() {
     assert!(
         !commandstats.contains("NOPERM"),
         "{commandstats}\n{denied:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_daemon_stages_compact_jobs_under_the_documented_acl() {
+    let server = RedisServer::start();
+    let mut admin = server.connect().await;
+    acl(&mut admin, "admin", "on >admin ~* +@all").await;
+    let documented = std::fs::read_to_string("docs/redis-deployments.md").unwrap();
+    let documented = documented.replace("\n  ", " ");
+    assert!(
+        documented.contains(&format!(
+            "[The compact layout](compact.md) needs `{COMPACT_ACL}` as well"
+        )),
+        "the page gives what the compact layout adds"
+    );
+    let mut admin = server.connect_as("admin", "admin").await;
+    // The daemon connects as `default`, which gets exactly the documented rules.
+    acl(
+        &mut admin,
+        "default",
+        &format!("reset on nopass {DAEMON_ACL} {COMPACT_ACL}"),
+    )
+    .await;
+    // The pusher under what the page gives applications using the Rust client, and the same.
+    acl(
+        &mut admin,
+        "pusher",
+        &format!("on >pw ~delayer:* +@read +@write +@scripting +@connection +@transaction +time {COMPACT_ACL}"),
+    )
+    .await;
+    let (config, logs) = server.daemon_config("daemon", "");
+    let mut daemon = Daemon::start(&config);
+    let settings = Settings {
+        compact_after: Some(Duration::from_secs(2)),
+        ..Settings::default()
+    };
+    let info = server.info();
+    let user = info
+        .redis_settings()
+        .clone()
+        .set_username("pusher")
+        .set_password("pw");
+    let client = Client::connect_with(info.set_redis_settings(user), settings)
+        .await
+        .unwrap();
+    // The first push finds no daemon staging: it asks for one, and waits in the legacy form.
+    client
+        .push("t", "asks")
+        .delay(Duration::from_secs(3))
+        .await
+        .unwrap();
+    support::wait_for(Duration::from_secs(10), "the daemon to stage", || {
+        let mut admin = admin.clone();
+        async move {
+            let beats: usize = admin.zcard("delayer:compact:stagers").await.unwrap();
+            (beats > 0).then_some(())
+        }
+    })
+    .await;
+    // More than one stage call takes: staged in parts.
+    let jobs = (0..500).map(|n| {
+        NewPush::new("t", format!("{n}"))
+            .id(format!("{n}"))
+            .delay(Duration::from_secs(3))
+    });
+    client.push_many(jobs).await.unwrap();
+    let compact: usize = admin.hlen("delayer:compact:index").await.unwrap();
+    assert_eq!(compact, 500, "they wait compact");
+
+    wait_for_ready(&admin, "t", 501).await;
+    daemon.signal("TERM");
+    assert!(daemon.wait(Duration::from_secs(5)).success());
+    let compact: usize = admin.hlen("delayer:compact:index").await.unwrap();
+    assert_eq!(compact, 0);
+    let error = read(&logs.error);
+    assert!(
+        !error.contains("NOPERM") && !error.contains("stage"),
+        "{error}"
     );
 }
