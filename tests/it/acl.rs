@@ -8,11 +8,13 @@ use crate::support;
 use std::time::Duration;
 
 use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, NewPush, Settings};
 use delayer_wire::keys::{RESERVED, dead_queue, field, job_bucket};
 use support::legacy_client::{self, Message};
 use support::{
     DAEMON_ACL, Daemon, DaemonSetup, RedisServer, acl, delayer_succeeds, read, wait_for_ready,
+    wait_for_stager,
 };
 
 /// What docs/redis-deployments.md adds to the daemon's ACL for schedules.
@@ -21,12 +23,22 @@ const SCHEDULES_ACL: &str = "+hgetall +exists +expire +hexists +del";
 const COMPACT_ACL: &str =
     "+exists +lrange +lindex +lset +expireat +del +rpush +llen +incr +set +zremrangebyscore +ltrim";
 
-#[tokio::test]
-async fn the_daemon_does_all_its_work_under_the_documented_acl() {
-    let server = RedisServer::start();
+/// docs/redis-deployments.md, its lines joined; and an admin's connection, once the daemon's
+/// user (`default`) was given exactly the page's ACL and `more`.
+async fn daemon_under(server: &RedisServer, more: &str) -> (String, MultiplexedConnection) {
     let mut admin = server.connect().await;
     acl(&mut admin, "admin", "on >admin ~* +@all").await;
     let documented = std::fs::read_to_string("docs/redis-deployments.md").unwrap();
+    let mut admin = server.connect_as("admin", "admin").await;
+    let rules = format!("reset on nopass {DAEMON_ACL} {more}");
+    acl(&mut admin, "default", &rules).await;
+    (documented.replace("\n  ", " "), admin)
+}
+
+#[tokio::test]
+async fn the_daemon_does_all_its_work_under_the_documented_acl() {
+    let server = RedisServer::start();
+    let (documented, mut admin) = daemon_under(&server, SCHEDULES_ACL).await;
     assert!(
         documented.contains(&format!("ACL SETUSER delayer on >secret {DAEMON_ACL}\n")),
         "the page gives the ACL this test runs the daemon under"
@@ -37,14 +49,6 @@ async fn the_daemon_does_all_its_work_under_the_documented_acl() {
         )),
         "and what schedules add to it"
     );
-    let mut admin = server.connect_as("admin", "admin").await;
-    // The daemon connects as `default`, which gets exactly the documented rules.
-    acl(
-        &mut admin,
-        "default",
-        &format!("reset on nopass {DAEMON_ACL} {SCHEDULES_ACL}"),
-    )
-    .await;
     let (config, logs) = server.daemon_config(
         "daemon",
         "max_attempts = 2\ntimer_interval = 50\n[schedule.tick]\ncron = every 1s\ntopic = ticks",
@@ -109,24 +113,13 @@ async fn the_daemon_does_all_its_work_under_the_documented_acl() {
 #[tokio::test]
 async fn the_daemon_stages_compact_jobs_under_the_documented_acl() {
     let server = RedisServer::start();
-    let mut admin = server.connect().await;
-    acl(&mut admin, "admin", "on >admin ~* +@all").await;
-    let documented = std::fs::read_to_string("docs/redis-deployments.md").unwrap();
-    let documented = documented.replace("\n  ", " ");
+    let (documented, mut admin) = daemon_under(&server, COMPACT_ACL).await;
     assert!(
         documented.contains(&format!(
             "[The compact layout](compact.md) needs `{COMPACT_ACL}` as well"
         )),
         "the page gives what the compact layout adds"
     );
-    let mut admin = server.connect_as("admin", "admin").await;
-    // The daemon connects as `default`, which gets exactly the documented rules.
-    acl(
-        &mut admin,
-        "default",
-        &format!("reset on nopass {DAEMON_ACL} {COMPACT_ACL}"),
-    )
-    .await;
     // The pusher under what the page gives applications using the Rust client, and the same.
     acl(
         &mut admin,
@@ -155,14 +148,7 @@ async fn the_daemon_stages_compact_jobs_under_the_documented_acl() {
         .delay(Duration::from_secs(3))
         .await
         .unwrap();
-    support::wait_for(Duration::from_secs(10), "the daemon to stage", || {
-        let mut admin = admin.clone();
-        async move {
-            let beats: usize = admin.zcard("delayer:compact:stagers").await.unwrap();
-            (beats > 0).then_some(())
-        }
-    })
-    .await;
+    wait_for_stager(&admin).await;
     // More than one stage call takes: staged in parts.
     let jobs = (0..500).map(|n| {
         NewPush::new("t", format!("{n}"))

@@ -12,7 +12,7 @@ use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, NewPush, Settings};
 use support::legacy_client::{self, Message};
-use support::{RedisServer, beat_as_stager, redis_now, start_daemons};
+use support::{RedisServer, beat_as_stager, redis_now, start_daemons, wait_for_stager};
 
 const INDEX: &str = "delayer:compact:index";
 
@@ -203,14 +203,7 @@ async fn http_adds_wait_compact_and_get_and_remove_find_them() {
     };
     // The first add asks for the layout; the daemon then stages and tells pushers so.
     add("first");
-    support::wait_for(Duration::from_secs(10), "the daemon to stage", || {
-        let mut redis = redis.clone();
-        async move {
-            let beats: usize = redis.zcard("delayer:compact:stagers").await.unwrap();
-            (beats > 0).then_some(())
-        }
-    })
-    .await;
+    wait_for_stager(&redis).await;
     add("second");
     let compact: Vec<String> = redis.hkeys(INDEX).await.unwrap();
     assert_eq!(

@@ -202,6 +202,23 @@ pub async fn redis_now(redis: &mut impl ConnectionLike) -> f64 {
     seconds + micros / 1e6
 }
 
+/// Waits until a daemon beats as a stager of compact jobs (one does once a push asked for the
+/// layout, or compact jobs wait).
+pub async fn wait_for_stager(redis: &MultiplexedConnection) {
+    wait_for(
+        Duration::from_secs(10),
+        "a daemon to stage compact jobs",
+        || {
+            let mut redis = redis.clone();
+            async move {
+                let beats: usize = redis.zcard(delayer_wire::compact::STAGERS).await.unwrap();
+                (beats > 0).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
 /// Tells pushers that a daemon stages compact jobs, as a daemon's beat does (by Redis's clock):
 /// so that jobs are pushed compact before any daemon runs.
 pub async fn beat_as_stager(redis: &mut impl ConnectionLike) {
