@@ -85,14 +85,23 @@ async fn two_daemons_add_up_and_a_restart_keeps_what_was_counted_before_it() {
         client.ack(&job.unwrap().unwrap()).await.unwrap();
     }
 
+    let topics = [("first", 30), ("second", 20), ("third", 10)];
     let keys = wait_for(
         Duration::from_secs(20),
-        "the history to count 60 moves",
+        "the history to count 60 pushes and moves and 5 acks",
         || {
             let mut redis = redis.clone();
             async move {
+                // The keys are read one at a time: a write can land between two reads, so the
+                // counts are awaited in the total and in each topic's key alike.
                 let keys = history_keys(&mut redis).await;
-                (summed(&keys, None).moved == 60).then_some(keys)
+                let each = topics.iter().all(|&(topic, jobs)| {
+                    let counts = summed(&keys, Some(topic));
+                    (counts.pushed, counts.moved) == (jobs, jobs)
+                });
+                let (total, first) = (summed(&keys, None), summed(&keys, Some("first")));
+                let all = (total.moved, total.pushed, total.acked, first.acked) == (60, 60, 5, 5);
+                (all && each).then_some(keys)
             }
         },
     )
@@ -103,7 +112,7 @@ async fn two_daemons_add_up_and_a_restart_keeps_what_was_counted_before_it() {
         (60, 5, 0, 0)
     );
     assert_eq!(total.lags.iter().sum::<u64>(), 60, "a lag for each move");
-    for (topic, jobs) in [("first", 30), ("second", 20), ("third", 10)] {
+    for (topic, jobs) in topics {
         let counts = summed(&keys, Some(topic));
         assert_eq!((counts.pushed, counts.moved), (jobs, jobs), "{topic}");
     }
