@@ -10,7 +10,7 @@ use deadpool_redis::redis::{self, AsyncCommands, RedisResult};
 use delayer_wire::compact::{BEAT_EVERY, CompactKeys, STAGE_EVERY};
 use delayer_wire::keys::Keys;
 use delayer_wire::scripts::compact_stage::{Reach, StageScript};
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -52,15 +52,8 @@ impl Stager {
         let mut active = false;
         let mut beaten: Option<Instant> = None;
         let mut failing = false;
-        // The first pass at once: jobs that fell due while no daemon ran are staged without
-        // waiting a second more.
-        let mut every = tokio::time::interval(STAGE_EVERY);
-        every.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = every.tick() => {}
-                () = shutdown.cancelled() => return,
-            }
+        let mut passes = passes();
+        while next_pass(&mut passes, shutdown).await {
             let Ok(mut connection) = pool.get().await else {
                 // The mover tells of an unreachable Redis.
                 continue;
@@ -134,4 +127,20 @@ async fn in_use(connection: &mut impl AsyncCommands, compact: &CompactKeys) -> R
         .exists(&[compact.wanted(), &compact.chunks()])
         .await?;
     Ok(found > 0)
+}
+
+/// The stagers' passes, one every [`STAGE_EVERY`], the first at once: jobs that fell due while no
+/// daemon ran are staged without waiting a second more.
+pub(super) fn passes() -> Interval {
+    let mut passes = tokio::time::interval(STAGE_EVERY);
+    passes.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    passes
+}
+
+/// Waits for the next pass: false once `shutdown` is cancelled.
+pub(super) async fn next_pass(passes: &mut Interval, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = passes.tick() => true,
+        () = shutdown.cancelled() => false,
+    }
 }

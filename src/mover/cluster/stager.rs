@@ -9,15 +9,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use deadpool_redis::redis::{self, AsyncCommands, RedisError, RedisResult};
-use delayer_wire::compact::{BEAT_EVERY, CompactKeys, LEAD, LOOK_AGAIN, STAGE_EVERY};
+use delayer_wire::compact::{BEAT_EVERY, CompactKeys, LEAD, LOOK_AGAIN};
 use delayer_wire::keys::Layout;
 use delayer_wire::scripts::compact_stage::Reach;
 use futures_util::StreamExt;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::super::stager::Stager;
+use super::super::stager::{Stager, next_pass, passes};
 use super::super::step::Step;
 use super::nodes::ClusterNodes;
 
@@ -59,15 +59,8 @@ impl ClusterStager {
         let mut failing = false;
         // When each topic is looked at next, by Redis's clock.
         let mut looks: HashMap<String, f64> = HashMap::new();
-        // The first pass at once: jobs that fell due while no daemon ran are staged without
-        // waiting a second more.
-        let mut every = tokio::time::interval(STAGE_EVERY);
-        every.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = every.tick() => {}
-                () = shutdown.cancelled() => return,
-            }
+        let mut passes = passes();
+        while next_pass(&mut passes, shutdown).await {
             if !active {
                 // A user the ACL does not let look never stages, as on one Redis.
                 active = self.in_use(nodes).await.unwrap_or(false);
