@@ -42,6 +42,11 @@ struct ScriptLabel {
     script: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
 /// The text formats `/metrics` speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -59,6 +64,7 @@ pub struct Metrics {
     holdings: Registry,
     moved: Family<TopicLabel, Counter>,
     orphans: Counter,
+    compact_dropped: Family<ReasonLabel, Counter>,
     delivered_again: Family<TopicLabel, Counter>,
     died: Family<TopicLabel, Counter>,
     script_seconds: Family<ScriptLabel, Histogram>,
@@ -107,6 +113,7 @@ impl Default for Metrics {
             holdings: Registry::default(),
             moved: Family::default(),
             orphans: Counter::default(),
+            compact_dropped: Family::default(),
             delivered_again: Family::default(),
             died: Family::default(),
             // 100 us to ~13 s.
@@ -173,6 +180,16 @@ impl Metrics {
             "orphans_dropped",
             "Jobs dropped from the pool because their data was gone",
             self.orphans.clone(),
+        );
+        // Each reason from the start, so that increase() sees the first drop.
+        for reason in ["expired", "replaced"] {
+            let _ = self.compact_dropped.get_or_create(&ReasonLabel { reason });
+        }
+        registry.register(
+            "compact_jobs_dropped",
+            "Compact jobs dropped: their data expired before they were staged, or a legacy client \
+             pushed their id again (the newer job is delivered)",
+            self.compact_dropped.clone(),
         );
         registry.register(
             "jobs_delivered_again",
@@ -301,10 +318,23 @@ impl Metrics {
 }
 
 impl Metrics {
+    /// Compact jobs dropped: `expired` whose data expired, `replaced` pushed again by a legacy
+    /// client.
+    pub fn compact_dropped(&self, expired: u64, replaced: u64) {
+        for (reason, count) in [("expired", expired), ("replaced", replaced)] {
+            if count > 0 {
+                self.compact_dropped
+                    .get_or_create(&ReasonLabel { reason })
+                    .inc_by(count);
+            }
+        }
+    }
+
     /// A call of the move script that took `took`, made at `now` (unix seconds).
     pub fn moved(&self, batch: &Batch, now: f64, took: Duration) {
         self.script("move", took);
         self.orphans.inc_by(batch.orphans.len() as u64);
+        self.compact_dropped(0, batch.replaced.len() as u64);
         if batch.moved.is_empty() {
             return;
         }

@@ -89,7 +89,13 @@ async fn one_burst(server: &RedisServer, by_daemon: bool) -> f64 {
         let script = MoveScript::default();
         loop {
             let batch = script
-                .run(&mut redis, &Layout::LEGACY.keys(""), unix_now(), 1000)
+                .run(
+                    &mut redis,
+                    &Layout::LEGACY.keys(""),
+                    unix_now(),
+                    1000,
+                    false,
+                )
                 .await
                 .unwrap();
             if !batch.is_full(1000) {

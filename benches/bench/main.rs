@@ -250,7 +250,7 @@ async fn looped_drain(
     let tight_loop = async move {
         loop {
             let call = match looped {
-                Looped::Ours => ours.call(&keys, now, batch_size),
+                Looped::Ours => ours.call(&keys, now, batch_size, false),
                 Looped::Minimal => {
                     let mut call = minimal.key(JOB_POOL);
                     call.arg(format!("{now:.6}"))

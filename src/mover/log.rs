@@ -35,6 +35,15 @@ pub fn moves(batch: &Batch) {
             escape::list(&batch.orphans)
         );
     }
+    if !batch.replaced.is_empty() {
+        warn!(
+            ids = %JsonIds(&batch.replaced),
+            count = batch.replaced.len(),
+            "compact jobs dropped: a legacy client pushed their ids again, and the newer jobs \
+             moved, IDs: [{}]",
+            escape::list(&batch.replaced)
+        );
+    }
 }
 
 /// Logs the reservations that lapsed: jobs delivered again, or dead after their last attempt.

@@ -2,14 +2,15 @@
 //! starts within the lead are written in the legacy form, where the move script takes them as
 //! any job. A daemon tells pushers that it stages (a beat), so that they write compact jobs only
 //! while one does; until a push asks for it (the `wanted` key) or compact jobs exist, it writes
-//! nothing, so that a drop-in install holds no key of the layout.
+//! nothing, so that a drop-in install holds no key of the layout. It looks for that key often (a
+//! read), so that the first pushes after a daemon starts wait compact within a moment.
 
 use std::time::Duration;
 
 use deadpool_redis::redis::{self, AsyncCommands, RedisResult};
 use delayer_wire::compact::{BEAT_EVERY, CompactKeys, STAGE_EVERY};
 use delayer_wire::keys::Keys;
-use delayer_wire::scripts::compact_stage::{Reach, StageScript};
+use delayer_wire::scripts::compact_stage::{Reach, StageScript, Staged};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -19,6 +20,9 @@ use crate::redis::RedisPool;
 
 /// How long a daemon's beat is kept after it stopped beating (for the console to count).
 const BEATS_KEPT: Duration = Duration::from_secs(86_400);
+/// How often a daemon that does not stage yet looks for the `wanted` key: one read, so that a
+/// push that found no daemon staging is followed by compact pushes within about this.
+const IDLE_LOOK: Duration = Duration::from_millis(50);
 
 /// One daemon's staging of compact jobs.
 pub(super) struct Stager {
@@ -53,7 +57,8 @@ impl Stager {
         let mut beaten: Option<Instant> = None;
         let mut failing = false;
         let mut passes = passes();
-        while next_pass(&mut passes, shutdown).await {
+        let mut idle_looks = idle_looks();
+        while next_pass(&mut passes, &mut idle_looks, active, shutdown).await {
             let Ok(mut connection) = pool.get().await else {
                 // The mover tells of an unreachable Redis.
                 continue;
@@ -74,6 +79,7 @@ impl Stager {
                         .script
                         .run(&mut connection, &self.keys, compact, Reach::Lead)
                         .await?;
+                    report(&staged, step, None);
                     jobs += staged.jobs;
                     if !staged.more || shutdown.is_cancelled() {
                         break;
@@ -87,6 +93,7 @@ impl Stager {
                 RedisResult::Ok(jobs)
             }
             .await;
+            step.staging_works(result.is_ok());
             match result {
                 Ok(_) if failing => {
                     failing = false;
@@ -129,18 +136,65 @@ async fn in_use(connection: &mut impl AsyncCommands, compact: &CompactKeys) -> R
     Ok(found > 0)
 }
 
+/// Counts and logs what a stage call dropped (`topic`: the cluster layout's topic staged).
+pub(super) fn report(staged: &Staged, step: &Step, topic: Option<&str>) {
+    let topic = topic.unwrap_or("");
+    step.metrics()
+        .compact_dropped(staged.expired, staged.replaced);
+    if staged.expired > 0 {
+        warn!(
+            topic,
+            count = staged.expired,
+            "compact jobs dropped: their data expired before a daemon staged them (daemons were \
+             down longer than their ready_max_lifetime)"
+        );
+    }
+    if staged.replaced > 0 {
+        info!(
+            topic,
+            count = staged.replaced,
+            "compact jobs dropped: a legacy client pushed their ids again, and the newer jobs stay"
+        );
+    }
+    for (key, kind) in &staged.foreign {
+        warn!(
+            topic,
+            key = %key,
+            kind = %kind,
+            "compact chunk {key} holds a {kind}, not a list: another client wrote it over ours, \
+             whose jobs are gone; it is left as it is, and no longer staged"
+        );
+    }
+}
+
 /// The stagers' passes, one every [`STAGE_EVERY`], the first at once: jobs that fell due while no
 /// daemon ran are staged without waiting a second more.
 pub(super) fn passes() -> Interval {
-    let mut passes = tokio::time::interval(STAGE_EVERY);
-    passes.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    passes
+    every(STAGE_EVERY)
 }
 
-/// Waits for the next pass: false once `shutdown` is cancelled.
-pub(super) async fn next_pass(passes: &mut Interval, shutdown: &CancellationToken) -> bool {
+/// The looks of a stager that does not stage yet, one every [`IDLE_LOOK`].
+pub(super) fn idle_looks() -> Interval {
+    every(IDLE_LOOK)
+}
+
+fn every(period: Duration) -> Interval {
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticks
+}
+
+/// Waits for the next pass, or while not `active` the next idle look: false once `shutdown` is
+/// cancelled.
+pub(super) async fn next_pass(
+    passes: &mut Interval,
+    idle_looks: &mut Interval,
+    active: bool,
+    shutdown: &CancellationToken,
+) -> bool {
+    let ticks = if active { passes } else { idle_looks };
     tokio::select! {
-        _ = passes.tick() => true,
+        _ = ticks.tick() => true,
         () = shutdown.cancelled() => false,
     }
 }

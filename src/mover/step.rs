@@ -52,6 +52,9 @@ pub(super) struct Step {
     clock: RedisClock,
     /// Whether a move went by this host's clock (the Redis user may not run TIME), said once.
     host_clock_said: AtomicBool,
+    /// Whether this daemon's staging of compact jobs works (or has not failed yet): only then do
+    /// moves hold back the jobs of a window being staged, so that a backlog leaves in due order.
+    staging_works: AtomicBool,
 }
 
 /// How far one drain may go.
@@ -76,7 +79,13 @@ impl Step {
             outages: Outages::new(redis, settings.batch_size),
             clock: RedisClock::default(),
             host_clock_said: AtomicBool::new(false),
+            staging_works: AtomicBool::new(true),
         }
+    }
+
+    /// Tells the moves whether staging works (see `staging_works`).
+    pub(super) fn staging_works(&self, works: bool) {
+        self.staging_works.store(works, Ordering::Relaxed);
     }
 
     /// Now by Redis's clock (as last seen), in unix seconds: the clock every due time and
@@ -152,7 +161,13 @@ impl Step {
         let started = std::time::Instant::now();
         let batch = self
             .script
-            .run(connection, keys, now, self.settings.batch_size)
+            .run(
+                connection,
+                keys,
+                now,
+                self.settings.batch_size,
+                self.staging_works.load(Ordering::Relaxed),
+            )
             .await?;
         if batch.by_redis {
             self.clock

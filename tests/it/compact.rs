@@ -226,3 +226,137 @@ async fn http_adds_wait_compact_and_get_and_remove_find_them() {
     assert!(got["data"].is_null() || got["code"] != 0, "{got}");
     daemon.stop();
 }
+
+#[tokio::test]
+async fn a_compact_backlog_leaves_in_due_order() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    beat_as_stager(&mut redis).await;
+    let client = client(&server, Duration::from_millis(500)).await;
+    // 3,000 jobs due within 2 s, pushed out of due order: each chunk of one window holds due
+    // times from all over it, and staging takes a few hundred entries a call.
+    const JOBS: u64 = 3_000;
+    let start = SystemTime::now() + Duration::from_millis(1_500);
+    let due_ms = |n: u64| (n * 7_919) % JOBS * 2_000 / JOBS;
+    let jobs: Vec<NewPush> = (0..JOBS)
+        .map(|n| {
+            NewPush::new("t", due_ms(n).to_string())
+                .id(format!("j{n}"))
+                .at(start + Duration::from_millis(due_ms(n)))
+        })
+        .collect();
+    client.push_many(jobs).await.unwrap();
+    let compact: usize = redis.hlen(INDEX).await.unwrap();
+    assert_eq!(compact, JOBS as usize);
+    let last_due = unix(start) + 2.0;
+    support::wait_for(Duration::from_secs(10), "every job to fall due", || {
+        let mut redis = redis.clone();
+        async move { (redis_now(&mut redis).await > last_due).then_some(()) }
+    })
+    .await;
+
+    let (daemons, _logs) = start_daemons(&server, &["one"], "");
+    let mut popped: Vec<u64> = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while popped.len() < JOBS as usize {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} popped",
+            popped.len()
+        );
+        match legacy_client::pop(&mut redis, "t").await.unwrap() {
+            Some(message) => popped.push(message.body.parse().unwrap()),
+            None => tokio::time::sleep(Duration::from_millis(2)).await,
+        }
+    }
+    let out_of_order: Vec<&[u64]> = popped.windows(2).filter(|pair| pair[1] < pair[0]).collect();
+    assert!(
+        out_of_order.is_empty(),
+        "{} jobs popped before one due sooner (due ms, in popped order: {:?}, ...)",
+        out_of_order.len(),
+        &out_of_order[..out_of_order.len().min(5)]
+    );
+    for daemon in daemons {
+        daemon.stop();
+    }
+}
+
+#[tokio::test]
+async fn the_daemon_logs_and_counts_compact_jobs_it_drops() {
+    use support::http_client::{request, samples, serving};
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    beat_as_stager(&mut redis).await;
+    let settings = Settings {
+        compact_after: Some(Duration::from_millis(500)),
+        ready_max_lifetime: Duration::from_secs(1),
+        ..Settings::default()
+    };
+    let client = Client::connect_with(server.info(), settings).await.unwrap();
+    client
+        .push("t", "b")
+        .delay(Duration::from_secs(1))
+        .await
+        .unwrap();
+    // Due in 1 s, its data kept 1 s more: expired by the time a daemon first runs.
+    let pushed = redis_now(&mut redis).await;
+    support::wait_for(Duration::from_secs(10), "the job's data to expire", || {
+        let mut redis = redis.clone();
+        async move { (redis_now(&mut redis).await > pushed + 3.0).then_some(()) }
+    })
+    .await;
+    let (daemon, logs, http) = serving(&server, "one", "");
+    logs.wait_for_line("compact jobs dropped: their data expired");
+    let metrics = request(&http, "GET", "/metrics", &[], b"").body;
+    let figures = samples(&metrics);
+    assert_eq!(
+        figures["delayer_compact_jobs_dropped_total{reason=\"expired\"}"], 1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        figures["delayer_compact_jobs_dropped_total{reason=\"replaced\"}"],
+        0.0
+    );
+    daemon.stop();
+}
+
+#[tokio::test]
+async fn a_daemon_stages_within_a_moment_of_the_first_push_that_wants_it() {
+    // Two daemons on two Redis servers: a push that finds no daemon staging leaves `wanted`, and
+    // each daemon beats soon after, not at its next second.
+    let servers = [RedisServer::start(), RedisServer::start()];
+    let mut started = Vec::new();
+    for server in &servers {
+        let (daemons, logs) = start_daemons(server, &["one"], "");
+        logs[0].wait_for_line("Service started successfully");
+        started.push(daemons);
+    }
+    for server in &servers {
+        let mut redis = server.connect().await;
+        let client = client(server, Duration::from_secs(60)).await;
+        client
+            .push("t", "b")
+            .delay(Duration::from_secs(3_600))
+            .await
+            .unwrap();
+        let wanted_at = std::time::Instant::now();
+        wait_for_stager(&redis).await;
+        let waited = wanted_at.elapsed();
+        assert!(
+            waited < Duration::from_millis(400),
+            "the daemon staged {waited:?} after the first push that wanted it"
+        );
+        let second = client
+            .push("t", "b")
+            .delay(Duration::from_secs(3_600))
+            .await
+            .unwrap();
+        let compact: bool = redis.hexists(INDEX, second.as_bytes()).await.unwrap();
+        assert!(compact, "the next push waits compact");
+    }
+    for daemons in started {
+        for daemon in daemons {
+            daemon.stop();
+        }
+    }
+}

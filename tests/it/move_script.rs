@@ -100,11 +100,11 @@ async fn goes_by_redis_clock() {
     let keys = Layout::LEGACY.keys("");
 
     let ahead = MoveScript::default()
-        .run(&mut redis, &keys, redis_now + 3600.0, 1000)
+        .run(&mut redis, &keys, redis_now + 3600.0, 1000, false)
         .await
         .unwrap();
     let behind = MoveScript::default()
-        .run(&mut redis, &keys, redis_now - 3600.0, 1000)
+        .run(&mut redis, &keys, redis_now - 3600.0, 1000, false)
         .await
         .unwrap();
 
@@ -509,7 +509,7 @@ async fn a_bucket_read_refused_by_acl_fails_the_call_and_drops_nothing() {
     let mut mover = server.connect_as("mover", "pw").await;
 
     let refused = MoveScript::default()
-        .run(&mut mover, &Layout::LEGACY.keys(""), NOW, 1000)
+        .run(&mut mover, &Layout::LEGACY.keys(""), NOW, 1000, false)
         .await;
 
     let error = refused.expect_err("the user may not read buckets");
@@ -541,12 +541,12 @@ async fn a_ready_list_the_user_may_not_write_is_stuck_not_duplicated() {
     let script = MoveScript::default();
 
     let first = script
-        .run(&mut mover, &Layout::LEGACY.keys(""), NOW, 1000)
+        .run(&mut mover, &Layout::LEGACY.keys(""), NOW, 1000, false)
         .await
         .unwrap();
     for _ in 0..2 {
         script
-            .run(&mut mover, &Layout::LEGACY.keys(""), NOW, 1000)
+            .run(&mut mover, &Layout::LEGACY.keys(""), NOW, 1000, false)
             .await
             .unwrap();
     }
@@ -639,7 +639,7 @@ async fn a_batch_read_at_once_finds_the_same_marks_as_each_job_read_in_full() {
         let mut mover = server.connect_as("mover", "pw").await;
 
         let batch = MoveScript::default()
-            .run(&mut mover, &Layout::LEGACY.keys(""), NOW, 1000)
+            .run(&mut mover, &Layout::LEGACY.keys(""), NOW, 1000, false)
             .await
             .unwrap();
 

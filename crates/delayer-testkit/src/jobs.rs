@@ -147,6 +147,7 @@ pub async fn move_due_jobs(redis: &mut MultiplexedConnection) -> usize {
                 &Layout::LEGACY.keys(""),
                 delayer_wire::time::unix_now(),
                 1000,
+                false,
             )
             .await
             .unwrap();

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::super::stager::{Stager, next_pass, passes};
+use super::super::stager::{Stager, idle_looks, next_pass, passes, report};
 use super::super::step::Step;
 use super::nodes::ClusterNodes;
 
@@ -60,7 +60,8 @@ impl ClusterStager {
         // When each topic is looked at next, by Redis's clock.
         let mut looks: HashMap<String, f64> = HashMap::new();
         let mut passes = passes();
-        while next_pass(&mut passes, shutdown).await {
+        let mut idle_looks = idle_looks();
+        while next_pass(&mut passes, &mut idle_looks, active, shutdown).await {
             if !active {
                 // A user the ACL does not let look never stages, as on one Redis.
                 active = self.in_use(nodes).await.unwrap_or(false);
@@ -79,6 +80,7 @@ impl ClusterStager {
                     beaten = Some(Instant::now());
                 }
             }
+            step.staging_works(result.is_ok());
             match result {
                 Ok(()) if failing => {
                     failing = false;
@@ -114,7 +116,7 @@ impl ClusterStager {
             .filter(|topic| looks.get(topic).is_none_or(|&at| at <= now));
         let staged: Vec<(String, RedisResult<Option<u64>>)> = futures_util::stream::iter(due)
             .map(|topic| async move {
-                let staged = self.stage(nodes, &topic, shutdown).await;
+                let staged = self.stage(nodes, step, &topic, shutdown).await;
                 (topic, staged)
             })
             .buffer_unordered(MAX_AT_ONCE)
@@ -137,6 +139,7 @@ impl ClusterStager {
     async fn stage(
         &self,
         nodes: &Arc<ClusterNodes>,
+        step: &Step,
         topic: &str,
         shutdown: &CancellationToken,
     ) -> RedisResult<Option<u64>> {
@@ -155,6 +158,7 @@ impl ClusterStager {
                 .run(&mut connection, &keys, compact, Reach::Lead)
                 .await
                 .inspect_err(|error| nodes.failed(Some(&master), error))?;
+            report(&staged, step, Some(topic));
             if !staged.more || shutdown.is_cancelled() {
                 return Ok(staged.next_window);
             }

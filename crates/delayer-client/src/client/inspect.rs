@@ -92,6 +92,8 @@ impl Client {
         let Some(keys) = self.keys_of(id, None).await? else {
             return Ok(JobInfo::unknown(id));
         };
+        // Whether the compact layout was looked in: once, then the job is read as a legacy one.
+        let mut looked_compact = false;
         loop {
             let bucket = keys.bucket(id);
             // Each reply on its own, so that a key of the wrong type is named. A job waiting compact
@@ -112,7 +114,10 @@ impl Client {
             };
             let (due, deadline, fields, holder, compact): Lookup =
                 lookup.query_async(&mut self.connection().await?).await?;
-            if let (Some(keys_compact), Ok(Value::Int(1))) = (keys.compact(), compact) {
+            if let (Some(keys_compact), Ok(Value::Int(1)), false) =
+                (keys.compact(), compact, looked_compact)
+            {
+                looked_compact = true;
                 let scripts = &self.inner.scripts;
                 let mut connection = self.connection().await?;
                 match (scripts.compact_job)
@@ -120,7 +125,8 @@ impl Client {
                     .await?
                 {
                     Some(job) => return Ok(compact_info(id, job)),
-                    // Staged since: a legacy job now, read again.
+                    // Staged since: a legacy job now, read again. (An index entry whose chunk
+                    // key another client wrote over names no job: read as a legacy one too.)
                     None => continue,
                 }
             }

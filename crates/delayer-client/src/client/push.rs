@@ -109,7 +109,7 @@ impl Client {
                     .await
                     .map_err(|error| Error::about_key(error, keys.pool()))?;
                 expanded.jobs += staged.jobs;
-                expanded.dropped += staged.dropped;
+                expanded.dropped += staged.expired + staged.replaced;
                 if !staged.more {
                     break;
                 }

@@ -3,7 +3,7 @@
 //! reads them (every [`BEAT_EVERY`] at most, by Redis's clock) and tells the script.
 
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use delayer_wire::compact::{BEAT_EVERY, BEAT_FRESH, WANTED_KEPT};
 
@@ -11,6 +11,10 @@ use super::Client;
 use crate::error::Result;
 use crate::name::Topic;
 use crate::scripts::push::Form;
+
+/// How soon "no daemon stages" is read again: a daemon starts staging within a moment of a push
+/// that wanted it, and the pushes after should see it as soon.
+const NONE_STAGES_READ_AGAIN: Duration = Duration::from_millis(100);
 
 /// The last answer read from the beats, and when.
 #[derive(Default)]
@@ -59,11 +63,17 @@ impl Client {
     }
 
     /// Whether a daemon beat within [`BEAT_FRESH`], by Redis's clock; read again once the last
-    /// answer is [`BEAT_EVERY`] old. A failed read is "no": the legacy form is always safe.
+    /// answer is [`BEAT_EVERY`] old ([`NONE_STAGES_READ_AGAIN`] for a "no"). A failed read is
+    /// "no": the legacy form is always safe.
     async fn stagers_alive(&self) -> bool {
         let known = *self.inner.beats.0.lock().expect("not poisoned");
         if let Some((read_at, alive)) = known
-            && read_at.elapsed() < BEAT_EVERY
+            && read_at.elapsed()
+                < if alive {
+                    BEAT_EVERY
+                } else {
+                    NONE_STAGES_READ_AGAIN
+                }
         {
             return alive;
         }

@@ -31,7 +31,8 @@ async fn stage_all(redis: &mut MultiplexedConnection) -> Staged {
             .await
             .unwrap();
         total.jobs += staged.jobs;
-        total.dropped += staged.dropped;
+        total.expired += staged.expired;
+        total.replaced += staged.replaced;
         if !staged.more {
             return total;
         }
@@ -122,7 +123,7 @@ async fn staging_writes_what_a_legacy_push_would_have() {
     assert_eq!(index_len(&mut redis).await, 2);
 
     let staged = stage_all(&mut redis).await;
-    assert_eq!((staged.jobs, staged.dropped), (2, 0));
+    assert_eq!((staged.jobs, staged.expired, staged.replaced), (2, 0, 0));
     // The delay of a push for a time is counted at each push: a moment apart here.
     let without_delay = |mut fields: HashMap<String, Vec<u8>>| {
         fields.remove("delay").expect("a delay");
@@ -210,7 +211,7 @@ async fn a_compact_job_is_found_removed_and_replaced_by_id() {
         .await
         .unwrap();
     let staged = stage_all(&mut redis).await;
-    assert_eq!((staged.jobs, staged.dropped), (0, 1));
+    assert_eq!((staged.jobs, staged.expired, staged.replaced), (0, 0, 1));
     assert_eq!(bucket(&mut redis, b"y").await["body"], b"php");
 }
 
@@ -257,7 +258,10 @@ async fn any_bytes_and_many_jobs_a_window() {
     let chunks: usize = redis.zcard(CHUNKS).await.unwrap();
     assert_eq!(chunks, 3);
     let staged = stage_all(&mut redis).await;
-    assert_eq!((staged.jobs, staged.dropped), (2_501, 0));
+    assert_eq!(
+        (staged.jobs, staged.expired, staged.replaced),
+        (2_501, 0, 0)
+    );
     assert_eq!(pool(&mut redis).await.len(), 2_501);
     assert_eq!(bucket(&mut redis, odd_id).await["body"], odd_body);
 }
@@ -294,7 +298,7 @@ async fn a_chunk_staged_in_part_keeps_the_rest_findable_and_open() {
     assert_eq!(client.get("late").await.unwrap().body.unwrap(), b"late");
 
     let staged = stage_all(&mut redis).await;
-    assert_eq!((staged.jobs, staged.dropped), (200, 0));
+    assert_eq!((staged.jobs, staged.expired, staged.replaced), (200, 0, 0));
     assert_eq!(pool(&mut redis).await.len(), count);
     assert_eq!(index_len(&mut redis).await, 0);
     let chunks: usize = redis.zcard(CHUNKS).await.unwrap();
@@ -380,4 +384,198 @@ async fn a_compact_key_of_another_type_makes_pushes_legacy_and_staging_name_it()
     client.push("t", "b").delay(HOUR).id("x").await.unwrap();
     let page = client.waiting(None, None, 10).await.unwrap();
     assert_eq!(page.jobs.len(), 1, "the waiting pages still read the pool");
+}
+
+#[tokio::test]
+async fn a_legacy_push_of_a_compact_id_is_delivered_once() {
+    let (_server, mut redis, client) = start().await;
+    beat_as_stager(&mut redis).await;
+    client.push("t", "ours").delay(HOUR).id("x").await.unwrap();
+    assert_eq!(index_len(&mut redis).await, 1);
+    // A legacy client pushes the id again, due now, and pops it before the compact copy's window
+    // is staged: the pop deletes the bucket, which is all staging could tell the newer job by.
+    let message = Message {
+        id: "x".into(),
+        topic: "t".into(),
+        body: "php".into(),
+    };
+    legacy_client::push(&mut redis, &message, 0).await.unwrap();
+    delayer_testkit::jobs::move_until_empty(&mut redis).await;
+    let popped = legacy_client::pop(&mut redis, "t").await.unwrap().unwrap();
+    assert_eq!(popped.body, "php");
+    assert_eq!(index_len(&mut redis).await, 0, "the move dropped the copy");
+
+    let staged = stage_all(&mut redis).await;
+    assert_eq!(
+        (staged.jobs, staged.replaced),
+        (0, 0),
+        "nothing left to stage"
+    );
+    assert!(pool(&mut redis).await.is_empty());
+    assert!(bucket(&mut redis, b"x").await.is_empty());
+    assert_eq!(
+        client.get("x").await.unwrap().state,
+        State::Unknown,
+        "delivered once"
+    );
+}
+
+#[tokio::test]
+async fn a_job_whose_data_outlives_2106_waits_in_the_legacy_form() {
+    // A chunk's entry holds the expiry in 32 bits: unix seconds up to 2106.
+    let century = Duration::from_secs(100 * 365 * 86_400);
+    let settings = Settings {
+        ready_max_lifetime: century,
+        ..Settings::default()
+    };
+    let (_server, mut redis, client) = start_with(settings).await;
+    beat_as_stager(&mut redis).await;
+    client
+        .push("t", "long")
+        .delay(HOUR)
+        .id("long")
+        .await
+        .unwrap();
+    let years = |n: u64| Duration::from_secs(n * 365 * 86_400);
+    // Due in 68 years (the longest delay), kept 12 more: past 2106.
+    let short = Settings {
+        ready_max_lifetime: years(12),
+        ..Settings::default()
+    };
+    let other = Client::connect_with(_server.info(), short).await.unwrap();
+    other
+        .push("t", "far")
+        .delay(delayer_client::MAX_DELAY)
+        .id("far")
+        .await
+        .unwrap();
+    other
+        .push("t", "near")
+        .delay(HOUR)
+        .id("near")
+        .await
+        .unwrap();
+    assert_eq!(
+        index_len(&mut redis).await,
+        1,
+        "only the job of 11 years waits compact"
+    );
+    for id in [&b"long"[..], b"far"] {
+        let ttl: i64 = redis.ttl(job_bucket(id)).await.unwrap();
+        assert!(ttl > 2 * 1_000_000_000, "{ttl}");
+    }
+    let staged = stage_all(&mut redis).await;
+    assert_eq!((staged.jobs, staged.expired), (1, 0));
+    assert_eq!(pool(&mut redis).await.len(), 3);
+}
+
+#[tokio::test]
+async fn staging_counts_the_jobs_whose_data_expired() {
+    let settings = Settings {
+        compact_after: Some(Duration::from_millis(500)),
+        ready_max_lifetime: Duration::from_secs(1),
+        ..Settings::default()
+    };
+    let (_server, mut redis, client) = start_with(settings).await;
+    beat_as_stager(&mut redis).await;
+    client
+        .push("t", "b")
+        .delay(Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(index_len(&mut redis).await, 1);
+    // Due in 1 s, its data kept 1 s after: gone once no daemon staged it for 2 s and more.
+    let pushed = delayer_testkit::jobs::redis_now(&mut redis).await;
+    delayer_testkit::wait_for(Duration::from_secs(10), "the data to expire", || {
+        let mut redis = redis.clone();
+        async move {
+            (delayer_testkit::jobs::redis_now(&mut redis).await > pushed + 3.0).then_some(())
+        }
+    })
+    .await;
+    let staged = stage_all(&mut redis).await;
+    assert_eq!((staged.jobs, staged.expired, staged.replaced), (0, 1, 0));
+    assert!(pool(&mut redis).await.is_empty());
+}
+
+#[tokio::test]
+async fn chunk_keys_of_another_type_are_passed_by_and_named() {
+    let (_server, mut redis, client) = start().await;
+    beat_as_stager(&mut redis).await;
+    // Another client took the first chunk number's key before any compact push.
+    let _: () = redis.set("delayer:compact:chunk:1", "x").await.unwrap();
+    let at = std::time::SystemTime::now() + HOUR;
+    client.push("t", "a").at(at).id("a").await.unwrap();
+    assert_eq!(index_len(&mut redis).await, 1, "compact, in another chunk");
+    let chunks: Vec<String> = redis.zrange(CHUNKS, 0, -1).await.unwrap();
+    assert_eq!(chunks, ["2"]);
+    // And one of ours is written over: the push after goes to a new chunk.
+    let _: () = redis.set("delayer:compact:chunk:2", "y").await.unwrap();
+    client.push("t", "b").at(at).id("b").await.unwrap();
+    let chunks: Vec<String> = redis.zrange(CHUNKS, 0, -1).await.unwrap();
+    assert_eq!(chunks, ["2", "3"]);
+    assert_eq!(client.get("a").await.unwrap().state, State::Unknown);
+    assert_eq!(client.get("b").await.unwrap().state, State::Waiting);
+    let page = client.waiting(None, None, 10).await.unwrap();
+    assert_eq!(page.jobs.len(), 1, "the waiting pages pass it by");
+
+    let staged = stage_all_foreign(&mut redis).await;
+    assert_eq!(
+        staged,
+        vec![("delayer:compact:chunk:2".to_string(), "string".to_string())]
+    );
+    assert_eq!(pool(&mut redis).await.len(), 1, "b is staged");
+    let chunks: usize = redis.zcard(CHUNKS).await.unwrap();
+    assert_eq!(chunks, 0);
+    for (key, value) in [
+        ("delayer:compact:chunk:1", "x"),
+        ("delayer:compact:chunk:2", "y"),
+    ] {
+        let kept: String = redis.get(key).await.unwrap();
+        assert_eq!(kept, value, "{key} is left as it was");
+    }
+}
+
+/// Stages every compact job; the chunk keys of another type it named.
+async fn stage_all_foreign(redis: &mut MultiplexedConnection) -> Vec<(String, String)> {
+    let keys = Layout::LEGACY.keys("");
+    let mut foreign = Vec::new();
+    loop {
+        let staged = StageScript::default()
+            .run(redis, &keys, keys.compact().unwrap(), Reach::All)
+            .await
+            .unwrap();
+        foreign.extend(staged.foreign);
+        if !staged.more {
+            return foreign;
+        }
+    }
+}
+
+#[tokio::test]
+async fn layout_keys_of_another_type_make_pushes_legacy_not_fail() {
+    let (_server, mut redis, client) = start().await;
+    beat_as_stager(&mut redis).await;
+    for (key, value) in [
+        ("delayer:compact:open", "not a hash"),
+        ("delayer:compact:next", "not a number"),
+    ] {
+        let _: () = redis.set(key, value).await.unwrap();
+        let id = client.push("t", "b").delay(HOUR).await.unwrap();
+        assert!(
+            !bucket(&mut redis, id.as_bytes()).await.is_empty(),
+            "{key}: legacy"
+        );
+        let _: () = redis.del(key).await.unwrap();
+    }
+    let _: () = redis.del("delayer:compact:stagers").await.unwrap();
+    let _: () = redis.set("delayer:compact:stagers", "x").await.unwrap();
+    let id = client.push("t", "b").delay(HOUR).await.unwrap();
+    assert!(
+        !bucket(&mut redis, id.as_bytes()).await.is_empty(),
+        "stagers: legacy"
+    );
+    assert_eq!(index_len(&mut redis).await, 0);
+    let chunks: usize = redis.zcard(CHUNKS).await.unwrap();
+    assert_eq!(chunks, 0, "no chunk opened half-way");
 }

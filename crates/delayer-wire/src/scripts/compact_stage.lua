@@ -16,9 +16,14 @@
 --            places the index holds (a chunk is deleted once none is left)
 -- ARGV[5]    the caller's clock, unix seconds: now, only when this Redis user may not run TIME
 --
--- Returns {jobs staged, jobs dropped, 1 if chunks within the lead are left else 0, and the start
--- of the earliest window of the chunks left (unix seconds) when one is}: a caller that stages
--- many sets (the cluster layout) looks again only as that window comes near.
+-- A chunk key of another type (written by hand over one of ours, whose jobs are then gone) is
+-- taken out of the chunks, left as it is, and named in the reply: the other chunks are staged.
+--
+-- Returns {jobs staged, jobs dropped because their data expired, jobs dropped because a legacy
+-- client pushed their id again, 1 if chunks within the lead are left else 0, the start of the
+-- earliest window of the chunks left (unix seconds) or "" when none is, {key, type} of each
+-- chunk key of another type}: a caller that stages many sets (the cluster layout) looks again
+-- only as that window comes near.
 
 local pool, prefix, bucket_prefix = KEYS[1], ARGV[1], ARGV[2]
 local budget = tonumber(ARGV[4])
@@ -45,13 +50,28 @@ require_permission('EXPIREAT', bucket_x, '1')
 local now = clock(ARGV[5])
 local until_window = ARGV[3] == 'all' and '+inf' or '(' .. (now + tonumber(ARGV[3]))
 local due = redis.call('ZRANGEBYSCORE', chunks, '-inf', until_window, 'WITHSCORES', 'LIMIT', 0, 64)
-local staged, dropped, read = 0, 0, 0
-local scored = {}
+local staged, expired, replaced, read = 0, 0, 0, 0
+local scored, foreign = {}, {}
+-- Takes chunk `number` of `window` out of the chunks (its key is deleted or not ours).
+local function forget(number, window)
+  redis.call('ZREM', chunks, number)
+  if redis.call('HGET', open, window) == number then
+    redis.call('HDEL', open, window)
+  end
+end
 local at = 1
 while at < #due and read < budget do
   local number, window = due[at], due[at + 1]
   local chunk = prefix .. 'chunk:' .. number
-  local length = redis.call('LLEN', chunk)
+  local length = redis.pcall('LLEN', chunk)
+  if type(length) == 'table' then
+    if string.sub(length.err or '', 1, 9) ~= 'WRONGTYPE' then
+      error(length)
+    end
+    foreign[#foreign + 1] = {chunk, redis.call('TYPE', chunk).ok}
+    forget(number, window)
+    length = 0
+  end
   local taken = math.min(length, budget - read)
   local entries = taken == 0 and {} or redis.call('LRANGE', chunk, length - taken, -1)
   read = read + taken
@@ -70,8 +90,10 @@ while at < #due and read < budget do
   local any = #buckets > 0 and redis.call('EXISTS', unpack(buckets)) > 0
   for n, job in ipairs(jobs) do
     local bucket = buckets[n]
-    if job.expire_at <= now or (any and redis.call('EXISTS', bucket) == 1) then
-      dropped = dropped + 1
+    if job.expire_at <= now then
+      expired = expired + 1
+    elseif any and redis.call('EXISTS', bucket) == 1 then
+      replaced = replaced + 1
     else
       redis.call('HSET', bucket, 'topic', job.topic, 'body', job.body, 'due', job.due,
         'delay', job.delay)
@@ -92,10 +114,9 @@ while at < #due and read < budget do
     redis.call('LTRIM', chunk, 0, length - taken - 1)
     break
   end
-  redis.call('DEL', chunk)
-  redis.call('ZREM', chunks, number)
-  if redis.call('HGET', open, window) == number then
-    redis.call('HDEL', open, window)
+  if #foreign == 0 or foreign[#foreign][1] ~= chunk then
+    redis.call('DEL', chunk)
+    forget(number, window)
   end
   at = at + 2
 end
@@ -105,9 +126,5 @@ end
 -- Chunks are left when one was staged in part, some were not read, or the read stopped at its
 -- limit.
 local more = at < #due or #due >= 128
-local reply = {staged, dropped, more and 1 or 0}
 local first = redis.call('ZRANGEBYSCORE', chunks, '-inf', '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-if #first > 0 then
-  reply[4] = tonumber(first[2])
-end
-return reply
+return {staged, expired, replaced, more and 1 or 0, first[2] and tonumber(first[2]) or '', foreign}

@@ -1,10 +1,10 @@
 //! The stage script (`compact_stage.lua`): compact jobs written in the legacy form shortly before
 //! they fall due (see [`crate::compact`]).
 
-use redis::RedisResult;
 use redis::aio::ConnectionLike;
+use redis::{RedisResult, Value};
 
-use super::{host_clock, malformed};
+use super::{host_clock, leading, malformed, name};
 use crate::compact::{CompactKeys, LEAD};
 use crate::keys::Keys;
 
@@ -20,16 +20,22 @@ script_type!(
 pub const STAGE_BATCH: usize = 300;
 
 /// What one call staged.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Staged {
     /// Jobs written in the legacy form.
     pub jobs: u64,
-    /// Jobs dropped: their data had expired, or a legacy client pushed their id again since.
-    pub dropped: u64,
+    /// Jobs dropped because their data had expired (daemons were down longer than their
+    /// lifetime).
+    pub expired: u64,
+    /// Jobs dropped because a legacy client pushed their id again since: the newer job stays.
+    pub replaced: u64,
     /// Whether chunks within the lead are left (call again at once).
     pub more: bool,
     /// The start of the earliest window of the chunks left (unix seconds), if any is.
     pub next_window: Option<u64>,
+    /// Chunk keys that hold another type (written over by another client), with that type:
+    /// taken out of the chunks and left as they are.
+    pub foreign: Vec<(String, String)>,
 }
 
 /// Which chunks a call stages.
@@ -54,7 +60,7 @@ impl StageScript {
             Reach::Lead => LEAD.as_secs().to_string(),
             Reach::All => "all".to_string(),
         };
-        let reply: Vec<i64> = self
+        let reply: Value = self
             .0
             .key(keys.pool())
             .arg(compact.prefix())
@@ -64,19 +70,49 @@ impl StageScript {
             .arg(host_clock())
             .invoke_async(connection)
             .await?;
-        let (jobs, dropped, more, next_window) = match reply[..] {
-            [jobs, dropped, more] => (jobs, dropped, more, None),
-            [jobs, dropped, more, window] if window >= 0 => (jobs, dropped, more, Some(window)),
-            _ => return Err(malformed("compact_stage")),
-        };
-        if jobs < 0 || dropped < 0 || !(0..=1).contains(&more) {
-            return Err(malformed("compact_stage"));
-        }
-        Ok(Staged {
-            jobs: jobs as u64,
-            dropped: dropped as u64,
-            more: more == 1,
-            next_window: next_window.map(|window| window as u64),
-        })
+        read(reply).ok_or_else(|| malformed("compact_stage"))
     }
+}
+
+fn read(reply: Value) -> Option<Staged> {
+    let (
+        [
+            jobs,
+            expired,
+            replaced,
+            Value::Int(more),
+            window,
+            Value::Array(foreign),
+        ],
+        _,
+    ) = leading(reply)?
+    else {
+        return None;
+    };
+    let count = |value| match value {
+        Value::Int(count) => u64::try_from(count).ok(),
+        _ => None,
+    };
+    let next_window = match window {
+        Value::Int(window) => Some(u64::try_from(window).ok()?),
+        _ => None,
+    };
+    let foreign = foreign
+        .into_iter()
+        .map(|entry| {
+            let ([key, kind], _) = leading(entry)?;
+            let text = |value| {
+                name::<Vec<u8>>(value).map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            };
+            Some((text(key)?, text(kind)?))
+        })
+        .collect::<Option<_>>()?;
+    Some(Staged {
+        jobs: count(jobs)?,
+        expired: count(expired)?,
+        replaced: count(replaced)?,
+        more: more == 1,
+        next_window,
+        foreign,
+    })
 }

@@ -65,7 +65,8 @@ while not stopped do
       end
       current = window
     end
-    local entries = redis.call('LRANGE', prefix .. 'chunk:' .. listed[at], 0, -1)
+    -- A chunk key of another type (written by hand) holds no job of ours: staging forgets it.
+    local entries = read_or_false('LRANGE', prefix .. 'chunk:' .. listed[at], 0, -1) or {}
     read = read + #entries
     for _, entry in ipairs(entries) do
       if entry ~= '' then

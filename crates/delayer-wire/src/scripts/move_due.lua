@@ -31,8 +31,19 @@
 --          meanwhile (our pushes end the reservation themselves). The move ends that reservation
 --          (its count stays, as a legacy push keeps it), so that the push is delivered and the
 --          old holder's ack leaves it alone. Not a declared key, as ARGV[6]
+-- ARGV[16] what the compact layout's keys start with ("delayer:compact:"), or "" where there is
+--          none. A job that moves while a compact copy of its id waits was pushed again by a
+--          legacy client since (our pushes take the other copy themselves): the newer job wins
+--          and the compact copy is dropped, so that the id is delivered once, as a push again
+--          replaces a job in the legacy layout
+-- ARGV[17] "1" to hold back the jobs due at or after the earliest compact window still to be
+--          staged, while that window has begun (a backlog: daemons were down): its jobs reach
+--          the pool a few hundred at a time, and moving those already there would deliver them
+--          out of due order. "" never to hold back (the caller's staging fails: jobs must not
+--          wait for it)
 --
--- Returns {taken, next_due, orphans, stuck, first_due, last_due, now, by_redis, topic_1, ids_1, ...}:
+-- Returns {taken, next_due, orphans, stuck, first_due, last_due, now, by_redis, replaced, topic_1,
+-- ids_1, ...}:
 --   taken     how many due ids this call dealt with (moved + orphans + parked); == ARGV[2]: more
 --             may be due
 --   next_due  the score of the earliest job due after now, or "" when there is none
@@ -45,6 +56,7 @@
 --             took none): how late the batch was moved, for the daemon's metrics
 --   now       the time the call went by, unix seconds
 --   by_redis  1 when that was Redis's clock, 0 when it was ARGV[1] (TIME refused)
+--   replaced  the moving ids whose compact copy was dropped (see ARGV[16])
 --   topic_n, ids_n  every topic pushed to, with its ids in due order (earliest is popped first)
 
 local pool, limit, registry = KEYS[1], tonumber(ARGV[2]), ARGV[6]
@@ -54,9 +66,20 @@ local now, park_at = decimal(seconds), seconds + tonumber(ARGV[5])
 local ready_suffix, own_topic = ARGV[7], ARGV[8]
 local paused_prefix, paused_suffix, parked_prefix, parked_suffix = ARGV[9], ARGV[10], ARGV[11], ARGV[12]
 local parked_set_prefix, parked_set_suffix = ARGV[13], ARGV[14]
-local reserved = ARGV[15]
+local reserved, compact, hold = ARGV[15], ARGV[16], ARGV[17] == '1'
 require_permission('ZREM', pool, 'id')
 require_permission('ZADD', pool, '0', 'id')
+
+-- The jobs taken are those due by `upto`: now, or before the earliest compact window still being
+-- staged when that has begun (see ARGV[17]). pcall: a key of the wrong type holds nothing back
+-- (staging names it).
+local upto = now
+if hold and compact ~= '' and may('ZRANGE', compact .. 'chunks', '0', '0') then
+  local first = redis.pcall('ZRANGE', compact .. 'chunks', 0, 0, 'WITHSCORES')
+  if not first.err and first[2] and tonumber(first[2]) <= seconds then
+    upto = '(' .. first[2]
+  end
+end
 
 -- unpack() is bounded by Lua's C stack (LUAI_MAXCSTACK = 8000), so long argument lists go in slices.
 local function call_in_slices(command, key, items)
@@ -89,7 +112,7 @@ end
 -- logged): there each job is read in full, as before.
 local due, listed = nil, nil
 local count = own_topic == '' and redis.acl_check_cmd and may('ZCOUNT', pool, '-inf', now)
-  and redis.pcall('ZCOUNT', pool, '-inf', now)
+  and redis.pcall('ZCOUNT', pool, '-inf', upto)
 if type(count) == 'number' and may('SORT', pool) then
   count = math.min(count, limit)
   listed = count == 0 and {} or redis.pcall('SORT', pool, 'BY', 'nosort', 'LIMIT', 0, count,
@@ -104,7 +127,7 @@ if type(count) == 'number' and may('SORT', pool) then
   end
 end
 if not listed then
-  due = redis.call('ZRANGEBYSCORE', pool, '-inf', now, 'LIMIT', 0, limit)
+  due = redis.call('ZRANGEBYSCORE', pool, '-inf', upto, 'LIMIT', 0, limit)
 end
 local first_due, last_due = '', ''
 if #due > 0 then
@@ -225,11 +248,42 @@ for first = 1, #ended, 1000 do
   end
 end
 
+-- Compact copies of the moving ids (see ARGV[16]), found before the first write: one look at the
+-- index, and only where it exists, its entries for these ids. pcall: none of this may stop a move.
+local replaced = {}
+local index = compact .. 'index'
+if compact ~= '' and #topics > 0 and may('EXISTS', index) and may('HMGET', index, 'id')
+    and may('HDEL', index, 'id') and may('LSET', compact .. 'chunk:1', '0', '')
+    and redis.pcall('EXISTS', index) == 1 then
+  for _, topic in ipairs(topics) do
+    local moving = ids_by_topic[topic]
+    for first = 1, #moving, 1000 do
+      local last = math.min(first + 999, #moving)
+      local places = redis.pcall('HMGET', index, unpack(moving, first, last))
+      if not places.err then
+        for at = first, last do
+          if places[at - first + 1] then
+            local chunk, position, entry = compact_find(compact, moving[at])
+            if chunk and compact_unpack(entry).id == moving[at] then
+              replaced[#replaced + 1] = {moving[at], chunk, position}
+            end
+          end
+        end
+      end
+    end
+  end
+end
+
 local stuck = {}
 for _, topic in ipairs(stuck_topics) do
   stuck[#stuck + 1] = stuck_by_topic[topic]
 end
-local result = {#due, '', orphans, stuck, first_due, last_due, now, by_redis and 1 or 0}
+local replaced_ids = {}
+for _, copy in ipairs(replaced) do
+  replaced_ids[#replaced_ids + 1] = copy[1]
+end
+local result = {#due, '', orphans, stuck, first_due, last_due, now, by_redis and 1 or 0,
+  replaced_ids}
 -- Pushes come before the ZREM: if Redis refuses the first write (e.g. out of memory), nothing changed.
 for _, topic in ipairs(topics) do
   call_in_slices('LPUSH', ready_prefix .. topic .. ready_suffix, ids_by_topic[topic])
@@ -256,6 +310,11 @@ end
 
 for _, id in ipairs(unended) do
   redis.pcall('HDEL', bucket_prefix .. id, 'ended')
+end
+
+for _, copy in ipairs(replaced) do
+  redis.pcall('HDEL', index, copy[1])
+  redis.pcall('LSET', copy[2], copy[3], '')
 end
 
 -- Reservations a legacy push superseded (see ARGV[15]). pcall: none of this may stop a move.

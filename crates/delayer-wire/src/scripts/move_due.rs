@@ -23,8 +23,16 @@ script_type!(
 impl MoveScript {
     /// One call, as of now by Redis's clock (`now`, unix seconds, only when this Redis user may
     /// not run TIME): moves at most `batch_size` due jobs, and parks those that cannot move until
-    /// [`STUCK_RECHECK`] from now.
-    pub fn call(&self, keys: &Keys, now: f64, batch_size: usize) -> ScriptInvocation<'_> {
+    /// [`STUCK_RECHECK`] from now. With `hold`, jobs due in or after a compact window still being
+    /// staged once it has begun wait until it is staged whole (see `move_due.lua`): the caller
+    /// stages, and its staging works.
+    pub fn call(
+        &self,
+        keys: &Keys,
+        now: f64,
+        batch_size: usize,
+        hold: bool,
+    ) -> ScriptInvocation<'_> {
         let mut call = self.0.key(keys.pool());
         call.arg(format!("{now:.6}"))
             .arg(batch_size)
@@ -40,7 +48,9 @@ impl MoveScript {
             .arg(&keys.parked_affixes().suffix)
             .arg(&keys.parked_set_affixes().prefix)
             .arg(&keys.parked_set_affixes().suffix)
-            .arg(keys.reserved());
+            .arg(keys.reserved())
+            .arg(keys.compact_for_scripts())
+            .arg(if hold { "1" } else { "" });
         call
     }
 
@@ -51,9 +61,10 @@ impl MoveScript {
         keys: &Keys,
         now: f64,
         batch_size: usize,
+        hold: bool,
     ) -> RedisResult<Batch> {
         let reply: Value = self
-            .call(keys, now, batch_size)
+            .call(keys, now, batch_size, hold)
             .invoke_async(connection)
             .await?;
         Batch::from_reply(reply)
@@ -83,6 +94,8 @@ pub struct Batch {
     /// Whether the call went by Redis's clock: false when this Redis user may not run TIME, and
     /// the daemon's clock was used instead.
     pub by_redis: bool,
+    /// Ids moved whose compact copy was dropped: a legacy client pushed them again.
+    pub replaced: Vec<JobId>,
 }
 
 /// A topic whose jobs cannot move.
@@ -133,6 +146,7 @@ fn read(reply: Value) -> Option<Batch> {
             last_due,
             now,
             Value::Int(by_redis),
+            replaced,
         ],
         mut items,
     ) = leading(reply)?
@@ -149,6 +163,7 @@ fn read(reply: Value) -> Option<Batch> {
         last_due: seconds(last_due),
         now: seconds(now)?,
         by_redis: by_redis == 1,
+        replaced: names(replaced)?,
     };
     while let (Some(topic), Some(ids)) = (items.next(), items.next()) {
         batch.moved.push((name(topic)?, names(ids)?));

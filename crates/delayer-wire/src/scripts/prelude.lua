@@ -214,8 +214,6 @@ local function compact_unpack(entry)
     id = sub(entry, id_at, id_at + id - 1), body = sub(entry, id_at + id)}
 end
 
--- Where job `id` waits compact under `prefix`: its chunk's key, its position there (from 0) and
--- its entry; nil when it does not.
 -- Whether this Redis user may find, read and take compact jobs under `prefix` (an ACL written
 -- before the layout may not: its jobs are then all legacy ones).
 -- An index or a set of chunks of another type (written by hand) also makes the layout unusable:
@@ -231,6 +229,8 @@ local function compact_usable(prefix)
     and may('TYPE', index) and holds(index, 'hash') and holds(prefix .. 'chunks', 'zset')
 end
 
+-- Where job `id` waits compact under `prefix`: its chunk's key, its position there (from 0) and
+-- its entry; nil when it does not (nil and true when the index names a place that holds no job).
 -- Callers ask compact_usable once a call, first (not once a job).
 local function compact_find(prefix, id)
   local place = tonumber(redis.call('HGET', prefix .. 'index', id))
@@ -239,9 +239,10 @@ local function compact_find(prefix, id)
   end
   local chunk = prefix .. 'chunk:' .. math.floor(place / CHUNK_JOBS)
   local position = place % CHUNK_JOBS
-  local entry = redis.call('LINDEX', chunk, position)
+  -- A chunk key of another type (written by hand) holds no job of ours.
+  local entry = read_or_false('LINDEX', chunk, position)
   if not entry or entry == '' then
-    return nil
+    return nil, true
   end
   return chunk, position, entry
 end
@@ -251,6 +252,10 @@ end
 local function compact_take(prefix, id)
   local chunk, position, entry = compact_find(prefix, id)
   if not chunk then
+    if position then
+      -- An index entry whose chunk key another client wrote over: forgotten.
+      redis.call('HDEL', prefix .. 'index', id)
+    end
     return nil
   end
   local job = compact_unpack(entry)

@@ -32,9 +32,11 @@
 --            Redis only (the client sets the mark apart in the cluster layout)
 --
 -- A job waits compact (see compact.rs) when compact pushes are asked for, it falls due at least
--- ARGV[4] after now by Redis's clock, its id has no bucket, and a daemon that stages compact jobs
--- beat lately (else the push leaves the `wanted` key, and goes legacy; see ARGV[5]). A job
--- pushed in one form takes the place of a copy of its id in the other.
+-- ARGV[4] after now by Redis's clock, its id has no bucket, its data expires before 2106 (a
+-- chunk's entry holds that time in 32 bits), and a daemon that stages compact jobs beat lately
+-- (else the push leaves the `wanted` key, and goes legacy; see ARGV[5]). A job pushed in one
+-- form takes the place of a copy of its id in the other. A key of the layout that holds another
+-- type (written by hand) makes the jobs it would hold legacy ones: a push never fails for it.
 --
 -- Returns how many jobs it wrote (all of them), or an error naming the job's key that holds the
 -- wrong type, whose time to live is out of range, or that this Redis user may not write.
@@ -97,8 +99,10 @@ local staged = stagers == 'yes' or nil
 local function staging()
   if staged == nil then
     local fresh = milliseconds_up(now - BEAT_FRESH)
-    staged = #redis.call('ZRANGEBYSCORE', compact .. 'stagers', fresh, '+inf', 'LIMIT', 0, 1) > 0
-    if not staged then
+    local beats = redis.pcall('ZRANGEBYSCORE', compact .. 'stagers', fresh, '+inf', 'LIMIT', 0, 1)
+    -- A beats key of another type: no daemon can beat there, and nobody stages.
+    staged = not beats.err and #beats > 0
+    if not staged and not beats.err then
       -- Tells the daemons that pushes want it: one that can stage starts, and beats.
       redis.call('SET', compact .. 'wanted', '1', 'EX', 86400)
     end
@@ -125,8 +129,54 @@ if #again > 0 then
   end
 end
 local scored, ids, named = {}, {}, {}
--- The chunk each window's jobs go to in this call, and how many it holds.
+-- The chunk each window's jobs go to in this call, and how many it holds; false for a window
+-- whose jobs go legacy (a key of the layout holds another type).
 local filling = {}
+-- The first chunk number from `next` whose key is free, or nil (`next` or every key tried holds
+-- another type). Only a free key becomes a chunk: RPUSH must not fail after the writes before it.
+local function new_chunk()
+  for _ = 1, 8 do
+    local number = redis.pcall('INCR', compact .. 'next')
+    if type(number) ~= 'number' then
+      return nil
+    end
+    if redis.call('TYPE', compact .. 'chunk:' .. number).ok == 'none' then
+      return number
+    end
+  end
+  return nil
+end
+-- The chunk `window`'s jobs go to in this call (false: none, they go legacy), opened when
+-- needed. Reads first: the writes that open a chunk cannot then fail.
+local function chunk_of(window)
+  local chunk = filling[window]
+  if chunk == nil then
+    local number = redis.pcall('HGET', compact .. 'open', window)
+    if type(number) == 'table' then
+      chunk = false
+    else
+      number = tonumber(number)
+      local size = number and redis.pcall('LLEN', compact .. 'chunk:' .. number)
+      -- An open chunk whose key now holds another type is full as far as pushes go.
+      if type(size) ~= 'number' then
+        number, size = nil, nil
+      end
+      chunk = {number = number, size = size}
+    end
+    filling[window] = chunk
+  end
+  if chunk and (not chunk.number or chunk.size >= CHUNK_JOBS) then
+    local number = new_chunk()
+    if not number then
+      filling[window] = false
+      return false
+    end
+    chunk.number, chunk.size = number, 0
+    redis.call('HSET', compact .. 'open', window, number)
+    redis.call('ZADD', compact .. 'chunks', window, number)
+  end
+  return chunk
+end
 for i = 1, count do
   local bucket, at = KEYS[2 + i], BASE + 6 * (i - 1)
   local id, topic, due = ARGV[at + 1], ARGV[at + 2], ARGV[at + 4]
@@ -134,21 +184,12 @@ for i = 1, count do
     due = string.format('%.3f', math.ceil((now + tonumber(ARGV[at + 6])) * 1000) / 1000)
   end
   local old = indexed and compact_take(compact, id)
-  if compacting and not existed[i] and tonumber(due) >= now + compact_after and staging() then
-    local window = math.floor(tonumber(due) / WINDOW) * WINDOW
-    local chunk = filling[window]
-    if not chunk then
-      local number = tonumber(redis.call('HGET', compact .. 'open', window))
-      chunk = {number = number, size = number and redis.call('LLEN', compact .. 'chunk:' .. number)}
-      filling[window] = chunk
-    end
-    if not chunk.number or chunk.size >= CHUNK_JOBS then
-      -- The first write (see below) when the batch starts a chunk.
-      chunk.number, chunk.size = redis.call('INCR', compact .. 'next'), 0
-      redis.call('HSET', compact .. 'open', window, chunk.number)
-      redis.call('ZADD', compact .. 'chunks', window, chunk.number)
-    end
-    local entry = compact_pack({expire_at = math.ceil(now) + tonumber(ARGV[at + 5]), due = due,
+  local expire_at = compacting and math.ceil(now) + tonumber(ARGV[at + 5])
+  local chunk = compacting and not existed[i] and tonumber(due) >= now + compact_after
+    and expire_at < 4294967296 and staging()
+    and chunk_of(math.floor(tonumber(due) / WINDOW) * WINDOW)
+  if chunk then
+    local entry = compact_pack({expire_at = expire_at, due = due,
       delay = ARGV[at + 6], topic = topic, id = id, body = ARGV[at + 3]})
     redis.call('RPUSH', compact .. 'chunk:' .. chunk.number, entry)
     redis.call('HSET', index, id, chunk.number * CHUNK_JOBS + chunk.size)
