@@ -3,7 +3,9 @@
 //! the daemon moving 100,000 jobs due at one instant, pushed while it runs and while it was down,
 //! compact against legacy; and with many jobs waiting compact (`DELAYER_BENCH_COMPACT_JOBS`,
 //! default 1,000,000; a tenth of them due at one instant): memory, the push rate, `get` and
-//! `remove` of random ids, the tenth's drain and the daemon's peak RSS.
+//! `remove` of random ids, the tenth's drain and the daemon's peak RSS. And a newcomer's first
+//! pushes: `delayer push --stdin` of 100,000 jobs a second after a daemon started on an empty
+//! Redis, in bytes per job.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -80,6 +82,7 @@ async fn ready_in(redis: &mut MultiplexedConnection, count: usize) -> f64 {
 
 pub async fn compact(server: &RedisServer) {
     memory(server).await;
+    cold_start(server).await;
     drain(server).await;
     many(server).await;
 }
@@ -117,6 +120,47 @@ async fn memory(server: &RedisServer) {
             bytes[1],
             bytes[1] / bytes[0]
         );
+    }
+}
+
+/// A newcomer's first pushes: a daemon started a second before on an empty Redis (no beat, no
+/// `wanted`), then `delayer push order.close --stdin --delay 1h` of `JOBS` 100 B bodies.
+async fn cold_start(server: &RedisServer) {
+    use std::io::Write;
+    println!(
+        "\n## Compact layout: a newcomer's first pushes (a daemon started 1 s before on an empty \
+         Redis; `delayer push --stdin --delay 1h`, {JOBS} jobs, 100 B bodies)\n"
+    );
+    println!("| run | bytes per job | jobs compact | push seconds |");
+    println!("|---:|---:|---:|---:|");
+    for run in 1..=RUNS {
+        let mut redis = fresh(server).await;
+        let (config, _) = server.daemon_config("cold-start", "");
+        let mut daemon = Daemon::start(&config);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let before = used_memory(&mut redis).await;
+        let started = Instant::now();
+        let mut push = crate::support::delayer_command()
+            .args(["-c", config.to_str().unwrap()])
+            .args(["push", "order.close", "--stdin", "--delay", "1h"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = push.stdin.take().unwrap();
+        let line = format!("{}\n", "b".repeat(100));
+        stdin.write_all(line.repeat(JOBS).as_bytes()).unwrap();
+        drop(stdin);
+        assert!(push.wait().unwrap().success());
+        let seconds = started.elapsed().as_secs_f64();
+        let after = used_memory(&mut redis).await;
+        let compact: usize = redis.hlen("delayer:compact:index").await.unwrap();
+        println!(
+            "| {run} | {:.0} B | {:.1}% | {seconds:.2} |",
+            (after - before) as f64 / JOBS as f64,
+            compact as f64 * 100.0 / JOBS as f64
+        );
+        stop(&mut daemon);
     }
 }
 
