@@ -1,16 +1,16 @@
 //! What a page of another site could make a visitor's browser send, refused: a request naming a
 //! `Host` the daemon does not answer for (DNS rebinding: a name of the attacker's that resolves
-//! to this server), a request the browser says comes from another site (`Sec-Fetch-Site`, else
-//! `Origin`) that would act or load a page with form tokens, and an API body of a type other
-//! than JSON (a page may send text/plain, forms and multipart anywhere without asking). Clients
-//! that are not browsers (curl, Prometheus, the job API's clients) send none of these headers.
+//! to this server), and a request the browser says comes from another site (`Sec-Fetch-Site`,
+//! else `Origin`) that would act or load a page with form tokens. Clients that are not browsers
+//! (curl, Prometheus, the job API's clients) send neither header, and their bodies are read as
+//! JSON whatever their `Content-Type`, as go-delay-queue's server reads them.
 
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::header::{CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::header::{HOST, ORIGIN};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -179,29 +179,6 @@ pub(super) async fn guard(
                  this server's address, or use a client that is not a browser"
             ),
         );
-    }
-    next.run(request).await
-}
-
-/// Refuses a job or schedule API POST whose body is not said to be JSON (415): a page may send
-/// text/plain, a form or multipart to any site without asking first. A POST without a
-/// Content-Type is taken, as go-delay-queue's server took one (no browser sends a POST without
-/// it).
-pub(super) async fn json_only(request: Request, next: Next) -> Response {
-    if request.method() == Method::POST
-        && let Some(given) = request.headers().get(CONTENT_TYPE)
-    {
-        let given = given.to_str().unwrap_or("(not text)");
-        let essence = given.split(';').next().unwrap_or_default().trim();
-        if !essence.eq_ignore_ascii_case("application/json") {
-            return refuse(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!(
-                    "the HTTP API takes JSON with Content-Type: application/json (or no \
-                     Content-Type), not {given}"
-                ),
-            );
-        }
     }
     next.run(request).await
 }
