@@ -19,6 +19,7 @@ use delayer_wire::keys::{
     JOB_POOL, PAUSED_PREFIX, SCHEDULE_PREFIX, dead_queue, field, job_bucket, ready_queue,
 };
 use delayer_wire::schedule::{parse_ms, tick_id};
+use support::browser::CHROMIUM_FLAGS;
 use support::http_client::{Answer, request, serving};
 use support::legacy_client::{self, Message};
 use support::{RedisServer, wait_for, wait_for_ready};
@@ -74,19 +75,11 @@ pub(crate) fn chromium_with(
 ) -> String {
     let mut command = Command::new("chromium");
     command
-        .args([
-            "--headless",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--no-first-run",
-        ])
-        // As root (CI), Chromium runs only without its sandbox; it opens our own pages alone.
-        .arg("--no-sandbox")
+        .args(CHROMIUM_FLAGS)
         .arg(format!(
             "--user-data-dir={}",
             dir.join("chromium").display()
         ))
-        .arg("--window-size=1100,760")
         .args(flags);
     match screenshot {
         Some(path) => command.arg(format!("--screenshot={}", path.display())),

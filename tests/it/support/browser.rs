@@ -11,6 +11,17 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tungstenite::{Message, WebSocket};
 
+/// The flags every headless Chromium of the tests runs with (a profile of its own aside). As root
+/// (CI), Chromium runs only without its sandbox; it opens test pages alone.
+pub const CHROMIUM_FLAGS: [&str; 6] = [
+    "--headless",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--no-first-run",
+    "--no-sandbox",
+    "--window-size=1100,760",
+];
+
 /// How long a page, a click's effect or an answer from Chromium may take.
 const PATIENCE: Duration = Duration::from_secs(20);
 /// Marks a document the test has acted on: the next one, after a navigation, lacks it.
@@ -34,19 +45,13 @@ impl Browser {
             .tempdir_in(dir)
             .unwrap();
         let process = Command::new("chromium")
+            .args(CHROMIUM_FLAGS)
             .args([
-                "--headless",
-                "--disable-gpu",
-                "--hide-scrollbars",
-                "--no-first-run",
                 "--disable-background-networking",
                 "--disable-component-update",
                 "--disable-sync",
-                "--window-size=1100,760",
                 "--remote-debugging-port=0",
             ])
-            // As root (CI), Chromium runs only without its sandbox; it opens test pages alone.
-            .arg("--no-sandbox")
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .arg("about:blank")
             .stdout(Stdio::null())
