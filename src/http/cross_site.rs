@@ -1,16 +1,16 @@
 //! What a page of another site could make a visitor's browser send, refused: a request naming a
 //! `Host` the daemon does not answer for (DNS rebinding: a name of the attacker's that resolves
-//! to this server), a request the browser says comes from another site (`Sec-Fetch-Site`, else
-//! `Origin`) that would act or load a page with form tokens, and an API body of a type other
-//! than JSON (a page may send text/plain, forms and multipart anywhere without asking). Clients
-//! that are not browsers (curl, Prometheus, the job API's clients) send none of these headers.
+//! to this server), and a request the browser says comes from another site (`Sec-Fetch-Site`,
+//! else `Origin`) that would act or load a page with form tokens. Clients that are not browsers
+//! (curl, Prometheus, the job API's clients) send neither header, and their bodies are read as
+//! JSON whatever their `Content-Type`, as go-delay-queue's server reads them.
 
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::header::{CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::header::{HOST, ORIGIN};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -105,7 +105,9 @@ fn kind(method: &Method, path: &str) -> Kind {
 
 /// Why a browser's request came from another site, if it did: by `Sec-Fetch-Site`, which every
 /// current browser sends; by `Origin` for one that does not (`host` is this server's, as the
-/// request named it). A link followed to one of the console's pages is let through (a top-level
+/// request named it). `Sec-Fetch-Site: same-origin` is trusted whatever the `Origin`: a browser
+/// sends `Origin: null` with a form of this server's own page when the page's referrer policy is
+/// `no-referrer`. A link followed to one of the console's pages is let through (a top-level
 /// navigation): the page then shows in this server's own window, which the other site cannot
 /// read, and without the session cookie (SameSite=Strict).
 fn from_another_site(headers: &HeaderMap, kind: Kind, host: Option<&str>) -> Option<String> {
@@ -113,13 +115,16 @@ fn from_another_site(headers: &HeaderMap, kind: Kind, host: Option<&str>) -> Opt
     let link = header("sec-fetch-mode") == Some("navigate")
         && header("sec-fetch-dest") == Some("document");
     match header("sec-fetch-site") {
-        None | Some("same-origin" | "none") => {}
-        Some(_) if kind == Kind::Page && link => return None,
-        Some(site) => return Some(format!("Sec-Fetch-Site: {site}")),
+        // This server's own page, or the person (the address bar, a bookmark).
+        Some("same-origin" | "none") => None,
+        Some(_) if kind == Kind::Page && link => None,
+        Some(site) => Some(format!("Sec-Fetch-Site: {site}")),
+        None => {
+            let origin = headers.get(ORIGIN)?.to_str().unwrap_or("(not text)");
+            let own = host.is_some_and(|host| same_origin(origin, host));
+            (!own).then(|| format!("Origin: {origin} is not this server's"))
+        }
     }
-    let origin = headers.get(ORIGIN)?.to_str().unwrap_or("(not text)");
-    let own = host.is_some_and(|host| same_origin(origin, host));
-    (!own).then(|| format!("Origin: {origin} is not this server's"))
 }
 
 /// Whether `origin` (`scheme://host[:port]`) names `host` (`host[:port]`), default ports aside.
@@ -183,29 +188,6 @@ pub(super) async fn guard(
     next.run(request).await
 }
 
-/// Refuses a job or schedule API POST whose body is not said to be JSON (415): a page may send
-/// text/plain, a form or multipart to any site without asking first. A POST without a
-/// Content-Type is taken, as go-delay-queue's server took one (no browser sends a POST without
-/// it).
-pub(super) async fn json_only(request: Request, next: Next) -> Response {
-    if request.method() == Method::POST
-        && let Some(given) = request.headers().get(CONTENT_TYPE)
-    {
-        let given = given.to_str().unwrap_or("(not text)");
-        let essence = given.split(';').next().unwrap_or_default().trim();
-        if !essence.eq_ignore_ascii_case("application/json") {
-            return refuse(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!(
-                    "the HTTP API takes JSON with Content-Type: application/json (or no \
-                     Content-Type), not {given}"
-                ),
-            );
-        }
-    }
-    next.run(request).await
-}
-
 #[cfg(test)]
 mod tests {
     use super::{HostName, Kind, answers_for, from_another_site, same_origin};
@@ -264,10 +246,24 @@ mod tests {
         // curl and the like send neither header.
         assert!(!from(&[], Kind::Act));
         assert!(!from(&[("sec-fetch-site", "same-origin")], Kind::Act));
+        assert!(!from(&[("sec-fetch-site", "none")], Kind::Act));
         assert!(!from(&[("origin", "http://127.0.0.1:9277")], Kind::Act));
+        // A form of this server's page under `Referrer-Policy: no-referrer`, as Chromium posts it.
+        let own_form = [("sec-fetch-site", "same-origin"), ("origin", "null")];
+        assert!(!from(&own_form, Kind::Act));
+        // Origin counts only without Sec-Fetch-Site: no browser says same-origin for another
+        // site's request, and a client that is not a browser may send whatever it likes.
+        let both = [
+            ("sec-fetch-site", "same-origin"),
+            ("origin", "http://evil.example"),
+        ];
+        assert!(!from(&both, Kind::Act));
         assert!(from(&[("sec-fetch-site", "cross-site")], Kind::Act));
+        let null_elsewhere = [("sec-fetch-site", "cross-site"), ("origin", "null")];
+        assert!(from(&null_elsewhere, Kind::Act));
         // Another port of the same host is the same site, but not this server.
         assert!(from(&[("sec-fetch-site", "same-site")], Kind::Act));
+        // Without Sec-Fetch-Site (an older browser), by Origin.
         assert!(from(&[("origin", "http://127.0.0.1:8000")], Kind::Act));
         assert!(from(&[("origin", "null")], Kind::Act));
         let link = [

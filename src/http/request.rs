@@ -21,10 +21,11 @@ const MAX_WAIT: f64 = 30.0;
 /// A reservation's time to run when the request gives none, in seconds.
 const DEFAULT_TTR: f64 = 60.0;
 
-/// A JSON request body (as application/json, or without a Content-Type: `cross_site::json_only`);
-/// a malformed one is refused in go-delay-queue's shape (400, or 413 when too large), with serde's
-/// words for what is wrong. A GET's fields are its query's (go-delay-queue's server serves
-/// `remove` and `get` so), each a string.
+/// A JSON request body, whatever its `Content-Type` (go-delay-queue's server binds any body as
+/// JSON, and `curl -d`, PHP's curl and Python's urllib send a form's type); a malformed one is
+/// refused in go-delay-queue's shape (400, or 413 when too large), with serde's words for what is
+/// wrong. A GET's fields are its query's (go-delay-queue's server serves `remove` and `get` so),
+/// each a string.
 pub(super) struct Body<T>(pub(super) T);
 
 impl<T: DeserializeOwned> FromRequest<Arc<AppState>> for Body<T> {

@@ -19,6 +19,7 @@ use delayer_wire::keys::{
     JOB_POOL, PAUSED_PREFIX, SCHEDULE_PREFIX, dead_queue, field, job_bucket, ready_queue,
 };
 use delayer_wire::schedule::{parse_ms, tick_id};
+use support::browser::CHROMIUM_FLAGS;
 use support::http_client::{Answer, request, serving};
 use support::legacy_client::{self, Message};
 use support::{RedisServer, wait_for, wait_for_ready};
@@ -27,7 +28,12 @@ use support::{RedisServer, wait_for, wait_for_ready};
 const MARKUP: &str = "<img src=x onerror=alert(1)>";
 
 /// Makes `ids` dead jobs of `topic`, as a consumer whose every attempt fails makes them.
-async fn dead_jobs(server: &RedisServer, redis: &MultiplexedConnection, topic: &str, ids: &[&str]) {
+pub(crate) async fn dead_jobs(
+    server: &RedisServer,
+    redis: &MultiplexedConnection,
+    topic: &str,
+    ids: &[&str],
+) {
     let settings = Settings {
         max_attempts: 1,
         ..Settings::default()
@@ -69,19 +75,11 @@ pub(crate) fn chromium_with(
 ) -> String {
     let mut command = Command::new("chromium");
     command
-        .args([
-            "--headless",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--no-first-run",
-        ])
-        // As root (CI), Chromium runs only without its sandbox; it opens our own pages alone.
-        .arg("--no-sandbox")
+        .args(CHROMIUM_FLAGS)
         .arg(format!(
             "--user-data-dir={}",
             dir.join("chromium").display()
         ))
-        .arg("--window-size=1100,760")
         .args(flags);
     match screenshot {
         Some(path) => command.arg(format!("--screenshot={}", path.display())),
@@ -155,7 +153,7 @@ pub(crate) fn submit(http: &str, path: &str, fields: &str, headers: &[(&str, &st
     request(http, "POST", path, &headers, fields.as_bytes())
 }
 
-async fn dead_ids(redis: &mut MultiplexedConnection, topic: &str) -> Vec<String> {
+pub(crate) async fn dead_ids(redis: &mut MultiplexedConnection, topic: &str) -> Vec<String> {
     redis.lrange(dead_queue(topic), 0, -1).await.unwrap()
 }
 
@@ -314,88 +312,6 @@ async fn the_pages_in_a_browser_show_the_topics_escaped_and_their_forms_requeue_
             chromium_with(dir, &url(path), Some(&shots.join(name)), &[&size]);
         }
     }
-    daemon.stop();
-}
-
-/// Serves `page` (HTML) at every path of a free port of this host, on a thread of its own, for
-/// as long as the process lives; its port.
-fn serve_page(page: String) -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let mut head = [0; 4096];
-            let _ = std::io::Read::read(&mut stream, &mut head);
-            let answer = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
-                page.len()
-            );
-            let _ = std::io::Write::write_all(&mut stream, answer.as_bytes());
-        }
-    });
-    port
-}
-
-#[tokio::test]
-async fn without_a_token_a_page_of_another_site_in_a_browser_can_neither_remove_nor_add_nor_pause()
-{
-    let server = RedisServer::start();
-    let mut redis = server.connect().await;
-    let (daemon, _logs, http) = serving(&server, "csrf", "");
-    let jobs = format!("http://{http}/delay-queue/api/jobs");
-    let add = |id: &str| format!(r#"{{"id":"{id}","topic":"order","delay":3600,"body":"b"}}"#);
-    let added = request(
-        &http,
-        "POST",
-        "/delay-queue/api/jobs/add",
-        &[],
-        add("waiting").as_bytes(),
-    );
-    assert_eq!(added.status, 200, "{}", added.body);
-    // The form token of the console's pages, as if it had leaked: the other site's page must be
-    // refused for where it comes from alone.
-    let page = request(&http, "GET", "/topic?name=order", &[], b"").body;
-    let token = field(&page, "form_token");
-    let attack = format!(
-        r#"<!doctype html><html><body>
-<img src="{jobs}/remove?job_id=waiting">
-<iframe name="sink"></iframe>
-<form id="pause" method="post" action="http://{http}/actions/pause" target="sink">
-<input type="hidden" name="form_token" value="{token}"><input type="hidden" name="topic" value="order">
-</form>
-<script>
-fetch("{jobs}/add", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}},
-  body: {planted:?}}});
-document.getElementById("pause").submit();
-</script></body></html>"#,
-        planted = add("planted"),
-    );
-    let port = serve_page(attack);
-
-    // Another site (localhost is not 127.0.0.1's site), and another port of the same host (the
-    // same site, but another origin).
-    for origin in [
-        format!("http://localhost:{port}/"),
-        format!("http://127.0.0.1:{port}/"),
-    ] {
-        chromium_with(server.dir(), &origin, None, &["--virtual-time-budget=5000"]);
-    }
-
-    let pooled: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
-    assert_eq!(pooled, ["waiting"], "removed or planted");
-    let planted: bool = redis.exists(job_bucket("planted")).await.unwrap();
-    assert!(!planted);
-    let paused: bool = redis.exists(format!("{PAUSED_PREFIX}order")).await.unwrap();
-    assert!(!paused);
-    // The same requests from the console's own pages do act (the page sends the token).
-    let fields = format!("form_token={token}&topic=order");
-    let pause = submit(
-        &http,
-        "/actions/pause",
-        &fields,
-        &[("Origin", &format!("http://{http}"))],
-    );
-    assert_eq!(pause.status, 303, "{}", pause.body);
     daemon.stop();
 }
 
@@ -637,7 +553,7 @@ async fn jobs_of(
 }
 
 /// Field `field` of schedule `name`'s hash.
-async fn schedule_field(
+pub(crate) async fn schedule_field(
     redis: &mut MultiplexedConnection,
     name: &str,
     field: &str,

@@ -4,8 +4,9 @@
 use crate::support;
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::net::TcpStream;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine;
@@ -593,26 +594,21 @@ async fn a_host_it_does_not_answer_for_and_a_browser_of_another_site_are_refused
     let pooled: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
     assert_eq!(pooled, ["w1"]);
 
-    // A body a page may send anywhere without asking first is not the job API's JSON.
+    // A body of a type a page may send anywhere without asking first, from a browser of another
+    // site, is refused for where it comes from: nothing is planted.
     for content_type in [
         "text/plain",
         "application/x-www-form-urlencoded",
         "multipart/form-data; boundary=x",
     ] {
         let body = waiting("planted").to_string();
-        let refused = request(
-            &http,
-            "POST",
-            &add,
-            &[("Content-Type", content_type)],
-            body.as_bytes(),
-        );
-        assert_eq!(refused.status, 415, "{content_type}: {}", refused.body);
-        assert!(
-            refused.body.contains("Content-Type: application/json"),
-            "{}",
-            refused.body
-        );
+        let headers = [
+            ("Content-Type", content_type),
+            ("Sec-Fetch-Site", "cross-site"),
+            ("Sec-Fetch-Mode", "no-cors"),
+        ];
+        let refused = request(&http, "POST", &add, &headers, body.as_bytes());
+        assert_eq!(refused.status, 403, "{content_type}: {}", refused.body);
     }
     let planted: bool = redis
         .exists(delayer_wire::keys::job_bucket("planted"))
@@ -620,7 +616,8 @@ async fn a_host_it_does_not_answer_for_and_a_browser_of_another_site_are_refused
         .unwrap();
     assert!(!planted);
 
-    // Clients that are not browsers: no Origin, no Sec-Fetch-*, JSON with or without its type.
+    // Clients that are not browsers: no Origin, no Sec-Fetch-*, JSON whatever its type (see
+    // go_delay_queue_clients_add_jobs_by_curl_php_and_urllib_whatever_content_type_they_send).
     let json = [("Content-Type", "application/json; charset=utf-8")];
     let added = request(
         &http,
@@ -658,6 +655,126 @@ async fn a_host_it_does_not_answer_for_and_a_browser_of_another_site_are_refused
         request(&http, "GET", "/topic?name=t", &image, b"").status,
         403
     );
+    daemon.stop();
+}
+
+/// A client of go-delay-queue's API posting `json` to `url` as its users write it: curl's `-d`,
+/// PHP's curl with a string in `CURLOPT_POSTFIELDS`, or Python's urllib with `data`.
+fn go_delay_queue_client(name: &str, url: &str, json: &str) -> Command {
+    let (program, args) = match name {
+        "curl" => ("curl", vec!["-sS", "-X", "POST", "-d", json, url]),
+        "php" => (
+            "php",
+            vec![
+                "-r",
+                "$c = curl_init($argv[1]); curl_setopt($c, CURLOPT_POSTFIELDS, $argv[2]); \
+                 curl_setopt($c, CURLOPT_RETURNTRANSFER, true); $answer = curl_exec($c); \
+                 if ($answer === false) { fwrite(STDERR, curl_error($c)); exit(1); } echo $answer;",
+                url,
+                json,
+            ],
+        ),
+        "urllib" => (
+            "python3",
+            vec![
+                "-c",
+                "import sys, urllib.request\n\
+                 print(urllib.request.urlopen(sys.argv[1], data=sys.argv[2].encode()).read().decode())",
+                url,
+                json,
+            ],
+        ),
+        _ => unreachable!("{name}"),
+    };
+    let mut command = Command::new(program);
+    command.args(args);
+    command
+}
+
+/// The head of the request `client` sends to `listener` (where its URL points), answered `{}`.
+fn head_sent(listener: &TcpListener, mut client: Command) -> String {
+    let mut child = client
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("{client:?}: {error} (scripts/test installs it)"));
+    listener.set_nonblocking(true).unwrap();
+    let mut stream = loop {
+        match listener.accept() {
+            Ok((stream, _)) => break stream,
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                if let Some(status) = child.try_wait().unwrap() {
+                    let output = child.wait_with_output().unwrap();
+                    let said = String::from_utf8_lossy(&output.stderr);
+                    panic!("{client:?} ended ({status}) without a request: {said}");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(error) => panic!("{error}"),
+        }
+    };
+    stream.set_nonblocking(false).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0];
+    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap() == 1 {
+        head.push(byte[0]);
+    }
+    let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+    stream.write_all(answer.as_bytes()).unwrap();
+    drop(stream);
+    child.wait().unwrap();
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+#[tokio::test]
+async fn go_delay_queue_clients_add_jobs_by_curl_php_and_urllib_whatever_content_type_they_send() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    // Jobs in the legacy form (a bucket and a pool entry, as go-delay-queue's server writes
+    // them), which the test reads.
+    let legacy = "compact_pushes = false";
+    let (daemon, _logs, http) = serving_with(&server, "clients", legacy, "");
+    let elsewhere = TcpListener::bind("127.0.0.1:0").unwrap();
+    let listening = elsewhere.local_addr().unwrap();
+
+    for name in ["curl", "php", "urllib"] {
+        let id = format!("by-{name}");
+        let job =
+            json!({"id": id, "topic": "order", "delay": 3600, "body": format!("from {name}")});
+        let job = job.to_string();
+        // What it sends: a form's type, not JSON's (go-delay-queue's server reads JSON anyway).
+        let url = format!("http://{listening}{JOBS}/add");
+        let head = head_sent(&elsewhere, go_delay_queue_client(name, &url, &job));
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("\r\ncontent-type: application/x-www-form-urlencoded\r\n"),
+            "{name}: {head}"
+        );
+
+        let url = format!("http://{http}{JOBS}/add");
+        let output = go_delay_queue_client(name, &url, &job).output().unwrap();
+        let answer = String::from_utf8_lossy(&output.stdout);
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{name}: {answer} {said}");
+        let answer: serde_json::Value = serde_json::from_str(answer.trim()).unwrap();
+        assert_eq!(
+            (&answer["code"], &answer["data"]["id"]),
+            (&json!(0), &json!(id)),
+            "{name}: {answer}"
+        );
+        let data: HashMap<String, String> = redis.hgetall(job_bucket(&id)).await.unwrap();
+        assert_eq!(
+            (data.get("topic"), data.get("body")),
+            (Some(&"order".to_string()), Some(&format!("from {name}"))),
+            "{name}"
+        );
+        let due: Option<f64> = redis.zscore(JOB_POOL, &id).await.unwrap();
+        let now = support::redis_now(&mut redis).await;
+        assert!(
+            due.is_some_and(|due| (due - now - 3600.0).abs() < 60.0),
+            "{name}: due {due:?}, now {now}"
+        );
+    }
     daemon.stop();
 }
 

@@ -10,6 +10,7 @@ mod cluster;
 mod compact;
 mod compact_cluster;
 mod console;
+mod console_clicks;
 mod consumers;
 mod consumers_page;
 mod docs;

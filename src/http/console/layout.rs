@@ -106,13 +106,14 @@ pub(super) fn page(
     }
 }
 
-/// A page, with the headers every page has: the policy, no sniffing, no referrer (ids are in
-/// the links), no caching (bodies are on some pages).
+/// A page, with the headers every page has: the policy, no sniffing, a referrer for this server
+/// alone (ids are in the links, and a form's `Origin` then names this server, not `null`), no
+/// caching (bodies are on some pages).
 pub(super) fn respond(status: StatusCode, markup: Markup) -> Response {
     let headers = [
         (CONTENT_SECURITY_POLICY, POLICY.as_str()),
         (X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (REFERRER_POLICY, "no-referrer"),
+        (REFERRER_POLICY, "same-origin"),
         (CACHE_CONTROL, "no-store"),
     ];
     (status, headers, Html(markup.into_string())).into_response()

@@ -11,17 +11,16 @@ mod read;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::middleware::{from_fn, from_fn_with_state};
+use axum::middleware::from_fn_with_state;
 use axum::routing::post;
 use serde::Deserialize;
 
 use super::auth::authorize;
-use super::cross_site::json_only;
 use super::reply::no_such_method;
 use super::state::AppState;
 
-/// The schedule API's routes, under `/delay-queue/api/schedules`: each takes JSON only and, with
-/// `[http] token` set, the token.
+/// The schedule API's routes, under `/delay-queue/api/schedules`: each reads its body as JSON,
+/// whatever its `Content-Type`, and, with `[http] token` set, wants the token.
 pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
     Router::new()
         .route("/add", post(add::add))
@@ -32,7 +31,6 @@ pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/resume", post(change::resume))
         .route("/run", post(change::run))
         .method_not_allowed_fallback(no_such_method)
-        .layer(from_fn(json_only))
         .layer(from_fn_with_state(state.clone(), authorize))
 }
 

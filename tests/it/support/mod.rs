@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod browser;
 pub mod history;
 pub mod http_client;
 // The bench's upgrade scenario runs it; no test does yet (its first build takes minutes).
