@@ -82,17 +82,19 @@ impl SingleMover {
     /// Moves jobs as they fall due until `shutdown` is cancelled. A script call that has started
     /// always finishes: Redis is never left with a job half-moved.
     pub(super) async fn run(&self, shutdown: &CancellationToken) {
+        let watch = PoolWatch::new(self.pool.target(), &self.keys, self.redis.address());
+        let pushed = watch.subscribe();
         tokio::join!(
-            self.poll(shutdown),
+            self.poll(watch, shutdown),
             self.pool.follow_master(shutdown),
-            self.stager.run(&self.pool, &self.step, shutdown)
+            self.stager
+                .run(&self.pool, &self.step, Some(pushed), shutdown)
         );
     }
 
     /// The loop itself: a poll of the pool, then a sleep until the next job falls due.
-    async fn poll(&self, shutdown: &CancellationToken) {
+    async fn poll(&self, mut watch: PoolWatch, shutdown: &CancellationToken) {
         let timer_interval = self.step.settings().timer_interval;
-        let mut watch = PoolWatch::new(self.pool.target(), &self.keys, self.redis.address());
         // The due time the timer woke early for, if it did.
         let mut aim = None;
         loop {

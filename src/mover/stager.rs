@@ -2,8 +2,9 @@
 //! starts within the lead are written in the legacy form, where the move script takes them as
 //! any job. A daemon tells pushers that it stages (a beat), so that they write compact jobs only
 //! while one does; until a push asks for it (the `wanted` key) or compact jobs exist, it writes
-//! nothing, so that a drop-in install holds no key of the layout. It looks for that key often (a
-//! read), so that the first pushes after a daemon starts wait compact within a moment.
+//! nothing, so that a drop-in install holds no key of the layout. It looks for that key when a
+//! client pushes and often besides (a read), so that the first pushes after a daemon starts wait
+//! compact within a moment.
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use deadpool_redis::redis::{self, AsyncCommands, RedisResult};
 use delayer_wire::compact::{BEAT_EVERY, CompactKeys, STAGE_EVERY};
 use delayer_wire::keys::Keys;
 use delayer_wire::scripts::compact_stage::{Reach, StageScript, Staged};
+use tokio::sync::watch;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -20,8 +22,10 @@ use crate::redis::RedisPool;
 
 /// How long a daemon's beat is kept after it stopped beating (for the console to count).
 const BEATS_KEPT: Duration = Duration::from_secs(86_400);
-/// How often a daemon that does not stage yet looks for the `wanted` key: one read, so that a
-/// push that found no daemon staging is followed by compact pushes within about this.
+/// How often a daemon that does not stage yet looks for the `wanted` key (one read), and the least
+/// time between two looks woken by pushes: a push that found no daemon staging is followed by
+/// compact pushes within about this, at most (the push itself wakes a look where Redis reports
+/// writes).
 const IDLE_LOOK: Duration = Duration::from_millis(50);
 
 /// One daemon's staging of compact jobs.
@@ -47,9 +51,16 @@ impl Stager {
         &self.script
     }
 
-    /// Stages until `shutdown` is cancelled; nothing where the layout has no compact keys. A
-    /// script call that has started finishes.
-    pub(super) async fn run(&self, pool: &RedisPool, step: &Step, shutdown: &CancellationToken) {
+    /// Stages until `shutdown` is cancelled; nothing where the layout has no compact keys. Until
+    /// it stages, `pushed` (writes to the pool) wakes a look for the `wanted` key. A script call
+    /// that has started finishes.
+    pub(super) async fn run(
+        &self,
+        pool: &RedisPool,
+        step: &Step,
+        mut pushed: Option<watch::Receiver<u64>>,
+        shutdown: &CancellationToken,
+    ) {
         let Some(compact) = self.keys.compact() else {
             return;
         };
@@ -58,7 +69,24 @@ impl Stager {
         let mut failing = false;
         let mut passes = passes();
         let mut idle_looks = idle_looks();
-        while next_pass(&mut passes, &mut idle_looks, active, shutdown).await {
+        let mut looked = Instant::now();
+        loop {
+            let next = next_pass(&mut passes, &mut idle_looks, active, shutdown);
+            let woken = async {
+                let Some(pushed) = pushed.as_mut().filter(|_| !active) else {
+                    return std::future::pending().await;
+                };
+                if pushed.changed().await.is_err() {
+                    // Cannot happen (the watch owns the sender); never wake for it.
+                    return std::future::pending().await;
+                }
+                tokio::time::sleep_until(looked + IDLE_LOOK).await;
+            };
+            tokio::select! {
+                going = next => if !going { return },
+                () = woken => idle_looks.reset(),
+            }
+            looked = Instant::now();
             let Ok(mut connection) = pool.get().await else {
                 // The mover tells of an unreachable Redis.
                 continue;

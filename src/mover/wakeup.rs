@@ -40,6 +40,12 @@ impl PoolWatch {
         }
     }
 
+    /// A receiver of the writes, for another task that looks when a client pushed (the
+    /// stager, for the `wanted` key a push leaves beside its jobs).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.watch.subscribe()
+    }
+
     /// Forgets the writes so far: the poll about to start sees them.
     pub fn seen(&mut self) {
         self.written.mark_unchanged();
