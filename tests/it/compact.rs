@@ -12,7 +12,9 @@ use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, NewPush, Settings};
 use support::legacy_client::{self, Message};
-use support::{RedisServer, beat_as_stager, redis_now, start_daemons, wait_for_stager};
+use support::{
+    RedisServer, beat_as_stager, redis_now, start_daemons, wait_for_redis_time, wait_for_stager,
+};
 
 const INDEX: &str = "delayer:compact:index";
 
@@ -115,11 +117,7 @@ async fn compact_jobs_that_fell_due_while_no_daemon_ran_are_moved_when_one_start
     let compact: usize = redis.hlen(INDEX).await.unwrap();
     assert_eq!(compact, 2_000);
     // Every job falls due before a daemon runs.
-    support::wait_for(Duration::from_secs(10), "the jobs to fall due", || {
-        let mut redis = redis.clone();
-        async move { (redis_now(&mut redis).await > unix(due)).then_some(()) }
-    })
-    .await;
+    wait_for_redis_time(&redis, unix(due)).await;
     let (daemons, _logs) = start_daemons(&server, &["one"], "");
     let popped = pop_all(&mut redis, &["t"], 2_000).await;
     assert_eq!(popped.len(), 2_000);
@@ -248,12 +246,7 @@ async fn a_compact_backlog_leaves_in_due_order() {
     client.push_many(jobs).await.unwrap();
     let compact: usize = redis.hlen(INDEX).await.unwrap();
     assert_eq!(compact, JOBS as usize);
-    let last_due = unix(start) + 2.0;
-    support::wait_for(Duration::from_secs(10), "every job to fall due", || {
-        let mut redis = redis.clone();
-        async move { (redis_now(&mut redis).await > last_due).then_some(()) }
-    })
-    .await;
+    wait_for_redis_time(&redis, unix(start) + 2.0).await;
 
     let (daemons, _logs) = start_daemons(&server, &["one"], "");
     let mut popped: Vec<u64> = Vec::new();
@@ -300,11 +293,7 @@ async fn the_daemon_logs_and_counts_compact_jobs_it_drops() {
         .unwrap();
     // Due in 1 s, its data kept 1 s more: expired by the time a daemon first runs.
     let pushed = redis_now(&mut redis).await;
-    support::wait_for(Duration::from_secs(10), "the job's data to expire", || {
-        let mut redis = redis.clone();
-        async move { (redis_now(&mut redis).await > pushed + 3.0).then_some(()) }
-    })
-    .await;
+    wait_for_redis_time(&redis, pushed + 3.0).await;
     let (daemon, logs, http) = serving(&server, "one", "");
     logs.wait_for_line("compact jobs dropped: their data expired");
     let metrics = request(&http, "GET", "/metrics", &[], b"").body;

@@ -203,6 +203,17 @@ pub async fn redis_now(redis: &mut impl ConnectionLike) -> f64 {
     seconds + micros / 1e6
 }
 
+/// Waits until Redis's clock is past `at` (unix seconds): jobs due then are due by the scripts'
+/// clock.
+pub async fn wait_for_redis_time(redis: &MultiplexedConnection, at: f64) {
+    let what = format!("Redis's clock to pass {at:.3}");
+    wait_for(Duration::from_secs(30), &what, || {
+        let mut redis = redis.clone();
+        async move { (redis_now(&mut redis).await > at).then_some(()) }
+    })
+    .await;
+}
+
 /// Waits until a daemon beats as a stager of compact jobs (one does once a push asked for the
 /// layout, or compact jobs wait).
 pub async fn wait_for_stager(redis: &MultiplexedConnection) {

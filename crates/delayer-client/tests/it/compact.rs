@@ -486,13 +486,7 @@ async fn staging_counts_the_jobs_whose_data_expired() {
     assert_eq!(index_len(&mut redis).await, 1);
     // Due in 1 s, its data kept 1 s after: gone once no daemon staged it for 2 s and more.
     let pushed = delayer_testkit::jobs::redis_now(&mut redis).await;
-    delayer_testkit::wait_for(Duration::from_secs(10), "the data to expire", || {
-        let mut redis = redis.clone();
-        async move {
-            (delayer_testkit::jobs::redis_now(&mut redis).await > pushed + 3.0).then_some(())
-        }
-    })
-    .await;
+    delayer_testkit::jobs::wait_for_redis_time(&redis, pushed + 3.0).await;
     let staged = stage_all(&mut redis).await;
     assert_eq!((staged.jobs, staged.expired, staged.replaced), (0, 1, 0));
     assert!(pool(&mut redis).await.is_empty());

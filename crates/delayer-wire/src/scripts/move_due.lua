@@ -214,25 +214,32 @@ end
 -- The moving jobs that a consumer holds (see ARGV[15]), with their holders: one look at the
 -- holders' type, and only where there are holders, their entries for these ids. pcall: a user that
 -- may not read them (the legacy keys only) still gets its jobs moved.
-local holders = reserved ~= '' and reserved .. ':holders'
-local superseded = {}
-if holders and #topics > 0 and may('TYPE', holders) and may('HMGET', holders, 'id')
-    and redis.pcall('TYPE', holders).ok == 'hash' then
+-- Calls found(id, value) for each moving id that hash `key` has a field of: HMGET in slices
+-- (pcall: a key of another type has none).
+local function each_moving_in(key, found)
   for _, topic in ipairs(topics) do
     local moving = ids_by_topic[topic]
     for first = 1, #moving, 1000 do
       local last = math.min(first + 999, #moving)
-      local held = redis.pcall('HMGET', holders, unpack(moving, first, last))
-      if not held.err then
-        for index = first, last do
-          local holder = held[index - first + 1]
-          if holder then
-            superseded[#superseded + 1] = {moving[index], holder}
+      local values = redis.pcall('HMGET', key, unpack(moving, first, last))
+      if not values.err then
+        for at = first, last do
+          if values[at - first + 1] then
+            found(moving[at], values[at - first + 1])
           end
         end
       end
     end
   end
+end
+
+local holders = reserved ~= '' and reserved .. ':holders'
+local superseded = {}
+if holders and #topics > 0 and may('TYPE', holders) and may('HMGET', holders, 'id')
+    and redis.pcall('TYPE', holders).ok == 'hash' then
+  each_moving_in(holders, function(id, holder)
+    superseded[#superseded + 1] = {id, holder}
+  end)
 end
 
 -- A job whose reservation ended comes back to the pool by a retry (a fraction of a second) or
@@ -255,23 +262,12 @@ local index = compact .. 'index'
 if compact ~= '' and #topics > 0 and may('EXISTS', index) and may('HMGET', index, 'id')
     and may('HDEL', index, 'id') and may('LSET', compact .. 'chunk:1', '0', '')
     and redis.pcall('EXISTS', index) == 1 then
-  for _, topic in ipairs(topics) do
-    local moving = ids_by_topic[topic]
-    for first = 1, #moving, 1000 do
-      local last = math.min(first + 999, #moving)
-      local places = redis.pcall('HMGET', index, unpack(moving, first, last))
-      if not places.err then
-        for at = first, last do
-          if places[at - first + 1] then
-            local chunk, position, entry = compact_find(compact, moving[at])
-            if chunk and compact_unpack(entry).id == moving[at] then
-              replaced[#replaced + 1] = {moving[at], chunk, position}
-            end
-          end
-        end
-      end
+  each_moving_in(index, function(id)
+    local chunk, position, entry = compact_find(compact, id)
+    if chunk and compact_unpack(entry).id == id then
+      replaced[#replaced + 1] = {id, chunk, position}
     end
-  end
+  end)
 end
 
 local stuck = {}
