@@ -536,3 +536,47 @@ async fn a_reserved_job_makes_overlap_skip_skip_the_next_ticks() {
     count("fired", 2).await;
     daemon.stop();
 }
+
+/// A name or an expression too long is refused by every path that writes a schedule, quoting only
+/// its start, and nothing is written.
+#[tokio::test]
+async fn a_long_name_or_expression_is_refused_quoting_only_its_start() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, _) = server.daemon_config("cli", "");
+    let long_name = "n".repeat(10_000);
+    let refused = delayer_fails(
+        &config,
+        &[
+            "schedule", "add", &long_name, "--cron", "@daily", "--topic", "t",
+        ],
+    );
+    assert!(
+        refused.len() < 500 && refused.contains("(10000 bytes)"),
+        "{refused}"
+    );
+    // A minute listed 50,000 times: croner reads it.
+    let long_cron = format!("{} * * * *", "0,".repeat(50_000) + "0");
+    let refused = delayer_fails(
+        &config,
+        &["schedule", "add", "s", "--cron", &long_cron, "--topic", "t"],
+    );
+    assert!(
+        refused.len() < 500 && refused.contains("longer than 1000 bytes"),
+        "{refused}"
+    );
+    let keys: Vec<String> = redis.keys("*").await.unwrap();
+    assert!(keys.is_empty(), "nothing written: {keys:?}");
+    let (file, _) = server.daemon_config(
+        "file",
+        &with_schedule("", &format!("[schedule.s]\ncron = {long_cron}\ntopic = t")),
+    );
+    let checked = delayer_fails(&file, &["--check-config"]);
+    assert!(
+        checked.contains("[schedule.s] cron = \"0,0,")
+            && checked.contains("longer than 1000 bytes"),
+        "{}",
+        &checked[..checked.len().min(2000)]
+    );
+    assert!(checked.len() < 10_000, "{}", checked.len());
+}

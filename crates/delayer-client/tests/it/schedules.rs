@@ -112,6 +112,16 @@ async fn a_bad_schedule_is_refused_naming_its_field_and_nothing_is_written() {
             "zone",
             "IANA",
         ),
+        (
+            Definition::new(&"n".repeat(201), "* * * * *", "t"),
+            "name",
+            "longer than 200 bytes",
+        ),
+        (
+            Definition::new("s", &format!("{} * * * *", "0,".repeat(600) + "0"), "t"),
+            "cron",
+            "longer than 1000 bytes",
+        ),
     ];
     for (definition, field, why) in cases {
         match client.save_schedule(&definition, Source::Api).await {
@@ -122,7 +132,10 @@ async fn a_bad_schedule_is_refused_naming_its_field_and_nothing_is_written() {
                     invalid
                         .to_string()
                         .contains(&format!("{:?}", definition.name))
+                        || definition.name.len() > 64,
+                    "{invalid}"
                 );
+                assert!(invalid.to_string().len() < 300, "{invalid}");
             }
             other => panic!("{definition:?}: {other:?}"),
         }

@@ -14,6 +14,8 @@ use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 
+use super::shortened;
+
 /// The shortest `every`: one second, as the finest cron expression.
 const MIN_EVERY_MS: i64 = 1_000;
 /// How many occurrences a search for the next tick steps over before it gives up: only a
@@ -46,15 +48,17 @@ impl Cadence {
         let zone = Tz::from_str(zone).map_err(|_| Refusal {
             field: "zone",
             why: format!(
-                "{zone:?} is not a time zone of the IANA database (such as Europe/Paris or UTC)"
+                "{:?} is not a time zone of the IANA database (such as Europe/Paris or UTC)",
+                shortened(zone)
             ),
         })?;
         let cron = |why: String| Refusal { field: "cron", why };
         let expression = expression.trim();
+        let shown = shortened(expression);
         let cadence = if let Some(every) = expression.strip_prefix("every ") {
             let ms = every_ms(every.trim()).ok_or_else(|| {
                 cron(format!(
-                    "{expression:?}: `every` takes a duration of whole seconds such as 30s, 5m, \
+                    "{shown:?}: `every` takes a duration of whole seconds such as 30s, 5m, \
                      1h30m or 1d"
                 ))
             })?;
@@ -67,7 +71,7 @@ impl Cadence {
                 .parse(expression)
                 .map_err(|error| {
                     cron(format!(
-                        "{expression:?} is not a cron expression (5 fields, or 6 with seconds \
+                        "{shown:?} is not a cron expression (5 fields, or 6 with seconds \
                          first; or @hourly, @daily, @weekly, @monthly, @yearly; or every 30s): \
                          {error}"
                     ))
@@ -80,7 +84,7 @@ impl Cadence {
         match cadence.next_after(now) {
             Some(tick) if tick - now <= 5 * 366 * 86_400_000 => Ok(cadence),
             _ => Err(cron(format!(
-                "{expression:?} never fires (no time in the next five years matches it)"
+                "{shown:?} never fires (no time in the next five years matches it)"
             ))),
         }
     }
