@@ -413,3 +413,62 @@ async fn pause_resume_run_and_remove() {
     let pool: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
     assert_eq!(pool, [run.to_string()], "its jobs stay");
 }
+
+/// A schedule hash that does not read (a `catch_up` word from a newer version) is listed apart
+/// with why, never an error that hides the others, and a round claims the others' ticks.
+#[tokio::test]
+async fn an_unreadable_schedule_is_listed_apart_and_the_others_tick() {
+    let (_server, mut redis, client) = fixture::start().await;
+    client
+        .save_schedule(&every_second("good"), Source::Api)
+        .await
+        .unwrap();
+    client
+        .save_schedule(&every_second("newer"), Source::Api)
+        .await
+        .unwrap();
+    let _: () = redis
+        .hset("delayer:schedule:newer", "catch_up", "bogus")
+        .await
+        .unwrap();
+    let list = client.schedules().await.unwrap();
+    let names: Vec<&str> = list
+        .readable
+        .iter()
+        .map(|stored| stored.definition.name.as_str())
+        .collect();
+    assert_eq!(names, ["good"]);
+    assert_eq!(list.unreadable.len(), 1);
+    let invalid = &list.unreadable[0];
+    assert_eq!(
+        (invalid.schedule.as_str(), invalid.field),
+        ("newer", "catch_up")
+    );
+    assert!(invalid.why.contains("\"bogus\""), "{invalid}");
+    assert!(matches!(
+        client.schedule("newer").await,
+        Err(Error::InvalidSchedule(_))
+    ));
+
+    let mut firing = Firing::default();
+    let mut refused = Vec::new();
+    rounds_until(&client, &mut firing, "a tick of good pushed", |round| {
+        refused.extend(round.refused.clone());
+        round
+            .claims
+            .iter()
+            .any(|(name, _, fired)| name == "good" && matches!(fired, Fired::Pushed(_)))
+    })
+    .await;
+    assert_eq!(refused.len(), 1, "told once: {refused:?}");
+    assert!(refused[0].contains("catch_up"), "{refused:?}");
+    assert_eq!(
+        field(&mut redis, "newer", "catch_up").await.as_deref(),
+        Some("bogus")
+    );
+    assert_eq!(
+        field(&mut redis, "newer", "fired").await,
+        None,
+        "not claimed"
+    );
+}
