@@ -1,11 +1,14 @@
 //! When a schedule ticks: a cron expression read in a time zone (croner and the IANA database of
 //! chrono-tz), or `every <duration>`. Ticks are whole unix milliseconds.
 //!
-//! Daylight saving time, as croner rules it: a local time that does not exist (the spring
-//! forward) fires once, at the first time after the gap, when the expression names a fixed time
-//! of day (`30 2 * * *`); expressions that repeat within the day (`*/15 * * * *`) skip the times
-//! that do not exist. A local time that happens twice (the fall back) fires once, at its first
-//! occurrence. `every` counts elapsed time from the unix epoch, and no zone changes it.
+//! Daylight saving time: a local time that does not exist (the spring forward) fires once, at the
+//! first time after the gap, when the expression names a fixed time of day (`30 2 * * *`);
+//! expressions that repeat within the day (`*/15 * * * *`) skip the times that do not exist (both
+//! croner's rules). A local time that happens twice (the fall back) fires once, at its first
+//! occurrence, whatever the expression: that rule is ours, not croner's ([`Cadence::next_after`]
+//! takes only a tick after the last, and croner names a time in the repeated hour by its first
+//! occurrence).
+//! `every` counts elapsed time from the unix epoch, and no zone changes it.
 
 use std::str::FromStr;
 
@@ -231,6 +234,17 @@ mod tests {
                 "2026-11-01T02:00:00-05:00",
                 "2026-11-01T02:30:00-05:00"
             ]
+        );
+        // Every expression, one that repeats within the hour too: the repeated hour fires once.
+        assert_eq!(
+            ticks("* * * * *", "America/New_York", "2026-11-01T05:58:00Z", 2),
+            ["2026-11-01T01:59:00-04:00", "2026-11-01T02:00:00-05:00"],
+            "61 minutes apart"
+        );
+        assert_eq!(
+            ticks("0 * * * *", "America/New_York", "2026-11-01T04:30:00Z", 2),
+            ["2026-11-01T01:00:00-04:00", "2026-11-01T02:00:00-05:00"],
+            "two hours apart"
         );
         // From inside the repeated hour (its second pass), the next tick is still later.
         let cadence = Cadence::parse("*/15 * * * *", "America/New_York", 0).unwrap();
