@@ -24,6 +24,8 @@ use prometheus_client::registry::Registry;
 use crate::history::{Tally, lags};
 use crate::text::escape::capped;
 pub use kafka::KafkaLink;
+#[cfg(feature = "kafka")]
+pub use kafka::RequestsFlow;
 use schedules::ScheduleFamilies;
 pub use schedules::{DEFAULT_LISTED_SCHEDULES, Schedules};
 

@@ -28,10 +28,20 @@ pub async fn run(reading: Reading) -> Result<()> {
             Err(error) => problems.push(format!("{error:#}")),
         }
         if let Some(kafka) = &config.kafka {
+            // A CA file that cannot be read is told above, once.
             #[cfg(feature = "kafka")]
-            match crate::kafka::brokers_answer(kafka).await {
-                Ok(answer) => println!("{answer}"),
-                Err(error) => problems.push(format!("{error:#}")),
+            if kafka
+                .security
+                .ca_file
+                .as_ref()
+                .is_some_and(|path| std::fs::File::open(path).is_err())
+            {
+                println!("the Kafka brokers are not tried until ssl_ca_file can be read");
+            } else {
+                match crate::kafka::brokers_answer(kafka).await {
+                    Ok(answer) => println!("{answer}"),
+                    Err(error) => problems.push(format!("{error:#}")),
+                }
             }
             #[cfg(not(feature = "kafka"))]
             problems.push(format!(

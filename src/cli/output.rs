@@ -3,12 +3,12 @@
 //! as its bytes in base64 (`id_base64`, `topic_base64`, `body_base64`), as the HTTP API answers
 //! it.
 
-use delayer_client::{Job, JobInfo, Stats, Stored, Topic};
+use delayer_client::{Job, JobInfo, ScheduleList, Stats, Topic};
 use serde_json::{Value, json};
 
 use crate::text::bytes::{self, with_base64};
 use crate::text::escape;
-use crate::text::schedule::{next_text, to_json};
+use crate::text::schedule::{list_json, next_text, why};
 use crate::text::time::rfc3339;
 
 pub(super) fn info_json(info: &JobInfo) -> Value {
@@ -45,7 +45,7 @@ pub(super) fn popped_json(job: &Job) -> Value {
     json
 }
 
-pub(super) fn stats_json(stats: &Stats, schedules: &[Stored]) -> Value {
+pub(super) fn stats_json(stats: &Stats, schedules: &ScheduleList) -> Value {
     let topics: Vec<Value> = stats
         .topics
         .iter()
@@ -71,13 +71,12 @@ pub(super) fn stats_json(stats: &Stats, schedules: &[Stored]) -> Value {
     });
     // Only when there are any: a drop-in install prints what it always did.
     if !schedules.is_empty() {
-        let schedules = schedules.iter().map(|s| to_json(s, 1)).collect();
-        json["schedules"] = Value::Array(schedules);
+        json["schedules"] = Value::Array(list_json(schedules, 1));
     }
     json
 }
 
-pub(super) fn stats_table(stats: &Stats, schedules: &[Stored]) -> String {
+pub(super) fn stats_table(stats: &Stats, schedules: &ScheduleList) -> String {
     let next = stats.next_due.map_or_else(|| "none".to_string(), rfc3339);
     let mut text = format!(
         "jobs waiting: {} ({} due now), next due: {next}\n",
@@ -120,29 +119,50 @@ pub(super) fn stats_table(stats: &Stats, schedules: &[Stored]) -> String {
     text
 }
 
-/// The schedules' rows of `stats`, after a blank line: the next tick in each one's zone.
-fn schedules_table(schedules: &[Stored]) -> String {
-    let width = schedules
+/// The schedules' rows of `stats`, after a blank line, by name: the next tick in each one's
+/// zone, or why it cannot tick.
+fn schedules_table(schedules: &ScheduleList) -> String {
+    let counts = |n: u64| n.to_string();
+    let mut rows: Vec<(&str, String, [String; 3])> = schedules
+        .readable
         .iter()
-        .map(|s| s.definition.name.chars().count())
+        .map(|s| {
+            let name = s.definition.name.as_str();
+            (
+                name,
+                next_text(s),
+                [s.fired, s.skipped, s.missed].map(counts),
+            )
+        })
+        .collect();
+    rows.extend(schedules.unreadable.iter().map(|invalid| {
+        let next = format!("unreadable: {}", why(invalid));
+        (
+            invalid.schedule.as_str(),
+            next,
+            ["-", "-", "-"].map(String::from),
+        )
+    }));
+    rows.sort_by(|a, b| a.0.cmp(b.0));
+    let name_width = rows
+        .iter()
+        .map(|(name, ..)| name.chars().count())
         .max()
         .unwrap_or(0)
         .max("schedule".len());
-    let next: Vec<String> = schedules.iter().map(next_text).collect();
-    let next_width = next
+    let next_width = rows
         .iter()
-        .map(|n| n.chars().count())
+        .map(|(_, next, _)| next.chars().count())
         .max()
         .unwrap_or(0)
         .max("next tick".len());
     let mut text = format!(
-        "\n{:<width$}  {:<next_width$}  {:>8}  {:>8}  {:>8}\n",
+        "\n{:<name_width$}  {:<next_width$}  {:>8}  {:>8}  {:>8}\n",
         "schedule", "next tick", "fired", "skipped", "missed"
     );
-    for (stored, next) in schedules.iter().zip(next) {
+    for (name, next, [fired, skipped, missed]) in &rows {
         text += &format!(
-            "{:<width$}  {next:<next_width$}  {:>8}  {:>8}  {:>8}\n",
-            stored.definition.name, stored.fired, stored.skipped, stored.missed
+            "{name:<name_width$}  {next:<next_width$}  {fired:>8}  {skipped:>8}  {missed:>8}\n"
         );
     }
     text

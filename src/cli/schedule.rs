@@ -7,7 +7,7 @@ use delayer_client::schedule::parse_duration;
 use delayer_client::{CatchUp, Changed, Client, Definition, Overlap, Saved, Source, Stored};
 use serde_json::Value;
 
-use crate::text::schedule::{LISTED_TICKS, SHOWN_TICKS, next_text, to_json};
+use crate::text::schedule::{LISTED_TICKS, SHOWN_TICKS, list_json, next_text, to_json, why};
 
 /// What to do to schedules.
 #[derive(Subcommand)]
@@ -116,18 +116,13 @@ pub async fn run(client: &Client, command: ScheduleCommand) -> Result<()> {
             Ok(())
         }
         ScheduleCommand::List { json: true } => {
-            let list: Vec<Value> = client
-                .schedules()
-                .await?
-                .iter()
-                .map(|s| to_json(s, LISTED_TICKS))
-                .collect();
+            let list: Vec<Value> = list_json(&client.schedules().await?, LISTED_TICKS);
             println!("{}", serde_json::to_string_pretty(&list)?);
             Ok(())
         }
         ScheduleCommand::List { json: false } => {
-            let schedules = client.schedules().await?;
-            if schedules.is_empty() {
+            let list = client.schedules().await?;
+            if list.is_empty() {
                 println!("no schedules");
                 return Ok(());
             }
@@ -135,23 +130,37 @@ pub async fn run(client: &Client, command: ScheduleCommand) -> Result<()> {
                 "{:<24} {:<18} {:<20} {:<28} {:>7} {:>7} {:>7}  STATE",
                 "NAME", "CRON", "TOPIC", "NEXT TICK", "FIRED", "SKIPPED", "MISSED"
             );
-            for stored in &schedules {
-                let definition = &stored.definition;
-                println!(
-                    "{:<24} {:<18} {:<20} {:<28} {:>7} {:>7} {:>7}  {}",
-                    definition.name,
-                    definition.cron,
-                    definition.topic,
-                    next_text(stored),
-                    stored.fired,
-                    stored.skipped,
-                    stored.missed,
-                    if stored.paused_since.is_some() {
-                        "paused"
-                    } else {
-                        "active"
-                    }
-                );
+            // By name, the unreadable among the others.
+            let mut rows: Vec<(&str, String)> = list
+                .readable
+                .iter()
+                .map(|stored| {
+                    let definition = &stored.definition;
+                    let row = format!(
+                        "{:<24} {:<18} {:<20} {:<28} {:>7} {:>7} {:>7}  {}",
+                        definition.name,
+                        definition.cron,
+                        definition.topic,
+                        next_text(stored),
+                        stored.fired,
+                        stored.skipped,
+                        stored.missed,
+                        if stored.paused_since.is_some() {
+                            "paused"
+                        } else {
+                            "active"
+                        }
+                    );
+                    (definition.name.as_str(), row)
+                })
+                .collect();
+            rows.extend(list.unreadable.iter().map(|invalid| {
+                let row = format!("{:<24} unreadable: {}", invalid.schedule, why(invalid));
+                (invalid.schedule.as_str(), row)
+            }));
+            rows.sort_by(|a, b| a.0.cmp(b.0));
+            for (_, row) in rows {
+                println!("{row}");
             }
             Ok(())
         }

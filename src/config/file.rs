@@ -167,15 +167,15 @@ impl Config {
         Ok(Reading { config, errors })
     }
 
-    /// The pid file and logs that this process can neither create nor append to, each said as
-    /// a problem (for serving, and `--check-config`).
+    /// The pid file and logs that this process can neither create nor append to, and the Kafka
+    /// CA file it cannot read, each said as a problem (for serving, and `--check-config`).
     pub fn path_problems(&self) -> Vec<String> {
         let paths = [
             ("pid", &self.pid),
             ("access_log", &self.log.access_log),
             ("error_log", &self.log.error_log),
         ];
-        paths
+        let mut problems: Vec<String> = paths
             .into_iter()
             .filter_map(|(key, path)| {
                 let path = path.as_ref()?;
@@ -186,7 +186,21 @@ impl Config {
                     path.display()
                 ))
             })
-            .collect()
+            .collect();
+        let ca_file = self
+            .kafka
+            .as_ref()
+            .and_then(|kafka| kafka.security.ca_file.as_ref());
+        if let Some(path) = ca_file
+            && let Err(error) = std::fs::File::open(path)
+        {
+            problems.push(format!(
+                "{}: [kafka] ssl_ca_file = {}: cannot be read ({error})",
+                self.file.display(),
+                path.display()
+            ));
+        }
+        problems
     }
 
     /// What the CLI's and the HTTP server's clients are told: what the daemon does.
@@ -329,6 +343,71 @@ mod tests {
         assert_eq!(redis.idle_timeout, Some(Duration::from_secs(3600)));
         assert_eq!(redis.conn_max_lifetime, Some(Duration::from_secs(3600)));
         assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    }
+
+    #[test]
+    fn kafka_topics_are_none_unless_named_and_a_section_that_does_nothing_is_refused() {
+        let kafka = |lines: &str| format!("[kafka]\nbrokers = k:9092\n{lines}");
+        let topics = |lines: &str| parse(&kafka(lines)).unwrap().kafka.unwrap().topics;
+        assert!(topics("requests_topic = req\n").is_empty(), "missing: none");
+        assert!(
+            topics("topics =\nrequests_topic = req\n").is_empty(),
+            "empty: none"
+        );
+        assert!(topics("topics =   ; Kafka in only\nrequests_topic = req\n").is_empty());
+        assert_eq!(topics("topics = *\n"), ["*"], "* is every topic, as before");
+        assert_eq!(
+            topics("topics = order.*, mail.send\n"),
+            ["order.*", "mail.send"]
+        );
+        for nothing in ["", "topics =\n"] {
+            let error = error_of(&kafka(nothing));
+            assert!(
+                error.contains("[kafka] topics = \"\": none, and no requests_topic"),
+                "{error}"
+            );
+        }
+        let looped = error_of(&kafka("topics = req\nrequests_topic = req\n"));
+        assert!(
+            looped.contains("[kafka] topics = \"req\": \"req\" would be delivered to the Kafka topic \"req\", the requests_topic"),
+            "{looped}"
+        );
+        let prefixed = error_of(&kafka(
+            "topics = r, x\ntopic_prefix = d.\nrequests_topic = d.r\n",
+        ));
+        assert!(prefixed.contains("\"r\" would be delivered"), "{prefixed}");
+        let covered = parse(&kafka(
+            "topics = *\ntopic_prefix = d.\nrequests_topic = d.r\n",
+        ))
+        .unwrap();
+        assert!(
+            covered.warnings[0].contains("covers the topic \"r\""),
+            "{:?}",
+            covered.warnings
+        );
+        // One error for one mistake.
+        let error = error_of("[kafka]\nbrokers = 127.0.0.1:99999\ntopics = *\n");
+        assert_eq!(error.lines().count(), 1, "{error}");
+        assert!(
+            error.contains("[kafka] brokers = \"127.0.0.1:99999\""),
+            "{error}"
+        );
+        assert!(error_of("[kafka]\ntopics = *\n").contains("[kafka] brokers = \"\": missing"));
+    }
+
+    #[test]
+    fn an_unreadable_kafka_ca_file_is_named_with_its_key() {
+        let config = parse(
+            "[kafka]\nbrokers = k:9092\ntopics = *\nsecurity_protocol = ssl\n\
+             ssl_ca_file = /nonexistent/ca.pem\n",
+        )
+        .unwrap();
+        let problems = config.path_problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("[kafka] ssl_ca_file = /nonexistent/ca.pem: cannot be read"),
+            "{problems:?}"
+        );
     }
 
     #[test]

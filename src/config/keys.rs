@@ -489,8 +489,8 @@ pub(super) const KEYS: &[Key] = &[
     Key {
         section: "kafka",
         name: "topics",
-        default: "*",
-        doc: "the delayer topics delivered to Kafka: names, comma-separated, * matching any run of characters",
+        default: "",
+        doc: "the delayer topics delivered to Kafka: names, comma-separated, * matching any run of characters (* alone: every topic); empty: none",
         secret: false,
         set: |config, raw| {
             with_kafka(config, |kafka| {

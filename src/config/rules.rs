@@ -171,13 +171,37 @@ fn kafka(config: &Config, ini: &IniFile) -> Vec<Wrong> {
         });
     };
     let Some(kafka) = &config.kafka else {
-        say(
-            "brokers",
-            "missing: the [kafka] section wants the brokers, like kafka1:9092,kafka2:9092 \
-             (remove the section to deliver nothing to Kafka)",
-        );
+        // A value given but wrong is told by the key itself.
+        if ini.get("kafka", "brokers").is_none() {
+            say(
+                "brokers",
+                "missing: the [kafka] section wants the brokers, like kafka1:9092,kafka2:9092 \
+                 (remove the section to deliver nothing to Kafka)",
+            );
+        }
         return wrong;
     };
+    if kafka.topics.is_empty() && kafka.requests_topic.is_none() {
+        say(
+            "topics",
+            "none, and no requests_topic: the section would deliver nothing to Kafka and read \
+             nothing from it; name the topics to deliver (* for every topic), or a \
+             requests_topic, or remove the section",
+        );
+    }
+    if let Some(requests) = &kafka.requests_topic {
+        let named = kafka.topics.iter().filter(|topic| !topic.contains('*'));
+        for topic in named.filter(|topic| kafka.feeds_requests(topic)) {
+            say(
+                "topics",
+                &format!(
+                    "{topic:?} would be delivered to the Kafka topic {requests:?}, the \
+                     requests_topic, and read back as a request again and again: leave it out, \
+                     or change topic_prefix"
+                ),
+            );
+        }
+    }
     let protocol = kafka.security.protocol;
     if protocol.sasl() {
         for key in ["sasl_username", "sasl_password"] {
@@ -210,6 +234,17 @@ fn kafka(config: &Config, ini: &IniFile) -> Vec<Wrong> {
 /// What works, but should not stay: a warning at every start.
 pub(super) fn risky(config: &Config) -> Vec<String> {
     let mut warnings = Vec::new();
+    if let Some(kafka) = &config.kafka
+        && let Some(topic) = kafka.topic_of_requests()
+        && crate::kafka::matches(&kafka.topics, topic)
+    {
+        warnings.push(format!(
+            "[kafka] topics = {:?} covers the topic {topic:?}, whose Kafka topic would be the \
+             requests_topic: its jobs stay on its ready list (a job delivered there would come \
+             back as a request again and again), and delay requests for it are skipped",
+            kafka.topics.join(", ")
+        ));
+    }
     if config.redis.tls.as_ref().is_some_and(|tls| tls.insecure) {
         warnings.push(
             "[redis] tls_insecure = true: Redis's certificate is not checked, so anyone on the way \

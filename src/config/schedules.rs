@@ -5,7 +5,7 @@
 use std::str::FromStr;
 
 use delayer_client::schedule::definition::DEFAULT_CATCH_UP_WINDOW;
-use delayer_client::schedule::parse_duration;
+use delayer_client::schedule::{parse_duration, shortened};
 use delayer_client::{CatchUp, Definition, Overlap};
 
 use super::ini::IniFile;
@@ -40,13 +40,15 @@ pub(super) fn read(ini: &IniFile, now: i64) -> (Vec<Definition>, Vec<String>) {
 }
 
 fn definition(ini: &IniFile, section: &str, name: &str, now: i64) -> Result<Definition, String> {
+    // A long name or value is quoted by its start: the message stays readable.
+    let shown = format!("{PREFIX}{}", shortened(name));
     let wrong = |key: &str, why: &str| {
         let value = ini.get(section, key).unwrap_or_default();
-        format!("[{section}] {key} = {value:?}: {why}")
+        format!("[{shown}] {key} = {:?}: {why}", shortened(value))
     };
     let required = |key: &'static str| -> Result<String, String> {
         ini.get(section, key).map(str::to_string).ok_or_else(|| {
-            format!("[{section}] {key} is missing: a schedule needs a cron and a topic")
+            format!("[{shown}] {key} is missing: a schedule needs a cron and a topic")
         })
     };
     let mut definition = Definition::new(name, &required("cron")?, &required("topic")?);
@@ -177,5 +179,21 @@ mod tests {
             config.unknown
         );
         assert!(parse("").unwrap().schedules.is_empty());
+    }
+
+    #[test]
+    fn a_long_name_or_expression_is_refused_quoting_only_its_start() {
+        let name = "n".repeat(10_000);
+        let error = parse(&format!("[schedule.{name}]\ncron = @daily\ntopic = t\n")).unwrap_err();
+        assert!(
+            error.len() < 400 && error.contains("(10000 bytes)"),
+            "{error}"
+        );
+        let cron = format!("{} * * * *", "0,".repeat(50_000) + "0");
+        let error = parse(&format!("[schedule.s]\ncron = {cron}\ntopic = t\n")).unwrap_err();
+        assert!(
+            error.len() < 400 && error.contains("longer than 1000 bytes"),
+            "{error}"
+        );
     }
 }

@@ -75,7 +75,8 @@ pub async fn take(
         .unwrap_or_default();
     census.redis_version = client.server_version().await.ok().flatten();
     // Every schedule is read, to count the paused: 10,000 cost Redis some 25 ms, in pipelines.
-    // A user that may not read them must not cost `/metrics` its other figures.
+    // A user that may not read them must not cost `/metrics` its other figures (a hash that does
+    // not read is counted, never an error).
     census.schedules = client
         .schedules()
         .await

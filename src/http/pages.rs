@@ -37,8 +37,9 @@ pub(super) async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderM
     ([(CONTENT_TYPE, content_type)], text).into_response()
 }
 
-/// 200 while Redis answered the last look and the loop looked within two `timer_interval`s; 503
-/// with the reason otherwise.
+/// 200 while Redis answered the last look and the loop looked within two `timer_interval`s (and,
+/// with `[kafka]`, while the brokers take messages and delay requests move); 503 with the reason
+/// otherwise.
 pub(super) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     match health(&state) {
         Ok(fine) => (StatusCode::OK, fine).into_response(),
@@ -77,6 +78,13 @@ pub(super) fn health(state: &AppState) -> Result<String, String> {
             "Kafka at {} does not take messages for {:.1} s ({why}): due jobs wait in Redis\n",
             kafka.state().brokers,
             failing_since.elapsed().as_secs_f64()
+        ));
+    }
+    if let Some((topic, partition, waiting, still)) = kafka.requests_stalled() {
+        return Err(format!(
+            "Kafka delay requests do not move: {waiting} wait in partition {partition} of \
+             {topic}, and its offset has not moved for {:.0} s\n",
+            still.as_secs_f64()
         ));
     }
     Ok(format!("ok: looked at the job pool {since:.3} s ago\n"))

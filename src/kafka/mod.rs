@@ -2,14 +2,15 @@
 //! ([`out`]), and delay requests read from a Kafka topic and pushed as jobs ([`requests`]). Only
 //! with a `[kafka]` section: without one, no Kafka client exists (and librdkafka starts no thread).
 
+mod patterns;
 mod settings;
 
 #[cfg(feature = "kafka")]
 mod delay_request;
 #[cfg(feature = "kafka")]
-mod out;
+mod lag;
 #[cfg(feature = "kafka")]
-mod patterns;
+mod out;
 #[cfg(feature = "kafka")]
 mod producer;
 #[cfg(feature = "kafka")]
@@ -21,6 +22,7 @@ mod requests;
 #[cfg(feature = "kafka")]
 mod topics;
 
+pub use patterns::matches;
 pub use settings::{DEFAULT_GROUP, KafkaSettings, Mechanism, MessageForm, Protocol};
 
 #[cfg(feature = "kafka")]
@@ -29,11 +31,15 @@ pub use link::{Link, brokers_answer};
 #[cfg(feature = "kafka")]
 mod link {
     use std::path::Path;
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use anyhow::{Context, Result};
+    use anyhow::{Context, Result, bail};
     use delayer_client::{Client, Target};
+    use rdkafka::client::ClientContext;
+    use rdkafka::config::RDKafkaLogLevel;
+    use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+    use rdkafka::error::KafkaError;
     use rdkafka::producer::Producer;
     use tokio_util::sync::CancellationToken;
 
@@ -67,7 +73,7 @@ mod link {
             metrics: Arc<Metrics>,
         ) -> Result<Link> {
             let producers = Producers::new(settings, metrics.kafka.clone())
-                .context("cannot make a Kafka producer ([kafka])")?;
+                .map_err(|error| producer::not_made(settings, &error))?;
             metrics.kafka.turn_on(&settings.brokers);
             Ok(Link {
                 client,
@@ -116,21 +122,43 @@ mod link {
     }
 
     /// For `--check-config`: whether the brokers answer (their metadata, within a few seconds),
-    /// with how many brokers and topics they told of.
+    /// with how many brokers and topics they told of; else why not, in librdkafka's words, and
+    /// naming the key at fault. A `requests_topic` the brokers do not have is a problem too:
+    /// nothing would be read.
     pub async fn brokers_answer(settings: &KafkaSettings) -> Result<String> {
         let settings = settings.clone();
         tokio::task::spawn_blocking(move || {
-            let consumer: rdkafka::consumer::BaseConsumer = producer::common(&settings)
-                .create()
-                .context("cannot make a Kafka client")?;
-            let metadata =
-                rdkafka::consumer::Consumer::fetch_metadata(&consumer, None, PROBE_TIMEOUT)
-                    .with_context(|| {
-                        format!("the Kafka brokers {} do not answer", settings.brokers)
-                    })?;
+            let probe = Probe::default();
+            let consumer: BaseConsumer<Probe> = producer::common(&settings)
+                .create_with_context(probe)
+                .map_err(|error| producer::not_made(&settings, &error))?;
+            let brokers = &settings.brokers;
+            let metadata = match consumer.fetch_metadata(None, PROBE_TIMEOUT) {
+                Ok(metadata) => metadata,
+                Err(error) => {
+                    // librdkafka's errors and log lines come as events, served by a poll.
+                    let _ = consumer.poll(Duration::ZERO);
+                    let why = consumer
+                        .context()
+                        .why()
+                        .unwrap_or_else(|| error.to_string());
+                    bail!("[kafka] brokers = {brokers}: no broker answers: {why}");
+                }
+            };
+            if let Some(topic) = &settings.requests_topic {
+                let listed = metadata
+                    .topics()
+                    .iter()
+                    .any(|listed| listed.name() == topic && listed.error().is_none());
+                if !listed {
+                    bail!(
+                        "[kafka] requests_topic = {topic}: the brokers {brokers} have no such \
+                         topic (create it: delayer reads it, and a consumer does not create it)"
+                    );
+                }
+            }
             Ok(format!(
-                "the Kafka brokers {} answer ({} brokers, {} topics)",
-                settings.brokers,
+                "the Kafka brokers {brokers} answer ({} brokers, {} topics)",
                 metadata.brokers().len(),
                 metadata.topics().len()
             ))
@@ -138,4 +166,48 @@ mod link {
         .await
         .context("the Kafka check stopped")?
     }
+
+    /// The probe's context: what librdkafka said went wrong, which its errors' codes do not
+    /// ("BrokerTransportFailure" for a refused connection and an unknown host alike).
+    #[derive(Default)]
+    struct Probe {
+        reasons: Mutex<Vec<String>>,
+    }
+
+    impl Probe {
+        /// What went wrong, if librdkafka said: each reason once, in order.
+        fn why(&self) -> Option<String> {
+            let reasons = self.reasons.lock().expect("not poisoned");
+            (!reasons.is_empty()).then(|| reasons.join("; "))
+        }
+
+        fn said(&self, reason: &str) {
+            // "[thrd:127.0.0.1:1/bootstrap]: 127.0.0.1:1/bootstrap: Connect to ... failed: ...":
+            // the thread adds nothing.
+            let reason = match reason.split_once("]: ") {
+                Some((thread, rest)) if thread.starts_with("[thrd:") => rest,
+                _ => reason,
+            };
+            let mut reasons = self.reasons.lock().expect("not poisoned");
+            // "1/1 brokers are down" follows each broker's own reason: it adds nothing.
+            if !reasons.iter().any(|known| known == reason) && !reason.ends_with("brokers are down")
+            {
+                reasons.push(reason.to_string());
+            }
+        }
+    }
+
+    impl ClientContext for Probe {
+        fn log(&self, level: RDKafkaLogLevel, _: &str, message: &str) {
+            if (level as i32) <= RDKafkaLogLevel::Warning as i32 {
+                self.said(message);
+            }
+        }
+
+        fn error(&self, _: KafkaError, reason: &str) {
+            self.said(reason);
+        }
+    }
+
+    impl ConsumerContext for Probe {}
 }

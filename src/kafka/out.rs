@@ -99,7 +99,7 @@ async fn reserve(
     let Flow { room, backoff } = flow;
     let mut topics = Topics::default();
     while !stop.is_cancelled() {
-        let names = match topics.current(client, &settings.topics).await {
+        let names = match topics.current(client, settings).await {
             Ok(names) if !names.is_empty() => names,
             Ok(_) => {
                 pause(TOPICS_CHECK, stop).await;

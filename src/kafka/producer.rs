@@ -58,6 +58,18 @@ pub fn common(settings: &KafkaSettings) -> ClientConfig {
     config
 }
 
+/// Why a Kafka client could not be made, naming the key at fault when librdkafka names its
+/// setting (`ssl.ca.location`: `[kafka] ssl_ca_file` and its path).
+pub fn not_made(settings: &KafkaSettings, error: &KafkaError) -> anyhow::Error {
+    match &settings.security.ca_file {
+        Some(path) if error.to_string().contains("ssl.ca.location") => anyhow::anyhow!(
+            "[kafka] ssl_ca_file = {}: librdkafka cannot use it as CA certificates (PEM): {error}",
+            path.display()
+        ),
+        _ => anyhow::anyhow!("[kafka]: cannot make a Kafka client: {error}"),
+    }
+}
+
 /// The producer: idempotent (a retry after a lost reply writes no second copy), every in-sync
 /// replica acknowledging each message before its delivery is reported.
 fn producer(

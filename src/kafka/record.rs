@@ -39,7 +39,7 @@ pub fn message(job: &Job, settings: &KafkaSettings) -> Result<Message, String> {
         headers.push((DUE_HEADER, unix_ms(due).to_string().into_bytes()));
     }
     Ok(Message {
-        topic: format!("{}{topic}", settings.topic_prefix),
+        topic: settings.kafka_topic(topic),
         key: job.id.as_bytes().to_vec(),
         value,
         headers,
@@ -71,6 +71,7 @@ mod tests {
     #[test]
     fn the_body_form_keys_by_id_and_carries_the_body_and_headers() {
         let mut settings = KafkaSettings::new("k:9092");
+        settings.topics = vec!["*".into()];
         settings.topic_prefix = "delayed.".into();
         let message = message(&job(), &settings).unwrap();
         assert_eq!(message.topic, "delayed.order.close");

@@ -1,9 +1,10 @@
 //! Kafka in: delay requests read from `[kafka] requests_topic` in a consumer group, each pushed as
 //! a job (what a request says: [`delay_request`](super::delay_request)); a bad one is skipped,
-//! logged and counted. Offsets
-//! are committed only after the push; the last offset pushed of each partition is kept in Redis
-//! too, written by the push's own script call, so that a request read again after a crash
-//! between the push and the commit is not pushed twice.
+//! logged and counted. Of one key's requests read together, the last is pushed: in Kafka, a
+//! key's later message is its current one. Offsets are committed only after the push; the last
+//! offset pushed of each partition is kept in Redis too, written by the push's own script call,
+//! so that a request read again after a crash between the push and the commit is not pushed
+//! twice. Meanwhile [`lag`](super::lag) measures how many requests wait.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::delay_request::{Due, Request, request};
+use super::lag;
+use super::patterns::matches;
 use super::producer::{self, Reports};
 use super::settings::KafkaSettings;
 use crate::metrics::KafkaLink;
@@ -72,6 +75,23 @@ pub async fn run(
         instance,
         "kafka: reading delay requests"
     );
+    let consumer = Arc::new(consumer);
+    let reading = read(client, target, settings, link, &consumer, stop);
+    let watching = lag::watch(consumer.clone(), topic, link, stop);
+    tokio::join!(reading, watching);
+    close(consumer).await;
+}
+
+/// Reads requests and pushes them, a batch at a time, until `stop`; a batch pushed is committed
+/// before the loop looks at `stop`.
+async fn read(
+    client: &Client,
+    target: &Target,
+    settings: &KafkaSettings,
+    link: &KafkaLink,
+    consumer: &StreamConsumer<Reports>,
+    stop: &CancellationToken,
+) {
     let offsets_key = format!("{KAFKA_OFFSETS_PREFIX}{}", settings.group);
     'reading: while !stop.is_cancelled() {
         let first = tokio::select! {
@@ -93,9 +113,9 @@ pub async fn run(
         }
         // Retried (the offsets not committed) until Redis takes them.
         loop {
-            match push(client, target, &offsets_key, &messages).await {
-                Ok((pushed, bad)) => {
-                    link.requests(pushed, bad);
+            match push(client, target, settings, &offsets_key, &messages).await {
+                Ok(pushed) => {
+                    link.requests(pushed.jobs, pushed.bad, pushed.superseded);
                     break;
                 }
                 Err(error) => {
@@ -119,13 +139,12 @@ pub async fn run(
             warn!("kafka: cannot commit the offsets of pushed requests: {error}");
         }
     }
-    close(consumer).await;
 }
 
 /// Closes `consumer` (it leaves its group and commits what is left), on a thread of its own:
 /// librdkafka waits for the coordinator, which must not hold the daemon's stop for long. What
 /// is not committed by then is read again, and skipped by the offsets kept in Redis.
-async fn close(consumer: StreamConsumer<Reports>) {
+async fn close(consumer: Arc<StreamConsumer<Reports>>) {
     let (closed, done) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
         drop(consumer);
@@ -136,15 +155,43 @@ async fn close(consumer: StreamConsumer<Reports>) {
     }
 }
 
+/// What came of a batch of requests.
+struct Pushed {
+    /// Pushed as jobs.
+    jobs: usize,
+    /// Skipped as bad.
+    bad: usize,
+    /// Left out for a later request of the same key in the batch.
+    superseded: usize,
+}
+
+/// Where a request was read, for the log.
+struct Place {
+    partition: i32,
+    offset: i64,
+    /// The message's key, as text ("" for none).
+    key: String,
+}
+
+impl Place {
+    fn of(message: &BorrowedMessage<'_>) -> Place {
+        Place {
+            partition: message.partition(),
+            offset: message.offset(),
+            key: String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),
+        }
+    }
+}
+
 /// Pushes the requests of `messages` not pushed before (by any daemon of the group: a partition
-/// may have moved between them), recording with them the last offset pushed of each partition;
-/// how many it pushed, and how many it skipped as bad.
+/// may have moved between them), recording with them the last offset pushed of each partition.
 async fn push(
     client: &Client,
     target: &Target,
+    settings: &KafkaSettings,
     offsets_key: &str,
     messages: &[BorrowedMessage<'_>],
-) -> anyhow::Result<(usize, usize)> {
+) -> anyhow::Result<Pushed> {
     let mut redis = target.connect().await?;
     let field =
         |message: &BorrowedMessage<'_>| format!("{}:{}", message.topic(), message.partition());
@@ -161,7 +208,7 @@ async fn push(
         .zip(known)
         .map(|(field, offset)| (field, offset.unwrap_or(-1)))
         .collect();
-    let (mut jobs, mut bad) = (Vec::new(), 0);
+    let (mut requests, mut bad) = (Vec::new(), 0);
     let mut last: HashMap<String, i64> = HashMap::new();
     for message in messages {
         let field = field(message);
@@ -169,18 +216,23 @@ async fn push(
             continue;
         }
         last.insert(field, message.offset());
-        match request(message) {
-            Ok(request) => jobs.push(request),
+        let place = Place::of(message);
+        match request(message).and_then(|request| unless_looping(settings, request)) {
+            Ok(request) => requests.push((place, request)),
             Err(why) => {
                 warn!(
-                    partition = message.partition(),
-                    offset = message.offset(),
+                    partition = place.partition,
+                    offset = place.offset,
+                    key = place.key,
                     "kafka: delay request skipped: {why}"
                 );
                 bad += 1;
             }
         }
     }
+    let read = requests.len();
+    let requests = latest_of_each_id(requests);
+    let superseded = read - requests.len();
     let mark = Mark {
         key: offsets_key.to_string(),
         fields: last
@@ -188,20 +240,57 @@ async fn push(
             .map(|(field, offset)| (field, offset.to_string()))
             .collect(),
     };
-    let (pushed, refused) = push_all(client, jobs, &mark).await?;
-    Ok((pushed, bad + refused))
+    let (jobs, refused) = push_all(client, requests, &mark).await?;
+    Ok(Pushed {
+        jobs,
+        bad: bad + refused,
+        superseded,
+    })
+}
+
+/// `request`, unless it is for a topic whose jobs would be delivered to the requests topic
+/// itself: read back as a request, pushed again, and so on for ever.
+fn unless_looping(settings: &KafkaSettings, request: Request) -> Result<Request, String> {
+    if matches(&settings.topics, &request.topic) && settings.feeds_requests(&request.topic) {
+        return Err(format!(
+            "its topic {:?} is delivered to the Kafka topic {:?}, the requests topic itself: it \
+             would come back as a request again and again",
+            request.topic,
+            settings.kafka_topic(&request.topic)
+        ));
+    }
+    Ok(request)
+}
+
+/// Of the requests for one job id, the last read (in Kafka, a key's later message is the current
+/// one); the others left out, in order otherwise.
+fn latest_of_each_id<T>(requests: Vec<(T, Request)>) -> Vec<(T, Request)> {
+    let mut last: HashMap<&str, usize> = HashMap::new();
+    for (index, (_, request)) in requests.iter().enumerate() {
+        last.insert(request.id.as_str(), index);
+    }
+    let keep: Vec<bool> = requests
+        .iter()
+        .enumerate()
+        .map(|(index, (_, request))| last[request.id.as_str()] == index)
+        .collect();
+    requests
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(request, keep)| keep.then_some(request))
+        .collect()
 }
 
 /// Pushes `requests` with `mark`, leaving out (with a warning) those the client refuses: a bad
 /// one must not keep the others back. How many it pushed, and how many it left out.
 async fn push_all(
     client: &Client,
-    mut requests: Vec<Request>,
+    mut requests: Vec<(Place, Request)>,
     mark: &Mark,
 ) -> anyhow::Result<(usize, usize)> {
     let mut refused = 0;
     loop {
-        let jobs = requests.iter().map(|request| {
+        let jobs = requests.iter().map(|(_, request)| {
             let job =
                 NewPush::new(request.topic.as_str(), request.body.clone()).id(request.id.as_str());
             match request.due {
@@ -218,8 +307,11 @@ async fn push_all(
         {
             Ok(ids) => return Ok((ids.len(), refused)),
             Err(Error::InBatch { index, error }) => {
-                let request = requests.remove(index);
+                let (place, request) = requests.remove(index);
                 warn!(
+                    partition = place.partition,
+                    offset = place.offset,
+                    key = place.key,
                     id = request.id,
                     topic = request.topic,
                     "kafka: delay request skipped: {error}"
@@ -235,5 +327,55 @@ async fn pause(stop: &CancellationToken) {
     tokio::select! {
         () = tokio::time::sleep(AFTER_A_FAILURE) => {}
         () = stop.cancelled() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn request(id: &str, delay: u64) -> Request {
+        Request {
+            id: id.into(),
+            topic: "t".into(),
+            body: Vec::new(),
+            due: Due::In(Duration::from_secs(delay)),
+        }
+    }
+
+    #[test]
+    fn of_one_ids_requests_the_last_read_is_kept() {
+        let read = vec![
+            (0, request("k", 600)),
+            (1, request("other", 1)),
+            (2, request("k", 1200)),
+        ];
+        let kept: Vec<(i32, u64)> = latest_of_each_id(read)
+            .into_iter()
+            .map(|(offset, request)| match request.due {
+                Due::In(delay) => (offset, delay.as_secs()),
+                Due::At(_) => unreachable!(),
+            })
+            .collect();
+        assert_eq!(kept, [(1, 1), (2, 1200)]);
+    }
+
+    #[test]
+    fn a_request_that_would_come_back_as_a_request_is_refused() {
+        let mut settings = KafkaSettings::new("k:9092");
+        settings.topics = vec!["*".into()];
+        settings.requests_topic = Some("req".into());
+        let mut looping = request("k", 0);
+        looping.topic = "req".into();
+        let why = unless_looping(&settings, looping).unwrap_err();
+        assert!(why.contains("the requests topic itself"), "{why}");
+        assert!(unless_looping(&settings, request("k", 0)).is_ok());
+        // Not delivered to Kafka: a ready list of that name, no loop.
+        settings.topics = vec!["orders".into()];
+        let mut plain = request("k", 0);
+        plain.topic = "req".into();
+        assert!(unless_looping(&settings, plain).is_ok());
     }
 }

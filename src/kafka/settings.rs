@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::patterns::matches;
+
 /// How long a reservation of a job on its way to Kafka lasts unless touched (`[kafka] ttr`).
 pub const DEFAULT_TTR: Duration = Duration::from_secs(30);
 /// How long a job delivered by its id keeps its data (`[kafka] keep_delivered`), as
@@ -17,7 +19,8 @@ pub const DEFAULT_GROUP: &str = "delayer";
 pub struct KafkaSettings {
     /// `brokers`: host:port, comma-separated (librdkafka's `bootstrap.servers`).
     pub brokers: String,
-    /// `topics`: the delayer topics delivered to Kafka, each a name or a pattern with `*`.
+    /// `topics`: the delayer topics delivered to Kafka, each a name or a pattern with `*`; none
+    /// unless the file names some (`*` for every topic).
     pub topics: Vec<String>,
     /// `message`: what a delivered message holds.
     pub message: MessageForm,
@@ -39,11 +42,11 @@ pub struct KafkaSettings {
 }
 
 impl KafkaSettings {
-    /// Settings for `brokers`, every other key at its default.
+    /// Settings for `brokers`, every other key at its default: no topic delivered to Kafka.
     pub fn new(brokers: &str) -> KafkaSettings {
         KafkaSettings {
             brokers: brokers.to_string(),
-            topics: vec!["*".into()],
+            topics: Vec::new(),
             message: MessageForm::Body,
             topic_prefix: String::new(),
             keep_delivered: DEFAULT_KEEP_DELIVERED,
@@ -53,6 +56,34 @@ impl KafkaSettings {
             ttr: DEFAULT_TTR,
             security: Security::default(),
         }
+    }
+}
+
+impl KafkaSettings {
+    /// The Kafka topic that delayer topic `topic`'s jobs are delivered to.
+    pub fn kafka_topic(&self, topic: &str) -> String {
+        format!("{}{topic}", self.topic_prefix)
+    }
+
+    /// Whether due jobs of delayer topic `topic` go to Kafka: `topics` matches it, and its Kafka
+    /// topic is not the requests topic (a job delivered there would come back as a request, and
+    /// so on for ever). The others stay on their ready lists.
+    pub fn delivers(&self, topic: &str) -> bool {
+        matches(&self.topics, topic) && !self.feeds_requests(topic)
+    }
+
+    /// Whether delayer topic `topic`'s Kafka topic is `requests_topic`.
+    pub fn feeds_requests(&self, topic: &str) -> bool {
+        self.requests_topic
+            .as_deref()
+            .is_some_and(|requests| self.kafka_topic(topic) == requests)
+    }
+
+    /// The delayer topic whose Kafka topic would be `requests_topic`, if there is one.
+    pub fn topic_of_requests(&self) -> Option<&str> {
+        self.requests_topic
+            .as_deref()?
+            .strip_prefix(self.topic_prefix.as_str())
     }
 }
 
@@ -134,4 +165,29 @@ impl Mechanism {
         ("SCRAM-SHA-256", Mechanism::ScramSha256),
         ("SCRAM-SHA-512", Mechanism::ScramSha512),
     ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KafkaSettings;
+
+    #[test]
+    fn no_topic_is_delivered_unless_named_and_never_one_that_feeds_the_requests_topic() {
+        let mut settings = KafkaSettings::new("k:9092");
+        assert!(!settings.delivers("orders"), "none by default");
+        settings.topics = vec!["*".into()];
+        settings.requests_topic = Some("delayed.requests".into());
+        settings.topic_prefix = "delayed.".into();
+        assert!(settings.delivers("orders"));
+        assert!(
+            !settings.delivers("requests"),
+            "it would come back as a request"
+        );
+        assert!(settings.feeds_requests("requests"));
+        assert_eq!(settings.topic_of_requests(), Some("requests"));
+        assert_eq!(settings.kafka_topic("orders"), "delayed.orders");
+        settings.topic_prefix = "other.".into();
+        assert!(settings.delivers("requests"));
+        assert_eq!(settings.topic_of_requests(), None);
+    }
 }

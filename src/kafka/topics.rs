@@ -1,11 +1,11 @@
-//! The delayer topics whose due jobs go to Kafka: the registry's that `[kafka] topics` matches,
-//! kept up to date cheaply.
+//! The delayer topics whose due jobs go to Kafka: the registry's that `[kafka] topics` matches
+//! (but the one whose Kafka topic is the requests topic), kept up to date cheaply.
 
 use std::time::{Duration, Instant};
 
 use delayer_client::{Client, Topic};
 
-use super::patterns::matches;
+use super::settings::KafkaSettings;
 
 /// How often the registry's size is looked at (SCARD): a topic added is delivered within this.
 pub const TOPICS_CHECK: Duration = Duration::from_millis(100);
@@ -31,7 +31,7 @@ impl Topics {
     pub async fn current(
         &mut self,
         client: &Client,
-        patterns: &[String],
+        settings: &KafkaSettings,
     ) -> delayer_client::Result<Vec<Topic>> {
         let mut stale = self.read_at.is_none_or(|at| at.elapsed() >= TOPICS_EVERY);
         if !stale
@@ -47,10 +47,14 @@ impl Topics {
             self.size = registry.len() as u64;
             let mut known: Vec<Topic> = registry
                 .into_iter()
-                .filter(|topic| matches(patterns, &String::from_utf8_lossy(topic.as_bytes())))
+                .filter(|topic| settings.delivers(&String::from_utf8_lossy(topic.as_bytes())))
                 .collect();
             // Names without a wildcard are delivered before any push registers them.
-            for pattern in patterns.iter().filter(|pattern| !pattern.contains('*')) {
+            let names = settings
+                .topics
+                .iter()
+                .filter(|pattern| !pattern.contains('*'));
+            for pattern in names.filter(|name| settings.delivers(name)) {
                 let topic = Topic::from(pattern.as_str());
                 if !known.contains(&topic) {
                     known.push(topic);

@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use delayer_client::Stored;
+use delayer_client::{ScheduleList, Stored};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -25,25 +25,43 @@ pub const DEFAULT_LISTED_SCHEDULES: usize = 500;
 /// The schedules in Redis, as a census read them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Schedules {
-    /// Every schedule.
+    /// Every schedule, those that cannot tick included.
     pub count: u64,
     /// Of those, the paused.
     pub paused: u64,
-    /// The first by name (at most `[http] max_listed_schedules`), each with its state.
+    /// Of those, the ones that cannot tick: their hash does not read, or their expression or
+    /// zone cannot be used.
+    pub unusable: u64,
+    /// Of those whose hash reads, the first by name (at most `[http] max_listed_schedules`), each
+    /// with its state.
     pub listed: Vec<Stored>,
+    /// Those whose hash reads, beyond `listed`.
+    pub unlisted: u64,
 }
 
 impl Schedules {
-    /// `all` (by name) counted, and the first `most` kept: by name, so that a schedule keeps its
+    /// `all` counted, and the first `most` that read kept: by name, so that a schedule keeps its
     /// series from one scrape to the next.
-    pub fn new(mut all: Vec<Stored>, most: usize) -> Schedules {
-        let paused = all.iter().filter(|s| s.paused_since.is_some()).count();
-        let count = all.len();
-        all.truncate(most);
+    pub fn new(all: ScheduleList, most: usize) -> Schedules {
+        let ScheduleList {
+            readable: mut listed,
+            unreadable,
+        } = all;
+        let paused = listed.iter().filter(|s| s.paused_since.is_some()).count();
+        let unusable = listed
+            .iter()
+            .filter(|s| s.definition.check(s.next.unwrap_or_default()).is_err())
+            .count()
+            + unreadable.len();
+        let count = listed.len() + unreadable.len();
+        let unlisted = listed.len().saturating_sub(most);
+        listed.truncate(most);
         Schedules {
             count: count as u64,
             paused: paused as u64,
-            listed: all,
+            unusable: unusable as u64,
+            listed,
+            unlisted: unlisted as u64,
         }
     }
 }
@@ -129,9 +147,16 @@ impl Collector for ScheduleFamilies {
             ("schedules", "Schedules in Redis", held.count),
             ("schedules_paused", "Schedules paused", held.paused),
             (
+                "schedules_unusable",
+                "Schedules no daemon claims ticks of: their hash in Redis does not read, or their \
+                 cron or zone cannot be used (a newer version's, or a hand edit); the log and \
+                 delayer schedule list say why",
+                held.unusable,
+            ),
+            (
                 "schedules_unlisted",
                 "Schedules without series of their own (beyond [http] max_listed_schedules)",
-                held.count - held.listed.len() as u64,
+                held.unlisted,
             ),
         ];
         for (name, help, value) in totals {
@@ -181,7 +206,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::{ScheduleFamilies, Schedules};
-    use delayer_client::{Definition, Source, Stored};
+    use delayer_client::schedule::Invalid;
+    use delayer_client::{Definition, ScheduleList, Source, Stored};
     use prometheus_client::encoding::text::encode_registry;
     use prometheus_client::registry::Registry;
 
@@ -202,10 +228,17 @@ mod tests {
         }
     }
 
+    fn list(readable: Vec<Stored>) -> ScheduleList {
+        ScheduleList {
+            readable,
+            unreadable: Vec::new(),
+        }
+    }
+
     #[test]
     fn counts_every_schedule_and_keeps_the_first_by_name() {
         let all = vec![stored("a", false), stored("b", true), stored("c", true)];
-        let schedules = Schedules::new(all, 2);
+        let schedules = Schedules::new(list(all), 2);
         assert_eq!((schedules.count, schedules.paused), (3, 2));
         let names: Vec<&str> = schedules
             .listed
@@ -213,7 +246,27 @@ mod tests {
             .map(|s| s.definition.name.as_str())
             .collect();
         assert_eq!(names, ["a", "b"]);
-        assert!(Schedules::new(Vec::new(), 2).listed.is_empty());
+        assert!(Schedules::new(list(Vec::new()), 2).listed.is_empty());
+    }
+
+    #[test]
+    fn the_schedules_that_cannot_tick_are_counted_and_the_others_keep_their_series() {
+        let mut zone = stored("odd-zone", false);
+        zone.definition.zone = "Mars/Olympus".into();
+        let all = ScheduleList {
+            readable: vec![stored("a", false), zone],
+            unreadable: vec![Invalid {
+                schedule: "bad".into(),
+                field: "catch_up",
+                why: "bogus".into(),
+            }],
+        };
+        let schedules = Schedules::new(all, 1);
+        assert_eq!(
+            (schedules.count, schedules.unusable, schedules.unlisted),
+            (3, 2, 1)
+        );
+        assert_eq!(schedules.listed[0].definition.name, "a");
     }
 
     #[test]
@@ -232,12 +285,13 @@ mod tests {
         (ticking.fired, ticking.skipped, ticking.missed) = (7, 2, 3);
         (ticking.caught_up, ticking.runs, ticking.next) = (1, 4, Some(1_795_000_000_250));
         let all = vec![ticking, stored("paused", true), stored("unlisted", false)];
-        families.hold(Some(Arc::new(Schedules::new(all, 2))));
+        families.hold(Some(Arc::new(Schedules::new(list(all), 2))));
         let text = text();
         for line in [
             "delayer_schedules 3\n",
             "delayer_schedules_paused 1\n",
             "delayer_schedules_unlisted 1\n",
+            "delayer_schedules_unusable 0\n",
             "# TYPE delayer_schedule_ticks_fired counter\n",
             "delayer_schedule_ticks_fired_total{schedule=\"ticking\"} 7\n",
             "delayer_schedule_ticks_skipped_total{schedule=\"ticking\"} 2\n",

@@ -14,6 +14,10 @@ use delayer_wire::scripts::move_due::{Batch, Stuck, StuckBecause};
 use delayer_wire::scripts::release::Released;
 use delayer_wire::{JobId, Topic};
 
+/// Where these lines are logged from. Their text is part of the compatibility promise and says
+/// their fields in its own words: text log lines leave the fields out of them.
+pub const ORIGINAL_LINES: &str = module_path!();
+
 /// Logs the jobs a batch moved and the orphans it dropped.
 pub fn moves(batch: &Batch) {
     // These lines keep the original's exact wording: people grep their logs for them.

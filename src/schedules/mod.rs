@@ -27,7 +27,12 @@ pub async fn run(client: Client, from_file: &[Definition], stop: &CancellationTo
     while !stop.is_cancelled() {
         if !reconciled {
             match reconcile::run(&client, from_file).await {
-                Ok(()) => reconciled = true,
+                Ok(unreadable) => {
+                    for invalid in unreadable {
+                        firing.told_unusable(&invalid.schedule);
+                    }
+                    reconciled = true;
+                }
                 Err(error) => {
                     if !failing {
                         warn!("cannot write the configuration's schedules to Redis yet: {error}");

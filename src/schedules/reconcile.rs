@@ -2,15 +2,19 @@
 //! when it is the same (so that daemons started together with one file write it once). When the
 //! file has schedules, those a file wrote that it no longer has are removed; a file without
 //! any leaves Redis's as they are (a drop-in configuration writes nothing), and schedules added at
-//! run time are never touched.
+//! run time are never touched. A schedule whose hash does not read is left as it is, with a
+//! warning: it must not keep the file's schedules from being written, nor any tick from being
+//! claimed.
 
 use anyhow::Result;
+use delayer_client::schedule::Invalid;
 use delayer_client::{Changed, Client, Definition, Saved, Source};
-use tracing::info;
+use tracing::{info, warn};
 
-pub(super) async fn run(client: &Client, from_file: &[Definition]) -> Result<()> {
+/// Writes `from_file`; returns the schedules in Redis whose hash does not read, each warned of.
+pub(super) async fn run(client: &Client, from_file: &[Definition]) -> Result<Vec<Invalid>> {
     if from_file.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     for definition in from_file {
         match client.save_schedule(definition, Source::File).await? {
@@ -25,7 +29,11 @@ pub(super) async fn run(client: &Client, from_file: &[Definition]) -> Result<()>
             Saved::Same | Saved::Exists => {}
         }
     }
-    for stored in client.schedules().await? {
+    let list = client.schedules().await?;
+    for invalid in &list.unreadable {
+        warn!("{invalid}; its ticks are not claimed until it is saved again");
+    }
+    for stored in &list.readable {
         let name = &stored.definition.name;
         let in_file = from_file.iter().any(|definition| definition.name == *name);
         if stored.source == Source::File
@@ -35,5 +43,5 @@ pub(super) async fn run(client: &Client, from_file: &[Definition]) -> Result<()>
             info!("schedule {name:?} removed: the configuration file no longer has it");
         }
     }
-    Ok(())
+    Ok(list.unreadable)
 }

@@ -17,6 +17,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{Layer, Registry};
 
+use crate::mover::ORIGINAL_LINES;
 use crate::text::escape::OneLine;
 
 /// `[delayer]`'s log keys. `Default` is the blank that the key table (`config/keys.rs`) fills in.
@@ -212,19 +213,38 @@ where
             write!(writer, "[{name}] {time} ")?;
             // Whatever a message holds (it may quote data from Redis), it stays one line.
             event.record(&mut Message(OneLine(&mut writer)));
+            // The original's lines ("Job is ready, Topic: ..., IDs: [...]") keep their shape.
+            if event.metadata().target() != ORIGINAL_LINES {
+                event.record(&mut TextFields(OneLine(&mut writer)));
+            }
             writeln!(writer)
         }
     }
 }
 
-/// Writes an event's message and nothing else: the lines keep the original's shape, and the
-/// fields (for JSON lines) cost nothing here.
+/// Writes an event's message.
 struct Message<W>(W);
 
 impl<W: fmt::Write> Visit for Message<W> {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if field.name() == "message" {
             let _ = write!(self.0, "{value:?}");
+        }
+    }
+}
+
+/// Writes an event's fields after its message, ` name=value` each (text quoted), as text lines
+/// show them.
+struct TextFields<W>(W);
+
+impl<W: fmt::Write> Visit for TextFields<W> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        let _ = write!(self.0, " {}={value:?}", field.name());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() != "message" {
+            let _ = write!(self.0, " {}={value:?}", field.name());
         }
     }
 }
@@ -257,5 +277,67 @@ impl Visit for JsonFields {
             _ => serde_json::Value::String(text),
         };
         self.0.insert(field.name().into(), value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    use tracing::{info, warn};
+
+    use super::*;
+
+    /// What `log` writes as text lines.
+    fn text_of(log: impl FnOnce()) -> String {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let sink = written.clone();
+        let layer = tracing_subscriber::fmt::layer()
+            .event_format(Lines {
+                json: false,
+                journald: false,
+            })
+            .with_writer(move || Sink(sink.clone()));
+        tracing::subscriber::with_default(Registry::default().with(layer), log);
+        String::from_utf8(written.lock().unwrap().clone()).unwrap()
+    }
+
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl io::Write for Sink {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn text_lines_carry_their_fields_but_the_originals_keep_their_shape() {
+        let text = text_of(|| {
+            warn!(
+                partition = 3,
+                offset = 7_i64,
+                key = "order-42",
+                "kafka: delay request skipped: why"
+            );
+            info!(target: ORIGINAL_LINES, topic = "t", count = 1, "Job is ready, Topic: t, IDs: [a]");
+        });
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].starts_with("[warning] ")
+                && lines[0].ends_with(
+                    " kafka: delay request skipped: why partition=3 offset=7 key=\"order-42\""
+                ),
+            "{text}"
+        );
+        assert!(
+            lines[1].ends_with(" Job is ready, Topic: t, IDs: [a]"),
+            "{text}"
+        );
     }
 }

@@ -1300,6 +1300,7 @@ async fn schedules_tick_once_on_a_cluster() {
         .schedules()
         .await
         .unwrap()
+        .readable
         .into_iter()
         .map(|stored| stored.definition.name)
         .collect();

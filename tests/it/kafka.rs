@@ -179,7 +179,7 @@ async fn due_jobs_reach_kafka_once_each_by_key_and_never_early_from_three_daemon
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
-    let config = with_kafka(&broker, "message = body\n");
+    let config = with_kafka(&broker, "topics = *\nmessage = body\n");
     let daemons: Vec<Daemon> = ["a", "b", "c"]
         .iter()
         .map(|name| Daemon::start(&server.daemon_config(name, &config).0))
@@ -309,7 +309,7 @@ async fn a_job_whose_kafka_topic_does_not_exist_is_dead_with_the_reason_and_othe
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
-    let (config, _) = server.daemon_config("a", &with_kafka(&broker, ""));
+    let (config, logs) = server.daemon_config("a", &with_kafka(&broker, "topics = *\n"));
     let _daemon = Daemon::start(&config);
     for n in 0..20 {
         client
@@ -347,6 +347,16 @@ async fn a_job_whose_kafka_topic_does_not_exist_is_dead_with_the_reason_and_othe
         "{listed}"
     );
     assert_eq!(left_in_redis(&mut redis, &["absent", "present"]).await, 0);
+    // A text line carries its fields, as JSON lines do.
+    let logged = read(&logs.error);
+    let line = logged
+        .lines()
+        .find(|line| line.contains("kafka: job sent to the dead list: Kafka refused it"))
+        .unwrap_or_else(|| panic!("no line of a job sent to the dead list:\n{logged}"));
+    assert!(
+        line.contains(" id=absent-") && line.ends_with(" topic=absent"),
+        "{line}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -356,7 +366,7 @@ async fn a_broker_killed_and_restarted_mid_delivery_loses_nothing() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
-    let (config, _) = server.daemon_config("a", &with_kafka(&broker, ""));
+    let (config, _) = server.daemon_config("a", &with_kafka(&broker, "topics = *\n"));
     let _daemon = Daemon::start(&config);
     let due = push_jobs(&client, &mut redis, &["t"], 600, 4_000).await;
     // Killed once some are delivered, and down for 3 s while the others fall due: librdkafka
@@ -387,7 +397,7 @@ async fn a_daemon_killed_mid_delivery_leaves_its_job_to_be_delivered_again_after
     let server = RedisServer::start();
     let redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
-    let (config, logs) = server.daemon_config("a", &with_kafka(&broker, "ttr = 2\n"));
+    let (config, logs) = server.daemon_config("a", &with_kafka(&broker, "topics = *\nttr = 2\n"));
     // The broker down: the delivery fails (after librdkafka's 15 s), the job is given back and
     // tried again one at a time; the daemon is killed while it holds the job, reserved.
     broker.kill();
@@ -684,21 +694,72 @@ fn kafka_client(broker: &KafkaBroker, args: &[&str]) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn check_config_says_whether_the_brokers_answer() {
+async fn check_config_says_whether_the_brokers_answer_and_names_each_mistake_once() {
     let broker = KafkaBroker::start();
+    broker.create_topic("requests", 1);
     let server = RedisServer::start();
-    let (config, _) = server.daemon_config("a", &with_kafka(&broker, ""));
+    let (config, _) = server.daemon_config(
+        "a",
+        &with_kafka(&broker, "topics = *\nrequests_topic = requests\n"),
+    );
     let out = delayer_succeeds(&config, &["--check-config"]);
     assert!(
         out.contains(&format!("the Kafka brokers {} answer", broker.address())),
         "{out}"
     );
+    // Each mistake: one error, naming the key and the value, with librdkafka's own reason.
+    let errors = |kafka: &str| {
+        let (config, _) = server.daemon_config("b", &format!("[kafka]\n{kafka}"));
+        let output = support::delayer_command()
+            .arg("-c")
+            .arg(&config)
+            .arg("--check-config")
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .filter(|line| line.starts_with("error: "))
+            .map(str::to_string)
+            .collect::<Vec<String>>()
+    };
     let nobody = format!("127.0.0.1:{}", support::free_port());
-    let (config, _) = server.daemon_config("b", &format!("[kafka]\nbrokers = {nobody}\n"));
-    let error = delayer_fails(&config, &["--check-config"]);
+    let refused = errors(&format!("brokers = {nobody}\ntopics = *\n"));
+    assert_eq!(refused.len(), 1, "{refused:?}");
     assert!(
-        error.contains(&format!("the Kafka brokers {nobody} do not answer")),
-        "{error}"
+        refused[0].contains(&format!("[kafka] brokers = {nobody}: no broker answers: "))
+            && refused[0].contains("Connection refused")
+            && !refused[0].contains("BrokerTransportFailure"),
+        "{refused:?}"
+    );
+    let unknown = errors("brokers = nohost.invalid:9092\ntopics = *\n");
+    assert!(
+        unknown.len() == 1 && unknown[0].contains("Failed to resolve 'nohost.invalid:9092'"),
+        "{unknown:?}"
+    );
+    let port = errors("brokers = 127.0.0.1:99999\ntopics = *\n");
+    assert!(
+        port.len() == 1 && port[0].contains("[kafka] brokers = \"127.0.0.1:99999\""),
+        "{port:?}"
+    );
+    let ca = errors(&format!(
+        "brokers = {}\ntopics = *\nsecurity_protocol = ssl\nssl_ca_file = /nonexistent/ca.pem\n",
+        broker.address()
+    ));
+    assert!(
+        ca.len() == 1
+            && ca[0].contains("[kafka] ssl_ca_file = /nonexistent/ca.pem: cannot be read"),
+        "{ca:?}"
+    );
+    let missing = errors(&format!(
+        "brokers = {}\nrequests_topic = absent\n",
+        broker.address()
+    ));
+    assert!(
+        missing.len() == 1
+            && missing[0].contains("[kafka] requests_topic = absent: the brokers")
+            && missing[0].contains("have no such topic"),
+        "{missing:?}"
     );
     let (config, _) = server.daemon_config("c", "[kafka]\ntopics = x\n");
     let error = delayer_fails(&config, &["--check-config"]);
@@ -725,7 +786,7 @@ async fn without_a_kafka_section_there_is_no_kafka_client_nor_thread() {
     let (without, _, http) = serving(&server, "plain", "");
     let metrics = request(&http, "GET", "/metrics", &[], b"").body;
     assert!(!metrics.contains("kafka"), "{metrics}");
-    let (linked, logs) = server.daemon_config("linked", &with_kafka(&broker, ""));
+    let (linked, logs) = server.daemon_config("linked", &with_kafka(&broker, "topics = *\n"));
     let with = Daemon::start(&linked);
     logs.wait_for_line("Service started successfully");
     wait_for(
@@ -738,4 +799,228 @@ async fn without_a_kafka_section_there_is_no_kafka_client_nor_thread() {
     )
     .await;
     assert_eq!(kafka_threads(&without), 0);
+}
+
+/// Waits until `topic`'s ready list holds job `id` (a delay request pushed, or a job that stays).
+async fn wait_on_ready_list(redis: &MultiplexedConnection, topic: &str, id: &str) {
+    wait_for(
+        Duration::from_secs(60),
+        &format!("{id} on the ready list of {topic}"),
+        || {
+            let mut redis = redis.clone();
+            let key = ready_queue(topic);
+            async move {
+                let ids: Vec<String> = redis.lrange(key, 0, -1).await.unwrap();
+                ids.iter().any(|held| held == id).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+/// A request by headers: `key`, to `topic`, due in `delay_ms`.
+fn delay_request(key: &str, topic: &str, delay_ms: u64, body: &str) -> Value {
+    serde_json::json!({
+        "key": key,
+        "value": body,
+        "headers": {"delayer-topic": topic, "delayer-delay-ms": delay_ms.to_string()},
+    })
+}
+
+/// `[kafka]` for Kafka in only, `topics` left out or empty: no topic's due jobs go to Kafka. A
+/// legacy client's job stays on its ready list (before, every topic went to Kafka, and a topic
+/// Kafka lacks was dead-listed).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kafka_section_without_topics_delivers_no_topic_to_kafka() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("requests", 1);
+    let server = RedisServer::start();
+    let redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    for (name, topics) in [("missing", ""), ("empty", "topics =   ; Kafka in only\n")] {
+        // A group each: the first daemon, a static member, keeps its partition after its stop.
+        let kafka = format!("{topics}requests_topic = requests\ngroup = {name}\n");
+        let (config, logs) = server.daemon_config(name, &with_kafka(&broker, &kafka));
+        let daemon = Daemon::start(&config);
+        let id = format!("php-{name}");
+        client
+            .push("orders.php", "{}")
+            .id(id.as_str())
+            .await
+            .unwrap();
+        // Once a request read from Kafka is on its ready list, the link has long run: a job of
+        // orders.php would have been reserved within 0.1 s.
+        let marker = format!("marker-{name}");
+        produce_kafka(
+            &broker,
+            "requests",
+            &[delay_request(&marker, "plain", 0, "m")],
+        );
+        wait_on_ready_list(&redis, "plain", &marker).await;
+        let mut redis = redis.clone();
+        let ready: Vec<String> = redis
+            .lrange(ready_queue("orders.php"), 0, -1)
+            .await
+            .unwrap();
+        assert!(ready.contains(&id), "{ready:?}");
+        let dead = client.dead("orders.php", 10).await.unwrap();
+        assert!(dead.is_empty(), "{dead:?}");
+        let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+        assert_eq!(reserved, 0);
+        stop(daemon, &logs);
+    }
+}
+
+/// With `topics = *`, a request whose topic would be delivered to the requests topic itself is
+/// skipped with why, logged with its partition, offset and key, and counted; a job pushed to
+/// that topic stays on its ready list. Before, such a request came back again and again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_for_the_requests_topic_is_refused_and_never_loops() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("req", 1);
+    broker.create_topic("out", 1);
+    let server = RedisServer::start();
+    let redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    client.push("req", "direct").id("direct").await.unwrap();
+    produce_kafka(
+        &broker,
+        "req",
+        &[
+            delay_request("looping", "req", 0, "again?"),
+            delay_request("marker", "out", 0, "m"),
+        ],
+    );
+    let kafka = "topics = *\nrequests_topic = req\n";
+    let (daemon, logs, http) = serving_with(&server, "a", &with_kafka(&broker, kafka), "");
+
+    let out = read_kafka(&broker, &["out"], 1, 60);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].key.as_deref(), Some("marker"));
+    // The marker came after the looping request: had that one been pushed, it would be in req
+    // by now (pushed with no delay, as the marker was).
+    wait_for(Duration::from_secs(10), "the marker acked in Redis", || {
+        let mut redis = redis.clone();
+        async move { (left_in_redis(&mut redis, &["out"]).await == 0).then_some(()) }
+    })
+    .await;
+    let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+    assert_eq!(metrics["delayer_kafka_bad_requests_total"], 1.0);
+    assert_eq!(metrics["delayer_kafka_requests_total"], 1.0);
+    stop(daemon, &logs);
+    let requests = read_kafka(&broker, &["req"], 2, 10);
+    assert_eq!(requests.len(), 2, "nothing produced to req: {requests:?}");
+    assert_eq!(client.get("looping").await.unwrap().state, State::Unknown);
+    let mut redis = redis.clone();
+    let ready: Vec<String> = redis.lrange(ready_queue("req"), 0, -1).await.unwrap();
+    assert_eq!(ready, ["direct"], "a job of req stays on its ready list");
+    let logged = read(&logs.error);
+    let line = logged
+        .lines()
+        .find(|line| line.contains("kafka: delay request skipped: "))
+        .unwrap_or_else(|| panic!("no skipped request logged:\n{logged}"));
+    assert!(
+        line.contains("the requests topic itself")
+            && line.ends_with(" partition=0 offset=0 key=\"looping\""),
+        "{line}"
+    );
+    assert!(
+        logged.contains("covers the topic \"req\""),
+        "warned at start:\n{logged}"
+    );
+}
+
+/// Two requests of one key read together (produced before the daemon starts): the later one is
+/// pushed, the earlier superseded (counted apart, not bad), and both offsets committed.
+#[tokio::test(flavor = "multi_thread")]
+async fn of_one_keys_requests_read_together_the_later_one_wins() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("requests", 1);
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    produce_kafka(
+        &broker,
+        "requests",
+        &[
+            delay_request("order-42", "orders", 600_000, "in 10 min"),
+            delay_request("order-42", "orders", 1_200_000, "in 20 min"),
+            delay_request("order-7", "orders", 600_000, "other"),
+        ],
+    );
+    let start = redis_ms(&mut redis).await;
+    let kafka = "requests_topic = requests\n";
+    let (daemon, logs, http) = serving_with(&server, "a", &with_kafka(&broker, kafka), "");
+    wait_until_sync(Duration::from_secs(60), "the requests committed", || {
+        kafka_client(&broker, &["committed", "delayer", "requests"]).trim() == "3"
+    });
+    let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+    stop(daemon, &logs);
+    let info = client.get("order-42").await.unwrap();
+    assert_eq!(info.body.as_deref(), Some(&b"in 20 min"[..]));
+    let due: f64 = redis.zscore(JOB_POOL, "order-42").await.unwrap();
+    let due_ms = (due * 1000.0) as i64;
+    assert!(
+        (start + 1_190_000..start + 1_260_000).contains(&due_ms),
+        "due in 20 min: {} s after the start",
+        (due_ms - start) / 1000
+    );
+    assert!(client.get("order-7").await.is_ok());
+    assert_eq!(metrics["delayer_kafka_requests_total"], 2.0);
+    assert_eq!(metrics["delayer_kafka_superseded_requests_total"], 1.0);
+    assert_eq!(metrics["delayer_kafka_bad_requests_total"], 0.0);
+}
+
+/// Requests that wait while their offset stands still (Redis refuses the pushes: the offsets'
+/// key holds a string) show in `/metrics` as the partition's lag, are warned of once they have
+/// stood still 30 s, and make `/healthz` 503; once Redis takes them, they move again.
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_that_stop_moving_are_counted_warned_of_and_fail_healthz() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("requests", 1);
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let _: () = redis
+        .set("delayer:kafka_offsets:delayer", "not a hash")
+        .await
+        .unwrap();
+    let requests: Vec<Value> = (0..3)
+        .map(|n| delay_request(&format!("r{n}"), "plain", 0, "b"))
+        .collect();
+    produce_kafka(&broker, "requests", &requests);
+    let kafka = "requests_topic = requests\n";
+    let (daemon, logs, http) = serving_with(&server, "a", &with_kafka(&broker, kafka), "");
+    let lag = "delayer_kafka_requests_lag{partition=\"0\"}";
+    wait_until_sync(Duration::from_secs(60), "the lag in /metrics", || {
+        let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+        metrics.get(lag) == Some(&3.0)
+    });
+    wait_until_sync(Duration::from_secs(60), "the stall told", || {
+        read(&logs.error)
+            .contains("kafka: delay requests do not move: 3 wait in partition 0 of requests")
+    });
+    let health = request(&http, "GET", "/healthz", &[], b"");
+    assert_eq!(health.status, 503, "{}", health.body);
+    assert!(
+        health
+            .body
+            .contains("Kafka delay requests do not move: 3 wait in partition 0 of requests"),
+        "{}",
+        health.body
+    );
+    let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+    assert!(metrics["delayer_kafka_requests_stalled_seconds"] >= 30.0);
+
+    let _: () = redis.del("delayer:kafka_offsets:delayer").await.unwrap();
+    for n in 0..3 {
+        wait_on_ready_list(&redis, "plain", &format!("r{n}")).await;
+    }
+    wait_until_sync(Duration::from_secs(30), "the requests moving again", || {
+        read(&logs.access).contains("kafka: delay requests move again")
+            && request(&http, "GET", "/healthz", &[], b"").status == 200
+    });
+    let metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+    assert_eq!(metrics[lag], 0.0);
+    assert_eq!(metrics["delayer_kafka_requests_stalled_seconds"], 0.0);
+    stop(daemon, &logs);
 }

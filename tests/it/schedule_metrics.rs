@@ -116,6 +116,7 @@ async fn metrics_give_each_schedules_counts_next_tick_and_pause_as_redis_holds_t
         .schedules()
         .await
         .unwrap()
+        .readable
         .into_iter()
         .map(|stored| (stored.definition.name.clone(), stored))
         .collect();
@@ -170,6 +171,69 @@ async fn metrics_give_each_schedules_counts_next_tick_and_pause_as_redis_holds_t
     );
     promtool_check(&request(&http, "GET", "/metrics", &[], b"").body);
     daemon.stop();
+}
+
+/// A schedule hash that does not read (a `catch_up` word from a newer version): `/metrics` keeps
+/// the others' series and counts it, the API's list and the console's page show the others and
+/// say why of it.
+#[tokio::test]
+async fn an_unreadable_schedule_is_counted_and_flagged_and_the_others_keep_their_series() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    for name in ["good", "newer"] {
+        client
+            .save_schedule(&Definition::new(name, "0 0 1 1 *", "t"), Source::Api)
+            .await
+            .unwrap();
+    }
+    let _: () = redis::cmd("HSET")
+        .arg("delayer:schedule:newer")
+        .arg("catch_up")
+        .arg("bogus")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let (_daemon, _logs, http) = serving(&server, "metrics", "");
+
+    let mut metrics = HashMap::new();
+    wait_until_sync(Duration::from_secs(10), "a census of the schedules", || {
+        metrics = samples(&request(&http, "GET", "/metrics", &[], b"").body);
+        metrics.contains_key("delayer_schedules")
+    });
+    assert_eq!(metrics["delayer_schedules"], 2.0);
+    assert_eq!(metrics["delayer_schedules_unusable"], 1.0);
+    assert_eq!(metrics["delayer_schedules_unlisted"], 0.0);
+    assert_eq!(metrics[&series("schedule_ticks_fired_total", "good")], 0.0);
+    assert!(
+        !metrics.keys().any(|key| key.contains("\"newer\"")),
+        "{metrics:?}"
+    );
+
+    let listed = support::http_client::post(
+        &http,
+        "/delay-queue/api/schedules/list",
+        &serde_json::json!({}),
+    );
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let listed = listed.json();
+    assert_eq!(listed["data"][0]["name"], "good");
+    assert_eq!(
+        listed["data"][1],
+        serde_json::json!({
+            "name": "newer",
+            "unreadable": "catch_up: \"bogus\" is not one of skip, latest, all"
+        })
+    );
+    let page = request(&http, "GET", "/schedules", &[], b"");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("<td>good</td>"), "{}", page.body);
+    assert!(
+        page.body
+            .contains("unreadable: catch_up: &quot;bogus&quot; is not one of skip, latest, all"),
+        "{}",
+        page.body
+    );
 }
 
 #[tokio::test]

@@ -536,3 +536,174 @@ async fn a_reserved_job_makes_overlap_skip_skip_the_next_ticks() {
     count("fired", 2).await;
     daemon.stop();
 }
+
+/// Writes what Redis holds of schedule `name` (its hash, and its entry in the registry and, with
+/// `next`, in the queue by next tick) as a hand edit or a newer version would.
+async fn write_schedule_by_hand(
+    redis: &mut MultiplexedConnection,
+    name: &str,
+    fields: &[(&str, &str)],
+    next: Option<f64>,
+) {
+    let _: () = redis
+        .hset_multiple(format!("delayer:schedule:{name}"), fields)
+        .await
+        .unwrap();
+    let topic = fields
+        .iter()
+        .find(|(field, _)| *field == "topic")
+        .unwrap()
+        .1;
+    let _: () = redis.hset(SCHEDULES, name, topic).await.unwrap();
+    if let Some(next) = next {
+        let _: () = redis
+            .zadd("delayer:schedules_by_next", name, next)
+            .await
+            .unwrap();
+    }
+}
+
+/// A schedule hash that does not read (a `catch_up` word from a newer version), due now, and one
+/// whose zone is unknown: a daemon that starts with a file schedule still writes it and claims
+/// its ticks, warns once of the bad one; `stats` and `schedule list` show the others and say
+/// why of each bad one; the bad hash is left as it was.
+#[tokio::test]
+async fn an_unreadable_schedule_is_skipped_and_flagged_and_the_others_tick() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let now = redis_ms(&mut redis).await as f64 / 1000.0;
+    let bad = [
+        ("cron", "0 0 1 1 *"),
+        ("zone", "UTC"),
+        ("topic", "bt"),
+        ("catch_up", "bogus"),
+        ("catch_up_window", "3600"),
+        ("overlap", "allow"),
+        ("source", "api"),
+        ("version", "1"),
+        ("next", "1795840000.000"),
+    ];
+    write_schedule_by_hand(&mut redis, "bad", &bad, Some(now)).await;
+    let mut zoned = bad;
+    zoned[1] = ("zone", "Mars/Olympus");
+    zoned[3] = ("catch_up", "skip");
+    write_schedule_by_hand(&mut redis, "zoned", &zoned, None).await;
+    let (config, logs) = server.daemon_config("daemon", &with_schedule("", EVERY_SECOND));
+    let daemon = Daemon::start(&config);
+
+    let ids = support::wait_for_ready(&redis, "ticks", 2).await;
+    assert!(ids.iter().all(|id| id.to_string().starts_with("tick@")));
+    daemon.stop();
+    let fired: i64 = redis.hget("delayer:schedule:tick", "fired").await.unwrap();
+    assert!(fired >= 2, "{fired}");
+    let logged = support::read(&logs.error);
+    assert_eq!(
+        logged
+            .matches("schedule \"bad\": catch_up: \"bogus\" is not one of skip, latest, all")
+            .count(),
+        1,
+        "warned once:\n{logged}"
+    );
+    let held: HashMap<String, String> = redis.hgetall("delayer:schedule:bad").await.unwrap();
+    assert_eq!(held["catch_up"], "bogus", "left as it was");
+    assert_eq!(held["next"], "1795840000.000");
+
+    let stats = delayer_succeeds(&config, &["stats"]);
+    let row = |name: &str| {
+        stats
+            .lines()
+            .find(|line| line.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no row of {name}:\n{stats}"))
+            .to_string()
+    };
+    assert!(
+        row("bad").contains("unreadable: catch_up: \"bogus\" is not one of skip, latest, all"),
+        "{stats}"
+    );
+    assert!(
+        row("zoned").contains("unusable: zone: \"Mars/Olympus\" is not a time zone"),
+        "{stats}"
+    );
+    assert!(!stats.contains("1795840000000"), "no raw unix ms:\n{stats}");
+    assert!(row("tick").contains("T"), "{stats}");
+    let list = delayer_succeeds(&config, &["schedule", "list"]);
+    let names: Vec<&str> = list
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(names, ["bad", "tick", "zoned"], "{list}");
+    assert!(list.contains("unreadable: catch_up:"), "{list}");
+    assert!(list.contains("unusable: zone:"), "{list}");
+    let json: serde_json::Value =
+        serde_json::from_str(&delayer_succeeds(&config, &["schedule", "list", "--json"])).unwrap();
+    assert_eq!(
+        json[0],
+        serde_json::json!({
+            "name": "bad",
+            "unreadable": "catch_up: \"bogus\" is not one of skip, latest, all"
+        })
+    );
+    assert_eq!(json[1]["name"], "tick");
+    assert_eq!(json[1]["unusable"], serde_json::Value::Null);
+    assert!(
+        json[2]["unusable"]
+            .as_str()
+            .unwrap()
+            .starts_with("zone: \"Mars/Olympus\""),
+        "{json}"
+    );
+    let stats: serde_json::Value =
+        serde_json::from_str(&delayer_succeeds(&config, &["stats", "--json"])).unwrap();
+    assert_eq!(stats["schedules"], json);
+    // The one that does not read is said so by `show`, and can be removed.
+    let shown = delayer_fails(&config, &["schedule", "show", "bad"]);
+    assert!(shown.contains("catch_up"), "{shown}");
+    delayer_succeeds(&config, &["schedule", "remove", "bad"]);
+    let exists: bool = redis.exists("delayer:schedule:bad").await.unwrap();
+    assert!(!exists);
+}
+
+/// A name or an expression too long is refused by every path that writes a schedule, quoting only
+/// its start, and nothing is written.
+#[tokio::test]
+async fn a_long_name_or_expression_is_refused_quoting_only_its_start() {
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let (config, _) = server.daemon_config("cli", "");
+    let long_name = "n".repeat(10_000);
+    let refused = delayer_fails(
+        &config,
+        &[
+            "schedule", "add", &long_name, "--cron", "@daily", "--topic", "t",
+        ],
+    );
+    assert!(
+        refused.len() < 500 && refused.contains("(10000 bytes)"),
+        "{refused}"
+    );
+    // A minute listed 50,000 times: croner reads it.
+    let long_cron = format!("{} * * * *", "0,".repeat(50_000) + "0");
+    let refused = delayer_fails(
+        &config,
+        &["schedule", "add", "s", "--cron", &long_cron, "--topic", "t"],
+    );
+    assert!(
+        refused.len() < 500 && refused.contains("longer than 1000 bytes"),
+        "{refused}"
+    );
+    let keys: Vec<String> = redis.keys("*").await.unwrap();
+    assert!(keys.is_empty(), "nothing written: {keys:?}");
+    let (file, _) = server.daemon_config(
+        "file",
+        &with_schedule("", &format!("[schedule.s]\ncron = {long_cron}\ntopic = t")),
+    );
+    let checked = delayer_fails(&file, &["--check-config"]);
+    assert!(
+        checked.contains("[schedule.s] cron = \"0,0,")
+            && checked.contains("longer than 1000 bytes"),
+        "{}",
+        &checked[..checked.len().min(2000)]
+    );
+    assert!(checked.len() < 10_000, "{}", checked.len());
+}

@@ -35,7 +35,7 @@ pub enum Error {
     #[error("{0}")]
     InvalidSchedule(#[from] delayer_wire::schedule::Invalid),
     /// There is no schedule of this name.
-    #[error("there is no schedule {0:?}")]
+    #[error("there is no schedule {:?}", delayer_wire::schedule::shortened(.0))]
     UnknownSchedule(String),
     /// A push had an empty body, which the legacy clients take for an expired job.
     #[error(

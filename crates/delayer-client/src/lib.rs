@@ -41,6 +41,7 @@ pub use client::history::{History, SEND_EVERY};
 pub use client::inspect::JobTimes;
 pub use client::pop::HeldJob;
 pub use client::push::{Expanded, NewPush, Push, Removed};
+pub use client::schedules::ScheduleList;
 pub use client::stats::{Lengths, Stats, TopicDetails, TopicStats};
 pub use client::waiting::{
     Cursor, MAX_PROMOTE, MAX_PROMOTE_READ, MAX_WAITING_READ, Promoted, TopicPromotion, WaitingJob,

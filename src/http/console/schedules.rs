@@ -1,13 +1,14 @@
 //! The schedules' page (`/schedules`): every schedule with its next ticks in its own zone, its
 //! last tick and job, its counts, whether it is paused, and (to those who may act) pause, resume
-//! and run now.
+//! and run now. A schedule Redis holds that cannot tick (its hash does not read, or its expression
+//! or zone cannot be used) has a row that says why.
 
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
-use delayer_client::schedule::Cadence;
+use delayer_client::schedule::{Cadence, Invalid};
 use delayer_client::{State as JobState, Stored};
 use delayer_wire::keys::Placement;
 use futures_util::StreamExt;
@@ -21,7 +22,7 @@ use super::links::{job_link, topic_link};
 use super::viewer::{Viewer, viewer};
 use crate::http::reply::status_of;
 use crate::http::state::AppState;
-use crate::text::schedule::{cadence, local, upcoming};
+use crate::text::schedule::{cadence, local, upcoming, why};
 
 /// The next ticks a row shows.
 const TICKS_SHOWN: usize = 3;
@@ -53,17 +54,33 @@ pub(super) async fn show(
 /// A schedule as its row shows it.
 struct Row {
     stored: Stored,
-    cadence: Option<Cadence>,
+    /// When it ticks, or why it cannot.
+    cadence: Result<Cadence, String>,
     /// The state of its last job, when it is cheap to know (see [`rows`]).
     last_job: Option<JobState>,
 }
 
-/// Every schedule, with its last job's state. In the cluster layout that state is left to the
-/// job's page: finding a job by id alone there asks every topic.
-async fn rows(state: &AppState) -> delayer_client::Result<Vec<Row>> {
-    let schedules = state.client.schedules().await?;
+/// A row of the table: a schedule, or one whose hash does not read.
+enum Line {
+    Schedule(Box<Row>),
+    Unreadable(Invalid),
+}
+
+impl Line {
+    fn name(&self) -> &str {
+        match self {
+            Line::Schedule(row) => &row.stored.definition.name,
+            Line::Unreadable(invalid) => &invalid.schedule,
+        }
+    }
+}
+
+/// Every schedule by name, with its last job's state. In the cluster layout that state is left
+/// to the job's page: finding a job by id alone there asks every topic.
+async fn rows(state: &AppState) -> delayer_client::Result<Vec<Line>> {
+    let list = state.client.schedules().await?;
     let look_up = state.client.settings().layout.placement == Placement::Shared;
-    let rows = futures_util::stream::iter(schedules)
+    let rows: Vec<Row> = futures_util::stream::iter(list.readable)
         .map(|stored| async move {
             let last_job = match &stored.last_job {
                 // Without the body: the page never shows it.
@@ -79,10 +96,16 @@ async fn rows(state: &AppState) -> delayer_client::Result<Vec<Row>> {
         .buffered(LOOKUPS_AT_ONCE)
         .collect()
         .await;
-    Ok(rows)
+    let mut lines: Vec<Line> = rows
+        .into_iter()
+        .map(|row| Line::Schedule(Box::new(row)))
+        .collect();
+    lines.extend(list.unreadable.into_iter().map(Line::Unreadable));
+    lines.sort_by(|a, b| a.name().cmp(b.name()));
+    Ok(lines)
 }
 
-fn render(rows: &[Row], viewer: &Viewer) -> Markup {
+fn render(rows: &[Line], viewer: &Viewer) -> Markup {
     html! {
         h1 { "Schedules" }
         @if rows.is_empty() {
@@ -97,7 +120,25 @@ fn render(rows: &[Row], viewer: &Viewer) -> Markup {
                     th.n { "missed" } th.n { "caught up" } th { "state" }
                     @if viewer.authorized { th { "act" } }
                 }
-                @for row in rows { (row_of(row, viewer)) }
+                @for line in rows {
+                    @match line {
+                        Line::Schedule(row) => (row_of(row, viewer)),
+                        Line::Unreadable(invalid) => (unreadable_row(invalid, viewer)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A schedule whose hash does not read: its name, and why across the other columns.
+fn unreadable_row(invalid: &Invalid, viewer: &Viewer) -> Markup {
+    let columns = if viewer.authorized { 12 } else { 11 };
+    html! {
+        tr {
+            td { (invalid.schedule) }
+            td.bad colspan=(columns) {
+                "unreadable: " (why(invalid)) "; no daemon claims its ticks until it is saved again"
             }
         }
     }
@@ -106,7 +147,8 @@ fn render(rows: &[Row], viewer: &Viewer) -> Markup {
 fn row_of(row: &Row, viewer: &Viewer) -> Markup {
     let stored = &row.stored;
     let definition = &stored.definition;
-    let local = |tick: i64| local(row.cadence.as_ref(), tick);
+    let cadence = row.cadence.as_ref().ok();
+    let local = |tick: i64| local(cadence, tick);
     html! {
         tr {
             td { (definition.name) }
@@ -114,10 +156,12 @@ fn row_of(row: &Row, viewer: &Viewer) -> Markup {
             td { (definition.zone) }
             td { (topic_link(&definition.topic.as_str().into())) }
             td.nw {
-                @if stored.paused_since.is_some() {
+                @if let Err(why) = &row.cadence {
+                    span.bad { "unusable: " (why) }
+                } @else if stored.paused_since.is_some() {
                     "—"
                 } @else {
-                    @for (index, tick) in upcoming(stored, row.cadence.as_ref(), TICKS_SHOWN).into_iter().enumerate() {
+                    @for (index, tick) in upcoming(stored, cadence, TICKS_SHOWN).into_iter().enumerate() {
                         @if index > 0 { br; }
                         (local(tick))
                     }
@@ -164,9 +208,10 @@ fn schedule_forms(viewer: &Viewer, stored: &Stored) -> Markup {
 
 #[cfg(test)]
 mod tests {
-    use super::{Row, render};
+    use super::{Line, Row, render};
     use crate::http::console::viewer::Viewer;
     use crate::text::schedule::cadence;
+    use delayer_client::schedule::Invalid;
     use delayer_client::{Definition, Source, Stored};
 
     fn page(authorized: bool, paused: bool) -> String {
@@ -198,7 +243,7 @@ mod tests {
             authorized,
             form_token: "ft".into(),
         };
-        render(&[row], &viewer).into_string()
+        render(&[Line::Schedule(Box::new(row))], &viewer).into_string()
     }
 
     #[test]
@@ -230,5 +275,50 @@ mod tests {
             "{paused}"
         );
         assert!(!page(false, false).contains("<form"));
+    }
+
+    #[test]
+    fn a_schedule_that_cannot_tick_has_a_row_that_says_why() {
+        let mut definition = Definition::new("odd", "0 9 * * *", "t");
+        definition.zone = "Mars/Olympus".into();
+        let stored = Stored {
+            definition,
+            source: Source::Api,
+            version: 1,
+            next: Some(1_795_737_600_000),
+            paused_since: None,
+            last_tick: None,
+            last_job: None,
+            fired: 0,
+            skipped: 0,
+            missed: 0,
+            caught_up: 0,
+            runs: 0,
+        };
+        let unusable = Line::Schedule(Box::new(Row {
+            cadence: cadence(&stored),
+            last_job: None,
+            stored,
+        }));
+        let unreadable = Line::Unreadable(Invalid {
+            schedule: "bad".into(),
+            field: "catch_up",
+            why: "\"bogus\" is not one of skip, latest, all".into(),
+        });
+        let viewer = Viewer {
+            guarded: false,
+            authorized: true,
+            form_token: "ft".into(),
+        };
+        let page = render(&[unreadable, unusable], &viewer).into_string();
+        assert!(
+            page.contains("<td>bad</td><td class=\"bad\" colspan=\"12\">unreadable: catch_up: &quot;bogus&quot;"),
+            "{page}"
+        );
+        assert!(
+            page.contains("unusable: zone: &quot;Mars/Olympus&quot;"),
+            "{page}"
+        );
+        assert!(!page.contains("1795737600000"), "{page}");
     }
 }

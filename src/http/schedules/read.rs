@@ -10,15 +10,13 @@ use super::Named;
 use crate::http::reply::{Answer, bad, ok, refused};
 use crate::http::request::Body;
 use crate::http::state::AppState;
-use crate::text::schedule::{LISTED_TICKS, SHOWN_TICKS, to_json};
+use crate::text::schedule::{LISTED_TICKS, SHOWN_TICKS, list_json, to_json};
 
-/// Every schedule, by name. The request's body is not read: `list` takes no fields.
+/// Every schedule, by name; one whose hash does not read as its name and why (`unreadable`).
+/// The request's body is not read: `list` takes no fields.
 pub(super) async fn list(State(state): State<Arc<AppState>>) -> Answer {
     let schedules = state.client.schedules().await.map_err(refused)?;
-    let list: Vec<Value> = schedules
-        .iter()
-        .map(|stored| to_json(stored, LISTED_TICKS))
-        .collect();
+    let list: Vec<Value> = list_json(&schedules, LISTED_TICKS);
     Ok(ok("ok", list))
 }
 

@@ -42,6 +42,12 @@ struct Known {
 }
 
 impl Firing {
+    /// Takes schedule `name` as unusable and told so already (by the caller): a round does not
+    /// tell it again unless it was saved since.
+    pub fn told_unusable(&mut self, name: &str) {
+        self.refused.insert(name.to_string());
+    }
+
     /// Keeps schedule `name`'s definition as read, or tells (once) why it cannot be used.
     fn learn(
         &mut self,

@@ -13,11 +13,34 @@ use crate::name::JobId;
 use crate::scripts::schedule_fire::{Claim, Fired};
 use crate::scripts::schedule_save::Saved;
 use crate::scripts::schedule_state::{Change, Changed};
-use delayer_wire::schedule::{Definition, FIRST_TICK_AFTER_MS, Source, Stored};
+use delayer_wire::schedule::{Definition, FIRST_TICK_AFTER_MS, Invalid, Source, Stored};
 
 /// Schedules read in one pipeline: Redis answers their HGETALLs (some 2.5 us each) in one go,
 /// so other clients wait half a millisecond at most.
 const READ_AT_ONCE: usize = 200;
+
+/// Every schedule in Redis, by name: those whose hash reads, and those whose hash does not (a
+/// word from a newer version, a hand edit), each with why. One unreadable schedule never hides
+/// the others.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScheduleList {
+    /// The schedules that read, by name.
+    pub readable: Vec<Stored>,
+    /// The schedules whose hash cannot be read, by name: the schedule, the field and why.
+    pub unreadable: Vec<Invalid>,
+}
+
+impl ScheduleList {
+    /// How many schedules there are, readable or not.
+    pub fn len(&self) -> usize {
+        self.readable.len() + self.unreadable.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 impl Client {
     /// Creates schedule `definition.name`, or changes it to `definition` (the same definition
@@ -98,8 +121,8 @@ impl Client {
 
     /// Every schedule, by name: the registry, then each schedule's hash, 200 to a
     /// pipeline (placed per topic, a pipeline per topic: each topic's keys are in a slot of
-    /// their own).
-    pub async fn schedules(&self) -> Result<Vec<Stored>> {
+    /// their own). A hash that does not read is listed apart with why, not an error.
+    pub async fn schedules(&self) -> Result<ScheduleList> {
         let registry: HashMap<String, String> = self
             .connection()
             .await?
@@ -111,13 +134,20 @@ impl Client {
             let shard = if shared { "" } else { topic.as_str() };
             shards.entry(shard).or_default().push(name);
         }
-        let mut schedules = Vec::with_capacity(registry.len());
+        let mut list = ScheduleList::default();
         for (topic, names) in shards {
-            let read = self.read_schedules(&self.keys_for(topic), &names).await?;
-            schedules.extend(read.into_iter().flatten());
+            for read in self.read_schedules(&self.keys_for(topic), &names).await? {
+                match read {
+                    Some(Ok(stored)) => list.readable.push(stored),
+                    Some(Err(invalid)) => list.unreadable.push(invalid),
+                    None => {}
+                }
+            }
         }
-        schedules.sort_by(|a, b| a.definition.name.cmp(&b.definition.name));
-        Ok(schedules)
+        list.readable
+            .sort_by(|a, b| a.definition.name.cmp(&b.definition.name));
+        list.unreadable.sort_by(|a, b| a.schedule.cmp(&b.schedule));
+        Ok(list)
     }
 
     /// Schedule `name`, if there is one.
@@ -209,14 +239,20 @@ impl Client {
         Ok(topic.map(|topic| self.keys_for(topic)))
     }
 
-    /// Schedule `name`'s hash under `keys`, read.
+    /// Schedule `name`'s hash under `keys`, read ([`Error::InvalidSchedule`] when it does not
+    /// read).
     pub(super) async fn read_schedule(&self, keys: &Keys, name: &str) -> Result<Option<Stored>> {
-        Ok(self.read_schedules(keys, &[name]).await?.pop().flatten())
+        let read = self.read_schedules(keys, &[name]).await?.pop().flatten();
+        Ok(read.transpose()?)
     }
 
     /// The hashes of schedules `names`, all under `keys` (one shard), read [`READ_AT_ONCE`] to a
-    /// pipeline: each in order, `None` for one that is gone.
-    async fn read_schedules(&self, keys: &Keys, names: &[&str]) -> Result<Vec<Option<Stored>>> {
+    /// pipeline: each in order, `None` for one that is gone, why for one that does not read.
+    async fn read_schedules(
+        &self,
+        keys: &Keys,
+        names: &[&str],
+    ) -> Result<Vec<Option<std::result::Result<Stored, Invalid>>>> {
         let mut connection = self.connection().await?;
         let mut read = Vec::with_capacity(names.len());
         for slice in names.chunks(READ_AT_ONCE) {
@@ -226,11 +262,7 @@ impl Client {
             }
             let replies: Vec<HashMap<String, Vec<u8>>> = pipe.query_async(&mut connection).await?;
             for (name, fields) in slice.iter().zip(replies) {
-                read.push(if fields.is_empty() {
-                    None
-                } else {
-                    Some(Stored::from_fields(name, &fields)?)
-                });
+                read.push((!fields.is_empty()).then(|| Stored::from_fields(name, &fields)));
             }
         }
         Ok(read)

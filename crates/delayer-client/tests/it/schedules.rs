@@ -112,6 +112,16 @@ async fn a_bad_schedule_is_refused_naming_its_field_and_nothing_is_written() {
             "zone",
             "IANA",
         ),
+        (
+            Definition::new(&"n".repeat(201), "* * * * *", "t"),
+            "name",
+            "longer than 200 bytes",
+        ),
+        (
+            Definition::new("s", &format!("{} * * * *", "0,".repeat(600) + "0"), "t"),
+            "cron",
+            "longer than 1000 bytes",
+        ),
     ];
     for (definition, field, why) in cases {
         match client.save_schedule(&definition, Source::Api).await {
@@ -122,7 +132,10 @@ async fn a_bad_schedule_is_refused_naming_its_field_and_nothing_is_written() {
                     invalid
                         .to_string()
                         .contains(&format!("{:?}", definition.name))
+                        || definition.name.len() > 64,
+                    "{invalid}"
                 );
+                assert!(invalid.to_string().len() < 300, "{invalid}");
             }
             other => panic!("{definition:?}: {other:?}"),
         }
@@ -399,4 +412,63 @@ async fn pause_resume_run_and_remove() {
     assert!(left.is_empty(), "{left:?}");
     let pool: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
     assert_eq!(pool, [run.to_string()], "its jobs stay");
+}
+
+/// A schedule hash that does not read (a `catch_up` word from a newer version) is listed apart
+/// with why, never an error that hides the others, and a round claims the others' ticks.
+#[tokio::test]
+async fn an_unreadable_schedule_is_listed_apart_and_the_others_tick() {
+    let (_server, mut redis, client) = fixture::start().await;
+    client
+        .save_schedule(&every_second("good"), Source::Api)
+        .await
+        .unwrap();
+    client
+        .save_schedule(&every_second("newer"), Source::Api)
+        .await
+        .unwrap();
+    let _: () = redis
+        .hset("delayer:schedule:newer", "catch_up", "bogus")
+        .await
+        .unwrap();
+    let list = client.schedules().await.unwrap();
+    let names: Vec<&str> = list
+        .readable
+        .iter()
+        .map(|stored| stored.definition.name.as_str())
+        .collect();
+    assert_eq!(names, ["good"]);
+    assert_eq!(list.unreadable.len(), 1);
+    let invalid = &list.unreadable[0];
+    assert_eq!(
+        (invalid.schedule.as_str(), invalid.field),
+        ("newer", "catch_up")
+    );
+    assert!(invalid.why.contains("\"bogus\""), "{invalid}");
+    assert!(matches!(
+        client.schedule("newer").await,
+        Err(Error::InvalidSchedule(_))
+    ));
+
+    let mut firing = Firing::default();
+    let mut refused = Vec::new();
+    rounds_until(&client, &mut firing, "a tick of good pushed", |round| {
+        refused.extend(round.refused.clone());
+        round
+            .claims
+            .iter()
+            .any(|(name, _, fired)| name == "good" && matches!(fired, Fired::Pushed(_)))
+    })
+    .await;
+    assert_eq!(refused.len(), 1, "told once: {refused:?}");
+    assert!(refused[0].contains("catch_up"), "{refused:?}");
+    assert_eq!(
+        field(&mut redis, "newer", "catch_up").await.as_deref(),
+        Some("bogus")
+    );
+    assert_eq!(
+        field(&mut redis, "newer", "fired").await,
+        None,
+        "not claimed"
+    );
 }

@@ -1,11 +1,14 @@
 //! When a schedule ticks: a cron expression read in a time zone (croner and the IANA database of
 //! chrono-tz), or `every <duration>`. Ticks are whole unix milliseconds.
 //!
-//! Daylight saving time, as croner rules it: a local time that does not exist (the spring
-//! forward) fires once, at the first time after the gap, when the expression names a fixed time
-//! of day (`30 2 * * *`); expressions that repeat within the day (`*/15 * * * *`) skip the times
-//! that do not exist. A local time that happens twice (the fall back) fires once, at its first
-//! occurrence. `every` counts elapsed time from the unix epoch, and no zone changes it.
+//! Daylight saving time: a local time that does not exist (the spring forward) fires once, at the
+//! first time after the gap, when the expression names a fixed time of day (`30 2 * * *`);
+//! expressions that repeat within the day (`*/15 * * * *`) skip the times that do not exist (both
+//! croner's rules). A local time that happens twice (the fall back) fires once, at its first
+//! occurrence, whatever the expression: that rule is ours, not croner's ([`Cadence::next_after`]
+//! takes only a tick after the last, and croner names a time in the repeated hour by its first
+//! occurrence).
+//! `every` counts elapsed time from the unix epoch, and no zone changes it.
 
 use std::str::FromStr;
 
@@ -13,6 +16,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
+
+use super::shortened;
 
 /// The shortest `every`: one second, as the finest cron expression.
 const MIN_EVERY_MS: i64 = 1_000;
@@ -46,15 +51,17 @@ impl Cadence {
         let zone = Tz::from_str(zone).map_err(|_| Refusal {
             field: "zone",
             why: format!(
-                "{zone:?} is not a time zone of the IANA database (such as Europe/Paris or UTC)"
+                "{:?} is not a time zone of the IANA database (such as Europe/Paris or UTC)",
+                shortened(zone)
             ),
         })?;
         let cron = |why: String| Refusal { field: "cron", why };
         let expression = expression.trim();
+        let shown = shortened(expression);
         let cadence = if let Some(every) = expression.strip_prefix("every ") {
             let ms = every_ms(every.trim()).ok_or_else(|| {
                 cron(format!(
-                    "{expression:?}: `every` takes a duration of whole seconds such as 30s, 5m, \
+                    "{shown:?}: `every` takes a duration of whole seconds such as 30s, 5m, \
                      1h30m or 1d"
                 ))
             })?;
@@ -67,7 +74,7 @@ impl Cadence {
                 .parse(expression)
                 .map_err(|error| {
                     cron(format!(
-                        "{expression:?} is not a cron expression (5 fields, or 6 with seconds \
+                        "{shown:?} is not a cron expression (5 fields, or 6 with seconds \
                          first; or @hourly, @daily, @weekly, @monthly, @yearly; or every 30s): \
                          {error}"
                     ))
@@ -80,7 +87,7 @@ impl Cadence {
         match cadence.next_after(now) {
             Some(tick) if tick - now <= 5 * 366 * 86_400_000 => Ok(cadence),
             _ => Err(cron(format!(
-                "{expression:?} never fires (no time in the next five years matches it)"
+                "{shown:?} never fires (no time in the next five years matches it)"
             ))),
         }
     }
@@ -227,6 +234,17 @@ mod tests {
                 "2026-11-01T02:00:00-05:00",
                 "2026-11-01T02:30:00-05:00"
             ]
+        );
+        // Every expression, one that repeats within the hour too: the repeated hour fires once.
+        assert_eq!(
+            ticks("* * * * *", "America/New_York", "2026-11-01T05:58:00Z", 2),
+            ["2026-11-01T01:59:00-04:00", "2026-11-01T02:00:00-05:00"],
+            "61 minutes apart"
+        );
+        assert_eq!(
+            ticks("0 * * * *", "America/New_York", "2026-11-01T04:30:00Z", 2),
+            ["2026-11-01T01:00:00-04:00", "2026-11-01T02:00:00-05:00"],
+            "two hours apart"
         );
         // From inside the repeated hour (its second pass), the next tick is still later.
         let cadence = Cadence::parse("*/15 * * * *", "America/New_York", 0).unwrap();

@@ -7,10 +7,13 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::cadence::Cadence;
-use super::field;
+use super::{field, shortened};
 
-/// The longest name: it is part of every tick's job id.
-const MAX_NAME: usize = 200;
+/// The longest name, in bytes: it is part of every tick's job id.
+pub const MAX_NAME: usize = 200;
+/// The longest expression (`cron`), in bytes: one that lists every second, minute and hour is
+/// some 300.
+pub const MAX_CRON: usize = 1_000;
 /// The catch-up window unless told otherwise.
 pub const DEFAULT_CATCH_UP_WINDOW: Duration = Duration::from_secs(3600);
 /// The longest catch-up window.
@@ -106,7 +109,9 @@ impl fmt::Display for Invalid {
         write!(
             f,
             "schedule {:?}: {}: {}",
-            self.schedule, self.field, self.why
+            shortened(&self.schedule),
+            self.field,
+            self.why
         )
     }
 }
@@ -129,7 +134,8 @@ impl Definition {
     }
 
     /// Checks every field as of `now` (unix ms: a schedule must fire within five years of it),
-    /// and returns when it ticks.
+    /// and returns when it ticks. Every path that writes a schedule (the file, the API, the shell,
+    /// the client) checks it here.
     pub fn check(&self, now: i64) -> Result<Cadence, Invalid> {
         let invalid = |field: &'static str, why: String| Invalid {
             schedule: self.name.clone(),
@@ -148,6 +154,15 @@ impl Definition {
                 format!(
                     "{} s is not 1 s to 366 days",
                     self.catch_up_window.as_secs_f64()
+                ),
+            ));
+        }
+        if self.cron.len() > MAX_CRON {
+            return Err(invalid(
+                "cron",
+                format!(
+                    "{:?} is longer than {MAX_CRON} bytes",
+                    shortened(&self.cron)
                 ),
             ));
         }
@@ -213,7 +228,10 @@ pub fn name_refusal(name: &str) -> Option<String> {
     if name.is_empty() {
         Some("is empty".to_string())
     } else if name.len() > MAX_NAME {
-        Some(format!("is longer than {MAX_NAME} characters"))
+        Some(format!(
+            "{:?} is longer than {MAX_NAME} bytes",
+            shortened(name)
+        ))
     } else if !name.chars().all(allowed) {
         Some(format!(
             "{name:?} holds a character other than letters, digits, '.', '_', '-' and ':'"
@@ -246,6 +264,26 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_of_a_long_value_quotes_only_its_start() {
+        let mut long = Definition::new(&"n".repeat(10_000), "* * * * *", "t");
+        let said = long.check(0).unwrap_err().to_string();
+        assert!(said.len() < 300, "{said}");
+        assert!(said.contains("(10000 bytes)"), "{said}");
+        long.name = "s".into();
+        long.cron = format!("{} * * * *", "0,".repeat(50_000) + "0");
+        let said = long.check(0).unwrap_err().to_string();
+        assert!(
+            said.len() < 300 && said.contains("longer than 1000 bytes"),
+            "{said}"
+        );
+        long.cron = "x".repeat(10_000);
+        assert!(long.check(0).unwrap_err().to_string().len() < 300);
+        long.cron = "@daily".into();
+        long.zone = "z".repeat(10_000);
+        assert!(long.check(0).unwrap_err().to_string().len() < 300);
+    }
+
+    #[test]
     fn each_bad_field_is_named() {
         let field = |change: fn(&mut Definition)| {
             let mut definition = Definition::new("s", "* * * * *", "t");
@@ -261,6 +299,16 @@ mod tests {
         );
         assert_eq!(field(|d| d.cron = "0 0 30 2 *".into()), "cron");
         assert_eq!(field(|d| d.zone = "Nowhere".into()), "zone");
+        assert_eq!(field(|d| d.name = "n".repeat(MAX_NAME + 1)), "name");
+        assert_eq!(
+            field(|d| d.cron = format!("{} * * * *", "0,".repeat(600) + "0")),
+            "cron"
+        );
+        let mut fine = Definition::new(&"n".repeat(MAX_NAME), "* * * * *", "t");
+        fine.check(0).unwrap();
+        fine.cron = format!("{} * * * *", "0,".repeat(400) + "0");
+        assert!(fine.cron.len() < MAX_CRON);
+        fine.check(0).unwrap();
         assert_eq!("LATEST".parse::<CatchUp>(), Ok(CatchUp::Latest));
         assert!(
             "sometimes"

@@ -10,6 +10,7 @@ pub mod cadence;
 pub mod definition;
 pub mod plan;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use chrono::{TimeZone, Utc};
@@ -137,6 +138,21 @@ impl Stored {
     }
 }
 
+/// The longest value a message quotes whole.
+const SHOWN_WHOLE: usize = 64;
+/// How many characters of a longer one a message quotes.
+const SHOWN_START: usize = 40;
+
+/// `text` as a message shows a value: whole when it is short; else its first characters, then
+/// `…` and its length, so that a refusal of a 100 kB value is not 100 kB long itself.
+pub fn shortened(text: &str) -> Cow<'_, str> {
+    if text.len() <= SHOWN_WHOLE {
+        return Cow::Borrowed(text);
+    }
+    let start: String = text.chars().take(SHOWN_START).collect();
+    Cow::Owned(format!("{start}… ({} bytes)", text.len()))
+}
+
 /// This host's clock in unix ms: for checks only (Redis's clock decides every tick).
 pub fn unix_ms_now() -> i64 {
     (crate::time::unix_now() * 1000.0) as i64
@@ -196,5 +212,13 @@ mod tests {
         );
         assert_eq!(seconds_text(1_795_000_000_007), "1795000000.007");
         assert_eq!(parse_ms("1795000000.007"), Some(1_795_000_000_007));
+    }
+
+    #[test]
+    fn a_long_value_is_shortened_to_its_start_and_length() {
+        assert_eq!(shortened("nightly"), "nightly");
+        let long = "é".repeat(5_000);
+        let shown = shortened(&long);
+        assert_eq!(shown, format!("{}… (10000 bytes)", "é".repeat(40)));
     }
 }
