@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use delayer_client::{JobId, Topic};
+use delayer_wire::duration;
 
 use crate::text::bytes;
 
@@ -90,7 +91,7 @@ pub enum Command {
         #[arg(long, conflicts_with_all = ["id", "id_base64"])]
         stdin: bool,
         /// Due after this long: 90s, 5m, 2h, 1d, 250ms, 1.5s [default: now]
-        #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
+        #[arg(long, value_parser = duration::parse, conflicts_with = "at")]
         delay: Option<Duration>,
         /// Due at this time, RFC 3339 (2026-12-24T18:00:00Z)
         #[arg(long, value_parser = parse_time)]
@@ -118,7 +119,7 @@ pub enum Command {
         #[command(flatten)]
         topic: TopicArg,
         /// Wait up to this long for a job
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = duration::parse)]
         wait: Option<Duration>,
     },
     /// Remove a job wherever it is (waiting, ready, reserved or dead), as the legacy clients'
@@ -277,28 +278,6 @@ fn topic_base64(text: &str) -> Result<Topic, String> {
     bytes::from_base64("the topic", text).map(Topic::from)
 }
 
-/// `90s`, `5m`, `2h`, `1d`, `250ms`, `1.5s`; a bare number is seconds.
-pub fn parse_duration(text: &str) -> Result<Duration> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number
-        .parse()
-        .with_context(|| format!("{text:?} is not a duration like 90s, 5m, 2h, 1d or 250ms"))?;
-    let seconds = match unit.trim() {
-        "" | "s" => number,
-        "ms" => number / 1000.0,
-        "m" => number * 60.0,
-        "h" => number * 3600.0,
-        "d" => number * 86_400.0,
-        other => bail!("{text:?}: unknown unit {other:?} (use ms, s, m, h or d)"),
-    };
-    Duration::try_from_secs_f64(seconds)
-        .with_context(|| format!("{text:?} is not a usable duration"))
-}
-
 /// An RFC 3339 time, as `--at` takes it.
 fn parse_time(text: &str) -> Result<std::time::SystemTime> {
     let time = chrono::DateTime::parse_from_rfc3339(text.trim())
@@ -309,29 +288,6 @@ fn parse_time(text: &str) -> Result<std::time::SystemTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_take_the_usual_units() {
-        let cases = [
-            ("90s", 90_000),
-            ("5m", 300_000),
-            ("2h", 7_200_000),
-            ("1d", 86_400_000),
-            ("250ms", 250),
-            ("1.5s", 1500),
-            ("42", 42_000),
-        ];
-        for (text, millis) in cases {
-            assert_eq!(
-                parse_duration(text).unwrap(),
-                Duration::from_millis(millis),
-                "{text}"
-            );
-        }
-        for bad in ["", "s", "5x", "-1s", "1e400"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn times_are_rfc3339() {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use delayer_wire::keys::{Layout, Names};
 
 use super::Config;
-use super::values::{addresses, assign, boolean, choice, name_of, number, path, seconds};
+use super::values::{addresses, assign, boolean, choice, duration, name_of, number, path, seconds};
 use crate::http::{HostName, HttpSettings};
 use crate::kafka::{DEFAULT_GROUP, KafkaSettings, Mechanism, MessageForm, Protocol};
 use crate::metrics::{DEFAULT_LISTED_SCHEDULES, DEFAULT_LISTED_TOPICS};
@@ -180,13 +180,16 @@ pub(super) const KEYS: &[Key] = &[
         section: "delayer",
         name: "max_ttr",
         default: "86400",
-        doc: "longest time to run, in seconds, a reservation over HTTP may ask for",
+        doc: "longest time to run, in seconds (or 30s, 5m, 1h), a reservation over HTTP may ask for",
         secret: false,
         set: |config, raw| {
-            let seconds = number(raw, 1..=u64::from(i32::MAX as u32));
-            assign(&mut config.max_ttr, seconds.map(Duration::from_secs))
+            let most = Duration::from_secs(u64::from(i32::MAX as u32));
+            assign(
+                &mut config.max_ttr,
+                duration(raw, Duration::from_secs(1)..=most),
+            )
         },
-        show: |config| Some(config.max_ttr.as_secs().to_string()),
+        show: |config| Some(shown_duration(config.max_ttr)),
     },
     Key {
         section: "redis",
@@ -536,25 +539,26 @@ pub(super) const KEYS: &[Key] = &[
         section: "kafka",
         name: "keep_delivered",
         default: "3600",
-        doc: "with message = id, how long a delivered job's data stays readable by get, in seconds",
+        doc: "with message = id, how long a delivered job's data stays readable by get, in seconds (or 30m, 1d)",
         secret: false,
         set: |config, raw| {
-            let keep = number(raw, 1..=u64::from(u32::MAX)).map(Duration::from_secs);
+            let most = Duration::from_secs(u64::from(u32::MAX));
+            let keep = duration(raw, Duration::from_secs(1)..=most);
             with_kafka(config, |kafka| assign(&mut kafka.keep_delivered, keep))
         },
-        show: |config| Some(config.kafka.as_ref()?.keep_delivered.as_secs().to_string()),
+        show: |config| Some(shown_duration(config.kafka.as_ref()?.keep_delivered)),
     },
     Key {
         section: "kafka",
         name: "ttr",
         default: "30",
-        doc: "how long a job on its way to Kafka is reserved, in seconds; renewed while the broker is slow",
+        doc: "how long a job on its way to Kafka is reserved, in seconds (or 30s, 5m); renewed while the broker is slow",
         secret: false,
         set: |config, raw| {
-            let ttr = number(raw, 2..=86_400).map(Duration::from_secs);
+            let ttr = duration(raw, Duration::from_secs(2)..=Duration::from_secs(86_400));
             with_kafka(config, |kafka| assign(&mut kafka.ttr, ttr))
         },
-        show: |config| Some(config.kafka.as_ref()?.ttr.as_secs().to_string()),
+        show: |config| Some(shown_duration(config.kafka.as_ref()?.ttr)),
     },
     Key {
         section: "kafka",
@@ -738,6 +742,11 @@ fn shown(path: &Path) -> String {
 
 fn shown_path(path: &Option<PathBuf>) -> String {
     path.as_deref().map_or_else(String::new, shown)
+}
+
+/// A duration in seconds, as [`duration`] reads it back.
+fn shown_duration(duration: Duration) -> String {
+    duration.as_secs_f64().to_string()
 }
 
 fn shown_seconds(limit: Option<Duration>) -> String {

@@ -28,6 +28,19 @@ where
     }
 }
 
+/// A duration within `range`: a number of seconds, or with units (`30s`, `5m`, `1h30m`: see
+/// `delayer_wire::duration`).
+pub(super) fn duration(raw: &str, range: RangeInclusive<Duration>) -> Result<Duration, String> {
+    match delayer_wire::duration::parse(raw) {
+        Ok(duration) if range.contains(&duration) => Ok(duration),
+        _ => Err(format!(
+            "expected a duration from {} to {} seconds (a number of seconds, or 30s, 5m, 1h)",
+            range.start().as_secs_f64(),
+            range.end().as_secs_f64()
+        )),
+    }
+}
+
 /// One of `choices`, by name, in any case.
 pub(super) fn choice<T: Copy>(raw: &str, choices: &[(&str, T)]) -> Result<T, String> {
     match choices

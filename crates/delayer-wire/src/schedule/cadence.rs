@@ -59,13 +59,18 @@ impl Cadence {
         let expression = expression.trim();
         let shown = shortened(expression);
         let cadence = if let Some(every) = expression.strip_prefix("every ") {
-            let ms = every_ms(every.trim()).ok_or_else(|| {
+            // A unit is asked for: `every 500` could be meant as milliseconds.
+            let with_unit = every.trim().parse::<f64>().is_err();
+            let period = parse_duration(every).filter(|_| with_unit).ok_or_else(|| {
                 cron(format!(
                     "{shown:?}: `every` takes a duration of whole seconds such as 30s, 5m, \
                      1h30m or 1d"
                 ))
             })?;
-            Cadence::Every { period: ms, zone }
+            Cadence::Every {
+                period: period.as_millis() as i64,
+                zone,
+            }
         } else {
             let parsed = CronParser::builder()
                 .seconds(Seconds::Optional)
@@ -124,37 +129,13 @@ impl Cadence {
     }
 }
 
-/// A duration of whole seconds as schedules take them: `30s`, `5m`, `1h30m`, `1d`, or a number
-/// of seconds; at least one second.
+/// A duration of whole seconds as schedules take them (see [`crate::duration`]: `30s`, `5m`,
+/// `1h30m`, `1d`, or a number of seconds); at least one second.
 pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
-    let text = text.trim();
-    let ms = match text.parse::<i64>() {
-        Ok(seconds) => seconds.checked_mul(1000)?,
-        Err(_) => every_ms(text)?,
-    };
-    (ms >= MIN_EVERY_MS).then(|| std::time::Duration::from_millis(ms as u64))
-}
-
-/// `30s`, `5m`, `1h30m`, `1d` in milliseconds: whole seconds, at least one.
-fn every_ms(text: &str) -> Option<i64> {
-    let mut total: i64 = 0;
-    let mut digits = String::new();
-    for character in text.chars() {
-        if character.is_ascii_digit() {
-            digits.push(character);
-            continue;
-        }
-        let unit = match character {
-            's' => 1_000,
-            'm' => 60_000,
-            'h' => 3_600_000,
-            'd' => 86_400_000,
-            _ => return None,
-        };
-        let count: i64 = std::mem::take(&mut digits).parse().ok()?;
-        total = total.checked_add(count.checked_mul(unit)?)?;
-    }
-    (digits.is_empty() && total >= MIN_EVERY_MS).then_some(total)
+    let duration = crate::duration::parse(text).ok()?;
+    let whole = duration.subsec_nanos() == 0 && duration.as_millis() >= MIN_EVERY_MS as u128;
+    // Periods are unix ms in an i64.
+    (whole && duration.as_millis() <= i64::MAX as u128).then_some(duration)
 }
 
 #[cfg(test)]
