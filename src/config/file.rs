@@ -2,53 +2,14 @@
 //! found, not just the first) and rendered back in the file's shape.
 
 use std::fmt::{self, Display};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
 use anyhow::{Context, Result};
 
 use super::ini::IniFile;
-use super::keys::{self, KEYS};
+use super::keys;
+use super::settings::Config;
 use super::{paths, rules, schedules};
-use crate::http::HttpSettings;
-use crate::kafka::KafkaSettings;
-use crate::mover::MoverSettings;
-use crate::redis::RedisSettings;
-use crate::service::logging::LogSettings;
-
-/// Everything the daemon needs to know, validated; relative paths are already made absolute.
-/// [`Config::parse`] of an empty file has the defaults.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// The file this was read from (for messages).
-    pub file: PathBuf,
-    /// `[delayer] pid`: the pid file, or `None` to allow several instances.
-    pub pid: Option<PathBuf>,
-    /// `[delayer]`'s log keys.
-    pub log: LogSettings,
-    /// `[delayer]`'s keys of the timer loop.
-    pub mover: MoverSettings,
-    /// `[delayer] max_body_bytes`: the largest job body the shell commands and the HTTP API push.
-    pub max_body_bytes: usize,
-    /// `[delayer] max_ttr`: the longest time to run the HTTP API gives a reservation.
-    pub max_ttr: Duration,
-    /// `[delayer] compact_pushes`: whether the shell commands' and the HTTP API's pushes may
-    /// write jobs in the compact layout.
-    pub compact_pushes: bool,
-    /// The `[redis]` section.
-    pub redis: RedisSettings,
-    /// The `[http]` section: no HTTP server without it.
-    pub http: Option<HttpSettings>,
-    /// The `[schedule.NAME]` sections, in the file's order.
-    pub schedules: Vec<delayer_client::Definition>,
-    /// The `[kafka]` section: no Kafka link without it.
-    pub kafka: Option<KafkaSettings>,
-    /// Unknown sections and keys (a typo, most likely): ignored with a warning, as the original
-    /// did, but refused by `--check-config`.
-    pub unknown: Vec<String>,
-    /// Other things worth a warning (a key set twice), logged once logging is up.
-    pub warnings: Vec<String>,
-}
 
 /// A configuration file as read: the configuration, with the default in place of each value
 /// that is wrong, and what is wrong, one problem a line, each naming the file.
@@ -116,24 +77,9 @@ impl Config {
     fn read_text(text: &str, file: &Path) -> Result<Reading> {
         let file = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
         let ini = IniFile::parse(text, &file)?;
-        // The blank that the keys fill in, each with its value or its default.
-        let mut config = Config {
-            file: file.clone(),
-            pid: None,
-            log: LogSettings::default(),
-            mover: MoverSettings::default(),
-            max_body_bytes: 0,
-            max_ttr: Duration::ZERO,
-            compact_pushes: true,
-            redis: RedisSettings::default(),
-            http: None,
-            schedules: Vec::new(),
-            kafka: None,
-            unknown: Vec::new(),
-            warnings: Vec::new(),
-        };
+        let mut config = Config::blank(file.clone());
         let mut wrong = Vec::new();
-        for key in KEYS {
+        for key in keys::all() {
             let raw = ini.get(key.section, key.name).unwrap_or(key.default);
             if raw.is_empty() {
                 continue;
@@ -234,7 +180,7 @@ impl Config {
     fn render(&self, documented: bool) -> String {
         let mut text = String::new();
         let mut section = "";
-        for key in KEYS {
+        for key in keys::all() {
             let Some(mut value) = (key.show)(self) else {
                 continue;
             };
@@ -266,7 +212,7 @@ impl Config {
 fn unknown_entries(ini: &IniFile, file: &Path) -> (Vec<String>, Vec<String>) {
     let (mut unknown, mut warnings) = (Vec::new(), Vec::new());
     let schedule = |name: &str| name.starts_with(schedules::PREFIX);
-    let known_section = |name: &str| schedule(name) || KEYS.iter().any(|key| key.section == name);
+    let known_section = |name: &str| schedule(name) || keys::all().any(|key| key.section == name);
     for section in ini.sections() {
         if let Some(name) = section.filter(|name| !known_section(name)) {
             unknown.push(format!(
@@ -310,6 +256,7 @@ mod tests {
     use crate::redis::address_list;
     use crate::service::logging::{LogFormat, LogLevel, LogRotation};
     use delayer_wire::keys::Layout;
+    use std::path::PathBuf;
     use std::time::Duration;
 
     const ORIGINAL: &str = include_str!("../../delayer.conf");
@@ -829,7 +776,7 @@ mod tests {
     #[test]
     fn the_manual_describes_every_key() {
         let manual = include_str!("../../docs/configuration.md");
-        for key in KEYS {
+        for key in keys::all() {
             let named = format!("| `[{}] {}` |", key.section, key.name);
             assert!(
                 manual.contains(&named),
@@ -845,7 +792,7 @@ mod tests {
             parse("").unwrap(),
             parse("[http]\nlisten = 127.0.0.1:0\n").unwrap(),
         ] {
-            for key in KEYS.iter().filter(|key| key.name != "listen") {
+            for key in keys::all().filter(|key| key.name != "listen") {
                 if let Some(shown) = (key.show)(&config).filter(|shown| !shown.is_empty()) {
                     assert_eq!(shown, key.default, "[{}] {}", key.section, key.name);
                 }

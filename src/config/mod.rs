@@ -1,7 +1,7 @@
 //! `delayer.conf` (the original Delayer's INI file) → a typed, validated [`Config`], in two steps:
 //! the text as sections of keys ([`ini`]), then each key read into the settings of the part it
 //! configures, as the one table of keys ([`keys`]) says, and the keys checked together ([`rules`]).
-//! [`Config`] itself, and how the whole file is read and rendered, is in [`file`].
+//! [`Config`] itself is in [`settings`]; how the whole file is read and rendered, in [`file`].
 
 mod file;
 mod ini;
@@ -9,13 +9,15 @@ mod keys;
 mod paths;
 mod rules;
 mod schedules;
+mod settings;
 mod values;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-pub use file::{Config, Problems, Reading};
+pub use file::{Problems, Reading};
+pub use settings::Config;
 
 /// Where the configuration is looked for when `-c` is not given, in order.
 pub const SEARCH_PATHS: [&str; 2] = ["./delayer.conf", "/etc/delayer/delayer.conf"];

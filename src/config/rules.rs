@@ -3,9 +3,9 @@
 
 use std::fmt::{self, Display};
 
-use super::Config;
 use super::ini::IniFile;
 use super::keys::{self, Key};
+use super::settings::Config;
 
 /// A key whose value is wrong, alone or in the company it keeps.
 pub(super) struct Wrong {
