@@ -2,13 +2,15 @@
 //! nanoseconds a batch), in Prometheus's text format, and the figures `/healthz` and the console
 //! show.
 
+mod census;
 mod kafka;
 mod schedules;
+mod text;
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use delayer_wire::Topic;
 use delayer_wire::scripts::move_due::Batch;
@@ -23,11 +25,14 @@ use prometheus_client::registry::Registry;
 
 use crate::history::{Tally, lags};
 use crate::text::escape::capped;
+pub use census::Census;
 pub use kafka::KafkaLink;
 #[cfg(feature = "kafka")]
 pub use kafka::RequestsFlow;
 use schedules::ScheduleFamilies;
 pub use schedules::{DEFAULT_LISTED_SCHEDULES, Schedules};
+pub use text::Format;
+use text::prometheus_text;
 
 /// How many recent move lags the console's percentiles are taken from.
 const RECENT_LAGS: usize = 10_000;
@@ -47,15 +52,6 @@ struct ScriptLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
     reason: &'static str,
-}
-
-/// The text formats `/metrics` speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// OpenMetrics 1.0.0.
-    OpenMetrics,
-    /// Prometheus's text format 0.0.4.
-    Prometheus,
 }
 
 /// The daemon's figures.
@@ -567,74 +563,4 @@ impl Metrics {
             Format::Prometheus => prometheus_text(&text),
         }
     }
-}
-
-/// OpenMetrics text (without `# EOF`) as Prometheus's text format 0.0.4: a counter family is
-/// named as its samples are (`x_total`), and there are no `# UNIT` lines.
-fn prometheus_text(open_metrics: &str) -> String {
-    let counters: HashSet<&str> = open_metrics
-        .lines()
-        .filter_map(|line| line.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
-        .collect();
-    let mut text = String::with_capacity(open_metrics.len() + 64 * counters.len());
-    for line in open_metrics.lines() {
-        if line.starts_with("# UNIT ") {
-            continue;
-        }
-        let family = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
-            let rest = line.strip_prefix(prefix)?;
-            let (name, rest) = rest.split_once(' ')?;
-            counters
-                .contains(name)
-                .then(|| format!("{prefix}{name}_total {rest}"))
-        });
-        match family {
-            Some(line) => text.push_str(&line),
-            None => text.push_str(line),
-        }
-        text.push('\n');
-    }
-    text
-}
-
-/// What Redis holds, read in whole: the pools' counts, and the ready lists' lengths of the
-/// topics with the most ready jobs and the sum of the others'.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Census {
-    /// Jobs in the pool (or pools).
-    pub waiting: u64,
-    /// Of those, the ones due now.
-    pub due_now: u64,
-    /// When the next job not yet due falls due.
-    pub next_due: Option<SystemTime>,
-    /// Topics whose ready lists were read (those holding another type of value included, which
-    /// are left out of the rest).
-    pub topics: u64,
-    /// The topics with the most ready jobs, most first (ties by name), as labels name them;
-    /// at most `[http] max_listed_topics`.
-    pub listed: Vec<(String, u64)>,
-    /// The listed topics themselves, in the same order.
-    pub listed_topics: Vec<Topic>,
-    /// The listed topics' dead jobs, in the same order.
-    pub dead: Vec<(String, u64)>,
-    /// The other topics whose ready lists were read.
-    pub unlisted_topics: u64,
-    /// Their ready jobs.
-    pub unlisted_ready: u64,
-    /// Their dead jobs.
-    pub unlisted_dead: u64,
-    /// Jobs reserved.
-    pub reserved: u64,
-    /// How long the job next in line has been ready, for the listed topics that have one.
-    pub oldest_ready_age: Vec<(String, f64)>,
-    /// Every paused topic, as labels name them, by name.
-    pub paused: BTreeSet<String>,
-    /// The schedules; none when they could not be read.
-    pub schedules: Option<Arc<Schedules>>,
-    /// What the console shows of the listed topics besides, in the same order.
-    pub details: Vec<delayer_client::TopicDetails>,
-    /// The Redis server's version, when this Redis user may ask.
-    pub redis_version: Option<String>,
-    /// When the read began (unix time).
-    pub read_at: f64,
 }
