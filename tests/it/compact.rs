@@ -109,7 +109,8 @@ async fn compact_jobs_that_fell_due_while_no_daemon_ran_are_moved_when_one_start
     let mut redis = server.connect().await;
     beat_as_stager(&mut redis).await;
     let client = client(&server, Duration::from_millis(500)).await;
-    let due = SystemTime::now() + Duration::from_millis(800);
+    // 1.5 s to spare: pushed later than that on a busy machine, a job would not wait compact.
+    let due = SystemTime::now() + Duration::from_millis(2_000);
     let jobs: Vec<NewPush> = (0..2_000)
         .map(|n| NewPush::new("t", format!("{n}")).id(format!("{n}")).at(due))
         .collect();
@@ -234,7 +235,7 @@ async fn a_compact_backlog_leaves_in_due_order() {
     // 3,000 jobs due within 2 s, pushed out of due order: each chunk of one window holds due
     // times from all over it, and staging takes a few hundred entries a call.
     const JOBS: u64 = 3_000;
-    let start = SystemTime::now() + Duration::from_millis(1_500);
+    let start = SystemTime::now() + Duration::from_millis(2_500);
     let due_ms = |n: u64| (n * 7_919) % JOBS * 2_000 / JOBS;
     let jobs: Vec<NewPush> = (0..JOBS)
         .map(|n| {

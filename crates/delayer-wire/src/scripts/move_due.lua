@@ -101,6 +101,14 @@ local function read_job(id)
   return fields and fields[1], fields
 end
 
+-- Whether compact copies of moving ids may wait (see ARGV[16]): only while the index exists.
+local index = compact .. 'index'
+local copies = compact ~= '' and may('EXISTS', index) and may('HMGET', index, 'id')
+    and may('HDEL', index, 'id') and may('LSET', compact .. 'chunk:1', '0', '')
+    and redis.pcall('EXISTS', index) == 1
+-- The moving ids that may have a compact copy.
+local legacy_pushed = {}
+
 -- The due ids, in due order, and where it can, each one's `topic` and `attempts` too, all in one
 -- SORT: Redis reads them for the whole batch at C speed, where a read from Lua for each job (a
 -- call, its reply made and parsed, a table) costs as much as the rest of its move. Only a job
@@ -133,6 +141,25 @@ local first_due, last_due = '', ''
 if #due > 0 then
   first_due = redis.call('ZSCORE', pool, due[1])
   last_due = redis.call('ZSCORE', pool, due[#due])
+end
+-- Only a legacy client's push can leave a compact copy (ours take it), and it scores a whole
+-- second where ours and staging score the millisecond: the ids due at each whole second of the
+-- batch are the ones looked up (as a rule none, while compact jobs move). Over many seconds, or
+-- when the whole batch is due at one whole second, every moving id is. nil: every one.
+local at_whole_seconds = {}
+if copies and #due > 0 then
+  local from, to = math.ceil(tonumber(first_due)), math.floor(tonumber(last_due))
+  if from == to and tonumber(first_due) == from and tonumber(last_due) == to then
+    at_whole_seconds = nil
+  elseif to - from < 64 then
+    for second = from, to do
+      for _, id in ipairs(redis.call('ZRANGEBYSCORE', pool, second, second, 'LIMIT', 0, limit)) do
+        at_whole_seconds[id] = true
+      end
+    end
+  else
+    at_whole_seconds = nil
+  end
 end
 -- Whether a topic's jobs may carry `parked`: only while the parked jobs' keys exist (resume.lua
 -- forgets the marks of the jobs it takes from them).
@@ -201,6 +228,9 @@ for index, id in ipairs(due) do
       if fields[4] then
         ended[#ended + 1] = id
       end
+      if copies and (at_whole_seconds == nil or at_whole_seconds[id]) then
+        legacy_pushed[#legacy_pushed + 1] = id
+      end
     else
       local entry = stuck_by_topic[topic]
       entry[3] = entry[3] + 1
@@ -211,14 +241,10 @@ for index, id in ipairs(due) do
   end
 end
 
--- The moving jobs that a consumer holds (see ARGV[15]), with their holders: one look at the
--- holders' type, and only where there are holders, their entries for these ids. pcall: a user that
--- may not read them (the legacy keys only) still gets its jobs moved.
--- Calls found(id, value) for each moving id that hash `key` has a field of: HMGET in slices
--- (pcall: a key of another type has none).
-local function each_moving_in(key, found)
-  for _, topic in ipairs(topics) do
-    local moving = ids_by_topic[topic]
+-- Calls found(id, value) for each id of the lists `of` that hash `key` has a field of: HMGET in
+-- slices (pcall: a key of another type has none).
+local function each_field_of(key, of, found)
+  for _, moving in ipairs(of) do
     for first = 1, #moving, 1000 do
       local last = math.min(first + 999, #moving)
       local values = redis.pcall('HMGET', key, unpack(moving, first, last))
@@ -233,11 +259,18 @@ local function each_moving_in(key, found)
   end
 end
 
+-- The moving jobs that a consumer holds (see ARGV[15]), with their holders: one look at the
+-- holders' type, and only where there are holders, their entries for these ids. pcall: a user that
+-- may not read them (the legacy keys only) still gets its jobs moved.
 local holders = reserved ~= '' and reserved .. ':holders'
 local superseded = {}
 if holders and #topics > 0 and may('TYPE', holders) and may('HMGET', holders, 'id')
     and redis.pcall('TYPE', holders).ok == 'hash' then
-  each_moving_in(holders, function(id, holder)
+  local moving = {}
+  for _, topic in ipairs(topics) do
+    moving[#moving + 1] = ids_by_topic[topic]
+  end
+  each_field_of(holders, moving, function(id, holder)
     superseded[#superseded + 1] = {id, holder}
   end)
 end
@@ -255,14 +288,11 @@ for first = 1, #ended, 1000 do
   end
 end
 
--- Compact copies of the moving ids (see ARGV[16]), found before the first write: one look at the
--- index, and only where it exists, its entries for these ids. pcall: none of this may stop a move.
+-- Compact copies of the moving ids that a legacy client pushed (see `copies`), found before the
+-- first write. pcall: none of this may stop a move.
 local replaced = {}
-local index = compact .. 'index'
-if compact ~= '' and #topics > 0 and may('EXISTS', index) and may('HMGET', index, 'id')
-    and may('HDEL', index, 'id') and may('LSET', compact .. 'chunk:1', '0', '')
-    and redis.pcall('EXISTS', index) == 1 then
-  each_moving_in(index, function(id)
+if #legacy_pushed > 0 then
+  each_field_of(index, {legacy_pushed}, function(id)
     local chunk, position, entry = compact_find(compact, id)
     if chunk and compact_unpack(entry).id == id then
       replaced[#replaced + 1] = {id, chunk, position}
