@@ -189,7 +189,12 @@ fn by_words(error: &RedisError) -> Option<FailureKind> {
         FailureKind::OutOfMemory
     } else if has(&["READONLY"]) {
         FailureKind::ReadOnly
-    } else if has(&["NOPERM", "can't access", "has no permissions"]) {
+    } else if has(&[
+        "NOPERM",
+        "can't access",
+        "has no permissions",
+        "ACL failure in script",
+    ]) {
         FailureKind::NoPermission
     } else if has(&[UNTRUSTED]) {
         FailureKind::Tls
@@ -296,6 +301,17 @@ mod tests {
             (
                 "ERR Error running script (call to f_1): @user_script:12: The user executing \
                  the script can't access at least one of the keys mentioned in the command",
+                FailureKind::NoPermission,
+            ),
+            // Valkey 8 words a script's refused key and command so.
+            (
+                "ERR ACL failure in script: No permissions to access a key script: \
+                 4b07cae3f44a6c0e9373aed4a3afc9cec25a66cf, on @user_script:98.",
+                FailureKind::NoPermission,
+            ),
+            (
+                "ERR ACL failure in script: User delayer has no permissions to run the 'lpush' \
+                 command script: 4b07cae3f44a6c0e9373aed4a3afc9cec25a66cf, on @user_script:98.",
                 FailureKind::NoPermission,
             ),
             (

@@ -23,16 +23,42 @@ const SCHEDULES_ACL: &str = "+hgetall +exists +expire +hexists +del";
 const COMPACT_ACL: &str =
     "+exists +lrange +lindex +lset +expireat +del +rpush +llen +incr +set +zremrangebyscore +ltrim";
 
+/// What it adds on servers that know `CLIENT SETINFO` (Redis 7.2 and later, Valkey), which the
+/// client library sends on connecting; Redis 7.0 refuses it in an ACL.
+const SETINFO_ACL: &str = "+client|setinfo";
+
 /// docs/redis-deployments.md, its lines joined; and an admin's connection, once the daemon's
 /// user (`default`) was given exactly the page's ACL and `more`.
 async fn daemon_under(server: &RedisServer, more: &str) -> (String, MultiplexedConnection) {
     let mut admin = server.connect().await;
     acl(&mut admin, "admin", "on >admin ~* +@all").await;
-    let documented = std::fs::read_to_string("docs/redis-deployments.md").unwrap();
+    let documented = std::fs::read_to_string("docs/redis-deployments.md")
+        .unwrap()
+        .replace("\n  ", " ");
     let mut admin = server.connect_as("admin", "admin").await;
-    let rules = format!("reset on nopass {DAEMON_ACL} {more}");
+    let mut rules = format!("reset on nopass {DAEMON_ACL} {more}");
+    if knows_setinfo(&mut admin).await {
+        assert!(
+            documented.contains(&format!(
+                "`{SETINFO_ACL}` as well on Redis 7.2 and later and on Valkey"
+            )),
+            "the page gives what servers with CLIENT SETINFO add"
+        );
+        rules = format!("{rules} {SETINFO_ACL}");
+    }
     acl(&mut admin, "default", &rules).await;
-    (documented.replace("\n  ", " "), admin)
+    (documented, admin)
+}
+
+/// Whether the server has `CLIENT SETINFO` (`COMMAND INFO` answers nil for a command it lacks).
+async fn knows_setinfo(admin: &mut MultiplexedConnection) -> bool {
+    let info: Vec<delayer_client::redis::Value> = delayer_client::redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("client|setinfo")
+        .query_async(admin)
+        .await
+        .unwrap();
+    !matches!(info[..], [delayer_client::redis::Value::Nil])
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
 use crate::redis_server::{RedisServer, command_at, free_port};
+use crate::server_programs;
 use crate::tls::Certificates;
 use crate::wait_until_sync;
 
@@ -149,7 +150,7 @@ impl RedisCluster {
     }
 
     fn join(&self) {
-        let output = Command::new("redis-cli")
+        let output = server_programs::cli()
             .args(["--cluster", "create"])
             .args(
                 self.nodes
@@ -172,7 +173,8 @@ impl RedisCluster {
             .output()
             .unwrap_or_else(|error| {
                 panic!(
-                    "cannot run redis-cli ({error}): it comes with redis-server (or redis-tools)"
+                    "cannot run {} ({error}): it comes with redis-server (or redis-tools)",
+                    server_programs::cli_name()
                 )
             });
         assert!(
@@ -274,14 +276,14 @@ impl RedisCluster {
     /// (`redis-cli --cluster reshard`); returns when it is done.
     pub fn reshard(&self, from: usize, to: usize, slots: usize) {
         let id = |index: usize| self.nodes[index].command(&["CLUSTER", "MYID"]);
-        let output = Command::new("redis-cli")
+        let output = server_programs::cli()
             .args(["--cluster", "reshard"])
             .arg(format!("127.0.0.1:{}", self.nodes[from].port))
             .args(["--cluster-from", &id(from), "--cluster-to", &id(to)])
             .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
-            .expect("run redis-cli");
+            .unwrap_or_else(|error| panic!("cannot run {} ({error})", server_programs::cli_name()));
         assert!(
             output.status.success(),
             "redis-cli --cluster reshard failed:\n{}{}",

@@ -10,6 +10,7 @@ mod polling;
 pub mod proxy;
 mod redis_server;
 pub mod sentinel;
+mod server_programs;
 pub mod tls;
 
 pub use kafka_broker::KafkaBroker;

@@ -4,13 +4,14 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Value};
 use tempfile::TempDir;
 
+use crate::server_programs;
 use crate::tls::Certificates;
 use crate::wait_until_sync;
 
@@ -117,7 +118,7 @@ impl RedisServer {
 
     fn launch(&mut self) {
         let socket = self.socket();
-        let process = Command::new("redis-server")
+        let process = server_programs::server()
             .args(["--port", "0", "--unixsocket"])
             .arg(&socket)
             .args(["--save", "", "--appendonly", "no", "--dir"])
@@ -127,8 +128,9 @@ impl RedisServer {
             .spawn()
             .unwrap_or_else(|error| {
                 panic!(
-                    "cannot start redis-server ({error}): install it (e.g. `apt-get install \
-                     redis-server`) or run the tests with scripts/test, which does"
+                    "cannot start {} ({error}): install it (e.g. `apt-get install \
+                     redis-server`) or run the tests with scripts/test, which does",
+                    server_programs::server_name()
                 )
             });
         self.process = Some(process);

@@ -1,13 +1,14 @@
 //! Redis Sentinel as users run it: a master and a replica (redis-server on free ports) watched by
 //! three sentinels (`redis-server sentinel.conf --sentinel`), each in a temporary directory.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use tempfile::TempDir;
 
 use crate::redis_server::{RedisServer, command, command_at, free_port};
+use crate::server_programs;
 use crate::wait_until_sync;
 
 /// The name the sentinels know the master by.
@@ -135,12 +136,17 @@ impl Sentinel {
             ),
         )
         .unwrap();
-        let process = Command::new("redis-server")
+        let process = server_programs::server()
             .arg(&config)
             .arg("--sentinel")
             .stdout(Stdio::null())
             .spawn()
-            .expect("start redis-server --sentinel");
+            .unwrap_or_else(|error| {
+                panic!(
+                    "cannot start {} --sentinel ({error})",
+                    server_programs::server_name()
+                )
+            });
         let url = match password {
             Some(password) => format!("redis://:{password}@127.0.0.1:{port}"),
             None => format!("redis://127.0.0.1:{port}"),
