@@ -28,7 +28,7 @@ pub(super) const MIN_POLL_GAP: Duration = Duration::from_millis(5);
 const RELEASE_EVERY: Duration = Duration::from_secs(1);
 
 /// `[delayer]`'s keys of the timer loop. `Default` is the blank that the key table
-/// (`config/keys.rs`) fills in.
+/// (`config/keys/`) fills in.
 #[derive(Debug, Clone, Default)]
 pub struct MoverSettings {
     /// `timer_interval`: the longest the loop sleeps between two polls of the pool.

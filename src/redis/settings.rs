@@ -6,7 +6,7 @@ use std::time::Duration;
 use delayer_wire::connection::host_port;
 use delayer_wire::keys::Layout;
 
-/// The `[redis]` section. `Default` is the blank that the key table (`config/keys.rs`) fills in.
+/// The `[redis]` section. `Default` is the blank that the key table (`config/keys/`) fills in.
 #[derive(Debug, Clone, Default)]
 pub struct RedisSettings {
     /// A host name or address, or the path of a unix socket (starting with `/`).

@@ -20,7 +20,7 @@ use tracing_subscriber::{Layer, Registry};
 use crate::mover::ORIGINAL_LINES;
 use crate::text::escape::OneLine;
 
-/// `[delayer]`'s log keys. `Default` is the blank that the key table (`config/keys.rs`) fills in.
+/// `[delayer]`'s log keys. `Default` is the blank that the key table (`config/keys/`) fills in.
 #[derive(Debug, Clone, Default)]
 pub struct LogSettings {
     /// `access_log`: where info lines go (`None`: stdout).

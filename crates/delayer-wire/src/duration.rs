@@ -31,12 +31,13 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             .unwrap_or(rest.len());
         let (number, after) = rest.split_at(digits);
         let number: f64 = number.parse().map_err(|_| wrong())?;
-        let (unit, scale) = UNITS
-            .iter()
-            .find(|(unit, _)| after.starts_with(unit))
-            .ok_or_else(|| {
-                format!("{text:?}: a number needs a unit (ms, s, m, h or d) after it")
-            })?;
+        let Some((unit, scale)) = UNITS.iter().find(|(unit, _)| after.starts_with(unit)) else {
+            let word: String = after.chars().take_while(|c| !c.is_ascii_digit()).collect();
+            return Err(match word.is_empty() {
+                true => format!("{text:?}: a number needs a unit (ms, s, m, h or d) after it"),
+                false => format!("{text:?}: unknown unit {word:?} (use ms, s, m, h or d)"),
+            });
+        };
         ms += number * scale;
         rest = &after[unit.len()..];
     }
@@ -74,6 +75,7 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
-        assert!(parse("5x").unwrap_err().contains("unit"));
+        assert!(parse("5x").unwrap_err().contains("unknown unit \"x\""));
+        assert!(parse("1h30").unwrap_err().contains("needs a unit"));
     }
 }
