@@ -49,6 +49,7 @@
 
 pub mod cli;
 pub mod config;
+mod deliver;
 mod history;
 mod http;
 mod kafka;

@@ -2,7 +2,6 @@
 //! ([`out`]), and delay requests read from a Kafka topic and pushed as jobs ([`requests`]). Only
 //! with a `[kafka]` section: without one, no Kafka client exists (and librdkafka starts no thread).
 
-mod patterns;
 mod settings;
 
 #[cfg(feature = "kafka")]
@@ -22,7 +21,6 @@ mod requests;
 #[cfg(feature = "kafka")]
 mod topics;
 
-pub use patterns::matches;
 pub use settings::{DEFAULT_GROUP, KafkaSettings, Mechanism, MessageForm, Protocol};
 
 #[cfg(feature = "kafka")]

@@ -1,0 +1,5 @@
+//! Delivery of due jobs to sinks (Kafka): which delayer topics a sink takes.
+
+mod patterns;
+
+pub use patterns::matches;
