@@ -73,6 +73,8 @@ mod link {
             let producers = Producers::new(settings, metrics.kafka.clone())
                 .map_err(|error| producer::not_made(settings, &error))?;
             metrics.kafka.turn_on(&settings.brokers);
+            let title = format!("Kafka at {}", settings.brokers);
+            metrics.add_sink(title, metrics.kafka.out.clone());
             Ok(Link {
                 client,
                 target,

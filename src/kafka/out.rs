@@ -156,7 +156,7 @@ async fn reserve(
             }
         };
         room.add_permits(most - jobs.len());
-        link.sending(jobs.len());
+        link.out.sending(jobs.len());
         let (generation, producer) = producers.current();
         for job in jobs {
             let report = match record::message(&job, settings) {
@@ -330,13 +330,13 @@ async fn finish(
                 if let Err(error) = client.bury(&job, &why).await {
                     warn!(id = %job.id, "kafka: cannot send a refused job to the dead list ({error}): it is tried again after its time to run");
                 }
-                link.refused(1);
+                link.out.refused(1);
             }
             Outcome::NotNow(why) => {
                 if let Err(error) = client.give_back(&job).await {
                     warn!(id = %job.id, "kafka: cannot give back a job not delivered ({error}): it is tried again after its time to run");
                 }
-                link.given_back(1, &why);
+                link.out.given_back(1, &why);
                 failed.get_or_insert(why);
             }
         }
@@ -354,7 +354,7 @@ async fn finish(
             let due = job.due.unwrap_or(now);
             late.push(now.duration_since(due).unwrap_or_default());
         }
-        link.delivered(late);
+        link.out.delivered(late);
     }
     failed
 }
