@@ -1,6 +1,6 @@
-//! One sink's deliveries, as its loop counts them: jobs delivered, refused, given back and in
-//! flight, due-to-acked latency, and whether the receiver takes jobs now (for `/healthz`). Each
-//! sink's series name them (`delayer_kafka_*`); these are the counts behind.
+//! One sink's deliveries, as its loop counts them: jobs delivered, refused, given back, tried
+//! again and in flight, due-to-acked latency, and whether the receiver takes jobs now (for
+//! `/healthz`). Each sink's series name them (`delayer_kafka_*`); these are the counts behind.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -15,6 +15,7 @@ pub struct Deliveries {
     pub(super) delivered: Counter,
     pub(super) refused: Counter,
     pub(super) given_back: Counter,
+    pub(super) retried: Counter,
     pub(super) in_flight: Gauge,
     pub(super) due_to_acked: Histogram,
     state: Mutex<SinkState>,
@@ -36,6 +37,7 @@ impl Default for Deliveries {
             delivered: Counter::default(),
             refused: Counter::default(),
             given_back: Counter::default(),
+            retried: Counter::default(),
             in_flight: Gauge::default(),
             // 1 ms to ~9 min.
             due_to_acked: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
@@ -70,6 +72,12 @@ impl Deliveries {
         self.in_flight.dec_by(jobs as i64);
     }
 
+    /// Jobs whose try failed: given back, to be tried again after a wait.
+    pub fn retried(&self, jobs: usize) {
+        self.retried.inc_by(jobs as u64);
+        self.in_flight.dec_by(jobs as i64);
+    }
+
     /// Jobs not delivered for want of the receiver (down or slow): given back untried, to be
     /// delivered later.
     pub fn given_back(&self, jobs: usize, why: &str) {
@@ -87,12 +95,13 @@ impl Deliveries {
         self.state.lock().expect("not poisoned").clone()
     }
 
-    /// `(delivered, refused, given back, in flight)`, for the console.
-    pub fn counts(&self) -> [u64; 4] {
+    /// `(delivered, refused, given back, tried again, in flight)`, for the console.
+    pub fn counts(&self) -> [u64; 5] {
         [
             self.delivered.get(),
             self.refused.get(),
             self.given_back.get(),
+            self.retried.get(),
             self.in_flight.get().max(0) as u64,
         ]
     }

@@ -70,7 +70,7 @@ fn kafka_line(state: &AppState) -> Markup {
         return html! {};
     }
     let out = kafka.out.state();
-    let [delivered, refused, given_back, in_flight] = kafka.out.counts();
+    let [delivered, refused, given_back, _, in_flight] = kafka.out.counts();
     let errors = kafka.broker_errors();
     let doing = match (&out.failing, out.delivered_once) {
         (Some(_), _) => "not taking messages: due jobs wait in Redis",
