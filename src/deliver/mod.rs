@@ -11,6 +11,8 @@ pub mod kafka;
 mod patterns;
 mod reserve;
 mod settle;
+#[cfg(test)]
+mod tests;
 mod topics;
 
 use std::sync::Mutex;
