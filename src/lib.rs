@@ -6,10 +6,10 @@
 //! `delayer:ready_queue:<topic>` with one atomic Lua script (`move_due.lua`), so several daemons
 //! can share one Redis without ever pushing a job twice. Consumers RPOP/BRPOP the list.
 //!
-//! The parts: [`config`] reads `delayer.conf`; `mover` is the timer loop; `redis` the pool and
-//! what Redis failures mean; `schedules` claims recurring schedules' ticks; `history` writes what
-//! happened to Redis, per minute; `http` the job API,
-//! metrics and the console; [`cli`] the command line;
+//! The parts: [`config`] reads `delayer.conf`; `mover` is the timer loop; `deliver` the loop that
+//! hands due jobs to sinks; `kafka` the Kafka link; `redis` the pool and what Redis failures
+//! mean; `schedules` claims recurring schedules' ticks; `history` writes what happened to Redis,
+//! per minute; `http` the job API, metrics and the console; [`cli`] the command line;
 //! [`service`] the process plumbing (daemon, pid file, signals, logs).
 //!
 //! # Words
@@ -36,6 +36,9 @@
 //! - **lapse**: a reservation whose deadline passed: the job is delivered again (back to the
 //!   pool, due now), or after `max_attempts` goes to its topic's **dead list**
 //!   (`delayer:dead_queue:<topic>`), where it stays until requeued.
+//! - **sink**: where the due jobs of some topics go instead of their ready lists (Kafka). The
+//!   **delivery loop** reserves them, sends each to its sink, and acks it, gives it back or
+//!   dead-lists it as the sink reports (`deliver::Sink`); each sink runs a loop of its own.
 //! - **layout**: what the keys are called and where a topic's keys are: `legacy` (the original's
 //!   names), `jop` (its first generation's) or the cluster layout, where every key of a topic
 //!   carries the topic as its `{hash tag}`, so that one script call touches one slot. A
@@ -49,6 +52,7 @@
 
 pub mod cli;
 pub mod config;
+mod deliver;
 mod history;
 mod http;
 mod kafka;

@@ -3,6 +3,7 @@
 //! show.
 
 mod census;
+mod deliveries;
 mod kafka;
 mod schedules;
 mod text;
@@ -26,6 +27,7 @@ use prometheus_client::registry::Registry;
 use crate::history::{Tally, lags};
 use crate::text::escape::capped;
 pub use census::Census;
+pub use deliveries::Deliveries;
 pub use kafka::KafkaLink;
 #[cfg(feature = "kafka")]
 pub use kafka::RequestsFlow;
@@ -84,6 +86,8 @@ pub struct Metrics {
     schedules: Arc<ScheduleFamilies>,
     /// The Kafka link's figures (none unless `[kafka]` turns it on).
     pub kafka: Arc<KafkaLink>,
+    /// Each sink that due jobs are delivered to, by what `/healthz` calls it ("Kafka at ...").
+    sinks: Mutex<Vec<(String, Arc<Deliveries>)>>,
     /// The topics `ready` and `dead` have series for.
     measured: Mutex<HashSet<String>>,
     /// The topics the counters have series for, by label, each with the topic when the label
@@ -136,6 +140,7 @@ impl Default for Metrics {
             census_at: Gauge::default(),
             schedules: Arc::default(),
             kafka: Arc::default(),
+            sinks: Mutex::default(),
             measured: Mutex::default(),
             counted: Mutex::default(),
             listed: AtomicUsize::new(DEFAULT_LISTED_TOPICS),
@@ -439,6 +444,18 @@ impl Metrics {
     /// the word of `/healthz` and of the metric `last_look_timestamp_seconds`: a look is a poll.
     pub fn has_looked(&self) -> bool {
         self.polled.load(Ordering::Relaxed)
+    }
+
+    /// Counts a sink's deliveries in `deliveries`, for `/healthz` to tell when its receiver does
+    /// not take jobs; `title` names it there ("Kafka at k1:9092").
+    pub fn add_sink(&self, title: String, deliveries: Arc<Deliveries>) {
+        let mut sinks = self.sinks.lock().expect("not poisoned");
+        sinks.push((title, deliveries));
+    }
+
+    /// Each sink's title and deliveries, in the order they were added.
+    pub fn sinks(&self) -> Vec<(String, Arc<Deliveries>)> {
+        self.sinks.lock().expect("not poisoned").clone()
     }
 
     /// Whether Redis answered the last poll, and how long ago the last successful poll was.

@@ -236,7 +236,7 @@ pub(super) fn risky(config: &Config) -> Vec<String> {
     let mut warnings = Vec::new();
     if let Some(kafka) = &config.kafka
         && let Some(topic) = kafka.topic_of_requests()
-        && crate::kafka::matches(&kafka.topics, topic)
+        && crate::deliver::matches(&kafka.topics, topic)
     {
         warnings.push(format!(
             "[kafka] topics = {:?} covers the topic {topic:?}, whose Kafka topic would be the \

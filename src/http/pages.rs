@@ -37,9 +37,9 @@ pub(super) async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderM
     ([(CONTENT_TYPE, content_type)], text).into_response()
 }
 
-/// 200 while Redis answered the last look and the loop looked within two `timer_interval`s (and,
-/// with `[kafka]`, while the brokers take messages and delay requests move); 503 with the reason
-/// otherwise.
+/// 200 while Redis answered the last look and the loop looked within two `timer_interval`s (and
+/// while each sink's receiver takes jobs, and, with `[kafka]`, delay requests move); 503 with the
+/// reason otherwise.
 pub(super) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     match health(&state) {
         Ok(fine) => (StatusCode::OK, fine).into_response(),
@@ -70,17 +70,15 @@ pub(super) fn health(state: &AppState) -> Result<String, String> {
             "no look at the job pool for {since:.1} s, more than twice timer_interval ({limit:.1} s)\n"
         ));
     }
-    let kafka = &state.metrics.kafka;
-    if kafka.is_on()
-        && let Some((failing_since, why)) = kafka.state().failing
-    {
-        return Err(format!(
-            "Kafka at {} does not take messages for {:.1} s ({why}): due jobs wait in Redis\n",
-            kafka.state().brokers,
-            failing_since.elapsed().as_secs_f64()
-        ));
+    for (title, sink) in state.metrics.sinks() {
+        if let Some((failing_since, why)) = sink.state().failing {
+            return Err(format!(
+                "{title} does not take messages for {:.1} s ({why}): due jobs wait in Redis\n",
+                failing_since.elapsed().as_secs_f64()
+            ));
+        }
     }
-    if let Some((topic, partition, waiting, still)) = kafka.requests_stalled() {
+    if let Some((topic, partition, waiting, still)) = state.metrics.kafka.requests_stalled() {
         return Err(format!(
             "Kafka delay requests do not move: {waiting} wait in partition {partition} of \
              {topic}, and its offset has not moved for {:.0} s\n",

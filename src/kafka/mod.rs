@@ -1,8 +1,8 @@
-//! The Kafka link (`docs/kafka.md`): due jobs of the configured topics delivered to Kafka
-//! ([`out`]), and delay requests read from a Kafka topic and pushed as jobs ([`requests`]). Only
-//! with a `[kafka]` section: without one, no Kafka client exists (and librdkafka starts no thread).
+//! The Kafka link (`docs/kafka.md`): due jobs of the configured topics delivered to Kafka (the
+//! delivery loop's Kafka sink, `crate::deliver::kafka`), and delay requests read from a Kafka topic
+//! and pushed as jobs ([`requests`]). Only with a `[kafka]` section: without one, no Kafka client
+//! exists (and librdkafka starts no thread).
 
-mod patterns;
 mod settings;
 
 #[cfg(feature = "kafka")]
@@ -10,23 +10,20 @@ mod delay_request;
 #[cfg(feature = "kafka")]
 mod lag;
 #[cfg(feature = "kafka")]
-mod out;
-#[cfg(feature = "kafka")]
 mod producer;
 #[cfg(feature = "kafka")]
-mod record;
+pub mod record;
 #[cfg(feature = "kafka")]
-mod refusal;
+pub mod refusal;
 #[cfg(feature = "kafka")]
 mod requests;
-#[cfg(feature = "kafka")]
-mod topics;
 
-pub use patterns::matches;
 pub use settings::{DEFAULT_GROUP, KafkaSettings, Mechanism, MessageForm, Protocol};
 
 #[cfg(feature = "kafka")]
 pub use link::{Link, brokers_answer};
+#[cfg(feature = "kafka")]
+pub use producer::Producers;
 
 #[cfg(feature = "kafka")]
 mod link {
@@ -44,8 +41,9 @@ mod link {
     use tokio_util::sync::CancellationToken;
 
     use super::producer::{self, Producers};
+    use super::requests;
     use super::settings::KafkaSettings;
-    use super::{out, requests};
+    use crate::deliver::{self, kafka::Kafka};
     use crate::metrics::Metrics;
 
     /// How long `--check-config` waits for the brokers' metadata.
@@ -75,6 +73,8 @@ mod link {
             let producers = Producers::new(settings, metrics.kafka.clone())
                 .map_err(|error| producer::not_made(settings, &error))?;
             metrics.kafka.turn_on(&settings.brokers);
+            let title = format!("Kafka at {}", settings.brokers);
+            metrics.add_sink(title, metrics.kafka.out.clone());
             Ok(Link {
                 client,
                 target,
@@ -97,7 +97,11 @@ mod link {
         /// topic, until `stop`; then waits for the messages still queued.
         pub async fn run(self, stop: &CancellationToken) {
             let link = &self.metrics.kafka;
-            let delivering = out::run(&self.client, &self.producers, &self.settings, link, stop);
+            let sink = Kafka {
+                settings: &self.settings,
+                producers: &self.producers,
+            };
+            let delivering = deliver::run(&self.client, &sink, &link.out, stop);
             let reading = async {
                 if let Some(topic) = &self.settings.requests_topic {
                     requests::run(

@@ -22,9 +22,9 @@ use tracing::{info, warn};
 
 use super::delay_request::{Due, Request, request};
 use super::lag;
-use super::patterns::matches;
 use super::producer::{self, Reports};
 use super::settings::KafkaSettings;
+use crate::deliver::matches;
 use crate::metrics::KafkaLink;
 
 /// The most requests pushed in one call.

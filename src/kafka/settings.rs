@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::patterns::matches;
+use crate::deliver::matches;
 
 /// How long a reservation of a job on its way to Kafka lasts unless touched (`[kafka] ttr`).
 pub const DEFAULT_TTR: Duration = Duration::from_secs(30);

@@ -69,16 +69,17 @@ fn kafka_line(state: &AppState) -> Markup {
     if !kafka.is_on() {
         return html! {};
     }
-    let link = kafka.state();
-    let [delivered, refused, given_back, in_flight, errors] = kafka.counts();
-    let doing = match (&link.failing, link.delivered_once) {
+    let out = kafka.out.state();
+    let [delivered, refused, given_back, _, in_flight] = kafka.out.counts();
+    let errors = kafka.broker_errors();
+    let doing = match (&out.failing, out.delivered_once) {
         (Some(_), _) => "not taking messages: due jobs wait in Redis",
         (None, true) => "delivering",
         (None, false) => "nothing delivered yet",
     };
     html! {
         p.kafka {
-            "Kafka at " code { (link.brokers) } ": " (doing) ". Since the start: "
+            "Kafka at " code { (kafka.brokers()) } ": " (doing) ". Since the start: "
             (delivered) " delivered, " (refused) " refused (to the dead list), "
             (given_back) " given back to try again, " (in_flight) " in flight, "
             (errors) " broker errors."

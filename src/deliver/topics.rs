@@ -1,18 +1,18 @@
-//! The delayer topics whose due jobs go to Kafka: the registry's that `[kafka] topics` matches
-//! (but the one whose Kafka topic is the requests topic), kept up to date cheaply.
+//! The delayer topics whose due jobs go to a sink: the registry's that it takes, kept up to date
+//! cheaply.
 
 use std::time::{Duration, Instant};
 
 use delayer_client::{Client, Topic};
 
-use super::settings::KafkaSettings;
+use super::Sink;
 
 /// How often the registry's size is looked at (SCARD): a topic added is delivered within this.
 pub const TOPICS_CHECK: Duration = Duration::from_millis(100);
 /// How often the registry of topics is read again all the same (a topic replaced by another).
 const TOPICS_EVERY: Duration = Duration::from_secs(2);
 
-/// The delayer topics to deliver: the registry's that the patterns match, read again when the
+/// The delayer topics to deliver: the registry's that the sink takes, read again when the
 /// registry's size changes (looked at every [`TOPICS_CHECK`]) and every [`TOPICS_EVERY`], in an
 /// order that turns each round, so that a busy topic does not keep the others waiting (a
 /// reserve takes the first topic's jobs first).
@@ -31,7 +31,7 @@ impl Topics {
     pub async fn current(
         &mut self,
         client: &Client,
-        settings: &KafkaSettings,
+        sink: &impl Sink,
     ) -> delayer_client::Result<Vec<Topic>> {
         let mut stale = self.read_at.is_none_or(|at| at.elapsed() >= TOPICS_EVERY);
         if !stale
@@ -47,14 +47,14 @@ impl Topics {
             self.size = registry.len() as u64;
             let mut known: Vec<Topic> = registry
                 .into_iter()
-                .filter(|topic| settings.delivers(&String::from_utf8_lossy(topic.as_bytes())))
+                .filter(|topic| sink.takes(&String::from_utf8_lossy(topic.as_bytes())))
                 .collect();
             // Names without a wildcard are delivered before any push registers them.
-            let names = settings
-                .topics
+            let names = sink
+                .topics()
                 .iter()
                 .filter(|pattern| !pattern.contains('*'));
-            for pattern in names.filter(|name| settings.delivers(name)) {
+            for pattern in names.filter(|name| sink.takes(name)) {
                 let topic = Topic::from(pattern.as_str());
                 if !known.contains(&topic) {
                     known.push(topic);

@@ -1,4 +1,5 @@
-//! `[kafka] topics`: delayer topic names, or patterns where `*` matches any run of characters.
+//! A sink's `topics` (`[kafka] topics`): delayer topic names, or patterns where `*` matches any run
+//! of characters.
 
 /// Whether delayer topic `topic` is one of `patterns` (a name, or a pattern where `*` stands for
 /// any run of characters, none included).
