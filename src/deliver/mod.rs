@@ -118,10 +118,3 @@ pub async fn run(
     let settling = settle::run(client, sink, figures, &flow, to_send);
     tokio::join!(reserving, settling);
 }
-
-async fn pause(wait: Duration, stop: &CancellationToken) {
-    tokio::select! {
-        () = tokio::time::sleep(wait) => {}
-        () = stop.cancelled() => {}
-    }
-}

@@ -9,8 +9,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::topics::{TOPICS_CHECK, Topics};
-use super::{BATCH, Flow, Sink, pause};
+use super::{BATCH, Flow, Sink};
 use crate::metrics::Deliveries;
+use crate::service::duty::sleep_or_stop;
 
 /// How long a reserve waits for a job before the loop looks again (at its stop, and its topics).
 const RESERVE_WAIT: Duration = Duration::from_millis(500);
@@ -32,13 +33,13 @@ pub(super) async fn run(
         let names = match topics.current(client, sink).await {
             Ok(names) if !names.is_empty() => names,
             Ok(_) => {
-                pause(TOPICS_CHECK, stop).await;
+                sleep_or_stop(TOPICS_CHECK, stop).await;
                 continue;
             }
             Err(error) => {
                 // The mover tells Redis's outages.
                 warn!("{name}: cannot list the topics to deliver: {error}");
-                pause(Duration::from_secs(1), stop).await;
+                sleep_or_stop(Duration::from_secs(1), stop).await;
                 continue;
             }
         };
@@ -53,7 +54,7 @@ pub(super) async fn run(
                 };
                 all.expect("never closed").forget();
                 room.add_permits(most_in_flight - 1);
-                pause(wait, stop).await;
+                sleep_or_stop(wait, stop).await;
                 if stop.is_cancelled() {
                     room.add_permits(1);
                     break;
@@ -81,7 +82,7 @@ pub(super) async fn run(
             Err(error) => {
                 room.add_permits(most);
                 warn!("{name}: cannot reserve jobs to deliver: {error}");
-                pause(Duration::from_secs(1), stop).await;
+                sleep_or_stop(Duration::from_secs(1), stop).await;
                 continue;
             }
         };

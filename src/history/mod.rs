@@ -18,6 +18,7 @@ use delayer_wire::time::unix_now;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::service::duty::{Trouble, sleep_or_stop};
 use tally::Minute;
 pub use tally::{Tally, lags};
 
@@ -32,11 +33,8 @@ const LAST_WRITE_WAIT: Duration = Duration::from_secs(2);
 pub async fn run(client: Client, tally: Arc<Tally>, moved: &CancellationToken) {
     tally.keep();
     let mut writer = Writer::default();
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(WRITE_EVERY) => writer.write(&client, &tally).await,
-            () = moved.cancelled() => break,
-        }
+    while sleep_or_stop(WRITE_EVERY, moved).await {
+        writer.write(&client, &tally).await;
     }
     if tokio::time::timeout(LAST_WRITE_WAIT, writer.write(&client, &tally))
         .await
@@ -49,8 +47,8 @@ pub async fn run(client: Client, tally: Arc<Tally>, moved: &CancellationToken) {
 /// What was said about the writes, so that each trouble is said once.
 #[derive(Default)]
 struct Writer {
-    failing: bool,
-    refused_said: bool,
+    trouble: Trouble,
+    refused_told: bool,
 }
 
 impl Writer {
@@ -60,21 +58,19 @@ impl Writer {
         while let Some((minute, counts)) = minutes.pop_first() {
             match client.count(Some(minute), &script_counts(&counts)).await {
                 Ok(kept) => {
-                    if !kept && !self.refused_said {
-                        self.refused_said = true;
+                    if !kept && !self.refused_told {
+                        self.refused_told = true;
                         warn!(
                             "the Redis user may not write the history (delayer:{{history}}:*): \
                              nothing is kept of what happened (allow +hincrby +hget +hset +expire)"
                         );
                     }
-                    if self.failing {
-                        self.failing = false;
+                    if self.trouble.worked() {
                         info!("the history is written again");
                     }
                 }
                 Err(error) => {
-                    if !self.failing {
-                        self.failing = true;
+                    if self.trouble.failed() {
                         warn!("cannot write the history yet: {error}");
                     }
                     let mut left = BTreeMap::from([(minute, counts)]);

@@ -15,6 +15,7 @@ use tracing::{info, warn};
 
 use super::producer::Reports;
 use crate::metrics::{KafkaLink, RequestsFlow};
+use crate::service::duty::sleep_or_stop;
 
 /// How often the lag is measured.
 const EVERY: Duration = Duration::from_secs(5);
@@ -28,11 +29,7 @@ pub async fn watch(
     link: &KafkaLink,
     stop: &CancellationToken,
 ) {
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(EVERY) => {}
-            () = stop.cancelled() => return,
-        }
+    while sleep_or_stop(EVERY, stop).await {
         let asking = consumer.clone();
         // librdkafka's questions block: on a thread of their own.
         let Ok(Some(read)) = tokio::task::spawn_blocking(move || measure(&asking)).await else {

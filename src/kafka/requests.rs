@@ -26,6 +26,7 @@ use super::producer::{self, Reports};
 use super::settings::KafkaSettings;
 use crate::deliver::matches;
 use crate::metrics::KafkaLink;
+use crate::service::duty::sleep_or_stop;
 
 /// The most requests pushed in one call.
 const BATCH: usize = 500;
@@ -102,7 +103,7 @@ async fn read(
             Ok(message) => vec![message],
             Err(error) => {
                 warn!("kafka: cannot read delay requests: {error}");
-                pause(stop).await;
+                sleep_or_stop(AFTER_A_FAILURE, stop).await;
                 continue;
             }
         };
@@ -120,7 +121,7 @@ async fn read(
                 }
                 Err(error) => {
                     warn!("kafka: cannot push delay requests (tried again): {error:#}");
-                    pause(stop).await;
+                    sleep_or_stop(AFTER_A_FAILURE, stop).await;
                     if stop.is_cancelled() {
                         break 'reading;
                     }
@@ -320,13 +321,6 @@ async fn push_all(
             }
             Err(error) => return Err(error.into()),
         }
-    }
-}
-
-async fn pause(stop: &CancellationToken) {
-    tokio::select! {
-        () = tokio::time::sleep(AFTER_A_FAILURE) => {}
-        () = stop.cancelled() => {}
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, AsyncCommands, RedisResult};
+use deadpool_redis::redis::{self, AsyncCommands, RedisError, RedisResult};
 use delayer_wire::compact::{BEAT_EVERY, CompactKeys, STAGE_EVERY};
 use delayer_wire::keys::Keys;
 use delayer_wire::scripts::compact_stage::{Reach, StageScript, Staged};
@@ -19,6 +19,7 @@ use tracing::{info, warn};
 
 use super::step::Step;
 use crate::redis::RedisPool;
+use crate::service::duty::Trouble;
 
 /// How long a daemon's beat is kept after it stopped beating (for the console to count).
 const BEATS_KEPT: Duration = Duration::from_secs(86_400);
@@ -66,7 +67,7 @@ impl Stager {
         };
         let mut active = false;
         let mut beaten: Option<Instant> = None;
-        let mut failing = false;
+        let mut trouble = Trouble::default();
         let mut passes = passes();
         let mut idle_looks = idle_looks();
         let mut looked = Instant::now();
@@ -121,19 +122,11 @@ impl Stager {
                 RedisResult::Ok(jobs)
             }
             .await;
-            step.staging_works(result.is_ok());
-            match result {
-                Ok(_) if failing => {
-                    failing = false;
-                    info!("Staging compact jobs again");
-                }
-                Ok(_) => {}
-                Err(error) if !failing => {
-                    failing = true;
-                    warn!("Could not stage compact jobs (tried again every second): {error}");
-                }
-                Err(_) => {}
-            }
+            tell(
+                step,
+                &mut trouble,
+                result.err().as_ref().map(|error| (None, error)),
+            );
         }
     }
 
@@ -162,6 +155,24 @@ async fn in_use(connection: &mut impl AsyncCommands, compact: &CompactKeys) -> R
         .exists(&[compact.wanted(), &compact.chunks()])
         .await?;
     Ok(found > 0)
+}
+
+/// Tells the moves whether staging works, and says when it begins to fail (`failed`: the topic
+/// staged, in the cluster layout, and the error) and when it works again.
+pub(super) fn tell(
+    step: &Step,
+    trouble: &mut Trouble,
+    failed: Option<(Option<&str>, &RedisError)>,
+) {
+    step.staging_works(failed.is_none());
+    match failed {
+        None if trouble.worked() => info!("Staging compact jobs again"),
+        Some((topic, error)) if trouble.failed() => warn!(
+            topic = topic.unwrap_or(""),
+            "Could not stage compact jobs (tried again every second): {error}"
+        ),
+        _ => {}
+    }
 }
 
 /// Counts and logs what a stage call dropped (`topic`: the cluster layout's topic staged).

@@ -12,6 +12,7 @@ use delayer_wire::connection::{self, MASTER_CHECK};
 use tokio_util::sync::CancellationToken;
 
 use super::RedisSettings;
+use crate::service::duty::sleep_or_stop;
 
 /// Connections to the configured Redis, nothing connected until first used. With Sentinel, the
 /// pool is for the master found last, checked every [`MASTER_CHECK`]
@@ -69,11 +70,7 @@ impl RedisPool {
         if let Target::Address(_) = self.target {
             return;
         }
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep(MASTER_CHECK) => {}
-                () = stop.cancelled() => return,
-            }
+        while sleep_or_stop(MASTER_CHECK, stop).await {
             // Sentinels that hang must not hold up a stop.
             let found = tokio::select! {
                 found = self.target.resolve() => found,

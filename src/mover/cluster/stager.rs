@@ -15,11 +15,12 @@ use delayer_wire::scripts::compact_stage::Reach;
 use futures_util::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
-use super::super::stager::{Stager, idle_looks, next_pass, passes, report};
+use super::super::stager::{Stager, idle_looks, next_pass, passes, report, tell};
 use super::super::step::Step;
 use super::nodes::ClusterNodes;
+use crate::service::duty::Trouble;
 
 /// The most topics staged at once: a master that hangs holds up only its own topics' calls.
 const MAX_AT_ONCE: usize = 16;
@@ -56,7 +57,7 @@ impl ClusterStager {
     ) {
         let mut active = false;
         let mut beaten: Option<Instant> = None;
-        let mut failing = false;
+        let mut trouble = Trouble::default();
         // When each topic is looked at next, by Redis's clock.
         let mut looks: HashMap<String, f64> = HashMap::new();
         let mut passes = passes();
@@ -80,23 +81,11 @@ impl ClusterStager {
                     beaten = Some(Instant::now());
                 }
             }
-            step.staging_works(result.is_ok());
-            match result {
-                Ok(()) if failing => {
-                    failing = false;
-                    info!("Staging compact jobs again");
-                }
-                Ok(()) => {}
-                Err((topic, error)) if !failing => {
-                    failing = true;
-                    let topic = topic.as_deref().unwrap_or("");
-                    warn!(
-                        topic,
-                        "Could not stage compact jobs (tried again every second): {error}"
-                    );
-                }
-                Err(_) => {}
-            }
+            let failed = result
+                .as_ref()
+                .err()
+                .map(|(topic, error)| (topic.as_deref(), error));
+            tell(step, &mut trouble, failed);
         }
     }
 
