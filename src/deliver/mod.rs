@@ -6,8 +6,6 @@
 // Built without Kafka too, where no sink runs it yet (the HTTP sink will): it must not need Kafka.
 #![cfg_attr(not(feature = "kafka"), allow(dead_code))]
 
-#[cfg(feature = "kafka")]
-pub mod kafka;
 mod patterns;
 mod reserve;
 mod settle;

@@ -1,5 +1,5 @@
 //! The Kafka link (`docs/kafka.md`): due jobs of the configured topics delivered to Kafka (the
-//! delivery loop's Kafka sink, `crate::deliver::kafka`), and delay requests read from a Kafka topic
+//! delivery loop's Kafka sink, [`sink`]), and delay requests read from a Kafka topic
 //! and pushed as jobs ([`requests`]). Only with a `[kafka]` section: without one, no Kafka client
 //! exists (and librdkafka starts no thread).
 
@@ -12,11 +12,13 @@ mod lag;
 #[cfg(feature = "kafka")]
 mod producer;
 #[cfg(feature = "kafka")]
-pub mod record;
+mod record;
 #[cfg(feature = "kafka")]
-pub mod refusal;
+mod refusal;
 #[cfg(feature = "kafka")]
 mod requests;
+#[cfg(feature = "kafka")]
+mod sink;
 
 pub use settings::{DEFAULT_GROUP, KafkaSettings, Mechanism, MessageForm, Protocol};
 
@@ -43,7 +45,8 @@ mod link {
     use super::producer::{self, Producers};
     use super::requests;
     use super::settings::KafkaSettings;
-    use crate::deliver::{self, kafka::Kafka};
+    use crate::deliver;
+    use super::sink::Kafka;
     use crate::metrics::Metrics;
 
     /// How long `--check-config` waits for the brokers' metadata.

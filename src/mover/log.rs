@@ -14,10 +14,6 @@ use delayer_wire::scripts::move_due::{Batch, Stuck, StuckBecause};
 use delayer_wire::scripts::release::Released;
 use delayer_wire::{JobId, Topic};
 
-/// Where these lines are logged from. Their text is part of the compatibility promise and says
-/// their fields in its own words: text log lines leave the fields out of them.
-pub const ORIGINAL_LINES: &str = module_path!();
-
 /// Logs the jobs a batch moved and the orphans it dropped.
 pub fn moves(batch: &Batch) {
     // These lines keep the original's exact wording: people grep their logs for them.
@@ -186,5 +182,14 @@ impl StuckTopics {
             );
             self.reported.insert(topic, why);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_original_lines_are_logged_from_where_the_logging_expects_them() {
+        let here = module_path!().strip_suffix("::tests");
+        assert_eq!(here, Some(crate::service::logging::ORIGINAL_LINES));
     }
 }

@@ -25,7 +25,6 @@ use crate::redis::RedisSettings;
 use cluster::ClusterMover;
 use single::SingleMover;
 
-pub use log::ORIGINAL_LINES;
 pub use step::MoverSettings;
 
 /// The timer loop for the configured Redis: one pool for every topic, or placed per topic in a

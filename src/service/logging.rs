@@ -17,8 +17,12 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{Layer, Registry};
 
-use crate::mover::ORIGINAL_LINES;
 use crate::text::escape::OneLine;
+
+/// The log target of the lines whose text is part of the compatibility promise (the original's
+/// "Job is ready, Topic: ..., IDs: [...]"): they say their fields in their own words, so text log
+/// lines leave the fields out of them. It is `mover::log`'s module path (a test there checks).
+pub const ORIGINAL_LINES: &str = "delayer::mover::log";
 
 /// `[delayer]`'s log keys. `Default` is the blank that the key table (`config/keys/`) fills in.
 #[derive(Debug, Clone, Default)]

@@ -1,5 +1,5 @@
 //! The Kafka sink: a due job produced to its Kafka topic (in the configured form, see
-//! [`record`](crate::kafka::record)) by an idempotent producer with `acks=all`, delivered once
+//! [`record`](super::record)) by an idempotent producer with `acks=all`, delivered once
 //! the broker reports it; a refusal for good is dead-listed, trouble with the brokers gives the
 //! job back. librdkafka retries a message itself (for `DELIVERY_TIMEOUT`) before it reports a
 //! failure, so a job has no retries of its own.
@@ -11,10 +11,10 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::FutureRecord;
 
-use super::{Outcome, Sink};
-use crate::kafka::record::{self, Message};
-use crate::kafka::refusal;
-use crate::kafka::{KafkaSettings, MessageForm, Producers};
+use super::record::{self, Message};
+use super::refusal;
+use super::{KafkaSettings, MessageForm, Producers};
+use crate::deliver::{Outcome, Sink};
 
 /// The most jobs on their way at once: jobs are reserved while earlier ones are in flight, so a
 /// slow report does not hold up the next due jobs, and never so many that a broker outage gives
