@@ -45,8 +45,8 @@ mod link {
     use super::producer::{self, Producers};
     use super::requests;
     use super::settings::KafkaSettings;
-    use crate::deliver;
     use super::sink::Kafka;
+    use crate::deliver;
     use crate::metrics::Metrics;
 
     /// How long `--check-config` waits for the brokers' metadata.

@@ -65,12 +65,12 @@ impl Mover {
         }
     }
 
-    /// Moves jobs as they fall due until `shutdown` is cancelled. A script call that has started
+    /// Moves jobs as they fall due until `stop` is cancelled. A script call that has started
     /// always finishes: Redis is never left with a job half-moved.
-    pub async fn run(&self, shutdown: &CancellationToken) {
+    pub async fn run(&self, stop: &CancellationToken) {
         match self {
-            Mover::Single(mover) => mover.run(shutdown).await,
-            Mover::Cluster(mover) => mover.run(shutdown).await,
+            Mover::Single(mover) => mover.run(stop).await,
+            Mover::Cluster(mover) => mover.run(stop).await,
         }
     }
 

@@ -79,33 +79,32 @@ impl SingleMover {
         self.pool.target()
     }
 
-    /// Moves jobs as they fall due until `shutdown` is cancelled. A script call that has started
+    /// Moves jobs as they fall due until `stop` is cancelled. A script call that has started
     /// always finishes: Redis is never left with a job half-moved.
-    pub(super) async fn run(&self, shutdown: &CancellationToken) {
+    pub(super) async fn run(&self, stop: &CancellationToken) {
         let watch = PoolWatch::new(self.pool.target(), &self.keys, self.redis.address());
         let pushed = watch.subscribe();
         tokio::join!(
-            self.poll(watch, shutdown),
-            self.pool.follow_master(shutdown),
-            self.stager
-                .run(&self.pool, &self.step, Some(pushed), shutdown)
+            self.poll(watch, stop),
+            self.pool.follow_master(stop),
+            self.stager.run(&self.pool, &self.step, Some(pushed), stop)
         );
     }
 
     /// The loop itself: a poll of the pool, then a sleep until the next job falls due.
-    async fn poll(&self, mut watch: PoolWatch, shutdown: &CancellationToken) {
+    async fn poll(&self, mut watch: PoolWatch, stop: &CancellationToken) {
         let timer_interval = self.step.settings().timer_interval;
         // The due time the timer woke early for, if it did.
         let mut aim = None;
         loop {
             watch.seen();
-            let drained = self.drain(shutdown, aim.take()).await;
+            let drained = self.drain(stop, aim.take()).await;
             self.step.metrics().polled(drained.is_ok());
             if drained.is_ok() {
                 self.step.outages().succeeded(None);
             }
             let polled_at = Instant::now();
-            if shutdown.is_cancelled() {
+            if stop.is_cancelled() {
                 return;
             }
             let mut due_at = None;
@@ -114,7 +113,7 @@ impl SingleMover {
                     // Connecting the watch may take a while; nothing changes until it succeeds.
                     tokio::select! {
                         () = watch.ensure() => {}
-                        () = shutdown.cancelled() => return,
+                        () = stop.cancelled() => return,
                     }
                     let wait = wait_until(next_due, self.step.now(), timer_interval);
                     // Only for a wait of a millisecond or more: jobs due closer together than that
@@ -142,7 +141,7 @@ impl SingleMover {
                     watch.written().await;
                     tokio::time::sleep_until(polled_at + MIN_POLL_GAP).await;
                 } => {}
-                () = shutdown.cancelled() => return,
+                () = stop.cancelled() => return,
             }
         }
     }
@@ -153,7 +152,7 @@ impl SingleMover {
     /// there, at once).
     async fn drain(
         &self,
-        shutdown: &CancellationToken,
+        stop: &CancellationToken,
         aim: Option<f64>,
     ) -> Result<Option<f64>, PollFailure> {
         self.pool.prune();
@@ -161,16 +160,16 @@ impl SingleMover {
         let mut connection = tokio::select! {
             connection = self.pool.get() => connection
                 .map_err(|error| PollFailure::not_a_move(Failure::connecting(&error, &self.redis)))?,
-            () = shutdown.cancelled() => return Ok(None),
+            () = stop.cancelled() => return Ok(None),
         };
         if let Some(due) = aim {
             sleep_precisely(due - self.step.now()).await;
         }
         let master_moves = self.pool.master_moves();
-        let stop = || shutdown.is_cancelled() || self.pool.master_moves() != master_moves;
+        let must_end = || stop.is_cancelled() || self.pool.master_moves() != master_moves;
         let limits = Limits {
             turn: None,
-            stop: &stop,
+            end: &must_end,
         };
         self.step
             .drain(&mut connection, &self.keys, None, &limits)

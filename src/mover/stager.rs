@@ -52,7 +52,7 @@ impl Stager {
         &self.script
     }
 
-    /// Stages until `shutdown` is cancelled; nothing where the layout has no compact keys. Until
+    /// Stages until `stop` is cancelled; nothing where the layout has no compact keys. Until
     /// it stages, `pushed` (writes to the pool) wakes a look for the `wanted` key. A script call
     /// that has started finishes.
     pub(super) async fn run(
@@ -60,7 +60,7 @@ impl Stager {
         pool: &RedisPool,
         step: &Step,
         mut pushed: Option<watch::Receiver<u64>>,
-        shutdown: &CancellationToken,
+        stop: &CancellationToken,
     ) {
         let Some(compact) = self.keys.compact() else {
             return;
@@ -72,7 +72,7 @@ impl Stager {
         let mut idle_looks = idle_looks();
         let mut looked = Instant::now();
         loop {
-            let next = next_pass(&mut passes, &mut idle_looks, active, shutdown);
+            let next = next_pass(&mut passes, &mut idle_looks, active, stop);
             let woken = async {
                 let Some(pushed) = pushed.as_mut().filter(|_| !active) else {
                     return std::future::pending().await;
@@ -110,7 +110,7 @@ impl Stager {
                         .await?;
                     report(&staged, step, None);
                     jobs += staged.jobs;
-                    if !staged.more || shutdown.is_cancelled() {
+                    if !staged.more || stop.is_cancelled() {
                         break;
                     }
                 }
@@ -223,17 +223,17 @@ fn every(period: Duration) -> Interval {
     ticks
 }
 
-/// Waits for the next pass, or while not `active` the next idle look: false once `shutdown` is
+/// Waits for the next pass, or while not `active` the next idle look: false once `stop` is
 /// cancelled.
 pub(super) async fn next_pass(
     passes: &mut Interval,
     idle_looks: &mut Interval,
     active: bool,
-    shutdown: &CancellationToken,
+    stop: &CancellationToken,
 ) -> bool {
     let ticks = if active { passes } else { idle_looks };
     tokio::select! {
         _ = ticks.tick() => true,
-        () = shutdown.cancelled() => false,
+        () = stop.cancelled() => false,
     }
 }

@@ -51,7 +51,7 @@ pub(super) struct Step {
     outages: Outages,
     clock: RedisClock,
     /// Whether a move went by this host's clock (the Redis user may not run TIME), said once.
-    host_clock_said: AtomicBool,
+    host_clock_warned: AtomicBool,
     /// Whether this daemon's staging of compact jobs works (or has not failed yet): only then do
     /// moves hold back the jobs of a window being staged, so that a backlog leaves in due order.
     staging_works: AtomicBool,
@@ -63,8 +63,9 @@ pub(super) struct Limits<'a> {
     /// a cluster topic's turn, so that a long backlog takes turns with the other topics; `None`:
     /// no limit.
     pub turn: Option<usize>,
-    /// Asked between two script calls: whether to stop (a stop was asked for, the master moved).
-    pub stop: &'a (dyn Fn() -> bool + Sync),
+    /// Asked between two script calls: whether the drain ends (a stop was asked for, the master
+    /// moved).
+    pub end: &'a (dyn Fn() -> bool + Sync),
 }
 
 impl Step {
@@ -78,7 +79,7 @@ impl Step {
             stuck: Mutex::default(),
             outages: Outages::new(redis, settings.batch_size),
             clock: RedisClock::default(),
-            host_clock_said: AtomicBool::new(false),
+            host_clock_warned: AtomicBool::new(false),
             staging_works: AtomicBool::new(true),
         }
     }
@@ -128,7 +129,7 @@ impl Step {
             let batch = self
                 .move_due(connection, keys, subject, limits, &mut batches)
                 .await?;
-            if (limits.stop)() {
+            if (limits.end)() {
                 return Ok(Some(self.now()));
             }
             // After the moves, which are what is late when a burst falls due.
@@ -144,7 +145,7 @@ impl Step {
                 return Ok(earliest(batch.next_due, next_deadline));
             }
             // The jobs put back are due now: moved in this same drain, unless it must stop.
-            if (limits.stop)() {
+            if (limits.end)() {
                 return Ok(Some(self.now()));
             }
         }
@@ -172,7 +173,7 @@ impl Step {
         if batch.by_redis {
             self.clock
                 .saw(batch.now, started, std::time::Instant::now());
-        } else if !self.host_clock_said.swap(true, Ordering::Relaxed) {
+        } else if !self.host_clock_warned.swap(true, Ordering::Relaxed) {
             warn!(
                 "the Redis user may not run TIME: jobs move by this host's clock, and a host whose \
                  clock is ahead moves them early (allow +time in its ACL)"
@@ -202,7 +203,7 @@ impl Step {
             let mut released_at = Instant::now();
             while batch.is_full(self.settings.batch_size)
                 && limits.turn.is_none_or(|turn| *batches < turn)
-                && !(limits.stop)()
+                && !(limits.end)()
             {
                 if released_at.elapsed() >= RELEASE_EVERY {
                     self.deliver_lapsed(connection, keys, subject, limits)
@@ -272,7 +273,7 @@ impl Step {
             log::released(&released, self.settings.max_attempts, keys);
             put_back |= !released.retried.is_empty() || !released.blocked.is_empty();
             let more = released.ended >= self.settings.batch_size;
-            if !more || limits.turn.is_some() || (limits.stop)() {
+            if !more || limits.turn.is_some() || (limits.end)() {
                 return Ok((released.next_deadline, put_back));
             }
         }

@@ -1,12 +1,12 @@
 //! The loop for Redis Cluster (`[redis] cluster`). In the cluster layout each topic's keys share
 //! one hash slot, so the step runs once per topic, on the master that holds it; the registry of
-//! topics (written by pushers) says which pools there are. Each topic is drained on its own
-//! schedule, side by side with the others: a master that hangs, or a topic whose script fails,
+//! topics (written by pushers) says which pools there are. Each topic is polled when it is due
+//! ([`polls`]), side by side with the others: a master that hangs, or a topic whose script fails,
 //! holds up only its own topics, and a long backlog in one topic takes turns with the rest.
 
 mod nodes;
+mod polls;
 mod registry;
-mod schedule;
 mod stager;
 mod watch;
 
@@ -29,8 +29,8 @@ use super::outage::PollFailure;
 use super::step::{Limits, MIN_POLL_GAP, MoverSettings, Step, wait_until};
 use crate::redis::{Failure, FailureKind, RedisSettings, target};
 use nodes::ClusterNodes;
+use polls::Polls;
 use registry::RegistryRepair;
-use schedule::Schedule;
 use stager::ClusterStager;
 use watch::ClusterWatch;
 
@@ -103,23 +103,23 @@ impl ClusterMover {
         self.target.clone()
     }
 
-    /// Moves jobs as they fall due, and stages compact ones, until `shutdown` is cancelled;
+    /// Moves jobs as they fall due, and stages compact ones, until `stop` is cancelled;
     /// drains under way finish their script call in flight (and stop before the next), none
     /// starts after the stop.
-    pub(super) async fn run(&self, shutdown: &CancellationToken) {
+    pub(super) async fn run(&self, stop: &CancellationToken) {
         let stage = async {
             if let Some(stager) = &self.stager {
-                stager.run(&self.nodes, &self.step, shutdown).await;
+                stager.run(&self.nodes, &self.step, stop).await;
             }
         };
-        tokio::join!(self.poll(shutdown), stage);
+        tokio::join!(self.poll(stop), stage);
     }
 
     /// The loop itself: the registry read, each topic drained as it falls due.
-    async fn poll(&self, shutdown: &CancellationToken) {
+    async fn poll(&self, stop: &CancellationToken) {
         let timer_interval = self.step.settings().timer_interval;
         let mut watch = ClusterWatch::new(&self.redis);
-        let mut schedule = Schedule::default();
+        let mut polls = Polls::default();
         let mut drains = FuturesUnordered::new();
         // Whether the registry was read once: from then on the drains go on with the topics
         // known, whatever becomes of the registry's master.
@@ -127,14 +127,14 @@ impl ClusterMover {
         let mut read_registry_at = Instant::now();
         let mut registry_read_at = Instant::now();
         loop {
-            if !shutdown.is_cancelled() && Instant::now() >= read_registry_at {
+            if !stop.is_cancelled() && Instant::now() >= read_registry_at {
                 read_registry_at = Instant::now() + self.read_registry_every(&watch);
                 let patient = ready && registry_read_at.elapsed() < REGISTRY_SLOW_FOR;
                 match self.read_registry(patient).await {
                     Ok(Some(registry)) => {
                         self.step.metrics().polled(true);
                         self.step.outages().succeeded(None);
-                        schedule.add_topics(registry, self.layout, self.step.now());
+                        polls.add_topics(registry, self.layout, self.step.now());
                         watch.ensure(self.nodes.masters());
                         ready = true;
                         registry_read_at = Instant::now();
@@ -150,31 +150,31 @@ impl ClusterMover {
                     }
                 }
             }
-            if ready && !shutdown.is_cancelled() {
+            if ready && !stop.is_cancelled() {
                 let room = MAX_DRAINS.saturating_sub(drains.len());
-                for topic in schedule.take_due(self.step.now(), room) {
-                    drains.push(self.drain(topic, shutdown));
+                for topic in polls.take_due(self.step.now(), room) {
+                    drains.push(self.drain(topic, stop));
                 }
             }
-            if shutdown.is_cancelled() && drains.is_empty() {
+            if stop.is_cancelled() && drains.is_empty() {
                 return;
             }
             let mut wait = read_registry_at.saturating_duration_since(Instant::now());
             if ready && drains.len() < MAX_DRAINS {
-                wait = wait.min(wait_until(schedule.next(), self.step.now(), timer_interval));
+                wait = wait.min(wait_until(polls.next(), self.step.now(), timer_interval));
             }
             tokio::select! {
                 Some((topic, drained)) = drains.next() => {
-                    self.finished(&mut schedule, &watch, topic, drained);
+                    self.finished(&mut polls, &watch, topic, drained);
                 }
                 () = tokio::time::sleep(wait) => {}
                 // Taken note of at once: a wake-up is never lost to a drain ending meanwhile.
                 () = watch.written() => {
-                    if self.woken(&mut schedule, watch.take_written()) {
+                    if self.woken(&mut polls, watch.take_written()) {
                         read_registry_at = Instant::now();
                     }
                 }
-                () = shutdown.cancelled(), if !shutdown.is_cancelled() => {}
+                () = stop.cancelled(), if !stop.is_cancelled() => {}
             }
         }
     }
@@ -192,17 +192,17 @@ impl ClusterMover {
     /// Wakes the topics whose keys were `written`: a pool's topic now, a reservation's topic when
     /// the earliest reservation could lapse. True when any key may have been written (a watch
     /// began or lost some): then every topic is woken, and the registry is to be read again.
-    fn woken(&self, schedule: &mut Schedule, written: Written) -> bool {
+    fn woken(&self, polls: &mut Polls, written: Written) -> bool {
         let now = self.step.now();
         if written.any {
-            schedule.wake_all(now);
+            polls.wake_all(now);
             return true;
         }
         for key in &written.keys {
             if let Some(topic) = self.layout.topic_of_pool(key) {
-                schedule.wake(topic, now);
+                polls.wake(topic, now);
             } else if let Some(topic) = self.layout.topic_of_reservations(key) {
-                schedule.wake(topic, now + MIN_TTR.as_secs_f64());
+                polls.wake(topic, now + MIN_TTR.as_secs_f64());
             }
         }
         false
@@ -259,7 +259,7 @@ impl ClusterMover {
     /// Takes note of a drain's end: when to poll its topic again.
     fn finished(
         &self,
-        schedule: &mut Schedule,
+        polls: &mut Polls,
         watch: &ClusterWatch,
         topic: String,
         drained: Result<Option<f64>, PollFailure>,
@@ -285,7 +285,7 @@ impl ClusterMover {
                 now + wait.as_secs_f64()
             }
         };
-        schedule.drained(topic, due, now + MIN_POLL_GAP.as_secs_f64());
+        polls.drained(topic, due, now + MIN_POLL_GAP.as_secs_f64());
     }
 
     /// Drains `topic` (see [`Step::drain`]) for one turn of [`BATCHES_PER_TURN`] full batches at
@@ -293,7 +293,7 @@ impl ClusterMover {
     async fn drain(
         &self,
         topic: String,
-        shutdown: &CancellationToken,
+        stop: &CancellationToken,
     ) -> (String, Result<Option<f64>, PollFailure>) {
         let keys = self.layout.keys(&topic);
         let (master, mut connection) = match self.nodes.for_key(keys.pool()).await {
@@ -304,10 +304,10 @@ impl ClusterMover {
                 return (topic, Err(failed));
             }
         };
-        let stop = || shutdown.is_cancelled();
+        let must_end = || stop.is_cancelled();
         let limits = Limits {
             turn: Some(BATCHES_PER_TURN),
-            stop: &stop,
+            end: &must_end,
         };
         let drained = self
             .step

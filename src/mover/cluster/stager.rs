@@ -45,7 +45,7 @@ impl ClusterStager {
         })
     }
 
-    /// Stages until `shutdown` is cancelled, once a second, as the stager for one Redis does: it
+    /// Stages until `stop` is cancelled, once a second, as the stager for one Redis does: it
     /// writes nothing until a push asked for the layout (`wanted`) or a topic had compact pushes,
     /// and beats only after a pass where every topic looked at was staged. A script call that
     /// has started finishes.
@@ -53,7 +53,7 @@ impl ClusterStager {
         &self,
         nodes: &Arc<ClusterNodes>,
         step: &Step,
-        shutdown: &CancellationToken,
+        stop: &CancellationToken,
     ) {
         let mut active = false;
         let mut beaten: Option<Instant> = None;
@@ -62,7 +62,7 @@ impl ClusterStager {
         let mut looks: HashMap<String, f64> = HashMap::new();
         let mut passes = passes();
         let mut idle_looks = idle_looks();
-        while next_pass(&mut passes, &mut idle_looks, active, shutdown).await {
+        while next_pass(&mut passes, &mut idle_looks, active, stop).await {
             if !active {
                 // A user the ACL does not let look never stages, as on one Redis.
                 active = self.in_use(nodes).await.unwrap_or(false);
@@ -71,8 +71,8 @@ impl ClusterStager {
                 }
                 info!("Staging compact jobs: our pushes write them now");
             }
-            let mut result = self.pass(nodes, step, &mut looks, shutdown).await;
-            if shutdown.is_cancelled() {
+            let mut result = self.pass(nodes, step, &mut looks, stop).await;
+            if stop.is_cancelled() {
                 return;
             }
             if result.is_ok() && beaten.is_none_or(|at| at.elapsed() >= BEAT_EVERY) {
@@ -96,7 +96,7 @@ impl ClusterStager {
         nodes: &Arc<ClusterNodes>,
         step: &Step,
         looks: &mut HashMap<String, f64>,
-        shutdown: &CancellationToken,
+        stop: &CancellationToken,
     ) -> Result<(), (Option<String>, RedisError)> {
         let topics = self.topics(nodes).await.map_err(|error| (None, error))?;
         let now = step.now();
@@ -105,7 +105,7 @@ impl ClusterStager {
             .filter(|topic| looks.get(topic).is_none_or(|&at| at <= now));
         let staged: Vec<(String, RedisResult<Option<u64>>)> = futures_util::stream::iter(due)
             .map(|topic| async move {
-                let staged = self.stage(nodes, step, &topic, shutdown).await;
+                let staged = self.stage(nodes, step, &topic, stop).await;
                 (topic, staged)
             })
             .buffer_unordered(MAX_AT_ONCE)
@@ -130,11 +130,11 @@ impl ClusterStager {
         nodes: &Arc<ClusterNodes>,
         step: &Step,
         topic: &str,
-        shutdown: &CancellationToken,
+        stop: &CancellationToken,
     ) -> RedisResult<Option<u64>> {
         let keys = self.layout.keys(topic);
         // A stop starts no call (of the topics left in a pass).
-        let (Some(compact), false) = (keys.compact(), shutdown.is_cancelled()) else {
+        let (Some(compact), false) = (keys.compact(), stop.is_cancelled()) else {
             return Ok(None);
         };
         let (master, mut connection) = nodes.for_key(keys.pool()).await.inspect_err(|error| {
@@ -148,7 +148,7 @@ impl ClusterStager {
                 .await
                 .inspect_err(|error| nodes.failed(Some(&master), error))?;
             report(&staged, step, Some(topic));
-            if !staged.more || shutdown.is_cancelled() {
+            if !staged.more || stop.is_cancelled() {
                 return Ok(staged.next_window);
             }
         }

@@ -11,7 +11,7 @@ use crate::text::escape;
 
 /// When each topic is to be drained next.
 #[derive(Default)]
-pub(super) struct Schedule {
+pub(super) struct Polls {
     /// The next poll of each topic not being drained, in unix seconds (Redis's clock).
     due: HashMap<String, f64>,
     /// The same in due order, by whole microseconds.
@@ -22,7 +22,7 @@ pub(super) struct Schedule {
     refused: HashSet<Topic>,
 }
 
-impl Schedule {
+impl Polls {
     /// Takes note of the registry's `topics`: those not known yet are polled `now`. Each one
     /// that `layout` cannot hold (one that is not UTF-8 among them: see [`Layout::refusal`]) is
     /// said once and left alone.
@@ -122,40 +122,40 @@ mod tests {
 
     #[test]
     fn takes_topics_in_due_order_a_bounded_number_at_a_time() {
-        let mut schedule = Schedule::default();
-        schedule.add_topics(topics(&["a", "b", "c"]), Layout::CLUSTER, 10.0);
-        schedule.wake("b", 5.0);
-        assert_eq!(schedule.take_due(10.0, 2), ["b", "a"]);
-        assert_eq!(schedule.next(), Some(10.0));
-        schedule.drained("b".into(), 20.0, 0.0);
-        schedule.drained("a".into(), f64::INFINITY, 0.0);
-        assert_eq!(schedule.take_due(10.0, 5), ["c"]);
-        assert!(schedule.take_due(19.0, 5).is_empty());
-        assert_eq!(schedule.next(), Some(20.0));
+        let mut polls = Polls::default();
+        polls.add_topics(topics(&["a", "b", "c"]), Layout::CLUSTER, 10.0);
+        polls.wake("b", 5.0);
+        assert_eq!(polls.take_due(10.0, 2), ["b", "a"]);
+        assert_eq!(polls.next(), Some(10.0));
+        polls.drained("b".into(), 20.0, 0.0);
+        polls.drained("a".into(), f64::INFINITY, 0.0);
+        assert_eq!(polls.take_due(10.0, 5), ["c"]);
+        assert!(polls.take_due(19.0, 5).is_empty());
+        assert_eq!(polls.next(), Some(20.0));
     }
 
     #[test]
     fn a_topic_woken_while_drained_is_looked_at_again_after_its_drain() {
-        let mut schedule = Schedule::default();
-        schedule.add_topics(topics(&["t"]), Layout::CLUSTER, 0.0);
-        assert_eq!(schedule.take_due(0.0, 1), ["t"]);
-        schedule.wake("t", 1.0);
-        schedule.add_topics(topics(&["t"]), Layout::CLUSTER, 0.0);
-        schedule.drained("t".into(), 100.0, 1.005);
-        assert_eq!(schedule.next(), Some(1.005));
-        schedule.wake("t", 50.0);
-        assert_eq!(schedule.next(), Some(1.005), "a later wake changes nothing");
+        let mut polls = Polls::default();
+        polls.add_topics(topics(&["t"]), Layout::CLUSTER, 0.0);
+        assert_eq!(polls.take_due(0.0, 1), ["t"]);
+        polls.wake("t", 1.0);
+        polls.add_topics(topics(&["t"]), Layout::CLUSTER, 0.0);
+        polls.drained("t".into(), 100.0, 1.005);
+        assert_eq!(polls.next(), Some(1.005));
+        polls.wake("t", 50.0);
+        assert_eq!(polls.next(), Some(1.005), "a later wake changes nothing");
     }
 
     #[test]
     fn topics_the_layout_cannot_hold_are_left_alone() {
-        let mut schedule = Schedule::default();
+        let mut polls = Polls::default();
         let mut registry = topics(&["}bad", "good"]);
         registry.push(Topic::from(&b"t\xff"[..]));
-        schedule.add_topics(registry.clone(), Layout::CLUSTER, 0.0);
-        assert_eq!(schedule.take_due(0.0, 5), ["good"]);
-        schedule.add_topics(registry, Layout::CLUSTER, 0.0);
-        assert_eq!(schedule.refused.len(), 2, "each said once");
-        assert!(schedule.take_due(0.0, 5).is_empty());
+        polls.add_topics(registry.clone(), Layout::CLUSTER, 0.0);
+        assert_eq!(polls.take_due(0.0, 5), ["good"]);
+        polls.add_topics(registry, Layout::CLUSTER, 0.0);
+        assert_eq!(polls.refused.len(), 2, "each said once");
+        assert!(polls.take_due(0.0, 5).is_empty());
     }
 }
