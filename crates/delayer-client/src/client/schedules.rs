@@ -13,11 +13,7 @@ use crate::name::JobId;
 use crate::scripts::schedule_fire::{Claim, Fired};
 use crate::scripts::schedule_save::Saved;
 use crate::scripts::schedule_state::{Change, Changed};
-use delayer_wire::schedule::{Definition, FIRST_TICK_AFTER_MS, Invalid, Source, Stored};
-
-/// Schedules read in one pipeline: Redis answers their HGETALLs (some 2.5 us each) in one go,
-/// so other clients wait half a millisecond at most.
-const READ_AT_ONCE: usize = 200;
+use delayer_wire::schedule::{self, Definition, FIRST_TICK_AFTER_MS, Invalid, Source, Stored};
 
 /// Every schedule in Redis, by name: those whose hash reads, and those whose hash does not (a
 /// word from a newer version, a hand edit), each with why. One unreadable schedule never hides
@@ -136,7 +132,8 @@ impl Client {
         }
         let mut list = ScheduleList::default();
         for (topic, names) in shards {
-            for read in self.read_schedules(&self.keys_for(topic), &names).await? {
+            let mut connection = self.connection().await?;
+            for read in schedule::read(&mut connection, &self.keys_for(topic), &names).await? {
                 match read {
                     Some(Ok(stored)) => list.readable.push(stored),
                     Some(Err(invalid)) => list.unreadable.push(invalid),
@@ -242,29 +239,8 @@ impl Client {
     /// Schedule `name`'s hash under `keys`, read ([`Error::InvalidSchedule`] when it does not
     /// read).
     pub(super) async fn read_schedule(&self, keys: &Keys, name: &str) -> Result<Option<Stored>> {
-        let read = self.read_schedules(keys, &[name]).await?.pop().flatten();
-        Ok(read.transpose()?)
-    }
-
-    /// The hashes of schedules `names`, all under `keys` (one shard), read [`READ_AT_ONCE`] to a
-    /// pipeline: each in order, `None` for one that is gone, why for one that does not read.
-    async fn read_schedules(
-        &self,
-        keys: &Keys,
-        names: &[&str],
-    ) -> Result<Vec<Option<std::result::Result<Stored, Invalid>>>> {
         let mut connection = self.connection().await?;
-        let mut read = Vec::with_capacity(names.len());
-        for slice in names.chunks(READ_AT_ONCE) {
-            let mut pipe = redis::pipe();
-            for name in slice {
-                pipe.hgetall(keys.schedule(name));
-            }
-            let replies: Vec<HashMap<String, Vec<u8>>> = pipe.query_async(&mut connection).await?;
-            for (name, fields) in slice.iter().zip(replies) {
-                read.push((!fields.is_empty()).then(|| Stored::from_fields(name, &fields)));
-            }
-        }
-        Ok(read)
+        let read = schedule::read(&mut connection, keys, &[name]).await?;
+        Ok(read.into_iter().next().flatten().transpose()?)
     }
 }

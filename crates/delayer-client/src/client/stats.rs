@@ -11,7 +11,7 @@ use super::Client;
 use crate::error::{Error, Result};
 use crate::keys::{Keys, field};
 use crate::name::{JobId, Text, Topic};
-use crate::time::{from_unix, unix_now};
+use crate::time::{from_unix, redis_now};
 
 /// The queues at one moment.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,14 +123,7 @@ impl Client {
     /// Now by Redis's clock, which decides what is due, in unix seconds; by this host's when
     /// this Redis user may not run TIME.
     pub(crate) async fn now(&self) -> Result<f64> {
-        let time = redis::cmd("TIME")
-            .query_async::<(u64, u64)>(&mut self.connection().await?)
-            .await;
-        Ok(match time {
-            Ok((seconds, micros)) => seconds as f64 + micros as f64 / 1e6,
-            Err(error) if error.code() == Some("NOPERM") => unix_now(),
-            Err(error) => return Err(error.into()),
-        })
+        Ok(redis_now(&mut self.connection().await?).await?)
     }
 
     /// One page of the registry (SSCAN): `count` topics or so from `cursor` (0 to begin), and the
