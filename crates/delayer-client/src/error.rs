@@ -4,7 +4,7 @@ use std::time::SystemTime;
 
 use redis::RedisError;
 
-use crate::name::{JobId, Topic};
+use delayer_wire::name::{JobId, Topic};
 
 /// The errors of [`Client`](crate::Client) and [`Worker`](crate::Worker).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -62,7 +62,7 @@ pub enum Error {
         limit: usize,
     },
     /// A push was given a due time in the past.
-    #[error("the due time {} is in the past", crate::time::to_unix(*.0))]
+    #[error("the due time {} is in the past", delayer_wire::time::to_unix(*.0))]
     InThePast(SystemTime),
     /// A push's delay (or a nack's `retry_in`), in seconds, is over
     /// [`MAX_DELAY`](crate::MAX_DELAY).

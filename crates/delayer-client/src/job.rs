@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
-use crate::name::{JobId, Topic};
-use crate::scripts::reserve::ReservedJob;
+use delayer_wire::name::{JobId, Topic};
+use delayer_wire::scripts::reserve::ReservedJob;
 
 /// A job a consumer received.
 #[derive(Debug, Clone, PartialEq)]

@@ -15,12 +15,12 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The layout (see [`keys`]): a job is a hash `delayer:job_bucket:<id>` {topic, body} and an entry
+//! The layout (see [`delayer_wire::keys`]): a job is a hash `delayer:job_bucket:<id>` {topic, body} and an entry
 //! of the sorted set `delayer:job_pool` scored by its due time in unix seconds. When it falls due,
 //! the daemon moves its id onto the list `delayer:ready_queue:<topic>`, where consumers pop it
 //! (legacy, at most once) or reserve it (at least once: it is recorded in `delayer:reserved`
 //! until acked, and delivered again if its time to run passes). Every change of more than one key
-//! is one Lua script ([`scripts`]), so that nothing is ever half done.
+//! is one Lua script ([`delayer_wire::scripts`]), so that nothing is ever half done.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -29,9 +29,6 @@ mod error;
 mod job;
 mod settings;
 mod worker;
-
-// The wire crate's modules, where this crate's code finds them.
-use delayer_wire::{connection, keys, name, scripts, shared_connection, time, watch};
 
 pub use client::Client;
 pub use client::consumers::Consumers;

@@ -8,10 +8,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::RedisResult;
 
 use super::Client;
-use crate::consumer::{Consumer, Heartbeat, KEPT, token};
 use crate::error::{Error, Result};
 use crate::job::unique_id;
-use crate::keys::{CONSUMERS, consumer};
+use delayer_wire::consumer::{Consumer, Heartbeat, KEPT, token};
+use delayer_wire::keys::{CONSUMERS, consumer};
 
 /// The consumers seen lately, as [`Client::consumers`] reads them.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,11 +10,11 @@ use futures_util::future::join_all;
 
 use super::Client;
 use crate::error::Result;
-use crate::keys::Keys;
-use crate::scripts::schedule_fire::{Claim, Fired};
+use delayer_wire::keys::Keys;
 use delayer_wire::schedule::{
     CLAIM_AHEAD_MS, CLAIM_LATE_MS, Cadence, Definition, Overlap, Stored, plan, seconds_text,
 };
+use delayer_wire::scripts::schedule_fire::{Claim, Fired};
 
 /// The most schedules one round claims in a shard; the rest in the next round, at once.
 const MAX_CLAIMS_PER_ROUND: usize = 1_000;

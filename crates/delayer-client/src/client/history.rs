@@ -13,10 +13,10 @@ use redis::Value;
 
 use super::{Client, Inner};
 use crate::error::Result;
-use crate::keys::{history_minute, history_topic_minute};
-use crate::name::Topic;
-use crate::scripts::count::Count;
 use delayer_wire::history::{Counts, minute_of};
+use delayer_wire::keys::{history_minute, history_topic_minute};
+use delayer_wire::name::Topic;
+use delayer_wire::scripts::count::Count;
 
 /// How often a client adds what it counted to the history: what a process that exits without
 /// [`Client::send_counts`] loses, and how far a count may land after its minute.

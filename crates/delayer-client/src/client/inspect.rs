@@ -6,15 +6,15 @@ use std::time::{Duration, SystemTime};
 use redis::{AsyncCommands, RedisResult, Value};
 
 use super::{Client, check_id, check_topic_in};
-use crate::consumer::consumer_of_holder;
 use crate::error::{Error, Result};
 use crate::job::{JobInfo, State};
-use crate::keys::field;
-use crate::name::JobId;
-use crate::scripts::body::Body;
-use crate::scripts::compact_job::CompactJob;
-use crate::scripts::dead_job::DeadAction;
-use crate::time::{from_deadline_score, from_unix};
+use delayer_wire::consumer::consumer_of_holder;
+use delayer_wire::keys::field;
+use delayer_wire::name::JobId;
+use delayer_wire::scripts::body::Body;
+use delayer_wire::scripts::compact_job::CompactJob;
+use delayer_wire::scripts::dead_job::DeadAction;
+use delayer_wire::time::{from_deadline_score, from_unix};
 
 /// Dead jobs requeued per script call.
 const REQUEUE_BATCH: usize = 1000;

@@ -11,12 +11,12 @@ use redis::AsyncCommands;
 use super::{Client, check_id, check_topic_to_write_in};
 use crate::error::{Error, Result};
 use crate::job::unique_id;
-use crate::name::{JobId, Topic};
-use crate::scripts::compact_stage::{Reach, StageScript};
-use crate::scripts::push::{Mark, NewJob};
 use crate::settings::{MAX_DELAY, MAX_PUSH_BATCH};
-use crate::time::{to_unix, unix_now};
 use delayer_wire::history::field;
+use delayer_wire::name::{JobId, Topic};
+use delayer_wire::scripts::compact_stage::{Reach, StageScript};
+use delayer_wire::scripts::push::{Mark, NewJob};
+use delayer_wire::time::{to_unix, unix_now};
 
 /// What [`Client::remove`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

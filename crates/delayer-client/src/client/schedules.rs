@@ -8,12 +8,12 @@ use redis::AsyncCommands;
 
 use super::{Client, check_topic_to_write_in};
 use crate::error::{Error, Result};
-use crate::keys::Keys;
-use crate::name::JobId;
-use crate::scripts::schedule_fire::{Claim, Fired};
-use crate::scripts::schedule_save::Saved;
-use crate::scripts::schedule_state::{Change, Changed};
+use delayer_wire::keys::Keys;
+use delayer_wire::name::JobId;
 use delayer_wire::schedule::{self, Definition, FIRST_TICK_AFTER_MS, Invalid, Source, Stored};
+use delayer_wire::scripts::schedule_fire::{Claim, Fired};
+use delayer_wire::scripts::schedule_save::Saved;
+use delayer_wire::scripts::schedule_state::{Change, Changed};
 
 /// Every schedule in Redis, by name: those whose hash reads, and those whose hash does not (a
 /// word from a newer version, a hand edit), each with why. One unreadable schedule never hides

@@ -8,7 +8,7 @@ use redis::AsyncCommands;
 
 use super::Client;
 use crate::error::{Error, Result};
-use crate::keys::LOGGED_OUT_PREFIX;
+use delayer_wire::keys::LOGGED_OUT_PREFIX;
 
 impl Client {
     /// Ends the console session `id` for every daemon on this Redis, for `ttl` (at least what is

@@ -9,8 +9,8 @@ use delayer_wire::compact::{BEAT_EVERY, BEAT_FRESH, WANTED_KEPT};
 
 use super::Client;
 use crate::error::Result;
-use crate::name::Topic;
-use crate::scripts::push::Form;
+use delayer_wire::name::Topic;
+use delayer_wire::scripts::push::Form;
 
 /// How soon "no daemon stages" is read again: a daemon starts staging within a moment of a push
 /// that wanted it, and the pushes after should see it as soon.

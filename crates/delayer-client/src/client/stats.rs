@@ -9,9 +9,9 @@ use redis::{AsyncCommands, FromRedisValue, Pipeline, RedisError, RedisResult, Va
 
 use super::Client;
 use crate::error::{Error, Result};
-use crate::keys::{Keys, field};
-use crate::name::{JobId, Text, Topic};
-use crate::time::{from_unix, redis_now};
+use delayer_wire::keys::{Keys, field};
+use delayer_wire::name::{JobId, Text, Topic};
+use delayer_wire::time::{from_unix, redis_now};
 
 /// The queues at one moment.
 #[derive(Debug, Clone, PartialEq)]

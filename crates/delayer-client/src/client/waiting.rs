@@ -12,12 +12,12 @@ use redis::{RedisResult, Value};
 
 use super::{Client, check_id, check_topic_in};
 use crate::error::{Error, Result};
-use crate::keys::Keys;
-use crate::keys::field;
-use crate::name::{JobId, Topic};
-use crate::scripts::compact_window::CompactWindow;
-use crate::scripts::pool_window::MOST_READ;
-use crate::scripts::promote::{MOST_IDS, Promotion};
+use delayer_wire::keys::Keys;
+use delayer_wire::keys::field;
+use delayer_wire::name::{JobId, Topic};
+use delayer_wire::scripts::compact_window::CompactWindow;
+use delayer_wire::scripts::pool_window::MOST_READ;
+use delayer_wire::scripts::promote::{MOST_IDS, Promotion};
 
 /// The most pool entries one [`Client::waiting`] call reads to find a topic's jobs in a pool that
 /// holds every topic's (the shared layouts).

@@ -59,11 +59,11 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::client::Client;
-use crate::consumer::{self, Heartbeat, LIFETIME};
 use crate::error::{Error, Result};
 use crate::job::{Job, unique_id};
-use crate::name::Topic;
 use crate::settings::{MAX_BATCH, MIN_TTR};
+use delayer_wire::consumer::{self, Heartbeat, LIFETIME};
+use delayer_wire::name::Topic;
 use heartbeat::Beating;
 use slots::{Handler, Settings, Slots};
 
