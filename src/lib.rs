@@ -61,19 +61,21 @@ pub mod text;
 
 use anyhow::Result;
 use delayer_client::Client;
+use delayer_wire::shared_connection::SharedConnection;
 use tracing::{error, info, warn};
 
 pub use config::Config;
 use http::Http;
 pub use mover::Mover;
+pub use schedules::{Firing, Round};
 pub use service::Stop;
 
 /// The service, checked and ready to run.
 pub struct Service {
     mover: Mover,
     http: Option<Http>,
-    /// Claims schedules' ticks; writes the configuration's schedules first.
-    schedules: Client,
+    /// Writes the configuration's schedules first, then claims schedules' ticks.
+    schedules: (Client, Firing),
     /// Writes what the mover counts to the history: only a daemon that serves the console does.
     history: Option<Client>,
     from_file: Vec<delayer_client::Definition>,
@@ -100,7 +102,7 @@ impl Service {
                     max_body_read: Some(config.max_body_bytes),
                     ..config.client_settings()
                 };
-                let client = Client::lazy(mover.target(), reading);
+                let client = Client::on(SharedConnection::lazy(mover.target()), reading);
                 let (timer_interval, redis_address) =
                     (config.mover.timer_interval, config.redis.address());
                 let metrics = mover.metrics();
@@ -108,14 +110,26 @@ impl Service {
             }
             None => None,
         };
-        let schedules = Client::lazy(mover.target(), config.client_settings());
-        let history = http
-            .is_some()
-            .then(|| Client::lazy(mover.target(), config.client_settings()));
+        let schedules = {
+            let redis = SharedConnection::lazy(mover.target());
+            let settings = config.client_settings();
+            let lifetime = settings.ready_max_lifetime;
+            let firing = Firing::new(redis.clone(), settings.layout, lifetime);
+            (Client::on(redis, settings), firing)
+        };
+        let history = http.is_some().then(|| {
+            Client::on(
+                SharedConnection::lazy(mover.target()),
+                config.client_settings(),
+            )
+        });
         #[cfg(feature = "kafka")]
         let kafka = match &config.kafka {
             Some(settings) => {
-                let client = Client::lazy(mover.target(), config.client_settings());
+                let client = Client::on(
+                    SharedConnection::lazy(mover.target()),
+                    config.client_settings(),
+                );
                 Some(kafka::Link::new(
                     settings,
                     &config.file,
@@ -156,7 +170,8 @@ impl Service {
                 error!("{error:#}");
             }
         };
-        let schedules = schedules::run(self.schedules, &self.from_file, &stop.graceful);
+        let (client, firing) = self.schedules;
+        let schedules = schedules::run(client, firing, &self.from_file, &stop.graceful);
         // The history's last write comes once the mover's last move is counted.
         let moved = tokio_util::sync::CancellationToken::new();
         let moving = async {

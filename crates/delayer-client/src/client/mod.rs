@@ -3,13 +3,12 @@
 //! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
 //! queues up), [`waiting`] (the pool a page at a time, and waiting jobs due now), [`pause`] (pause
 //! and resume a topic), [`sessions`] (the daemon's console's logouts), [`schedules`] (recurring
-//! schedules), [`firing`] (claiming their ticks), [`consumers`] (heartbeats: who is consuming),
+//! schedules), [`consumers`] (heartbeats: who is consuming),
 //! [`history`] (what happened, per minute) and [`staging`] (whether a daemon stages compact jobs,
 //! for pushes in the cluster layout).
 
 pub(crate) mod consumers;
 pub(crate) mod finish;
-pub(crate) mod firing;
 pub(crate) mod history;
 pub(crate) mod inspect;
 pub(crate) mod pause;
@@ -137,12 +136,12 @@ impl Client {
         Ok(Client::with(redis, commands, settings))
     }
 
-    /// A client that connects on its first command (and again whenever the connection broke):
-    /// for a server that must start while Redis is down.
-    pub fn lazy(redis: impl Into<Target>, settings: Settings) -> Client {
-        let redis = redis.into();
-        let commands = SharedConnection::lazy(redis.clone());
-        Client::with(redis, commands, settings)
+    /// A client on `connection`, which the caller may use for commands of its own too. It
+    /// connects when `connection` does: made with [`SharedConnection::lazy`], at its first
+    /// command (and again whenever it broke), for a server that must start while Redis is down.
+    pub fn on(connection: Arc<SharedConnection>, settings: Settings) -> Client {
+        let redis = connection.target().clone();
+        Client::with(redis, connection, settings)
     }
 
     fn with(redis: Target, commands: Arc<SharedConnection>, mut settings: Settings) -> Client {

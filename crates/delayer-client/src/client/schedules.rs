@@ -1,5 +1,5 @@
 //! Recurring schedules: save, look up, pause, resume, remove and run one. The daemons claim their
-//! ticks (see [`firing`](super::firing)); any client may change them at run time.
+//! ticks; any client may change them at run time.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
