@@ -102,11 +102,21 @@ impl Service {
                     max_body_read: Some(config.max_body_bytes),
                     ..config.client_settings()
                 };
-                let client = Client::on(SharedConnection::lazy(mover.target()), reading);
+                let redis = SharedConnection::lazy(mover.target());
                 let (timer_interval, redis_address) =
                     (config.mover.timer_interval, config.redis.address());
                 let metrics = mover.metrics();
-                Some(Http::bind(settings, client, metrics, timer_interval, redis_address).await?)
+                Some(
+                    Http::bind(
+                        settings,
+                        redis,
+                        reading,
+                        metrics,
+                        timer_interval,
+                        redis_address,
+                    )
+                    .await?,
+                )
             }
             None => None,
         };

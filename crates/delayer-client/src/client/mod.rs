@@ -2,7 +2,7 @@
 //! [`push`] (push and remove), [`pop`] (the legacy pop, at most once), [`reserve`] and [`finish`]
 //! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
 //! queues up), [`waiting`] (the pool a page at a time, and waiting jobs due now), [`pause`] (pause
-//! and resume a topic), [`sessions`] (the daemon's console's logouts), [`schedules`] (recurring
+//! and resume a topic), [`schedules`] (recurring
 //! schedules), [`consumers`] (heartbeats: who is consuming),
 //! [`history`] (what happened, per minute) and [`staging`] (whether a daemon stages compact jobs,
 //! for pushes in the cluster layout).
@@ -16,7 +16,6 @@ pub(crate) mod pop;
 pub(crate) mod push;
 pub(crate) mod reserve;
 pub(crate) mod schedules;
-pub(crate) mod sessions;
 pub(crate) mod staging;
 pub(crate) mod stats;
 pub(crate) mod waiting;
