@@ -59,6 +59,8 @@ mod schedules;
 pub mod service;
 pub mod text;
 
+use std::sync::Arc;
+
 use anyhow::Result;
 use delayer_client::Client;
 use delayer_wire::shared_connection::SharedConnection;
@@ -77,7 +79,7 @@ pub struct Service {
     /// Writes the configuration's schedules first, then claims schedules' ticks.
     schedules: (Client, Firing),
     /// Writes what the mover counts to the history: only a daemon that serves the console does.
-    history: Option<Client>,
+    history: Option<Arc<SharedConnection>>,
     from_file: Vec<delayer_client::Definition>,
     /// The Kafka link, with `[kafka]`.
     #[cfg(feature = "kafka")]
@@ -127,12 +129,9 @@ impl Service {
             let firing = Firing::new(redis.clone(), settings.layout, lifetime);
             (Client::on(redis, settings), firing)
         };
-        let history = http.is_some().then(|| {
-            Client::on(
-                SharedConnection::lazy(mover.target()),
-                config.client_settings(),
-            )
-        });
+        let history = http
+            .is_some()
+            .then(|| SharedConnection::lazy(mover.target()));
         #[cfg(feature = "kafka")]
         let kafka = match &config.kafka {
             Some(settings) => {
@@ -189,8 +188,8 @@ impl Service {
             moved.cancel();
         };
         let history = async {
-            if let Some(client) = self.history {
-                history::run(client, self.mover.metrics().history(), &moved).await;
+            if let Some(redis) = self.history {
+                history::run(redis, self.mover.metrics().history(), &moved).await;
             }
         };
         let delivering = async {

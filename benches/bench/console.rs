@@ -49,7 +49,7 @@ pub async fn console(server: &RedisServer) {
         client.create_schedule(&schedule).await.unwrap();
     }
     let (seconds, _): (u64, u64) = redis::cmd("TIME").query_async(&mut redis).await.unwrap();
-    let minutes = fill_a_full_day(&client, seconds / 60).await;
+    let minutes = fill_a_full_day(&mut redis, seconds / 60).await;
     let (keys, bytes) = size(&mut redis).await;
     println!(
         "The history after a day at its largest: {keys} keys ({minutes} minutes), {:.2} MB by MEMORY USAGE.\n",

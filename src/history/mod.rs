@@ -12,8 +12,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayer_client::{Client, Count, Counts};
-use delayer_wire::history::{field, lag_field, minute_of};
+use delayer_wire::history::{Counts, field, lag_field, minute_of};
+use delayer_wire::redis::RedisResult;
+use delayer_wire::scripts::count::{Count, CountScript};
+use delayer_wire::shared_connection::SharedConnection;
 use delayer_wire::time::unix_now;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -27,18 +29,23 @@ pub const WRITE_EVERY: Duration = Duration::from_secs(5);
 const LAST_WRITE_WAIT: Duration = Duration::from_secs(2);
 
 /// Has `tally` count for the history (the metrics' tally, which the mover counts in) and writes
-/// what it counted every [`WRITE_EVERY`] until `moved` is cancelled (the mover has stopped:
-/// nothing more is counted), then once more.
-pub async fn run(client: Client, tally: Arc<Tally>, moved: &CancellationToken) {
+/// what it counted to `redis` every [`WRITE_EVERY`] until `moved` is cancelled (the mover has
+/// stopped: nothing more is counted), then once more.
+pub async fn run(redis: Arc<SharedConnection>, tally: Arc<Tally>, moved: &CancellationToken) {
     tally.keep();
-    let mut writer = Writer::default();
+    let mut writer = Writer {
+        redis,
+        script: CountScript::default(),
+        failing: false,
+        refused_said: false,
+    };
     loop {
         tokio::select! {
-            () = tokio::time::sleep(WRITE_EVERY) => writer.write(&client, &tally).await,
+            () = tokio::time::sleep(WRITE_EVERY) => writer.write(&tally).await,
             () = moved.cancelled() => break,
         }
     }
-    if tokio::time::timeout(LAST_WRITE_WAIT, writer.write(&client, &tally))
+    if tokio::time::timeout(LAST_WRITE_WAIT, writer.write(&tally))
         .await
         .is_err()
     {
@@ -46,19 +53,20 @@ pub async fn run(client: Client, tally: Arc<Tally>, moved: &CancellationToken) {
     }
 }
 
-/// What was said about the writes, so that each trouble is said once.
-#[derive(Default)]
+/// Writes to the history, and what was said about the writes, so that each trouble is said once.
 struct Writer {
+    redis: Arc<SharedConnection>,
+    script: CountScript,
     failing: bool,
     refused_said: bool,
 }
 
 impl Writer {
     /// Adds the tally's counts to the history, a minute a call; what is not written is put back.
-    async fn write(&mut self, client: &Client, tally: &Tally) {
+    async fn write(&mut self, tally: &Tally) {
         let mut minutes = tally.take();
         while let Some((minute, counts)) = minutes.pop_first() {
-            match client.count(Some(minute), &script_counts(&counts)).await {
+            match self.count(minute, &script_counts(&counts)).await {
                 Ok(kept) => {
                     if !kept && !self.refused_said {
                         self.refused_said = true;
@@ -84,6 +92,18 @@ impl Writer {
                 }
             }
         }
+    }
+}
+
+impl Writer {
+    /// Adds `counts` to unix minute `minute`; whether Redis kept them (not when this Redis user
+    /// may not write the history, nor for a minute it no longer keeps).
+    async fn count(&self, minute: u64, counts: &[Count<'_>]) -> RedisResult<bool> {
+        if counts.is_empty() {
+            return Ok(true);
+        }
+        let mut connection = self.redis.get().await?;
+        self.script.run(&mut connection, Some(minute), counts).await
     }
 }
 

@@ -47,7 +47,6 @@ pub use delayer_wire::consumer::{self, Consumer, Heartbeat};
 pub use delayer_wire::history::Counts;
 pub use delayer_wire::keys::Layout;
 pub use delayer_wire::schedule::{self, CatchUp, Definition, Overlap, Source, Stored};
-pub use delayer_wire::scripts::count::Count;
 pub use delayer_wire::scripts::push::Mark;
 pub use delayer_wire::scripts::schedule_save::Saved;
 pub use delayer_wire::scripts::schedule_state::Changed;

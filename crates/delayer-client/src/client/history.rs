@@ -75,23 +75,6 @@ impl History {
 }
 
 impl Client {
-    /// Adds `counts` to unix minute `minute` of the history, or to the current one by Redis's
-    /// clock (`None`): the daemon's moves, and what clients counted. Returns whether Redis kept
-    /// them: not when this Redis user may not write the history, nor for a minute it no longer
-    /// keeps.
-    pub async fn count(&self, minute: Option<u64>, counts: &[Count<'_>]) -> Result<bool> {
-        if counts.is_empty() {
-            return Ok(true);
-        }
-        let mut connection = self.connection().await?;
-        Ok(self
-            .inner
-            .scripts
-            .count
-            .run(&mut connection, minute, counts)
-            .await?)
-    }
-
     /// Counts one more of `field` for each of `topics` (`None` when not known), to be sent
     /// within [`SEND_EVERY`]. A run of one topic is counted at once: a batch's jobs cost a
     /// count, not one each.
@@ -138,13 +121,20 @@ impl Client {
                 n: **n,
             })
             .collect();
-        match self.count(None, &counts).await {
+        let sent = match self.connection().await {
+            Ok(mut connection) => {
+                let count = &self.inner.scripts.count;
+                count.run(&mut connection, None, &counts).await
+            }
+            Err(error) => Err(error),
+        };
+        match sent {
             // Not kept (this Redis user may not write the history): dropped, not kept growing.
             Ok(_) => Ok(()),
             Err(error) => {
                 drop(counts);
                 self.inner.unsent.put_back(taken);
-                Err(error)
+                Err(error.into())
             }
         }
     }
