@@ -62,7 +62,7 @@ pub mod text;
 use std::sync::Arc;
 
 use anyhow::Result;
-use delayer_client::Client;
+use delayer_client::{Client, Inspector};
 use delayer_wire::shared_connection::SharedConnection;
 use tracing::{error, info, warn};
 
@@ -77,10 +77,10 @@ pub struct Service {
     mover: Mover,
     http: Option<Http>,
     /// Writes the configuration's schedules first, then claims schedules' ticks.
-    schedules: (Client, Firing),
+    schedules: (Inspector, Firing),
     /// Writes what the mover counts to the history: only a daemon that serves the console does.
     history: Option<Arc<SharedConnection>>,
-    from_file: Vec<delayer_client::Definition>,
+    from_file: Vec<delayer_wire::schedule::Definition>,
     /// The Kafka link, with `[kafka]`.
     #[cfg(feature = "kafka")]
     kafka: Option<kafka::Link>,
@@ -127,7 +127,7 @@ impl Service {
             let settings = config.client_settings();
             let lifetime = settings.ready_max_lifetime;
             let firing = Firing::new(redis.clone(), settings.layout, lifetime);
-            (Client::on(redis, settings), firing)
+            (Inspector::new(&Client::on(redis, settings)), firing)
         };
         let history = http
             .is_some()
@@ -179,8 +179,8 @@ impl Service {
                 error!("{error:#}");
             }
         };
-        let (client, firing) = self.schedules;
-        let schedules = schedules::run(client, firing, &self.from_file, &stop.graceful);
+        let (inspector, firing) = self.schedules;
+        let schedules = schedules::run(inspector, firing, &self.from_file, &stop.graceful);
         // The history's last write comes once the mover's last move is counted.
         let moved = tokio_util::sync::CancellationToken::new();
         let moving = async {

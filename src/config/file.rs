@@ -40,7 +40,7 @@ pub struct Config {
     /// The `[http]` section: no HTTP server without it.
     pub http: Option<HttpSettings>,
     /// The `[schedule.NAME]` sections, in the file's order.
-    pub schedules: Vec<delayer_client::Definition>,
+    pub schedules: Vec<delayer_wire::schedule::Definition>,
     /// The `[kafka]` section: no Kafka link without it.
     pub kafka: Option<KafkaSettings>,
     /// Unknown sections and keys (a typo, most likely): ignored with a warning, as the original
@@ -152,7 +152,7 @@ impl Config {
             .map(|wrong| format!("{}: {wrong}", file.display()))
             .collect();
         // Checked by this host's clock here (does it ever fire?); Redis's decides the ticks.
-        let now = delayer_client::schedule::unix_ms_now();
+        let now = delayer_wire::schedule::unix_ms_now();
         let (definitions, problems) = schedules::read(&ini, now);
         config.schedules = definitions;
         errors.extend(

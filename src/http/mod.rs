@@ -24,7 +24,7 @@ use anyhow::{Context, Result};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
-use delayer_client::Client;
+use delayer_client::{Client, Inspector};
 use delayer_wire::shared_connection::SharedConnection;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
@@ -90,11 +90,13 @@ impl Http {
         metrics.set_listed(settings.max_listed_topics);
         metrics.set_listed_schedules(settings.max_listed_schedules);
         let client = Client::on(redis.clone(), client_settings);
+        let inspector = Inspector::new(&client);
         Ok(Http {
             listener,
             state: Arc::new(AppState {
-                figures: Arc::new(Figures::new(client.clone(), metrics.clone())),
+                figures: Arc::new(Figures::new(inspector.clone(), metrics.clone())),
                 client,
+                inspector,
                 redis,
                 metrics,
                 console: console::state::Console::new(settings.token.as_deref()),

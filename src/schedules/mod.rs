@@ -7,7 +7,7 @@ mod reconcile;
 
 use std::time::Duration;
 
-use delayer_client::Client;
+use delayer_client::Inspector;
 use delayer_wire::schedule::{Definition, MOST_BETWEEN_LOOKS_MS};
 use delayer_wire::scripts::schedule_fire::Fired;
 use tokio_util::sync::CancellationToken;
@@ -22,10 +22,10 @@ const MOST_BETWEEN_ROUNDS: Duration = Duration::from_millis(MOST_BETWEEN_LOOKS_M
 const AFTER_A_FAILURE: Duration = Duration::from_secs(1);
 
 /// Claims schedules' ticks with `firing` until `stop` is cancelled; first writes `from_file` (the
-/// configuration's schedules) to Redis with `client`, again until that succeeds. A round that has
+/// configuration's schedules) to Redis with `inspector`, again until that succeeds. A round that has
 /// begun a claim finishes it: the fire script is one call.
 pub async fn run(
-    client: Client,
+    inspector: Inspector,
     mut firing: Firing,
     from_file: &[Definition],
     stop: &CancellationToken,
@@ -34,7 +34,7 @@ pub async fn run(
     let mut failing = false;
     while !stop.is_cancelled() {
         if !reconciled {
-            match reconcile::run(&client, from_file).await {
+            match reconcile::run(&inspector, from_file).await {
                 Ok(unreadable) => {
                     for invalid in unreadable {
                         firing.told_unusable(&invalid.schedule);

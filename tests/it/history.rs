@@ -11,9 +11,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+use delayer_client::inspector::Counts;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
-use delayer_client::{Client, Counts, NewPush};
+use delayer_client::{Client, NewPush};
 use delayer_testkit::cluster::RedisCluster;
 use delayer_wire::history::{KEPT, MAX_TOPICS, field};
 use delayer_wire::keys::{HISTORY, history_minute};

@@ -7,9 +7,10 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use delayer::{Firing, Round};
+use delayer_client::inspector::{Definition, Source};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Client, Definition, Settings, Source};
+use delayer_client::{Client, Inspector, Settings};
 use delayer_testkit::RedisServer;
 use delayer_wire::keys::{JOB_POOL, Layout, SCHEDULES_BY_NEXT, job_bucket};
 use delayer_wire::schedule::{CatchUp, Overlap, parse_ms, seconds_text, tick_id};
@@ -61,8 +62,9 @@ async fn redis_ms(redis: &mut MultiplexedConnection) -> i64 {
 #[tokio::test]
 async fn claimers_racing_push_each_tick_once() {
     let (_server, mut redis, client, claimers) = start().await;
+    let inspector = Inspector::new(&client);
     for index in 0..50 {
-        client
+        inspector
             .save_schedule(&every_second(&format!("s{index}")), Source::Api)
             .await
             .unwrap();
@@ -134,6 +136,7 @@ async fn stopped_since(redis: &mut MultiplexedConnection, name: &str, next: i64)
 #[tokio::test]
 async fn missed_ticks_go_by_the_catch_up_policy() {
     let (_server, mut redis, client, claimers) = start().await;
+    let inspector = Inspector::new(&client);
     let policies = [
         ("skip", CatchUp::Skip, 3600),
         ("latest", CatchUp::Latest, 3600),
@@ -149,7 +152,7 @@ async fn missed_ticks_go_by_the_catch_up_policy() {
             catch_up_window: Duration::from_secs(window),
             ..every_second(name)
         };
-        client
+        inspector
             .save_schedule(&definition, Source::Api)
             .await
             .unwrap();
@@ -208,11 +211,12 @@ async fn missed_ticks_go_by_the_catch_up_policy() {
 #[tokio::test]
 async fn overlap_skip_skips_a_tick_while_the_last_job_is_held() {
     let (_server, mut redis, client, claimers) = start().await;
+    let inspector = Inspector::new(&client);
     let definition = Definition {
         overlap: Overlap::Skip,
         ..every_second("slow")
     };
-    client
+    inspector
         .save_schedule(&definition, Source::Api)
         .await
         .unwrap();
@@ -279,16 +283,17 @@ async fn rounds_until(firing: &mut Firing, what: &str, mut done: impl FnMut(&Rou
 #[tokio::test]
 async fn a_paused_schedule_is_claimed_by_none() {
     let (_server, mut redis, client, claimers) = start().await;
-    client
+    let inspector = Inspector::new(&client);
+    inspector
         .save_schedule(&every_second("s"), Source::Api)
         .await
         .unwrap();
-    client.pause_schedule("s").await.unwrap();
+    inspector.pause_schedule("s").await.unwrap();
     let round = claimers.firing().round().await.unwrap();
     assert!(round.claims.is_empty());
     let pool: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
     assert!(pool.is_empty(), "{pool:?}");
-    client.resume_schedule("s").await.unwrap();
+    inspector.resume_schedule("s").await.unwrap();
     let mut firing = claimers.firing();
     rounds_until(&mut firing, "a tick after the resume", |round| {
         round
@@ -304,11 +309,12 @@ async fn a_paused_schedule_is_claimed_by_none() {
 #[tokio::test]
 async fn an_unreadable_schedule_is_told_once_and_the_others_tick() {
     let (_server, mut redis, client, claimers) = start().await;
-    client
+    let inspector = Inspector::new(&client);
+    inspector
         .save_schedule(&every_second("good"), Source::Api)
         .await
         .unwrap();
-    client
+    inspector
         .save_schedule(&every_second("newer"), Source::Api)
         .await
         .unwrap();

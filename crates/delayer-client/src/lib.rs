@@ -26,38 +26,24 @@
 
 mod client;
 mod error;
+pub mod inspector;
 mod job;
 mod settings;
-mod worker;
+pub mod worker;
 
 pub use client::Client;
-pub use client::consumers::Consumers;
 pub use client::finish::{Acked, Nacked};
-pub use client::history::{History, SEND_EVERY};
-pub use client::inspect::JobTimes;
 pub use client::pop::HeldJob;
-pub use client::push::{Expanded, NewPush, Push, Removed};
-pub use client::schedules::ScheduleList;
-pub use client::stats::{Lengths, Stats, TopicDetails, TopicStats};
-pub use client::waiting::{
-    Cursor, MAX_PROMOTE, MAX_PROMOTE_READ, MAX_WAITING_READ, Promoted, TopicPromotion, WaitingJob,
-    WaitingPage,
-};
-pub use delayer_wire::consumer::{self, Consumer, Heartbeat};
-pub use delayer_wire::history::Counts;
+pub use client::push::{NewPush, Push, Removed};
+pub use delayer_wire::consumer::{self, Heartbeat};
 pub use delayer_wire::keys::Layout;
-pub use delayer_wire::schedule::{self, CatchUp, Definition, Overlap, Source, Stored};
 pub use delayer_wire::scripts::push::Mark;
-pub use delayer_wire::scripts::schedule_save::Saved;
-pub use delayer_wire::scripts::schedule_state::Changed;
 pub use delayer_wire::{JobId, Target, Topic, redis};
 pub use error::{Error, Result};
+pub use inspector::Inspector;
 pub use job::{Job, JobInfo, Receipt, State};
 pub use settings::{
     DEFAULT_COMPACT_AFTER, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TTR,
     DEFAULT_READY_MAX_LIFETIME, MAX_BATCH, MAX_DELAY, MAX_PUSH_BATCH, MIN_TTR, Settings,
 };
-pub use worker::{
-    DEFAULT_CONCURRENCY, DEFAULT_FIRST_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_PREFETCH,
-    DEFAULT_STOP_TIMEOUT, DEFAULT_TTR, Worker,
-};
+pub use worker::Worker;

@@ -1,29 +1,24 @@
-//! The client: a handle on the delayer Redis, cheap to clone. What it does is split by concern:
-//! [`push`] (push and remove), [`pop`] (the legacy pop, at most once), [`reserve`] and [`finish`]
-//! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
-//! queues up), [`waiting`] (the pool a page at a time, and waiting jobs due now), [`pause`] (pause
-//! and resume a topic), [`schedules`] (recurring
-//! schedules), [`consumers`] (heartbeats: who is consuming),
-//! [`history`] (what happened, per minute) and [`staging`] (whether a daemon stages compact jobs,
-//! for pushes in the cluster layout).
+//! The client: a handle on the delayer Redis for applications, cheap to clone. What it does is
+//! split by concern: [`push`] (push and remove), [`pop`] (the legacy pop, at most once),
+//! [`reserve`] and [`finish`] (at least once: reserve, then ack, nack or touch), [`get`] (one job
+//! by id), [`consumers`] (heartbeats: who is consuming), [`history`] (pushes and acks counted for
+//! the history) and [`staging`] (whether a daemon stages compact jobs, for pushes in the cluster
+//! layout). What operators look at and act on is the [`Inspector`](crate::Inspector)'s.
 
 pub(crate) mod consumers;
 pub(crate) mod finish;
+pub(crate) mod get;
 pub(crate) mod history;
-pub(crate) mod inspect;
-pub(crate) mod pause;
 pub(crate) mod pop;
 pub(crate) mod push;
 pub(crate) mod reserve;
-pub(crate) mod schedules;
 pub(crate) mod staging;
-pub(crate) mod stats;
-pub(crate) mod waiting;
+mod unsent;
 
-use redis::{IntoConnectionInfo, RedisResult};
+use redis::{AsyncCommands, IntoConnectionInfo, RedisResult};
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::settings::{MIN_TTR, Settings};
@@ -33,24 +28,17 @@ use delayer_wire::name::Topic;
 use delayer_wire::scripts::ack::AckScript;
 use delayer_wire::scripts::body::{Body, BodyScript};
 use delayer_wire::scripts::compact_job::CompactJobScript;
-use delayer_wire::scripts::compact_window::CompactWindowScript;
 use delayer_wire::scripts::count::CountScript;
-use delayer_wire::scripts::dead_job::DeadJobScript;
 use delayer_wire::scripts::find_reserved::FindReservedScript;
 use delayer_wire::scripts::heartbeat::HeartbeatScript;
-use delayer_wire::scripts::pool_window::PoolWindowScript;
-use delayer_wire::scripts::promote::PromoteScript;
 use delayer_wire::scripts::push::PushScript;
 use delayer_wire::scripts::release::ReleaseScript;
-use delayer_wire::scripts::requeue_dead::RequeueDeadScript;
 use delayer_wire::scripts::reserve::ReserveScript;
-use delayer_wire::scripts::resume::ResumeScript;
-use delayer_wire::scripts::schedule_fire::ScheduleFireScript;
-use delayer_wire::scripts::schedule_save::ScheduleSaveScript;
-use delayer_wire::scripts::schedule_state::ScheduleStateScript;
 use delayer_wire::scripts::touch::TouchScript;
 use delayer_wire::shared_connection::{Commands, SharedConnection};
+use delayer_wire::time::redis_now;
 use delayer_wire::watch::KeyWatch;
+use unsent::Unsent;
 
 /// Blocking connections kept for the next `bpop`.
 const IDLE_BLOCKING_CONNECTIONS: usize = 4;
@@ -77,9 +65,9 @@ struct Inner {
     keys: Keys,
     settings: Settings,
     /// Pushes and acks counted, not yet added to the history.
-    unsent: history::Unsent,
+    unsent: Unsent,
     /// Whether a daemon stages compact jobs, as last read (the cluster layout).
-    beats: staging::Beats,
+    beats: Beats,
 }
 
 #[derive(Default)]
@@ -91,19 +79,14 @@ struct Scripts {
     ack: AckScript,
     body: BodyScript,
     compact_job: CompactJobScript,
-    compact_window: CompactWindowScript,
     count: CountScript,
     release: ReleaseScript,
-    requeue_dead: RequeueDeadScript,
-    resume: ResumeScript,
-    pool_window: PoolWindowScript,
-    promote: PromoteScript,
-    schedule_fire: ScheduleFireScript,
-    schedule_save: ScheduleSaveScript,
-    schedule_state: ScheduleStateScript,
-    dead_job: DeadJobScript,
     touch: TouchScript,
 }
+
+/// Whether a daemon stages compact jobs as last read, and when (see [`staging`]).
+#[derive(Default)]
+struct Beats(Mutex<Option<(Instant, bool)>>);
 
 impl Client {
     /// Connects with default [`Settings`]. `redis` is a URL (`redis://:password@host:6379/0`,
@@ -161,8 +144,8 @@ impl Client {
                 scripts: Scripts::default(),
                 keys,
                 settings,
-                unsent: history::Unsent::default(),
-                beats: staging::Beats::default(),
+                unsent: Unsent::default(),
+                beats: Beats::default(),
             }),
             consumer: None,
         }
@@ -179,14 +162,18 @@ impl Client {
         self.inner.keys.of_topic(topic)
     }
 
-    fn layout(&self) -> Layout {
+    pub(crate) fn layout(&self) -> Layout {
         self.inner.settings.layout
     }
 
     /// The key names of job `id`'s data. In the cluster layout, where they depend on the topic:
     /// those of `topic` when known, else of the first topic of the registry (in name order) that
     /// holds the id; `None` when none does.
-    async fn keys_of(&self, id: &[u8], topic: Option<&Topic>) -> Result<Option<Cow<'_, Keys>>> {
+    pub(crate) async fn keys_of(
+        &self,
+        id: &[u8],
+        topic: Option<&Topic>,
+    ) -> Result<Option<Cow<'_, Keys>>> {
         if let Some(keys) = self.inner.keys.every_topic() {
             return Ok(Some(Cow::Borrowed(keys)));
         }
@@ -240,6 +227,19 @@ impl Client {
     /// The connection for commands that do not block (a cheap handle on a shared one).
     pub(crate) async fn connection(&self) -> RedisResult<Commands> {
         self.inner.commands.get().await
+    }
+
+    /// Now by Redis's clock, which decides what is due, in unix seconds; by this host's when
+    /// this Redis user may not run TIME.
+    pub(crate) async fn now(&self) -> Result<f64> {
+        Ok(redis_now(&mut self.connection().await?).await?)
+    }
+
+    /// The topics of the registry (`delayer:topics`): every topic our pushes, the daemon's moves
+    /// and its dead lists have seen.
+    pub(crate) async fn topics(&self) -> Result<Vec<Topic>> {
+        let mut connection = self.connection().await?;
+        Ok(connection.smembers(self.keys().topics()).await?)
     }
 
     /// `ttr` as a reserve or touch takes it: at least [`MIN_TTR`]; one over
@@ -301,7 +301,8 @@ fn check_topic(topic: &[u8], refusal: Option<&'static str>) -> Result<()> {
     }
 }
 
-fn check_id(id: &[u8]) -> Result<()> {
+/// An id must not be empty.
+pub(crate) fn check_id(id: &[u8]) -> Result<()> {
     if id.is_empty() {
         Err(Error::EmptyId)
     } else {

@@ -14,7 +14,6 @@ use crate::job::unique_id;
 use crate::settings::{MAX_DELAY, MAX_PUSH_BATCH};
 use delayer_wire::history::field;
 use delayer_wire::name::{JobId, Topic};
-use delayer_wire::scripts::compact_stage::{Reach, StageScript};
 use delayer_wire::scripts::push::{Mark, NewJob};
 use delayer_wire::time::{to_unix, unix_now};
 
@@ -70,52 +69,6 @@ impl Client {
             (_, 1) => Removed::Due,
             _ => Removed::Unknown,
         })
-    }
-}
-
-/// What [`Client::expand_compact`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Expanded {
-    /// Jobs written in the legacy form.
-    pub jobs: u64,
-    /// Jobs dropped: their data had expired, or a legacy client had pushed their id again.
-    pub dropped: u64,
-}
-
-impl Client {
-    /// Writes every job waiting compact in the legacy form now, whatever its due time, with its
-    /// own due time and data (see `docs/compact.md`, going back): the last step before running
-    /// a daemon of a version without the compact layout. Turn compact pushes off first, or new
-    /// jobs wait compact again.
-    pub async fn expand_compact(&self) -> Result<Expanded> {
-        let mut expanded = Expanded::default();
-        let Some(compact) = self.keys().compact() else {
-            return Ok(expanded);
-        };
-        let mut connection = self.connection().await?;
-        // Placed per topic, those of the topics that had compact pushes.
-        let topics: Vec<Topic> = match self.keys().every_topic() {
-            Some(_) => Vec::new(),
-            None => connection.smembers(compact.topics()).await?,
-        };
-        let script = StageScript::default();
-        for (keys, _) in self.keys().shards(&topics) {
-            let Some(compact) = keys.compact() else {
-                continue;
-            };
-            loop {
-                let staged = script
-                    .run(&mut connection, &keys, compact, Reach::All)
-                    .await
-                    .map_err(|error| Error::about_key(error, keys.pool()))?;
-                expanded.jobs += staged.jobs;
-                expanded.dropped += staged.expired + staged.replaced;
-                if !staged.more {
-                    break;
-                }
-            }
-        }
-        Ok(expanded)
     }
 }
 

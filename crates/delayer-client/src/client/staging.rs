@@ -2,7 +2,6 @@
 //! beats are in another slot than a topic's keys, out of the push script's reach, so the client
 //! reads them (every [`BEAT_EVERY`] at most, by Redis's clock) and tells the script.
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use delayer_wire::compact::{BEAT_EVERY, BEAT_FRESH, WANTED_KEPT};
@@ -15,10 +14,6 @@ use delayer_wire::scripts::push::Form;
 /// How soon "no daemon stages" is read again: a daemon starts staging within a moment of a push
 /// that wanted it, and the pushes after should see it as soon.
 const NONE_STAGES_READ_AGAIN: Duration = Duration::from_millis(100);
-
-/// The last answer read from the beats, and when.
-#[derive(Default)]
-pub(crate) struct Beats(Mutex<Option<(Instant, bool)>>);
 
 impl Client {
     /// How a push writes its jobs (see [`Settings::compact_after`]); `far` are the topics of its

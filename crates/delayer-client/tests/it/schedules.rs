@@ -4,9 +4,10 @@
 
 use std::collections::HashMap;
 
+use delayer_client::inspector::{Changed, Definition, Saved, Source};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Changed, Definition, Error, Saved, Source};
+use delayer_client::{Error, Inspector};
 use delayer_wire::keys::{JOB_POOL, SCHEDULES, SCHEDULES_BY_NEXT};
 
 use crate::fixture;
@@ -25,9 +26,10 @@ async fn field(redis: &mut MultiplexedConnection, name: &str, field: &str) -> Op
 #[tokio::test]
 async fn saving_the_same_schedule_again_changes_nothing() {
     let (_server, mut redis, client) = fixture::start().await;
+    let inspector = Inspector::new(&client);
     let definition = every_second("s");
     assert_eq!(
-        client
+        inspector
             .save_schedule(&definition, Source::File)
             .await
             .unwrap(),
@@ -37,7 +39,7 @@ async fn saving_the_same_schedule_again_changes_nothing() {
     let version = field(&mut redis, "s", "version").await;
     for _ in 0..3 {
         assert_eq!(
-            client
+            inspector
                 .save_schedule(&definition, Source::File)
                 .await
                 .unwrap(),
@@ -51,13 +53,16 @@ async fn saving_the_same_schedule_again_changes_nothing() {
         "its next tick is kept"
     );
     assert_eq!(
-        client.create_schedule(&definition).await.unwrap(),
+        inspector.create_schedule(&definition).await.unwrap(),
         Saved::Exists
     );
     let mut changed = definition.clone();
     changed.body = b"new".to_vec();
     assert_eq!(
-        client.save_schedule(&changed, Source::Api).await.unwrap(),
+        inspector
+            .save_schedule(&changed, Source::Api)
+            .await
+            .unwrap(),
         Saved::Changed
     );
     assert_ne!(field(&mut redis, "s", "version").await, version);
@@ -76,6 +81,7 @@ async fn saving_the_same_schedule_again_changes_nothing() {
 #[tokio::test]
 async fn a_bad_schedule_is_refused_naming_its_field_and_nothing_is_written() {
     let (_server, mut redis, client) = fixture::start().await;
+    let inspector = Inspector::new(&client);
     let cases = [
         (
             Definition::new("s", "0 0 30 2 *", "t"),
@@ -113,7 +119,7 @@ async fn a_bad_schedule_is_refused_naming_its_field_and_nothing_is_written() {
         ),
     ];
     for (definition, field, why) in cases {
-        match client.save_schedule(&definition, Source::Api).await {
+        match inspector.save_schedule(&definition, Source::Api).await {
             Err(Error::InvalidSchedule(invalid)) => {
                 assert_eq!(invalid.field, field);
                 assert!(invalid.why.contains(why), "{invalid}");
@@ -136,15 +142,19 @@ async fn a_bad_schedule_is_refused_naming_its_field_and_nothing_is_written() {
 #[tokio::test]
 async fn pause_resume_run_and_remove() {
     let (_server, mut redis, client) = fixture::start().await;
-    client
+    let inspector = Inspector::new(&client);
+    inspector
         .save_schedule(&every_second("s"), Source::Api)
         .await
         .unwrap();
-    assert_eq!(client.pause_schedule("s").await.unwrap(), Changed::Done);
-    assert_eq!(client.pause_schedule("s").await.unwrap(), Changed::Already);
+    assert_eq!(inspector.pause_schedule("s").await.unwrap(), Changed::Done);
+    assert_eq!(
+        inspector.pause_schedule("s").await.unwrap(),
+        Changed::Already
+    );
     let queued: Vec<String> = redis.zrange(SCHEDULES_BY_NEXT, 0, -1).await.unwrap();
     assert!(queued.is_empty(), "a paused schedule is claimed by none");
-    let run = client.run_schedule("s").await.unwrap();
+    let run = inspector.run_schedule("s").await.unwrap();
     assert!(run.to_string().starts_with("s@") && run.to_string().ends_with("/run"));
     let pool: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
     assert_eq!(
@@ -152,14 +162,17 @@ async fn pause_resume_run_and_remove() {
         [run.to_string()],
         "a run pushes one job, paused or not"
     );
-    assert_eq!(client.resume_schedule("s").await.unwrap(), Changed::Done);
-    assert_eq!(client.resume_schedule("s").await.unwrap(), Changed::Already);
+    assert_eq!(inspector.resume_schedule("s").await.unwrap(), Changed::Done);
+    assert_eq!(
+        inspector.resume_schedule("s").await.unwrap(),
+        Changed::Already
+    );
     let queued: Vec<String> = redis.zrange(SCHEDULES_BY_NEXT, 0, -1).await.unwrap();
     assert_eq!(queued, ["s"]);
-    assert_eq!(client.remove_schedule("s").await.unwrap(), Changed::Done);
-    assert_eq!(client.remove_schedule("s").await.unwrap(), Changed::Gone);
+    assert_eq!(inspector.remove_schedule("s").await.unwrap(), Changed::Done);
+    assert_eq!(inspector.remove_schedule("s").await.unwrap(), Changed::Gone);
     assert!(matches!(
-        client.run_schedule("s").await,
+        inspector.run_schedule("s").await,
         Err(Error::UnknownSchedule(_))
     ));
     let left: Vec<String> = redis.keys("delayer:schedule*").await.unwrap();
@@ -173,11 +186,12 @@ async fn pause_resume_run_and_remove() {
 #[tokio::test]
 async fn an_unreadable_schedule_is_listed_apart() {
     let (_server, mut redis, client) = fixture::start().await;
-    client
+    let inspector = Inspector::new(&client);
+    inspector
         .save_schedule(&every_second("good"), Source::Api)
         .await
         .unwrap();
-    client
+    inspector
         .save_schedule(&every_second("newer"), Source::Api)
         .await
         .unwrap();
@@ -185,7 +199,7 @@ async fn an_unreadable_schedule_is_listed_apart() {
         .hset("delayer:schedule:newer", "catch_up", "bogus")
         .await
         .unwrap();
-    let list = client.schedules().await.unwrap();
+    let list = inspector.schedules().await.unwrap();
     let names: Vec<&str> = list
         .readable
         .iter()
@@ -200,7 +214,7 @@ async fn an_unreadable_schedule_is_listed_apart() {
     );
     assert!(invalid.why.contains("\"bogus\""), "{invalid}");
     assert!(matches!(
-        client.schedule("newer").await,
+        inspector.schedule("newer").await,
         Err(Error::InvalidSchedule(_))
     ));
 }

@@ -7,11 +7,11 @@ use std::time::{Duration, SystemTime};
 
 use redis::{AsyncCommands, FromRedisValue, Pipeline, RedisError, RedisResult, Value};
 
-use super::Client;
+use super::handle::Inspector;
 use crate::error::{Error, Result};
 use delayer_wire::keys::{Keys, field};
 use delayer_wire::name::{JobId, Text, Topic};
-use delayer_wire::time::{from_unix, redis_now};
+use delayer_wire::time::from_unix;
 
 /// The queues at one moment.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,31 +40,14 @@ pub struct TopicStats {
     /// How long the job next in line has been ready; for jobs of legacy clients, which do not
     /// record their due time, estimated from their data's time to live.
     pub oldest_ready_age: Option<Duration>,
-    /// Whether the topic is paused ([`Client::pause`]): its due jobs wait in the pool.
+    /// Whether the topic is paused ([`Inspector::pause`]): its due jobs wait in the pool.
     pub paused: bool,
     /// What keeps the topic's lists from being read (`KEY holds a string, not a list`); the
     /// counts that could not be read are 0. One broken key does not hide the other topics.
     pub problem: Option<String>,
 }
 
-/// The `redis_version` of an INFO reply: one text, or on a cluster one per node.
-fn version_in(info: &Value) -> Option<String> {
-    match info {
-        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok().and_then(|text| {
-            text.lines()
-                .find_map(|line| line.strip_prefix("redis_version:"))
-                .map(|version| version.trim().to_string())
-        }),
-        Value::VerbatimString { text, .. } | Value::SimpleString(text) => {
-            version_in(&Value::BulkString(text.clone().into_bytes()))
-        }
-        Value::Array(items) => items.iter().find_map(version_in),
-        Value::Map(pairs) => pairs.iter().find_map(|(_, value)| version_in(value)),
-        _ => None,
-    }
-}
-
-/// What [`Client::details`] reads of one topic.
+/// What [`Inspector::details`] reads of one topic.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TopicDetails {
     /// Jobs reserved (of the reservations counted).
@@ -103,46 +86,11 @@ pub struct Lengths {
 /// A pool's ZCARD, its ZCOUNT of jobs due now, and its first job not due yet with its score.
 type PoolCounts = (u64, u64, Vec<(JobId, f64)>);
 
-impl Client {
-    /// The topics of the registry (`delayer:topics`): every topic our pushes, the daemon's moves
-    /// and its dead lists have seen.
-    pub async fn topics(&self) -> Result<Vec<Topic>> {
-        Ok(self
-            .connection()
-            .await?
-            .smembers(self.keys().topics())
-            .await?)
-    }
-
-    /// How many topics the registry holds (SCARD): a cheap look for whether a topic was added,
-    /// before reading them all with [`topics`](Client::topics).
-    pub async fn topic_count(&self) -> Result<u64> {
-        Ok(self.connection().await?.scard(self.keys().topics()).await?)
-    }
-
-    /// Now by Redis's clock, which decides what is due, in unix seconds; by this host's when
-    /// this Redis user may not run TIME.
-    pub(crate) async fn now(&self) -> Result<f64> {
-        Ok(redis_now(&mut self.connection().await?).await?)
-    }
-
-    /// One page of the registry (SSCAN): `count` topics or so from `cursor` (0 to begin), and the
-    /// cursor of the next page (0 after the last). A topic may come twice in one pass, as SSCAN
-    /// gives it; one there throughout the pass comes at least once.
-    pub async fn topics_page(&self, cursor: u64, count: usize) -> Result<(u64, Vec<Topic>)> {
-        Ok(redis::cmd("SSCAN")
-            .arg(self.keys().topics())
-            .arg(cursor)
-            .arg("COUNT")
-            .arg(count)
-            .query_async(&mut self.connection().await?)
-            .await?)
-    }
-
+impl Inspector {
     /// The queues now.
     pub async fn stats(&self) -> Result<Stats> {
-        let now = self.now().await?;
-        let mut topics = self.topics().await?;
+        let now = self.client.now().await?;
+        let mut topics = self.client.topics().await?;
         let reserved_by_topic = self.reserved_by_topic(&topics, usize::MAX).await?;
         topics.extend(reserved_by_topic.keys().cloned());
         topics.sort();
@@ -156,7 +104,7 @@ impl Client {
         let (next, ages) = self.next_ready(&topics, now).await?;
 
         // Each topic's own reservations key, when it has one, was read for its count.
-        let own_reservations = self.keys().every_topic().is_none();
+        let own_reservations = self.client.keys().every_topic().is_none();
         let unreadable: HashSet<&Topic> = lengths.unreadable.iter().collect();
         let mut rows = Vec::with_capacity(topics.len());
         for ((topic, dead), next) in topics.iter().zip(dead).zip(next) {
@@ -194,7 +142,7 @@ impl Client {
     pub async fn details(&self, topics: &[Topic], scanned: usize) -> Result<Vec<TopicDetails>> {
         let reserved = self.reserved_by_topic(topics, scanned).await?;
         // A topic's jobs waiting are known where it has a pool of its own.
-        let mut waiting: Vec<Option<u64>> = match self.keys().every_topic() {
+        let mut waiting: Vec<Option<u64>> = match self.client.keys().every_topic() {
             Some(_) => vec![None; topics.len()],
             None => {
                 self.each_topic_tolerant(topics, |pipe, keys, _| {
@@ -205,7 +153,7 @@ impl Client {
         };
         for (waiting, topic) in waiting.iter_mut().zip(topics) {
             if let Some(waiting) = waiting {
-                *waiting += self.waiting_compact(&self.keys_for(topic)).await?;
+                *waiting += self.waiting_compact(&self.client.keys_for(topic)).await?;
             }
         }
         Ok(topics
@@ -224,28 +172,14 @@ impl Client {
         let Some(compact) = keys.compact() else {
             return Ok(0);
         };
-        let mut connection = self.connection().await?;
+        let mut connection = self.client.connection().await?;
         Ok(connection.hlen(compact.index()).await.unwrap_or(0))
-    }
-
-    /// The Redis server's version (`INFO server`; on a cluster, the first master's that
-    /// answers), if this Redis user may ask.
-    pub async fn server_version(&self) -> Result<Option<String>> {
-        let info: RedisResult<Value> = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut self.connection().await?)
-            .await;
-        match info {
-            Ok(info) => Ok(version_in(&info)),
-            Err(error) if error.code() == Some("NOPERM") => Ok(None),
-            Err(error) => Err(error.into()),
-        }
     }
 
     /// Which of `topic`'s keys hold the wrong type of value, in words: its ready and dead lists,
     /// and in the cluster layout its own pool and reservations too.
     async fn wrong_keys(&self, topic: &Topic) -> Result<String> {
-        let keys = self.keys_for(topic);
+        let keys = self.client.keys_for(topic);
         let mut expected = vec![(keys.ready(topic), "list"), (keys.dead(topic), "list")];
         if keys.every_topic().is_none() {
             // The topic's own pool and reservations.
@@ -256,7 +190,9 @@ impl Client {
         for (key, _) in &expected {
             pipe.cmd("TYPE").arg(key);
         }
-        let kinds: Vec<String> = pipe.query_async(&mut self.connection().await?).await?;
+        let kinds: Vec<String> = pipe
+            .query_async(&mut self.client.connection().await?)
+            .await?;
         Ok(expected
             .iter()
             .zip(kinds)
@@ -276,7 +212,7 @@ impl Client {
         topics: &[Topic],
         scanned: usize,
     ) -> Result<HashMap<Topic, u64>> {
-        if self.keys().every_topic().is_none() {
+        if self.client.keys().every_topic().is_none() {
             // Each topic's own set. A reservations key of the wrong type fails that topic's
             // reserves, with its name.
             let counts: Vec<Option<u64>> = self
@@ -308,17 +244,17 @@ impl Client {
         &self,
         scanned: usize,
     ) -> RedisResult<Vec<(JobId, f64, RedisResult<Option<Topic>>)>> {
-        let mut redis = self.connection().await?;
+        let mut redis = self.client.connection().await?;
         let last = isize::try_from(scanned).unwrap_or(isize::MAX) - 1;
         let held: Vec<(JobId, f64)> = redis
-            .zrange_withscores(self.keys().reserved(), 0, last)
+            .zrange_withscores(self.client.keys().reserved(), 0, last)
             .await?;
         if held.is_empty() {
             return Ok(Vec::new());
         }
         let mut pipe = redis::pipe();
         for (id, _) in &held {
-            pipe.hget(self.keys().bucket(id), field::TOPIC);
+            pipe.hget(self.client.keys().bucket(id), field::TOPIC);
         }
         let topics: Vec<RedisResult<Option<Topic>>> =
             pipe.ignore_errors().query_async(&mut redis).await?;
@@ -333,8 +269,8 @@ impl Client {
     /// or in the cluster layout each topic's own), and the length of each of `topics`' ready and
     /// dead lists: O(1) and O(log n) commands only, never a scan.
     pub async fn lengths(&self, topics: &[Topic]) -> Result<Lengths> {
-        let now = self.now().await?;
-        let shards = self.keys().shards(topics);
+        let now = self.client.now().await?;
+        let shards = self.client.keys().shards(topics);
         let counts: Vec<Option<PoolCounts>> = self
             .each_shard_tolerant(&shards, |pipe, keys| {
                 pipe.zcard(keys.pool())
@@ -342,12 +278,12 @@ impl Client {
                     .zrangebyscore_limit_withscores(keys.pool(), format!("({now}"), "+inf", 0, 1);
             })
             .await?;
-        if let (Some(every), Some(None)) = (self.keys().every_topic(), counts.first()) {
+        if let (Some(every), Some(None)) = (self.client.keys().every_topic(), counts.first()) {
             // The one pool of every topic: nothing is moved either, which must be said.
             let pool = every.pool();
             let kind: String = redis::cmd("TYPE")
                 .arg(pool)
-                .query_async(&mut self.connection().await?)
+                .query_async(&mut self.client.connection().await?)
                 .await?;
             return Err(Error::WrongType {
                 key: pool.to_string(),
@@ -410,7 +346,7 @@ impl Client {
                 .filter_map(|(topic, dead)| Some((topic.clone(), dead?)))
                 .collect(),
             reserved: reserved.into_iter().flatten().sum(),
-            whole_pool: self.keys().every_topic().is_some(),
+            whole_pool: self.client.keys().every_topic().is_some(),
             paused: topics
                 .iter()
                 .zip(paused)
@@ -424,7 +360,7 @@ impl Client {
     /// How long the job next in line on each of `topics`' ready lists has been ready (none for an
     /// empty list); see [`TopicStats::oldest_ready_age`].
     pub async fn oldest_ready_ages(&self, topics: &[Topic]) -> Result<HashMap<Topic, Duration>> {
-        let now = self.now().await?;
+        let now = self.client.now().await?;
         Ok(self.next_ready(topics, now).await?.1)
     }
 
@@ -464,7 +400,7 @@ impl Client {
                 pipe.hget(&bucket, field::DUE).pttl(&bucket);
             })
             .await?;
-        let lifetime = self.settings().ready_max_lifetime.as_secs_f64();
+        let lifetime = self.client.settings().ready_max_lifetime.as_secs_f64();
         Ok(topics
             .into_iter()
             .zip(found)
@@ -482,7 +418,7 @@ impl Client {
 
     /// Sends `commands(pipe, keys, topic)` for each of `topics` and reads each topic's replies
     /// as one `T`, or `None` when they found a key of the wrong type (see
-    /// [`each_topic`](Client::each_topic)).
+    /// [`each_topic`](Inspector::each_topic)).
     async fn each_topic_tolerant<T: FromRedisValue>(
         &self,
         topics: &[Topic],
@@ -507,7 +443,7 @@ impl Client {
         shards: &[(Cow<'_, Keys>, &[Topic])],
         commands: impl Fn(&mut Pipeline, &Keys),
     ) -> Result<Vec<Option<T>>> {
-        let mut redis = self.connection().await?;
+        let mut redis = self.client.connection().await?;
         let mut read = Vec::with_capacity(shards.len());
         for (keys, _) in shards {
             let mut pipe = redis::pipe();
@@ -537,8 +473,9 @@ impl Client {
         if topics.is_empty() {
             return Ok(Vec::new());
         }
-        let mut redis = self.connection().await?;
+        let mut redis = self.client.connection().await?;
         let pipes: Vec<(Pipeline, usize)> = self
+            .client
             .keys()
             .shards(topics)
             .into_iter()

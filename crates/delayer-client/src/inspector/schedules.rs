@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use redis::AsyncCommands;
 
-use super::{Client, check_topic_to_write_in};
+use super::handle::Inspector;
+use crate::client::check_topic_to_write_in;
 use crate::error::{Error, Result};
 use delayer_wire::keys::Keys;
 use delayer_wire::name::JobId;
@@ -38,7 +39,7 @@ impl ScheduleList {
     }
 }
 
-impl Client {
+impl Inspector {
     /// Creates schedule `definition.name`, or changes it to `definition` (the same definition
     /// changes nothing). Its first tick is the first after now by Redis's clock, at
     /// least [`FIRST_TICK_AFTER_MS`] ahead; a change of the
@@ -61,15 +62,15 @@ impl Client {
         source: Source,
         create: bool,
     ) -> Result<Saved> {
-        let now = (self.now().await? * 1000.0) as i64;
+        let now = (self.client.now().await? * 1000.0) as i64;
         let cadence = definition.check(now)?;
-        check_topic_to_write_in(self.layout(), definition.topic.as_bytes())?;
+        check_topic_to_write_in(self.client.layout(), definition.topic.as_bytes())?;
         // The first tick far enough ahead for a daemon to claim it before it is due.
         let next = cadence
             .next_after(now + FIRST_TICK_AFTER_MS)
             .ok_or_else(|| Error::UnknownSchedule(definition.name.clone()))?;
-        let keys = self.keys_for(&definition.topic);
-        let mut connection = self.connection().await?;
+        let keys = self.client.keys_for(&definition.topic);
+        let mut connection = self.client.connection().await?;
         if keys.per_topic() {
             // The registry is in another slot: written first, so that no schedule is out of a
             // daemon's sight; one moved to another topic leaves the old topic's keys.
@@ -95,12 +96,11 @@ impl Client {
                 .query_async::<()>(&mut connection)
                 .await?;
             if let Some(old) = old.filter(|old| *old != definition.topic) {
-                self.inner
-                    .scripts
+                self.scripts()
                     .schedule_state
                     .run(
                         &mut connection,
-                        &self.keys_for(&old),
+                        &self.client.keys_for(&old),
                         &definition.name,
                         Change::Remove,
                     )
@@ -108,8 +108,7 @@ impl Client {
             }
         }
         Ok(self
-            .inner
-            .scripts
+            .scripts()
             .schedule_save
             .run(&mut connection, &keys, definition, next, create, source)
             .await?)
@@ -120,20 +119,23 @@ impl Client {
     /// their own). A hash that does not read is listed apart with why, not an error.
     pub async fn schedules(&self) -> Result<ScheduleList> {
         let registry: HashMap<String, String> = self
+            .client
             .connection()
             .await?
-            .hgetall(self.keys().schedules())
+            .hgetall(self.client.keys().schedules())
             .await?;
         let mut shards: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        let shared = self.keys().every_topic().is_some();
+        let shared = self.client.keys().every_topic().is_some();
         for (name, topic) in &registry {
             let shard = if shared { "" } else { topic.as_str() };
             shards.entry(shard).or_default().push(name);
         }
         let mut list = ScheduleList::default();
         for (topic, names) in shards {
-            let mut connection = self.connection().await?;
-            for read in schedule::read(&mut connection, &self.keys_for(topic), &names).await? {
+            let mut connection = self.client.connection().await?;
+            for read in
+                schedule::read(&mut connection, &self.client.keys_for(topic), &names).await?
+            {
                 match read {
                     Some(Ok(stored)) => list.readable.push(stored),
                     Some(Err(invalid)) => list.unreadable.push(invalid),
@@ -169,11 +171,12 @@ impl Client {
     /// Removes schedule `name`; the jobs it pushed stay.
     pub async fn remove_schedule(&self, name: &str) -> Result<Changed> {
         let changed = self.change_schedule(name, Change::Remove).await?;
-        if self.keys().every_topic().is_none() {
+        if self.client.keys().every_topic().is_none() {
             // The registry, in another slot: after the schedule, which no daemon then finds.
-            self.connection()
+            self.client
+                .connection()
                 .await?
-                .hdel::<_, _, ()>(self.keys().schedules(), name)
+                .hdel::<_, _, ()>(self.client.keys().schedules(), name)
                 .await?;
         }
         Ok(changed)
@@ -190,18 +193,17 @@ impl Client {
             .read_schedule(&keys, name)
             .await?
             .ok_or_else(|| Error::UnknownSchedule(name.to_string()))?;
-        let now = (self.now().await? * 1000.0) as i64;
+        let now = (self.client.now().await? * 1000.0) as i64;
         let fired = self
-            .inner
-            .scripts
+            .scripts()
             .schedule_fire
             .run(
-                &mut self.connection().await?,
+                &mut self.client.connection().await?,
                 &keys,
                 name,
                 stored.version,
                 Claim::Run { now },
-                self.inner.settings.ready_max_lifetime.as_secs(),
+                self.client.settings().ready_max_lifetime.as_secs(),
             )
             .await?;
         match fired {
@@ -216,30 +218,30 @@ impl Client {
             return Ok(Changed::Gone);
         };
         Ok(self
-            .inner
-            .scripts
+            .scripts()
             .schedule_state
-            .run(&mut self.connection().await?, &keys, name, change)
+            .run(&mut self.client.connection().await?, &keys, name, change)
             .await?)
     }
 
     /// The keys of schedule `name`: its topic's, found in the registry (placed per topic).
     async fn schedule_keys(&self, name: &str) -> Result<Option<Cow<'_, Keys>>> {
-        if let Some(keys) = self.keys().every_topic() {
+        if let Some(keys) = self.client.keys().every_topic() {
             return Ok(Some(Cow::Borrowed(keys)));
         }
         let topic: Option<String> = self
+            .client
             .connection()
             .await?
-            .hget(self.keys().schedules(), name)
+            .hget(self.client.keys().schedules(), name)
             .await?;
-        Ok(topic.map(|topic| self.keys_for(topic)))
+        Ok(topic.map(|topic| self.client.keys_for(topic)))
     }
 
     /// Schedule `name`'s hash under `keys`, read ([`Error::InvalidSchedule`] when it does not
     /// read).
     pub(super) async fn read_schedule(&self, keys: &Keys, name: &str) -> Result<Option<Stored>> {
-        let mut connection = self.connection().await?;
+        let mut connection = self.client.connection().await?;
         let read = schedule::read(&mut connection, keys, &[name]).await?;
         Ok(read.into_iter().next().flatten().transpose()?)
     }
