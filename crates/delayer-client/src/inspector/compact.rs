@@ -28,11 +28,9 @@ impl Inspector {
             return Ok(expanded);
         };
         let mut connection = self.client.connection().await?;
-        // Placed per topic, those of the topics that had compact pushes.
-        let topics: Vec<Topic> = match self.client.keys().every_topic() {
-            Some(_) => Vec::new(),
-            None => connection.smembers(compact.topics()).await?,
-        };
+        // The shards of the topics that had compact pushes: one a topic in the cluster layout,
+        // the one of every topic elsewhere (where pushes do not list them).
+        let topics: Vec<Topic> = connection.smembers(compact.topics()).await?;
         let script = &self.scripts().compact_stage;
         for (keys, _) in self.client.keys().shards(&topics) {
             let Some(compact) = keys.compact() else {

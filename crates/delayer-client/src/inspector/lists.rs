@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::job::JobInfo;
 use delayer_wire::consumer::{attempt_of_holder, consumer_of_holder};
 use delayer_wire::keys::field;
-use delayer_wire::name::JobId;
+use delayer_wire::name::{JobId, Topic};
 use delayer_wire::time::{from_deadline_score, from_unix};
 
 /// What [`Inspector::job_times`] reads of a job: its due time, attempts, death time and holder.
@@ -160,6 +160,34 @@ impl Inspector {
                     holder: holder.and_then(consumer_of_holder).map(str::to_string),
                 }
             })
+            .collect())
+    }
+
+    /// The first `scanned` reservations (soonest deadlines) of the one set for every topic, each
+    /// with its deadline's score and its bucket's topic as read (none: the bucket is gone): how
+    /// a topic's reservations are found outside the cluster layout.
+    pub(super) async fn scan_reservations(
+        &self,
+        scanned: usize,
+    ) -> RedisResult<Vec<(JobId, f64, RedisResult<Option<Topic>>)>> {
+        let mut redis = self.client.connection().await?;
+        let last = isize::try_from(scanned).unwrap_or(isize::MAX) - 1;
+        let held: Vec<(JobId, f64)> = redis
+            .zrange_withscores(self.client.keys().reserved(), 0, last)
+            .await?;
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (id, _) in &held {
+            pipe.hget(self.client.keys().bucket(id), field::TOPIC);
+        }
+        let topics: Vec<RedisResult<Option<Topic>>> =
+            pipe.ignore_errors().query_async(&mut redis).await?;
+        Ok(held
+            .into_iter()
+            .zip(topics)
+            .map(|((id, score), topic)| (id, score, topic))
             .collect())
     }
 }

@@ -114,9 +114,8 @@ impl Inspector {
             .await?)
     }
 
-    /// Every schedule, by name: the registry, then each schedule's hash, 200 to a
-    /// pipeline (placed per topic, a pipeline per topic: each topic's keys are in a slot of
-    /// their own). A hash that does not read is listed apart with why, not an error.
+    /// Every schedule, by name: the registry, then each shard's schedules' hashes, 200 to a
+    /// pipeline (in the cluster layout each topic is a shard, in a slot of its own). A hash that does not read is listed apart with why, not an error.
     pub async fn schedules(&self) -> Result<ScheduleList> {
         let registry: HashMap<String, String> = self
             .client
@@ -124,18 +123,16 @@ impl Inspector {
             .await?
             .hgetall(self.client.keys().schedules())
             .await?;
-        let mut shards: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        let shared = self.client.keys().every_topic().is_some();
+        let mut by_topic: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (name, topic) in &registry {
-            let shard = if shared { "" } else { topic.as_str() };
-            shards.entry(shard).or_default().push(name);
+            by_topic.entry(topic).or_default().push(name);
         }
+        let topics: Vec<&str> = by_topic.keys().copied().collect();
+        let mut connection = self.client.connection().await?;
         let mut list = ScheduleList::default();
-        for (topic, names) in shards {
-            let mut connection = self.client.connection().await?;
-            for read in
-                schedule::read(&mut connection, &self.client.keys_for(topic), &names).await?
-            {
+        for (keys, topics) in self.client.keys().shards(&topics) {
+            let names: Vec<&str> = topics.iter().flat_map(|t| by_topic[t].clone()).collect();
+            for read in schedule::read(&mut connection, &keys, &names).await? {
                 match read {
                     Some(Ok(stored)) => list.readable.push(stored),
                     Some(Err(invalid)) => list.unreadable.push(invalid),

@@ -6,8 +6,6 @@
 //! In the shared layouts one pool holds every topic, so a topic's jobs are found among every
 //! topic's: a call reads at most a fixed number of entries, and says where to go on from.
 
-use std::borrow::Cow;
-
 use redis::{RedisResult, Value};
 
 use super::handle::Inspector;
@@ -160,13 +158,14 @@ impl Inspector {
         after: Option<&Cursor>,
         count: usize,
     ) -> Result<WaitingPage> {
-        let keys = match topic {
-            Some(topic) => {
-                check_topic_in(self.client.layout(), topic)?;
-                self.client.keys_for(topic)
-            }
-            None if self.client.layout().per_topic() => return Err(Error::TopicNeeded),
-            None => Cow::Borrowed(self.client.keys()),
+        if let Some(topic) = topic {
+            check_topic_in(self.client.layout(), topic)?;
+        }
+        // The topic's shard; without one, the shard of every topic (none in the cluster layout,
+        // where each topic is a shard of its own).
+        let named: Vec<&[u8]> = topic.into_iter().collect();
+        let Some((keys, _)) = self.client.keys().shards(&named).into_iter().next() else {
+            return Err(Error::TopicNeeded);
         };
         // A topic's own pool holds its jobs alone.
         let filter = topic.filter(|_| keys.every_topic().is_some());
