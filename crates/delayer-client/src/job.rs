@@ -89,7 +89,7 @@ pub struct JobInfo {
     pub topic: Option<Topic>,
     /// `None` when the job has none, or when it is longer than
     /// [`Settings::max_body_read`](crate::Settings::max_body_read) (or the limit of
-    /// [`get_up_to`](crate::Client::get_up_to)).
+    /// [`Inspector::get_up_to`](crate::Inspector::get_up_to)).
     pub body: Option<Vec<u8>>,
     /// The body's length in bytes, read or not.
     pub body_size: Option<usize>,

@@ -15,6 +15,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! What operators call to look at the queues and act on them (stats, waiting jobs a page at a
+//! time, dead lists, pauses, consumers, the history, schedules) is an [`Inspector`]'s, made from a
+//! client whose connection it shares; what its calls answer is in [`inspector`].
+//!
 //! The layout (see [`delayer_wire::keys`]): a job is a hash `delayer:job_bucket:<id>` {topic, body} and an entry
 //! of the sorted set `delayer:job_pool` scored by its due time in unix seconds. When it falls due,
 //! the daemon moves its id onto the list `delayer:ready_queue:<topic>`, where consumers pop it

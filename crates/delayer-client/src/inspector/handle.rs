@@ -22,6 +22,18 @@ use delayer_wire::scripts::schedule_state::ScheduleStateScript;
 /// dead lists, pauses, consumers, the history and schedules. Made from a [`Client`]
 /// ([`Inspector::new`]), whose connection, layout and settings it uses; cheap to make and to
 /// clone.
+///
+/// ```no_run
+/// # async fn example() -> delayer_client::Result<()> {
+/// use delayer_client::{Client, Inspector};
+/// let client = Client::connect("redis://127.0.0.1:6379/0").await?;
+/// let inspector = Inspector::new(&client);
+/// for topic in inspector.stats().await?.topics {
+///     println!("{}: {} ready, {} dead", topic.topic, topic.ready, topic.dead);
+/// }
+/// inspector.requeue_dead("order.close").await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Inspector {
     pub(super) client: Client,

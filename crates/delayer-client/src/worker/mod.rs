@@ -38,7 +38,7 @@
 //! job is given back; one that blocks its thread also holds up the touches and the stop on a
 //! runtime with few threads: run blocking work with `tokio::task::spawn_blocking`.
 //!
-//! While it runs, the worker beats (see [`consumer`](crate::consumer)): every 5 s it tells Redis
+//! While it runs, the worker beats (see [`crate::consumer`]): every 5 s it tells Redis
 //! its id (`host:pid:salt`), host, pid, topics, concurrency and the jobs it holds (started or
 //! not), so that the daemon's console lists it, and marks it gone 15 s after its last beat. Its
 //! reserve tokens start with its id, so that the console names it as the holder of its jobs. A

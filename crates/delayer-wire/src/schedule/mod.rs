@@ -145,7 +145,7 @@ impl Stored {
 /// so other clients wait half a millisecond at most.
 const READ_AT_ONCE: usize = 200;
 
-/// The hashes of schedules `names`, all under `keys` (one shard), read [`READ_AT_ONCE`] to a
+/// The hashes of schedules `names`, all under `keys` (one shard), read 200 to a
 /// pipeline: each in order, `None` for one that is gone, why for one that does not read.
 pub async fn read(
     connection: &mut impl ConnectionLike,
