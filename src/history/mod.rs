@@ -120,6 +120,7 @@ fn script_counts(minute: &Minute) -> Vec<Count<'_>> {
 
 fn push_counts<'a>(counts: &mut Vec<Count<'a>>, topic: &'a [u8], of_topic: &Counts) {
     let fields = [
+        (field::PUSHED, of_topic.pushed),
         (field::MOVED, of_topic.moved),
         (field::AGAIN, of_topic.again),
         (field::DEAD, of_topic.dead),

@@ -106,7 +106,7 @@ mod link {
                         &self.settings,
                         topic,
                         &self.instance,
-                        link,
+                        &self.metrics,
                         stop,
                     )
                     .await;

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use delayer_wire::keys::Layout;
+use delayer_wire::push::Limits;
 
 /// The largest body a push takes unless told otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
@@ -10,9 +11,7 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
 pub const DEFAULT_READY_MAX_LIFETIME: Duration = Duration::from_secs(604_800);
 /// How many times a job is reserved before a failure sends it to its topic's dead list.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
-/// The longest delay a push takes: 2^31 - 1 s, about 68 years (go-delay-queue's limit). Longer is
-/// a mistake (milliseconds given for seconds), and Redis refuses to expire a bucket much later.
-pub const MAX_DELAY: Duration = Duration::from_secs(i32::MAX as u64);
+pub use delayer_wire::push::MAX_DELAY;
 pub use delayer_wire::scripts::reserve::MIN_TTR;
 /// The longest time to run a reservation may have unless told otherwise: a consumer that dies
 /// holding a job keeps it from everyone this long at most. A job that runs longer is touched.
@@ -58,6 +57,18 @@ pub struct Settings {
 
 /// The shortest delay of a job that waits compact, by default (see [`Settings::compact_after`]).
 pub const DEFAULT_COMPACT_AFTER: Duration = delayer_wire::compact::DEFAULT_AFTER;
+
+/// What a push may take, as these settings say: the same checks for the client's pushes and the
+/// daemon's.
+impl From<&Settings> for Limits {
+    fn from(settings: &Settings) -> Limits {
+        Limits {
+            max_body_bytes: settings.max_body_bytes,
+            ready_max_lifetime: settings.ready_max_lifetime,
+            compact_after: settings.compact_after,
+        }
+    }
+}
 
 impl Default for Settings {
     fn default() -> Settings {

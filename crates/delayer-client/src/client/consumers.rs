@@ -5,9 +5,9 @@
 
 use super::Client;
 use crate::error::{Error, Result};
-use crate::job::unique_id;
 use delayer_wire::consumer::{Heartbeat, token};
 use delayer_wire::keys::CONSUMERS;
+use delayer_wire::name::unique_id;
 
 impl Client {
     /// A handle on the same connection whose reserves are made for consumer `id`: each reserve

@@ -1,9 +1,8 @@
 //! The client: a handle on the delayer Redis for applications, cheap to clone. What it does is
 //! split by concern: [`push`] (push and remove), [`pop`] (the legacy pop, at most once),
 //! [`reserve`] and [`finish`] (at least once: reserve, then ack, nack or touch), [`get`] (one job
-//! by id), [`consumers`] (heartbeats: who is consuming), [`history`] (pushes and acks counted for
-//! the history) and [`staging`] (whether a daemon stages compact jobs, for pushes in the cluster
-//! layout). What operators look at and act on is the [`Inspector`](crate::Inspector)'s.
+//! by id), [`consumers`] (heartbeats: who is consuming) and [`history`] (pushes and acks counted
+//! for the history). What operators look at and act on is the [`Inspector`](crate::Inspector)'s.
 
 pub(crate) mod consumers;
 pub(crate) mod finish;
@@ -12,26 +11,25 @@ pub(crate) mod history;
 pub(crate) mod pop;
 pub(crate) mod push;
 pub(crate) mod reserve;
-pub(crate) mod staging;
 mod unsent;
 
 use redis::{AsyncCommands, IntoConnectionInfo, RedisResult};
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::settings::{MIN_TTR, Settings};
 use delayer_wire::connection::{self, Connection, Target};
 use delayer_wire::keys::{Keys, Layout};
 use delayer_wire::name::Topic;
+use delayer_wire::push::{Limits, Pusher, topic_refusal};
 use delayer_wire::scripts::ack::AckScript;
 use delayer_wire::scripts::body::{Body, BodyScript};
 use delayer_wire::scripts::compact_job::CompactJobScript;
 use delayer_wire::scripts::count::CountScript;
 use delayer_wire::scripts::find_reserved::FindReservedScript;
 use delayer_wire::scripts::heartbeat::HeartbeatScript;
-use delayer_wire::scripts::push::PushScript;
 use delayer_wire::scripts::release::ReleaseScript;
 use delayer_wire::scripts::reserve::ReserveScript;
 use delayer_wire::scripts::touch::TouchScript;
@@ -64,15 +62,14 @@ struct Inner {
     /// and the ready and dead lists', which name their topic).
     keys: Keys,
     settings: Settings,
+    /// Checks and writes pushes.
+    pusher: Pusher,
     /// Pushes and acks counted, not yet added to the history.
     unsent: Unsent,
-    /// Whether a daemon stages compact jobs, as last read (the cluster layout).
-    beats: Beats,
 }
 
 #[derive(Default)]
 struct Scripts {
-    push: PushScript,
     reserve: ReserveScript,
     find_reserved: FindReservedScript,
     heartbeat: HeartbeatScript,
@@ -83,10 +80,6 @@ struct Scripts {
     release: ReleaseScript,
     touch: TouchScript,
 }
-
-/// Whether a daemon stages compact jobs as last read, and when (see [`staging`]).
-#[derive(Default)]
-struct Beats(Mutex<Option<(Instant, bool)>>);
 
 impl Client {
     /// Connects with default [`Settings`]. `redis` is a URL (`redis://:password@host:6379/0`,
@@ -143,9 +136,9 @@ impl Client {
                 idle_blocking: Mutex::new(Vec::new()),
                 scripts: Scripts::default(),
                 keys,
-                settings,
+                pusher: Pusher::new(settings.layout, Limits::from(&settings)),
                 unsent: Unsent::default(),
-                beats: Beats::default(),
+                settings,
             }),
             consumer: None,
         }
@@ -292,11 +285,8 @@ pub(crate) fn check_topic_to_write_in(layout: Layout, topic: &[u8]) -> Result<()
 }
 
 fn check_topic(topic: &[u8], refusal: Option<&'static str>) -> Result<()> {
-    if topic.is_empty() {
-        return Err(Error::EmptyTopic);
-    }
-    match refusal {
-        Some(why) => Err(Error::TopicRefused(topic.into(), why)),
+    match topic_refusal(topic, refusal) {
+        Some(refusal) => Err(refusal.into()),
         None => Ok(()),
     }
 }

@@ -60,10 +60,11 @@ use tracing::info;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::job::{Job, unique_id};
+use crate::job::Job;
 use crate::settings::{MAX_BATCH, MIN_TTR};
 use delayer_wire::consumer::{self, Heartbeat, LIFETIME};
 use delayer_wire::name::Topic;
+use delayer_wire::name::unique_id;
 use heartbeat::Beating;
 use slots::{Handler, Settings, Slots};
 
