@@ -63,24 +63,28 @@ mod schedules;
 pub mod service;
 pub mod text;
 
+use std::sync::Arc;
+
 use anyhow::Result;
-use delayer_client::Client;
+use delayer_client::{Client, Inspector};
+use delayer_wire::shared_connection::SharedConnection;
 use tracing::{error, info, warn};
 
 pub use config::Config;
 use http::Http;
 pub use mover::Mover;
+pub use schedules::{Firing, Round};
 pub use service::Stop;
 
 /// The service, checked and ready to run.
 pub struct Service {
     mover: Mover,
     http: Option<Http>,
-    /// Claims schedules' ticks; writes the configuration's schedules first.
-    schedules: Client,
+    /// Writes the configuration's schedules first, then claims schedules' ticks.
+    schedules: (Inspector, Firing),
     /// Writes what the mover counts to the history: only a daemon that serves the console does.
-    history: Option<Client>,
-    from_file: Vec<delayer_client::Definition>,
+    history: Option<Arc<SharedConnection>>,
+    from_file: Vec<delayer_wire::schedule::Definition>,
     /// The Kafka link, with `[kafka]`.
     #[cfg(feature = "kafka")]
     kafka: Option<kafka::Link>,
@@ -104,22 +108,41 @@ impl Service {
                     max_body_read: Some(config.max_body_bytes),
                     ..config.client_settings()
                 };
-                let client = Client::lazy(mover.target(), reading);
+                let redis = SharedConnection::lazy(mover.target());
                 let (timer_interval, redis_address) =
                     (config.mover.timer_interval, config.redis.address());
                 let metrics = mover.metrics();
-                Some(Http::bind(settings, client, metrics, timer_interval, redis_address).await?)
+                Some(
+                    Http::bind(
+                        settings,
+                        redis,
+                        reading,
+                        metrics,
+                        timer_interval,
+                        redis_address,
+                    )
+                    .await?,
+                )
             }
             None => None,
         };
-        let schedules = Client::lazy(mover.target(), config.client_settings());
+        let schedules = {
+            let redis = SharedConnection::lazy(mover.target());
+            let settings = config.client_settings();
+            let lifetime = settings.ready_max_lifetime;
+            let firing = Firing::new(redis.clone(), settings.layout, lifetime);
+            (Inspector::new(&Client::on(redis, settings)), firing)
+        };
         let history = http
             .is_some()
-            .then(|| Client::lazy(mover.target(), config.client_settings()));
+            .then(|| SharedConnection::lazy(mover.target()));
         #[cfg(feature = "kafka")]
         let kafka = match &config.kafka {
             Some(settings) => {
-                let client = Client::lazy(mover.target(), config.client_settings());
+                let client = Client::on(
+                    SharedConnection::lazy(mover.target()),
+                    config.client_settings(),
+                );
                 Some(kafka::Link::new(
                     settings,
                     &config.file,
@@ -160,7 +183,8 @@ impl Service {
                 error!("{error:#}");
             }
         };
-        let schedules = schedules::run(self.schedules, &self.from_file, &stop.graceful);
+        let (inspector, firing) = self.schedules;
+        let schedules = schedules::run(inspector, firing, &self.from_file, &stop.graceful);
         // The history's last write comes once the mover's last move is counted.
         let moved = tokio_util::sync::CancellationToken::new();
         let moving = async {
@@ -168,8 +192,8 @@ impl Service {
             moved.cancel();
         };
         let history = async {
-            if let Some(client) = self.history {
-                history::run(client, self.mover.metrics().history(), &moved).await;
+            if let Some(redis) = self.history {
+                history::run(redis, self.mover.metrics().history(), &moved).await;
             }
         };
         let delivering = async {

@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use delayer_client::inspector::Definition;
 use delayer_client::redis;
-use delayer_client::{Client, Definition, Heartbeat, Topic};
+use delayer_client::{Client, Heartbeat, Inspector, Topic};
 use delayer_wire::keys::{job_bucket, ready_queue};
 
 use super::fresh;
@@ -30,6 +31,7 @@ pub async fn console(server: &RedisServer) {
     register_topics(&mut redis).await;
     let waiting = fill_pool(&mut redis).await;
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     hold(&mut redis, &client).await;
     for index in 0..CONSUMERS {
         let beat = Heartbeat {
@@ -46,10 +48,10 @@ pub async fn console(server: &RedisServer) {
     for index in 0..SCHEDULES {
         // Once a year: none ticks while the bench runs.
         let schedule = Definition::new(&format!("yearly-{index:03}"), "0 0 1 1 *", "reports");
-        client.create_schedule(&schedule).await.unwrap();
+        inspector.create_schedule(&schedule).await.unwrap();
     }
     let (seconds, _): (u64, u64) = redis::cmd("TIME").query_async(&mut redis).await.unwrap();
-    let minutes = fill_a_full_day(&client, seconds / 60).await;
+    let minutes = fill_a_full_day(&mut redis, seconds / 60).await;
     let (keys, bytes) = size(&mut redis).await;
     println!(
         "The history after a day at its largest: {keys} keys ({minutes} minutes), {:.2} MB by MEMORY USAGE.\n",

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Client, DEFAULT_CONCURRENCY, NewPush, Worker};
+use delayer_client::worker::DEFAULT_CONCURRENCY;
+use delayer_client::{Client, NewPush, Worker};
 use delayer_wire::keys::{Layout, job_bucket, ready_queue};
 use delayer_wire::scripts::push::{Form, NewJob, PushScript};
 use delayer_wire::time::unix_now;

@@ -6,9 +6,10 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::DateTime;
+use delayer_client::inspector::{Definition, Source};
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
-use delayer_client::{Client, Definition, Source};
+use delayer_client::{Client, Inspector};
 use delayer_wire::keys::{JOB_POOL, Layout, job_bucket, ready_queue};
 use delayer_wire::time::unix_now;
 use tokio::task::JoinSet;
@@ -192,14 +193,15 @@ async fn save_for_ticks(client: &Client, case: &Case, clock: &RedisClock) -> (i6
 
 /// Saves `count` schedules of `cron` named `prefix-00000`..., over [`TOPICS`].
 pub(super) async fn save_named(client: &Client, prefix: &str, count: usize, cron: &str) {
+    let inspector = Inspector::new(client);
     let mut tasks = JoinSet::new();
     for task in 0..IN_FLIGHT {
-        let (client, prefix, cron) = (client.clone(), prefix.to_string(), cron.to_string());
+        let (inspector, prefix, cron) = (inspector.clone(), prefix.to_string(), cron.to_string());
         tasks.spawn(async move {
             for index in (task..count).step_by(IN_FLIGHT) {
                 let topic = TOPICS[index % TOPICS.len()];
                 let definition = Definition::new(&name(&prefix, index), &cron, topic);
-                client
+                inspector
                     .save_schedule(&definition, Source::Api)
                     .await
                     .unwrap();

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayer_client::{Client, DEFAULT_CONCURRENCY, DEFAULT_PREFETCH, Worker};
+use delayer_client::worker::{DEFAULT_CONCURRENCY, DEFAULT_PREFETCH};
+use delayer_client::{Client, Worker};
 use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
 use delayer_wire::time::unix_now;
 use tokio::task::JoinSet;

@@ -8,7 +8,8 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
-use delayer_client::{Client, Cursor, Error, JobId, NewPush, Promoted, Removed, State, Topic};
+use delayer_client::inspector::{Cursor, Promoted};
+use delayer_client::{Client, Error, Inspector, JobId, NewPush, Removed, State, Topic};
 use serde_json::Value;
 
 use super::Command;
@@ -30,8 +31,9 @@ pub async fn run(config: &Config, command: Command) -> Result<()> {
     done
 }
 
-/// Runs `command` with `client`.
+/// Runs `command` with `client`, or an [`Inspector`] on it.
 async fn command_with(client: &Client, config: &Config, command: Command) -> Result<()> {
+    let inspector = Inspector::new(client);
     match command {
         Command::Serve(_) => unreachable!("serving is not a job command"),
         Command::Push {
@@ -58,20 +60,20 @@ async fn command_with(client: &Client, config: &Config, command: Command) -> Res
         Command::Get { id } => get(client, id.id()).await,
         Command::Pop { topic, wait } => pop(client, topic.topic(), wait).await,
         Command::Remove { id } => remove(client, id.id()).await,
-        Command::Stats { json } => stats(client, json).await,
-        Command::Pause { topic } => pause(client, topic.topic()).await,
-        Command::Resume { topic } => resume(client, topic.topic()).await,
+        Command::Stats { json } => stats(&inspector, json).await,
+        Command::Pause { topic } => pause(&inspector, topic.topic()).await,
+        Command::Resume { topic } => resume(&inspector, topic.topic()).await,
         Command::Dead {
             topic,
             requeue: true,
             ..
-        } => requeue_dead(client, topic.topic()).await,
-        Command::Dead { topic, limit, .. } => dead(client, topic.topic(), limit).await,
+        } => requeue_dead(&inspector, topic.topic()).await,
+        Command::Dead { topic, limit, .. } => dead(client, &inspector, topic.topic(), limit).await,
         Command::Waiting {
             topic,
             topic_base64,
             limit,
-        } => waiting(client, topic_base64.or(topic.map(Topic::from)), limit).await,
+        } => waiting(&inspector, topic_base64.or(topic.map(Topic::from)), limit).await,
         Command::Promote {
             topic,
             topic_base64,
@@ -79,22 +81,22 @@ async fn command_with(client: &Client, config: &Config, command: Command) -> Res
             ..
         } if topic.is_some() || topic_base64.is_some() => {
             let topic = topic_base64.or(topic.map(Topic::from));
-            promote_topic(client, topic.expect("one of them"), limit).await
+            promote_topic(&inspector, topic.expect("one of them"), limit).await
         }
         Command::Promote { id, id_base64, .. } => {
             let id = id_base64.or(id.map(JobId::from));
-            promote(client, id.expect("clap requires an id or a topic")).await
+            promote(&inspector, id.expect("clap requires an id or a topic")).await
         }
-        Command::Schedule(command) => super::schedule::run(client, command).await,
+        Command::Schedule(command) => super::schedule::run(&inspector, command).await,
         Command::Compact {
             action: CompactAction::Expand,
-        } => expand_compact(client).await,
+        } => expand_compact(&inspector).await,
     }
 }
 
 /// `compact expand`: every compact job in the legacy form.
-async fn expand_compact(client: &Client) -> Result<()> {
-    let expanded = client.expand_compact().await?;
+async fn expand_compact(inspector: &Inspector) -> Result<()> {
+    let expanded = inspector.expand_compact().await?;
     println!(
         "{} compact jobs written in the legacy form; {} dropped (expired, or pushed again by a \
          legacy client)",
@@ -215,9 +217,9 @@ async fn remove(client: &Client, id: JobId) -> Result<()> {
 }
 
 /// `stats`: the queues, and the schedules when there are any, as a table or JSON.
-async fn stats(client: &Client, json: bool) -> Result<()> {
-    let stats = client.stats().await?;
-    let schedules = client.schedules().await?;
+async fn stats(inspector: &Inspector, json: bool) -> Result<()> {
+    let stats = inspector.stats().await?;
+    let schedules = inspector.schedules().await?;
     if json {
         println!("{}", stats_json(&stats, &schedules));
     } else {
@@ -227,16 +229,16 @@ async fn stats(client: &Client, json: bool) -> Result<()> {
 }
 
 /// `pause`: the topic's due jobs wait in the pool.
-async fn pause(client: &Client, topic: Topic) -> Result<()> {
-    client.pause(&topic).await?;
+async fn pause(inspector: &Inspector, topic: Topic) -> Result<()> {
+    inspector.pause(&topic).await?;
     println!("paused topic {topic}: its jobs that fall due wait until it is resumed");
     Ok(())
 }
 
 /// `resume`: the topic's jobs that fell due meanwhile move now.
-async fn resume(client: &Client, topic: Topic) -> Result<()> {
-    let paused = client.is_paused(&topic).await?;
-    let moved = client.resume(&topic).await?;
+async fn resume(inspector: &Inspector, topic: Topic) -> Result<()> {
+    let paused = inspector.is_paused(&topic).await?;
+    let moved = inspector.resume(&topic).await?;
     let jobs = if moved == 1 { "job" } else { "jobs" };
     if paused || moved > 0 {
         println!("resumed topic {topic}: {moved} {jobs} that fell due meanwhile move now");
@@ -247,17 +249,17 @@ async fn resume(client: &Client, topic: Topic) -> Result<()> {
 }
 
 /// `dead --requeue`: the topic's dead jobs back to the pool, due now.
-async fn requeue_dead(client: &Client, topic: Topic) -> Result<()> {
-    let requeued = client.requeue_dead(&topic).await?;
+async fn requeue_dead(inspector: &Inspector, topic: Topic) -> Result<()> {
+    let requeued = inspector.requeue_dead(&topic).await?;
     let jobs = if requeued == 1 { "job" } else { "jobs" };
     println!("requeued {requeued} dead {jobs} of topic {topic}");
     Ok(())
 }
 
 /// `dead`: the topic's `limit` oldest dead jobs, one JSON object each.
-async fn dead(client: &Client, topic: Topic, limit: usize) -> Result<()> {
+async fn dead(client: &Client, inspector: &Inspector, topic: Topic, limit: usize) -> Result<()> {
     // One more than asked: to tell that there are more.
-    let ids = client.dead(&topic, limit.saturating_add(1)).await?;
+    let ids = inspector.dead(&topic, limit.saturating_add(1)).await?;
     for id in ids.iter().take(limit) {
         println!("{}", info_json(&client.get(id).await?));
     }
@@ -271,7 +273,7 @@ async fn dead(client: &Client, topic: Topic, limit: usize) -> Result<()> {
 }
 
 /// `waiting`: up to `limit` waiting jobs (of `topic`), earliest first, one JSON object each.
-async fn waiting(client: &Client, topic: Option<Topic>, limit: usize) -> Result<()> {
+async fn waiting(inspector: &Inspector, topic: Option<Topic>, limit: usize) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut listed = 0;
     let mut after: Option<Cursor> = None;
@@ -279,7 +281,7 @@ async fn waiting(client: &Client, topic: Option<Topic>, limit: usize) -> Result<
     while listed < limit {
         let count = (limit - listed).min(1000);
         let topic = topic.as_ref().map(Topic::as_bytes);
-        let page = client.waiting(topic, after.as_ref(), count).await?;
+        let page = inspector.waiting(topic, after.as_ref(), count).await?;
         for job in &page.jobs {
             writeln!(out, "{}", job_json(job))?;
         }
@@ -297,8 +299,8 @@ async fn waiting(client: &Client, topic: Option<Topic>, limit: usize) -> Result<
 }
 
 /// `promote ID`: the job due now.
-async fn promote(client: &Client, id: JobId) -> Result<()> {
-    match client.promote(&id).await {
+async fn promote(inspector: &Inspector, id: JobId) -> Result<()> {
+    match inspector.promote(&id).await {
         Ok(Promoted::Due) => println!("job {id} is due now: the daemon moves it at once"),
         Ok(Promoted::WasDue) => println!("job {id} was due already: the daemon moves it shortly"),
         Err(Error::UnknownJob(_)) => {
@@ -316,11 +318,11 @@ async fn promote(client: &Client, id: JobId) -> Result<()> {
 
 /// `promote --topic`: up to `limit` of the topic's waiting jobs due now, earliest first. Each
 /// call reads a bounded part of the pool; this goes on through all of it.
-async fn promote_topic(client: &Client, topic: Topic, limit: usize) -> Result<()> {
+async fn promote_topic(inspector: &Inspector, topic: Topic, limit: usize) -> Result<()> {
     let mut made_due = 0;
     let mut after: Option<Cursor> = None;
     loop {
-        let done = client
+        let done = inspector
             .promote_topic(&topic, limit - made_due, after.as_ref())
             .await?;
         made_due += done.made_due;

@@ -3,7 +3,8 @@
 //! as its bytes in base64 (`id_base64`, `topic_base64`, `body_base64`), as the HTTP API answers
 //! it.
 
-use delayer_client::{Job, JobInfo, ScheduleList, Stats, Topic};
+use delayer_client::inspector::{ScheduleList, Stats};
+use delayer_client::{Job, JobInfo, Topic};
 use serde_json::{Value, json};
 
 use crate::text::bytes::{self, with_base64};

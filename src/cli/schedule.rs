@@ -3,8 +3,9 @@
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use delayer_client::schedule::parse_duration;
-use delayer_client::{CatchUp, Changed, Client, Definition, Overlap, Saved, Source, Stored};
+use delayer_client::Inspector;
+use delayer_client::inspector::{CatchUp, Changed, Definition, Overlap, Saved, Source, Stored};
+use delayer_wire::schedule::parse_duration;
 use serde_json::Value;
 
 use crate::text::schedule::{LISTED_TICKS, SHOWN_TICKS, list_json, next_text, to_json, why};
@@ -78,7 +79,7 @@ pub enum ScheduleCommand {
 }
 
 /// Runs one schedule command.
-pub async fn run(client: &Client, command: ScheduleCommand) -> Result<()> {
+pub async fn run(inspector: &Inspector, command: ScheduleCommand) -> Result<()> {
     match command {
         ScheduleCommand::Add {
             name,
@@ -106,22 +107,22 @@ pub async fn run(client: &Client, command: ScheduleCommand) -> Result<()> {
             definition.overlap = overlap
                 .parse::<Overlap>()
                 .map_err(|why| flag(&name, "--overlap", &why))?;
-            let said = match client.save_schedule(&definition, Source::Api).await? {
+            let said = match inspector.save_schedule(&definition, Source::Api).await? {
                 Saved::Created => "created",
                 Saved::Changed => "changed",
                 Saved::Same | Saved::Exists => "unchanged",
             };
-            let stored = found(client, &name).await?;
+            let stored = found(inspector, &name).await?;
             println!("schedule {name} {said}; next tick {}", next_text(&stored));
             Ok(())
         }
         ScheduleCommand::List { json: true } => {
-            let list: Vec<Value> = list_json(&client.schedules().await?, LISTED_TICKS);
+            let list: Vec<Value> = list_json(&inspector.schedules().await?, LISTED_TICKS);
             println!("{}", serde_json::to_string_pretty(&list)?);
             Ok(())
         }
         ScheduleCommand::List { json: false } => {
-            let list = client.schedules().await?;
+            let list = inspector.schedules().await?;
             if list.is_empty() {
                 println!("no schedules");
                 return Ok(());
@@ -165,30 +166,33 @@ pub async fn run(client: &Client, command: ScheduleCommand) -> Result<()> {
             Ok(())
         }
         ScheduleCommand::Show { name } => {
-            let stored = found(client, &name).await?;
+            let stored = found(inspector, &name).await?;
             println!(
                 "{}",
                 serde_json::to_string_pretty(&to_json(&stored, SHOWN_TICKS))?
             );
             Ok(())
         }
-        ScheduleCommand::Remove { name } => {
-            changed(client.remove_schedule(&name).await?, &name, "removed", "")
-        }
+        ScheduleCommand::Remove { name } => changed(
+            inspector.remove_schedule(&name).await?,
+            &name,
+            "removed",
+            "",
+        ),
         ScheduleCommand::Pause { name } => changed(
-            client.pause_schedule(&name).await?,
+            inspector.pause_schedule(&name).await?,
             &name,
             "paused",
             "was paused already",
         ),
         ScheduleCommand::Resume { name } => changed(
-            client.resume_schedule(&name).await?,
+            inspector.resume_schedule(&name).await?,
             &name,
             "resumed",
             "was not paused",
         ),
         ScheduleCommand::Run { name } => {
-            println!("{}", client.run_schedule(&name).await?);
+            println!("{}", inspector.run_schedule(&name).await?);
             Ok(())
         }
     }
@@ -198,8 +202,8 @@ fn flag(name: &str, flag: &str, why: &str) -> anyhow::Error {
     anyhow::anyhow!("schedule {name:?}: {flag}: {why}")
 }
 
-async fn found(client: &Client, name: &str) -> Result<Stored> {
-    match client.schedule(name).await? {
+async fn found(inspector: &Inspector, name: &str) -> Result<Stored> {
+    match inspector.schedule(name).await? {
         Some(stored) => Ok(stored),
         None => bail!("there is no schedule {name:?}"),
     }

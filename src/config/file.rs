@@ -98,7 +98,7 @@ impl Config {
             .map(|wrong| format!("{}: {wrong}", file.display()))
             .collect();
         // Checked by this host's clock here (does it ever fire?); Redis's decides the ticks.
-        let now = delayer_client::schedule::unix_ms_now();
+        let now = delayer_wire::schedule::unix_ms_now();
         let (definitions, problems) = schedules::read(&ini, now);
         config.schedules = definitions;
         errors.extend(

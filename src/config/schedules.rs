@@ -1,12 +1,12 @@
 //! `[schedule.NAME]` sections: one recurring schedule each (see `docs/schedules.md`). Every
 //! daemon writes its file's schedules to Redis at start; what each key means is in
-//! [`delayer_client::Definition`].
+//! [`delayer_wire::schedule::Definition`].
 
 use std::str::FromStr;
 
-use delayer_client::schedule::definition::DEFAULT_CATCH_UP_WINDOW;
-use delayer_client::schedule::{parse_duration, shortened};
-use delayer_client::{CatchUp, Definition, Overlap};
+use delayer_wire::schedule::definition::DEFAULT_CATCH_UP_WINDOW;
+use delayer_wire::schedule::{CatchUp, Definition, Overlap};
+use delayer_wire::schedule::{parse_duration, shortened};
 
 use super::ini::IniFile;
 

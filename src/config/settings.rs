@@ -34,7 +34,7 @@ pub struct Config {
     /// The `[http]` section: no HTTP server without it.
     pub http: Option<HttpSettings>,
     /// The `[schedule.NAME]` sections, in the file's order.
-    pub schedules: Vec<delayer_client::Definition>,
+    pub schedules: Vec<delayer_wire::schedule::Definition>,
     /// The `[kafka]` section: no Kafka link without it.
     pub kafka: Option<KafkaSettings>,
     /// Unknown sections and keys (a typo, most likely): ignored with a warning, as the original

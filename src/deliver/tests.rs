@@ -94,7 +94,8 @@ impl Sink for Scripted {
 async fn deliver(server: &RedisServer, sink: &Scripted, jobs: &[(&str, State)]) -> Deliveries {
     let config = Config::parse(&server.config_text(""), Path::new("test.conf")).unwrap();
     let mover = Mover::new(&config.mover, &config.redis).unwrap();
-    let client = Client::lazy(mover.target(), config.client_settings());
+    let redis = delayer_wire::shared_connection::SharedConnection::lazy(mover.target());
+    let client = Client::on(redis, config.client_settings());
     for (body, _) in jobs {
         client.push("t", *body).id(*body).await.unwrap();
     }

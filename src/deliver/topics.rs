@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use delayer_client::{Client, Topic};
+use delayer_client::{Client, Inspector, Topic};
 
 use super::Sink;
 
@@ -33,6 +33,7 @@ impl Topics {
         client: &Client,
         sink: &impl Sink,
     ) -> delayer_client::Result<Vec<Topic>> {
+        let registry = Inspector::new(client);
         let mut stale = self.read_at.is_none_or(|at| at.elapsed() >= TOPICS_EVERY);
         if !stale
             && self
@@ -40,10 +41,10 @@ impl Topics {
                 .is_none_or(|at| at.elapsed() >= TOPICS_CHECK)
         {
             self.checked_at = Some(Instant::now());
-            stale = client.topic_count().await? != self.size;
+            stale = registry.topic_count().await? != self.size;
         }
         if stale {
-            let registry = client.topics().await?;
+            let registry = registry.topics().await?;
             self.size = registry.len() as u64;
             let mut known: Vec<Topic> = registry
                 .into_iter()

@@ -12,8 +12,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayer_client::{Client, Count, Counts};
-use delayer_wire::history::{field, lag_field, minute_of};
+use delayer_wire::history::{Counts, field, lag_field, minute_of};
+use delayer_wire::redis::RedisResult;
+use delayer_wire::scripts::count::{Count, CountScript};
+use delayer_wire::shared_connection::SharedConnection;
 use delayer_wire::time::unix_now;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -28,15 +30,20 @@ pub const WRITE_EVERY: Duration = Duration::from_secs(5);
 const LAST_WRITE_WAIT: Duration = Duration::from_secs(2);
 
 /// Has `tally` count for the history (the metrics' tally, which the mover counts in) and writes
-/// what it counted every [`WRITE_EVERY`] until `moved` is cancelled (the mover has stopped:
-/// nothing more is counted), then once more.
-pub async fn run(client: Client, tally: Arc<Tally>, moved: &CancellationToken) {
+/// what it counted to `redis` every [`WRITE_EVERY`] until `moved` is cancelled (the mover has
+/// stopped: nothing more is counted), then once more.
+pub async fn run(redis: Arc<SharedConnection>, tally: Arc<Tally>, moved: &CancellationToken) {
     tally.keep();
-    let mut writer = Writer::default();
+    let mut writer = Writer {
+        redis,
+        script: CountScript::default(),
+        trouble: Trouble::default(),
+        refused_told: false,
+    };
     while sleep_or_stop(WRITE_EVERY, moved).await {
-        writer.write(&client, &tally).await;
+        writer.write(&tally).await;
     }
-    if tokio::time::timeout(LAST_WRITE_WAIT, writer.write(&client, &tally))
+    if tokio::time::timeout(LAST_WRITE_WAIT, writer.write(&tally))
         .await
         .is_err()
     {
@@ -44,19 +51,20 @@ pub async fn run(client: Client, tally: Arc<Tally>, moved: &CancellationToken) {
     }
 }
 
-/// What was said about the writes, so that each trouble is said once.
-#[derive(Default)]
+/// Writes to the history, and what was said about the writes, so that each trouble is said once.
 struct Writer {
+    redis: Arc<SharedConnection>,
+    script: CountScript,
     trouble: Trouble,
     refused_told: bool,
 }
 
 impl Writer {
     /// Adds the tally's counts to the history, a minute a call; what is not written is put back.
-    async fn write(&mut self, client: &Client, tally: &Tally) {
+    async fn write(&mut self, tally: &Tally) {
         let mut minutes = tally.take();
         while let Some((minute, counts)) = minutes.pop_first() {
-            match client.count(Some(minute), &script_counts(&counts)).await {
+            match self.count(minute, &script_counts(&counts)).await {
                 Ok(kept) => {
                     if !kept && !self.refused_told {
                         self.refused_told = true;
@@ -83,6 +91,18 @@ impl Writer {
     }
 }
 
+impl Writer {
+    /// Adds `counts` to unix minute `minute`; whether Redis kept them (not when this Redis user
+    /// may not write the history, nor for a minute it no longer keeps).
+    async fn count(&self, minute: u64, counts: &[Count<'_>]) -> RedisResult<bool> {
+        if counts.is_empty() {
+            return Ok(true);
+        }
+        let mut connection = self.redis.get().await?;
+        self.script.run(&mut connection, Some(minute), counts).await
+    }
+}
+
 /// A minute's counts as the count script takes them: each topic's (busiest first, so that they
 /// are the ones counted apart when the minute has room for few) and the others' (topic "").
 fn script_counts(minute: &Minute) -> Vec<Count<'_>> {
@@ -96,6 +116,7 @@ fn script_counts(minute: &Minute) -> Vec<Count<'_>> {
 
 fn push_counts<'a>(counts: &mut Vec<Count<'a>>, topic: &'a [u8], of_topic: &Counts) {
     let fields = [
+        (field::PUSHED, of_topic.pushed),
         (field::MOVED, of_topic.moved),
         (field::AGAIN, of_topic.again),
         (field::DEAD, of_topic.dead),

@@ -87,6 +87,19 @@ impl Tally {
         }
     }
 
+    /// Jobs pushed by this daemon (its Kafka link's delay requests) at `now` (unix seconds,
+    /// Redis's clock), one a topic of `topics`.
+    pub fn pushed<'t>(&self, topics: impl IntoIterator<Item = &'t Topic>, now: f64) {
+        if !self.kept.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut minutes = self.minutes.lock().expect("not poisoned");
+        let minute = minutes.entry(minute_of(now)).or_default();
+        for topic in topics {
+            minute.of(topic).pushed += 1;
+        }
+    }
+
     /// A call of the release script at `now` (unix seconds, Redis's clock).
     pub fn released(&self, released: &Released, now: f64) {
         let again = released.retried.len() + released.blocked.len();

@@ -8,7 +8,8 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayer_client::{Client, Lengths, Topic};
+use delayer_client::Topic;
+use delayer_client::inspector::{Inspector, Lengths};
 use delayer_wire::time::unix_now;
 use tokio::time::Instant;
 
@@ -29,19 +30,19 @@ const TOPICS_PER_SECOND: f64 = 50_000.0;
 /// the registry (a user not allowed SSCAN, say), `own` alone. Then the schedules, keeping the
 /// first `listed_schedules` by name.
 pub async fn take(
-    client: &Client,
+    inspector: &Inspector,
     own: Vec<Topic>,
     listed: usize,
     listed_schedules: usize,
 ) -> delayer_client::Result<Census> {
     let started = Instant::now();
     let mut tally = Tally::new(listed, unix_now());
-    tally.add(&own, client.lengths(&own).await?);
+    tally.add(&own, inspector.lengths(&own).await?);
     let own: HashSet<Topic> = own.into_iter().collect();
     let mut cursor = 0;
     let mut first = true;
     loop {
-        let (next, mut topics) = match client.topics_page(cursor, SLICE).await {
+        let (next, mut topics) = match inspector.topics_page(cursor, SLICE).await {
             Ok(page) => page,
             Err(_) if first => break,
             Err(error) => return Err(error),
@@ -49,7 +50,7 @@ pub async fn take(
         first = false;
         topics.retain(|topic| !own.contains(topic));
         if !topics.is_empty() {
-            let lengths = client.lengths(&topics).await?;
+            let lengths = inspector.lengths(&topics).await?;
             tally.add(&topics, lengths);
         }
         if next == 0 {
@@ -60,7 +61,7 @@ pub async fn take(
         tokio::time::sleep_until(started + pace).await;
     }
     let mut census = tally.into_census();
-    let ages = client.oldest_ready_ages(&census.listed_topics).await?;
+    let ages = inspector.oldest_ready_ages(&census.listed_topics).await?;
     census.oldest_ready_age = census
         .listed_topics
         .iter()
@@ -69,15 +70,15 @@ pub async fn take(
         .collect();
     // The console's extras: a Redis user that may not read them (an ACL without LINDEX, say)
     // must not cost `/metrics` its figures. The console shows dashes then.
-    census.details = client
+    census.details = inspector
         .details(&census.listed_topics, RESERVATIONS_COUNTED)
         .await
         .unwrap_or_default();
-    census.redis_version = client.server_version().await.ok().flatten();
+    census.redis_version = inspector.server_version().await.ok().flatten();
     // Every schedule is read, to count the paused: 10,000 cost Redis some 25 ms, in pipelines.
     // A user that may not read them must not cost `/metrics` its other figures (a hash that does
     // not read is counted, never an error).
-    census.schedules = client
+    census.schedules = inspector
         .schedules()
         .await
         .ok()
@@ -165,7 +166,8 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::Tally;
-    use delayer_client::{Lengths, Topic};
+    use delayer_client::Topic;
+    use delayer_client::inspector::Lengths;
 
     fn slice(topics: &[(&str, u64)], waiting: u64) -> (Vec<Topic>, Lengths) {
         let names = topics

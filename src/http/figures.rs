@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use delayer_client::Client;
+use delayer_client::Inspector;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -23,7 +23,7 @@ const FRESH_WAIT: Duration = Duration::from_secs(1);
 
 /// The last census taken (or tried), and the pages made from it.
 pub struct Figures {
-    client: Client,
+    inspector: Inspector,
     metrics: Arc<Metrics>,
     latest: watch::Sender<Arc<Reading>>,
     /// Whether a census is under way.
@@ -55,7 +55,7 @@ struct Page {
 }
 
 impl Figures {
-    pub fn new(client: Client, metrics: Arc<Metrics>) -> Figures {
+    pub fn new(inspector: Inspector, metrics: Arc<Metrics>) -> Figures {
         let first = Reading {
             generation: 0,
             at: None,
@@ -64,7 +64,7 @@ impl Figures {
             error: None,
         };
         Figures {
-            client,
+            inspector,
             metrics,
             latest: watch::Sender::new(Arc::new(first)),
             taking: AtomicBool::new(false),
@@ -102,7 +102,7 @@ impl Figures {
         let started = Instant::now();
         let own = self.metrics.counted_topics();
         let (listed, listed_schedules) = (self.metrics.listed(), self.metrics.listed_schedules());
-        let taken = census::take(&self.client, own, listed, listed_schedules).await;
+        let taken = census::take(&self.inspector, own, listed, listed_schedules).await;
         let last = self.latest.borrow().census.clone();
         let reading = match taken {
             Ok(census) => {

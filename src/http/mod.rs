@@ -24,7 +24,8 @@ use anyhow::{Context, Result};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
-use delayer_client::Client;
+use delayer_client::{Client, Inspector};
+use delayer_wire::shared_connection::SharedConnection;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 use tracing::info;
@@ -72,12 +73,14 @@ pub struct Http {
 }
 
 impl Http {
-    /// Binds `listen` now, so that a start fails at once when the address is taken. `client`
-    /// connects to Redis on the first request that needs it: the server starts while Redis is
-    /// down. `/healthz` wants a look at the pool within two `timer_interval`s.
+    /// Binds `listen` now, so that a start fails at once when the address is taken. Its client
+    /// (with `client_settings`) uses `redis`, which connects on the first request that needs
+    /// it: the server starts while Redis is down. `/healthz` wants a look at the pool within two
+    /// `timer_interval`s.
     pub async fn bind(
         settings: &HttpSettings,
-        client: Client,
+        redis: Arc<SharedConnection>,
+        client_settings: delayer_client::Settings,
         metrics: Arc<Metrics>,
         timer_interval: Duration,
         redis_address: String,
@@ -86,11 +89,15 @@ impl Http {
             .with_context(|| format!("cannot listen on {} ([http] listen)", settings.listen))?;
         metrics.set_listed(settings.max_listed_topics);
         metrics.set_listed_schedules(settings.max_listed_schedules);
+        let client = Client::on(redis.clone(), client_settings);
+        let inspector = Inspector::new(&client);
         Ok(Http {
             listener,
             state: Arc::new(AppState {
-                figures: Arc::new(Figures::new(client.clone(), metrics.clone())),
+                figures: Arc::new(Figures::new(inspector.clone(), metrics.clone())),
                 client,
+                inspector,
+                redis,
                 metrics,
                 console: console::state::Console::new(settings.token.as_deref()),
                 http_consumers: Default::default(),

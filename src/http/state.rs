@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayer_client::Client;
+use delayer_client::{Client, Inspector};
+use delayer_wire::shared_connection::SharedConnection;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -16,6 +17,10 @@ use crate::metrics::Metrics;
 /// What every handler may use; shared, not cloned, by each request.
 pub(super) struct AppState {
     pub(super) client: Client,
+    /// The operators' calls, on the client's connection.
+    pub(super) inspector: Inspector,
+    /// The client's connection, for the daemon's own keys (the console's logouts).
+    pub(super) redis: Arc<SharedConnection>,
     pub(super) metrics: Arc<Metrics>,
     /// What `/metrics` and the console show, shared by their readers.
     pub(super) figures: Arc<Figures>,

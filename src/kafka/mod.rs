@@ -113,7 +113,7 @@ mod link {
                         &self.settings,
                         topic,
                         &self.instance,
-                        link,
+                        &self.metrics,
                         stop,
                     )
                     .await;

@@ -11,8 +11,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use delayer_client::redis;
-use delayer_client::{Client, Error, Mark, NewPush, Target};
+use delayer_client::{Client, Error, Target};
+use delayer_wire::connection::Connection;
 use delayer_wire::keys::KAFKA_OFFSETS_PREFIX;
+use delayer_wire::name::Topic;
+use delayer_wire::push::{Failure, Limits, NewPush, Pusher};
+use delayer_wire::scripts::push::Mark;
+use delayer_wire::time::redis_now;
 use rdkafka::Message as _;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::BorrowedMessage;
@@ -25,7 +30,8 @@ use super::lag;
 use super::producer::{self, Reports};
 use super::settings::KafkaSettings;
 use crate::deliver::matches;
-use crate::metrics::KafkaLink;
+use crate::history::Tally;
+use crate::metrics::{KafkaLink, Metrics};
 use crate::service::duty::sleep_or_stop;
 
 /// The most requests pushed in one call.
@@ -38,15 +44,17 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
 const AFTER_A_FAILURE: Duration = Duration::from_secs(1);
 
 /// Reads requests until `stop`; a batch pushed is committed before the loop looks at `stop`.
+/// Pushes as `client` would (its layout and limits), counting them in `metrics`' history.
 pub async fn run(
     client: &Client,
     target: &Target,
     settings: &KafkaSettings,
     topic: &str,
     instance: &str,
-    link: &Arc<KafkaLink>,
+    metrics: &Metrics,
     stop: &CancellationToken,
 ) {
+    let (link, history) = (&metrics.kafka, metrics.history());
     let consumer: StreamConsumer<Reports> = match producer::common(settings)
         .set("group.id", &settings.group)
         .set("enable.auto.commit", "false")
@@ -77,7 +85,9 @@ pub async fn run(
         "kafka: reading delay requests"
     );
     let consumer = Arc::new(consumer);
-    let reading = read(client, target, settings, link, &consumer, stop);
+    let pusher = Pusher::new(client.settings().layout, Limits::from(client.settings()));
+    let pushing = (&pusher, &*history);
+    let reading = read(pushing, target, settings, link, &consumer, stop);
     let watching = lag::watch(consumer.clone(), topic, link, stop);
     tokio::join!(reading, watching);
     close(consumer).await;
@@ -86,7 +96,7 @@ pub async fn run(
 /// Reads requests and pushes them, a batch at a time, until `stop`; a batch pushed is committed
 /// before the loop looks at `stop`.
 async fn read(
-    client: &Client,
+    pushing: (&Pusher, &Tally),
     target: &Target,
     settings: &KafkaSettings,
     link: &KafkaLink,
@@ -114,7 +124,7 @@ async fn read(
         }
         // Retried (the offsets not committed) until Redis takes them.
         loop {
-            match push(client, target, settings, &offsets_key, &messages).await {
+            match push(pushing, target, settings, &offsets_key, &messages).await {
                 Ok(pushed) => {
                     link.requests(pushed.jobs, pushed.bad, pushed.superseded);
                     break;
@@ -187,7 +197,7 @@ impl Place {
 /// Pushes the requests of `messages` not pushed before (by any daemon of the group: a partition
 /// may have moved between them), recording with them the last offset pushed of each partition.
 async fn push(
-    client: &Client,
+    pushing: (&Pusher, &Tally),
     target: &Target,
     settings: &KafkaSettings,
     offsets_key: &str,
@@ -241,7 +251,7 @@ async fn push(
             .map(|(field, offset)| (field, offset.to_string()))
             .collect(),
     };
-    let (jobs, refused) = push_all(client, requests, &mark).await?;
+    let (jobs, refused) = push_all(pushing, &mut redis, requests, &mark).await?;
     Ok(Pushed {
         jobs,
         bad: bad + refused,
@@ -282,10 +292,11 @@ fn latest_of_each_id<T>(requests: Vec<(T, Request)>) -> Vec<(T, Request)> {
         .collect()
 }
 
-/// Pushes `requests` with `mark`, leaving out (with a warning) those the client refuses: a bad
+/// Pushes `requests` with `mark`, leaving out (with a warning) those the pusher refuses: a bad
 /// one must not keep the others back. How many it pushed, and how many it left out.
 async fn push_all(
-    client: &Client,
+    (pusher, history): (&Pusher, &Tally),
+    redis: &mut Connection,
     mut requests: Vec<(Place, Request)>,
     mark: &Mark,
 ) -> anyhow::Result<(usize, usize)> {
@@ -302,10 +313,21 @@ async fn push_all(
                 Due::At(at) => job.at(at.max(SystemTime::now())),
             }
         });
-        match client
-            .push_many_marked(jobs.collect::<Vec<_>>(), Some(mark))
-            .await
+        let pushed = pusher
+            .push(redis, jobs.collect::<Vec<_>>(), Some(mark))
+            .await;
+        let written: Vec<&Topic> = match &pushed {
+            Ok(jobs) => jobs.iter().map(|(_, topic)| topic).collect(),
+            Err(Failure::Call { pushed, .. }) => pushed.iter().map(|(_, _, topic)| topic).collect(),
+            Err(_) => Vec::new(),
+        };
+        // Counted as a client counts its pushes; a count's minute is Redis's (best effort).
+        if !written.is_empty()
+            && let Ok(now) = redis_now(redis).await
         {
+            history.pushed(written, now);
+        }
+        match pushed.map_err(Error::from) {
             Ok(ids) => return Ok((ids.len(), refused)),
             Err(Error::InBatch { index, error }) => {
                 let (place, request) = requests.remove(index);

@@ -43,7 +43,7 @@ pub struct Census {
     /// The schedules; none when they could not be read.
     pub schedules: Option<Arc<Schedules>>,
     /// What the console shows of the listed topics besides, in the same order.
-    pub details: Vec<delayer_client::TopicDetails>,
+    pub details: Vec<delayer_client::inspector::TopicDetails>,
     /// The Redis server's version, when this Redis user may ask.
     pub redis_version: Option<String>,
     /// When the read began (unix time).

@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use delayer_client::{ScheduleList, Stored};
+use delayer_client::inspector::{ScheduleList, Stored};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -206,8 +206,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::{ScheduleFamilies, Schedules};
-    use delayer_client::schedule::Invalid;
-    use delayer_client::{Definition, ScheduleList, Source, Stored};
+    use delayer_client::inspector::{Definition, ScheduleList, Source, Stored};
+    use delayer_wire::schedule::Invalid;
     use prometheus_client::encoding::text::encode_registry;
     use prometheus_client::registry::Registry;
 

@@ -1,15 +1,19 @@
 //! Recurring schedules in the daemon: writes the configuration file's schedules to Redis at start
-//! ([`reconcile`]), then claims their ticks in rounds (`Client::fire_schedules`), as every daemon
-//! on the Redis does; the fire script pushes each tick's job once, whichever daemon claims it.
+//! ([`reconcile`]), then claims their ticks in rounds ([`firing`]), as every daemon on the Redis
+//! does; the fire script pushes each tick's job once, whichever daemon claims it.
 
+mod firing;
 mod reconcile;
 
 use std::time::Duration;
 
-use delayer_client::schedule::MOST_BETWEEN_LOOKS_MS;
-use delayer_client::{Client, Definition, Fired, Firing};
+use delayer_client::Inspector;
+use delayer_wire::schedule::{Definition, MOST_BETWEEN_LOOKS_MS};
+use delayer_wire::scripts::schedule_fire::Fired;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
+
+pub use firing::{Firing, Round};
 
 /// The longest wait between rounds: a schedule written by another process is seen this soon,
 /// before its first tick (see `FIRST_TICK_AFTER_MS`).
@@ -17,16 +21,20 @@ const MOST_BETWEEN_ROUNDS: Duration = Duration::from_millis(MOST_BETWEEN_LOOKS_M
 /// The wait after a round that failed (Redis down): the mover tells the outage.
 const AFTER_A_FAILURE: Duration = Duration::from_secs(1);
 
-/// Claims schedules' ticks until `stop` is cancelled; first writes `from_file` (the
-/// configuration's schedules) to Redis, again until that succeeds. A round that has begun a
-/// claim finishes it: the fire script is one call.
-pub async fn run(client: Client, from_file: &[Definition], stop: &CancellationToken) {
+/// Claims schedules' ticks with `firing` until `stop` is cancelled; first writes `from_file` (the
+/// configuration's schedules) to Redis with `inspector`, again until that succeeds. A round that has
+/// begun a claim finishes it: the fire script is one call.
+pub async fn run(
+    inspector: Inspector,
+    mut firing: Firing,
+    from_file: &[Definition],
+    stop: &CancellationToken,
+) {
     let mut reconciled = false;
-    let mut firing = Firing::default();
     let mut failing = false;
     while !stop.is_cancelled() {
         if !reconciled {
-            match reconcile::run(&client, from_file).await {
+            match reconcile::run(&inspector, from_file).await {
                 Ok(unreadable) => {
                     for invalid in unreadable {
                         firing.told_unusable(&invalid.schedule);
@@ -43,7 +51,7 @@ pub async fn run(client: Client, from_file: &[Definition], stop: &CancellationTo
                 }
             }
         }
-        let wait = match client.fire_schedules(&mut firing).await {
+        let wait = match firing.round().await {
             Ok(round) => {
                 if failing {
                     info!("schedules are claimed again");

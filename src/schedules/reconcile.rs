@@ -7,17 +7,18 @@
 //! claimed.
 
 use anyhow::Result;
-use delayer_client::schedule::Invalid;
-use delayer_client::{Changed, Client, Definition, Saved, Source};
+use delayer_client::Inspector;
+use delayer_client::inspector::{Changed, Definition, Saved, Source};
+use delayer_wire::schedule::Invalid;
 use tracing::{info, warn};
 
 /// Writes `from_file`; returns the schedules in Redis whose hash does not read, each warned of.
-pub(super) async fn run(client: &Client, from_file: &[Definition]) -> Result<Vec<Invalid>> {
+pub(super) async fn run(inspector: &Inspector, from_file: &[Definition]) -> Result<Vec<Invalid>> {
     if from_file.is_empty() {
         return Ok(Vec::new());
     }
     for definition in from_file {
-        match client.save_schedule(definition, Source::File).await? {
+        match inspector.save_schedule(definition, Source::File).await? {
             Saved::Created => info!(
                 "schedule {:?} created from the configuration file",
                 definition.name
@@ -29,7 +30,7 @@ pub(super) async fn run(client: &Client, from_file: &[Definition]) -> Result<Vec
             Saved::Same | Saved::Exists => {}
         }
     }
-    let list = client.schedules().await?;
+    let list = inspector.schedules().await?;
     for invalid in &list.unreadable {
         warn!("{invalid}; its ticks are not claimed until it is saved again");
     }
@@ -38,7 +39,7 @@ pub(super) async fn run(client: &Client, from_file: &[Definition]) -> Result<Vec
         let in_file = from_file.iter().any(|definition| definition.name == *name);
         if stored.source == Source::File
             && !in_file
-            && client.remove_schedule(name).await? == Changed::Done
+            && inspector.remove_schedule(name).await? == Changed::Done
         {
             info!("schedule {name:?} removed: the configuration file no longer has it");
         }

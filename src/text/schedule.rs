@@ -4,8 +4,8 @@
 //! cannot be used: a newer version's, or a hand edit) is said so, with why.
 
 use chrono::{TimeZone, Utc};
-use delayer_client::schedule::{Cadence, Invalid};
-use delayer_client::{ScheduleList, Stored};
+use delayer_client::inspector::{ScheduleList, Stored};
+use delayer_wire::schedule::{Cadence, Invalid};
 use serde_json::{Value, json};
 
 use super::bytes;
@@ -132,7 +132,7 @@ pub fn to_json(stored: &Stored, ticks: usize) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use delayer_client::{Definition, Source};
+    use delayer_client::inspector::{Definition, Source};
 
     fn stored(cron: &str, zone: &str, next: i64) -> Stored {
         let mut definition = Definition::new("nightly", cron, "report");

@@ -1,7 +1,7 @@
 //! Waiting jobs and places in the pool as the CLI and the HTTP API show them. An id or topic
 //! that is not UTF-8 prints as text and, beside it, as its bytes in base64.
 
-use delayer_client::{Cursor, WaitingJob};
+use delayer_client::inspector::{Cursor, WaitingJob};
 use delayer_wire::time::from_unix;
 use serde_json::{Value, json};
 

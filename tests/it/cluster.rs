@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use delayer_client::redis::cluster_async::ClusterConnection;
 use delayer_client::redis::{self, AsyncCommands, IntoConnectionInfo};
-use delayer_client::{Acked, Client, Settings, State, Target};
+use delayer_client::{Acked, Client, Inspector, Settings, State, Target};
 use delayer_testkit::cluster::{self, RedisCluster};
 use delayer_wire::keys::Layout;
 use serde_json::json;
@@ -258,6 +258,7 @@ async fn a_registry_that_loses_topics_while_the_daemon_runs_is_repaired() {
 async fn stats_on_a_cluster_name_a_topic_key_of_the_wrong_type_and_count_the_rest() {
     let cluster = RedisCluster::start(3);
     let client = cluster_client(&cluster).await;
+    let inspector = Inspector::new(&client);
     for topic in ["good", "bad.pool", "bad.reserved"] {
         client
             .push(topic, "b")
@@ -274,7 +275,7 @@ async fn stats_on_a_cluster_name_a_topic_key_of_the_wrong_type_and_count_the_res
     let _: () = connection.clone().set(&pool, "x").await.unwrap();
     let _: () = connection.clone().set(&reserved, "x").await.unwrap();
 
-    let stats = client.stats().await.unwrap();
+    let stats = inspector.stats().await.unwrap();
     assert_eq!(stats.waiting, 2, "the two readable pools");
     let problem = |topic: &str| {
         stats
@@ -822,7 +823,8 @@ async fn a_topic_the_registry_lost_is_added_back_once_its_master_has_failed_over
             let cluster = &cluster;
             async move {
                 let client = try_cluster_client(cluster).await.ok()?;
-                let topics = client.topics().await.ok()?;
+                let inspector = Inspector::new(&client);
+                let topics = inspector.topics().await.ok()?;
                 topics.contains(&"lost".into()).then_some(())
             }
         },
@@ -982,7 +984,8 @@ async fn a_paused_topic_waits_on_its_master_and_moves_in_due_order_at_an_http_re
     let daemon = Daemon::start(&config);
     let http = http_address(&logs);
     let client = cluster_client(&cluster).await;
-    client.pause("held").await.unwrap();
+    let inspector = Inspector::new(&client);
+    inspector.pause("held").await.unwrap();
     let connection = cluster.connect().await;
     let keys = Layout::CLUSTER.keys("held");
     let master = cluster.connect_node(cluster.node_of(keys.pool())).await;
@@ -1015,7 +1018,7 @@ async fn a_paused_topic_waits_on_its_master_and_moves_in_due_order_at_an_http_re
     logs.wait_for_line("Topic held is paused: ");
     assert!(client.pop("held").await.unwrap().is_none());
     assert!(
-        client
+        inspector
             .stats()
             .await
             .unwrap()
@@ -1183,6 +1186,7 @@ async fn a_topic_holding_a_closing_brace_takes_no_new_job_and_its_old_ones_still
     let daemon = Daemon::start(&config);
     let http = http_address(&logs);
     let client = cluster_client(&cluster).await;
+    let inspector = Inspector::new(&client);
     let mut connection = cluster.connect().await;
     let in_a_day = Duration::from_secs(86_400);
     client
@@ -1210,7 +1214,7 @@ async fn a_topic_holding_a_closing_brace_takes_no_new_job_and_its_old_ones_still
     );
     assert_eq!(added.status, 400, "{}", added.body);
     assert!(added.body.contains(why), "{}", added.body);
-    let paused = client.pause(topic).await;
+    let paused = inspector.pause(topic).await;
     assert!(
         matches!(&paused, Err(delayer_client::Error::TopicRefused(..))),
         "{paused:?}"
@@ -1277,9 +1281,10 @@ async fn schedules_tick_once_on_a_cluster() {
         daemons.push(Daemon::start(&config));
     }
     let client = cluster_client(&cluster).await;
-    let runtime = delayer_client::Definition::new("runtime", "* * * * * *", "d");
-    client
-        .save_schedule(&runtime, delayer_client::Source::Api)
+    let inspector = Inspector::new(&client);
+    let runtime = delayer_client::inspector::Definition::new("runtime", "* * * * * *", "d");
+    inspector
+        .save_schedule(&runtime, delayer_client::inspector::Source::Api)
         .await
         .unwrap();
     let mut connection = cluster.connect().await;
@@ -1296,7 +1301,7 @@ async fn schedules_tick_once_on_a_cluster() {
         distinct.dedup();
         assert_eq!(distinct, ticks, "{topic}: a tick twice");
     }
-    let mut names: Vec<String> = client
+    let mut names: Vec<String> = inspector
         .schedules()
         .await
         .unwrap()
@@ -1307,8 +1312,8 @@ async fn schedules_tick_once_on_a_cluster() {
     names.sort();
     assert_eq!(names, ["from-file", "runtime"]);
     assert_eq!(
-        client.remove_schedule("runtime").await.unwrap(),
-        delayer_client::Changed::Done
+        inspector.remove_schedule("runtime").await.unwrap(),
+        delayer_client::inspector::Changed::Done
     );
     for daemon in daemons {
         daemon.stop();

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use delayer_client::redis::cluster_async::ClusterConnection;
 use delayer_client::redis::{AsyncCommands, IntoConnectionInfo};
-use delayer_client::{Client, NewPush, Removed, Settings, State, Target};
+use delayer_client::{Client, Inspector, NewPush, Removed, Settings, State, Target};
 use delayer_testkit::cluster::RedisCluster;
 use delayer_testkit::jobs::{beat_as_stager, redis_now};
 
@@ -79,6 +79,7 @@ async fn compact_jobs_on_every_master_move_on_time_once() {
     let mut redis = cluster.connect().await;
     beat_as_stager(&mut redis).await;
     let client = client(&cluster, Some(Duration::from_secs(2))).await;
+    let inspector = Inspector::new(&client);
     let start = SystemTime::now();
     let due = |n: u64| start + Duration::from_millis(3_000 + n * 10);
     let jobs: Vec<NewPush> = (0..300)
@@ -97,7 +98,7 @@ async fn compact_jobs_on_every_master_move_on_time_once() {
     let mut listed: Vec<String> = redis.smembers("delayer:compact:topics").await.unwrap();
     listed.sort();
     assert_eq!(listed, TOPICS);
-    let stats = client.stats().await.unwrap();
+    let stats = inspector.stats().await.unwrap();
     assert_eq!(stats.waiting, 300, "compact jobs count as waiting");
 
     let dir = tempfile::tempdir().unwrap();
@@ -148,6 +149,7 @@ async fn get_remove_and_promote_without_a_topic_find_a_compact_job() {
     let mut redis = cluster.connect().await;
     beat_as_stager(&mut redis).await;
     let client = client(&cluster, Some(Duration::from_secs(2))).await;
+    let inspector = Inspector::new(&client);
     let far = SystemTime::now() + Duration::from_secs(3_600);
     let jobs = ["x", "y", "z"]
         .into_iter()
@@ -166,7 +168,7 @@ async fn get_remove_and_promote_without_a_topic_find_a_compact_job() {
     assert!(!left, "removed from its topic's index");
     assert_eq!(client.get("x").await.unwrap().state, State::Unknown);
 
-    client.promote("z").await.unwrap();
+    inspector.promote("z").await.unwrap();
     let (compact, pooled): (bool, Option<f64>) = (
         redis.hexists(index("e"), "z").await.unwrap(),
         redis.zscore("delayer:{e}:job_pool", "z").await.unwrap(),
@@ -175,18 +177,18 @@ async fn get_remove_and_promote_without_a_topic_find_a_compact_job() {
     let now = redis_now(&mut redis).await;
     assert!(pooled.is_some_and(|due| due <= now), "due now: {pooled:?}");
     assert_eq!(compact_jobs(&mut redis).await, 1, "y waits compact still");
-    let details = client.details(&["c".into()], 10).await.unwrap();
+    let details = inspector.details(&["c".into()], 10).await.unwrap();
     assert_eq!(
         details[0].waiting,
         Some(1),
         "the console counts it on its topic"
     );
-    let page = client.waiting(Some(b"c"), None, 10).await.unwrap();
+    let page = inspector.waiting(Some(b"c"), None, 10).await.unwrap();
     let ids: Vec<&[u8]> = page.jobs.iter().map(|job| job.id.as_bytes()).collect();
     assert_eq!(ids, [b"y"], "its topic's waiting page holds it");
 
     // Going back: every compact job of every topic in the legacy form.
-    let expanded = client.expand_compact().await.unwrap();
+    let expanded = inspector.expand_compact().await.unwrap();
     assert_eq!(expanded.jobs, 1);
     assert_eq!(compact_jobs(&mut redis).await, 0);
     let pooled: Option<f64> = redis.zscore("delayer:{c}:job_pool", "y").await.unwrap();

@@ -12,9 +12,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use delayer_client::inspector::{CatchUp, Definition, Source};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{CatchUp, Client, Definition, Nacked, Settings, Source};
+use delayer_client::{Client, Inspector, Nacked, Settings};
 use delayer_wire::keys::{
     JOB_POOL, PAUSED_PREFIX, SCHEDULE_PREFIX, dead_queue, field, job_bucket, ready_queue,
 };
@@ -587,6 +588,7 @@ async fn the_schedules_page_in_a_browser_shows_ticks_in_each_zone_and_its_forms_
     let mut redis = server.connect().await;
     let (daemon, _logs, http) = serving(&server, "schedules", "");
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     let mut morning = Definition::new("tokyo-morning", "0 9 * * *", "report");
     morning.zone = "Asia/Tokyo".into();
     morning.body = b"r".to_vec();
@@ -596,7 +598,10 @@ async fn the_schedules_page_in_a_browser_shows_ticks_in_each_zone_and_its_forms_
     beat.body = b"b".to_vec();
     beat.catch_up = CatchUp::Latest;
     for definition in [&morning, &beat] {
-        client.save_schedule(definition, Source::Api).await.unwrap();
+        inspector
+            .save_schedule(definition, Source::Api)
+            .await
+            .unwrap();
     }
     wait_for_ready(&redis, "beat", 1).await;
     let url = |path: &str| format!("http://{http}{path}");
@@ -779,8 +784,9 @@ async fn with_a_token_the_schedules_page_shows_no_forms_and_its_actions_want_a_l
     let mut redis = server.connect().await;
     let (daemon, _logs, http) = serving(&server, "guarded-schedules", "token = s3cret");
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     let definition = Definition::new("nightly", "0 3 * * *", "report");
-    client
+    inspector
         .save_schedule(&definition, Source::Api)
         .await
         .unwrap();

@@ -6,9 +6,10 @@
 use crate::console::{dead_ids, dead_jobs, field, schedule_field};
 use crate::support;
 
+use delayer_client::inspector::{Definition, Source};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Client, Definition, Source};
+use delayer_client::{Client, Inspector};
 use delayer_wire::keys::{
     JOB_BUCKET_PREFIX, JOB_POOL, LOGGED_OUT_PREFIX, PAUSED_PREFIX, job_bucket,
 };
@@ -108,8 +109,12 @@ async fn in_chromium_every_button_on_waiting_and_dead_jobs_and_on_schedules_acts
     waiting(&mut redis, "single", &["run-this", "remove-this"]).await;
     dead_jobs(&server, &redis, "mail", &["d1", "d2", "d3", "d4"]).await;
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     let nightly = Definition::new("nightly", "0 3 * * *", "report");
-    client.save_schedule(&nightly, Source::Api).await.unwrap();
+    inspector
+        .save_schedule(&nightly, Source::Api)
+        .await
+        .unwrap();
     let url = |path: &str| format!("http://{http}{path}");
     let mut browser = Browser::start(server.dir());
 

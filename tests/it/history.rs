@@ -11,12 +11,14 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+use delayer_client::inspector::Counts;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
-use delayer_client::{Client, Count, Counts, NewPush};
+use delayer_client::{Client, NewPush};
 use delayer_testkit::cluster::RedisCluster;
 use delayer_wire::history::{KEPT, MAX_TOPICS, field};
 use delayer_wire::keys::{HISTORY, history_minute};
+use delayer_wire::scripts::count::{Count, CountScript};
 use support::http_client::{http_config, serving};
 use support::legacy_client::{self, Message};
 use support::{Daemon, DaemonSetup, RedisServer, wait_for, wait_for_ready};
@@ -194,25 +196,20 @@ async fn a_minute_keeps_the_first_topics_apart_and_a_full_day_stays_small() {
     assert!(ttl > KEPT.as_secs() && ttl <= KEPT.as_secs() + 60, "{ttl}");
 
     // A full day at its largest.
-    let day = support::history::fill_a_full_day(&client, minute).await;
+    let day = support::history::fill_a_full_day(&mut redis, minute).await;
     let (keys, bytes) = support::history::size(&mut redis).await;
     assert_eq!(keys, day * (1 + MAX_TOPICS as u64));
     println!("a full day of history: {keys} keys, {bytes} bytes (MEMORY USAGE)");
     assert!(bytes < 12 << 20, "{bytes} bytes");
     // A minute older than a day is no longer counted.
-    assert!(
-        !client
-            .count(
-                Some(minute - day - 1),
-                &[Count {
-                    topic: b"t",
-                    field: field::MOVED,
-                    n: 1
-                }]
-            )
-            .await
-            .unwrap()
-    );
+    let late = [Count {
+        topic: b"t",
+        field: field::MOVED,
+        n: 1,
+    }];
+    let script = CountScript::default();
+    let counted = script.run(&mut redis, Some(minute - day - 1), &late);
+    assert!(!counted.await.unwrap());
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Client, NewPush, State};
+use delayer_client::{Client, Inspector, NewPush, State};
 use delayer_testkit::KafkaBroker;
 use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
 use serde_json::Value;
@@ -330,8 +330,9 @@ async fn a_job_whose_kafka_topic_does_not_exist_is_dead_with_the_reason_and_othe
         "the absent topic's jobs on its dead list",
         || {
             let client = client.clone();
+            let inspector = Inspector::new(&client);
             async move {
-                let dead = client.dead("absent", 100).await.unwrap();
+                let dead = inspector.dead("absent", 100).await.unwrap();
                 (dead.len() == 20).then_some(dead)
             }
         },
@@ -837,6 +838,7 @@ async fn a_kafka_section_without_topics_delivers_no_topic_to_kafka() {
     let server = RedisServer::start();
     let redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     for (name, topics) in [("missing", ""), ("empty", "topics =   ; Kafka in only\n")] {
         // A group each: the first daemon, a static member, keeps its partition after its stop.
         let kafka = format!("{topics}requests_topic = requests\ngroup = {name}\n");
@@ -863,7 +865,7 @@ async fn a_kafka_section_without_topics_delivers_no_topic_to_kafka() {
             .await
             .unwrap();
         assert!(ready.contains(&id), "{ready:?}");
-        let dead = client.dead("orders.php", 10).await.unwrap();
+        let dead = inspector.dead("orders.php", 10).await.unwrap();
         assert!(dead.is_empty(), "{dead:?}");
         let reserved: usize = redis.zcard(RESERVED).await.unwrap();
         assert_eq!(reserved, 0);

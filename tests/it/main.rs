@@ -27,6 +27,7 @@ mod redis_trouble;
 mod running_as_a_service;
 mod schedule_metrics;
 mod schedules;
+mod schedules_claims;
 mod schedules_http;
 mod sentinel;
 mod service;

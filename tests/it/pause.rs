@@ -5,9 +5,9 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use delayer_client::Client;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
+use delayer_client::{Client, Inspector};
 use delayer_wire::keys::{
     JOB_POOL, PARKED_PREFIX, PARKED_SET_PREFIX, PAUSED_PREFIX, field, job_bucket, ready_queue,
 };
@@ -41,8 +41,9 @@ async fn three_daemons_move_nothing_of_a_paused_topic_and_after_its_resume_each_
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     let (daemons, _logs) = support::start_daemons(&server, &["one", "two", "three"], "");
-    client.pause("held").await.unwrap();
+    inspector.pause("held").await.unwrap();
     let paused_at = Instant::now();
 
     // Due over the next 4 s, 20 ms apart, pushed as the legacy clients push (no `due` field).
@@ -71,7 +72,7 @@ async fn three_daemons_move_nothing_of_a_paused_topic_and_after_its_resume_each_
     assert_eq!(parked_marks(&mut redis, &held).await, 200);
 
     // At once: a look at them without the resume would come only a minute after they were parked.
-    assert_eq!(client.resume("held").await.unwrap(), 200);
+    assert_eq!(inspector.resume("held").await.unwrap(), 200);
     wait_for_ready(&redis, "held", 200).await;
 
     // LPUSHed: the first due is the last element, the first a consumer takes.
@@ -158,7 +159,8 @@ async fn a_job_pushed_again_while_its_topic_is_paused_keeps_its_new_due_time() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
-    client.pause("t").await.unwrap();
+    let inspector = Inspector::new(&client);
+    inspector.pause("t").await.unwrap();
     let (config, _logs) = server.daemon_config("daemon", "timer_interval = 100");
     let daemon = support::Daemon::start(&config);
     add_jobs(&mut redis, [("job-1".to_string(), "t", now() - 1.0)]).await;
@@ -177,7 +179,7 @@ async fn a_job_pushed_again_while_its_topic_is_paused_keeps_its_new_due_time() {
     // Pushed again by a legacy client, due in an hour: the resume must not make it due now.
     let later = now() + 3600.0;
     let _: () = redis.zadd(JOB_POOL, "job-1", later).await.unwrap();
-    assert_eq!(client.resume("t").await.unwrap(), 0);
+    assert_eq!(inspector.resume("t").await.unwrap(), 0);
     let score: f64 = redis.zscore(JOB_POOL, "job-1").await.unwrap();
     assert_eq!(score, later);
     assert_eq!(parked_marks(&mut redis, &["job-1".to_string()]).await, 0);
@@ -190,6 +192,7 @@ async fn a_reservation_that_lapses_while_its_topic_is_paused_waits_parked_until_
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     let (config, _logs) = server.daemon_config("daemon", "timer_interval = 100");
     let daemon = support::Daemon::start(&config);
     let id = client.push("t", "body").await.unwrap().to_string();
@@ -203,7 +206,7 @@ async fn a_reservation_that_lapses_while_its_topic_is_paused_waits_parked_until_
         }
     })
     .await;
-    client.pause("t").await.unwrap();
+    inspector.pause("t").await.unwrap();
 
     // Its time to run passes: back to the pool, where the pause holds it.
     wait_for(Duration::from_secs(10), "the lapsed job parked", || {
@@ -219,7 +222,7 @@ async fn a_reservation_that_lapses_while_its_topic_is_paused_waits_parked_until_
     let info = client.get(&id).await.unwrap();
     assert_eq!(info.attempts, 1, "the lapsed attempt counted");
 
-    assert_eq!(client.resume("t").await.unwrap(), 1);
+    assert_eq!(inspector.resume("t").await.unwrap(), 1);
     let delivered = wait_for(Duration::from_secs(10), "the job delivered", || {
         let mut redis = redis.clone();
         async move { Some(ready(&mut redis, "t").await).filter(|ids| !ids.is_empty()) }
@@ -238,9 +241,10 @@ async fn a_resume_moves_the_parked_jobs_in_their_own_due_order_across_its_calls(
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     let (config, _logs) = server.daemon_config("daemon", "timer_interval = 100");
     let daemon = support::Daemon::start(&config);
-    client.pause("held").await.unwrap();
+    inspector.pause("held").await.unwrap();
 
     // 2,400 jobs falling due over the next 2 s, each parked when it is found due; then 100 pushed
     // due 100 s ago (a legacy client's, or a job requeued), parked after them.
@@ -271,7 +275,7 @@ async fn a_resume_moves_the_parked_jobs_in_their_own_due_order_across_its_calls(
     add_jobs(&mut redis, held(&past)).await;
     support::wait_parked(&redis, JOB_POOL, later.len() + past.len()).await;
 
-    assert_eq!(client.resume("held").await.unwrap(), 2_500);
+    assert_eq!(inspector.resume("held").await.unwrap(), 2_500);
     let mut moved: Vec<String> = wait_for_ready(&redis, "held", 2_500)
         .await
         .iter()
@@ -307,9 +311,10 @@ async fn a_parked_job_keeps_its_first_due_time_at_a_recheck_and_takes_a_new_one_
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     let (config, _logs) = server.daemon_config("daemon", "timer_interval = 100");
     let daemon = support::Daemon::start(&config);
-    client.pause("held").await.unwrap();
+    inspector.pause("held").await.unwrap();
     let parked_jobs = format!("{PARKED_PREFIX}held");
     let first = now() - 100.0;
     add_jobs(&mut redis, [("job-1".to_string(), "held", first)]).await;
@@ -339,7 +344,7 @@ async fn a_parked_job_keeps_its_first_due_time_at_a_recheck_and_takes_a_new_one_
         "parked with the due time it was pushed with"
     );
 
-    assert_eq!(client.resume("held").await.unwrap(), 1);
+    assert_eq!(inspector.resume("held").await.unwrap(), 1);
     wait_for_ready(&redis, "held", 1).await;
     daemon.stop();
 }
@@ -352,9 +357,10 @@ async fn a_job_an_earlier_build_parked_moves_once_at_its_recheck_after_the_resum
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     let (config, _logs) = server.daemon_config("daemon", "timer_interval = 100");
     let daemon = support::Daemon::start(&config);
-    client.pause("held").await.unwrap();
+    inspector.pause("held").await.unwrap();
     // As the previous build parked it 58 s ago: its recheck comes in 2 s.
     let recheck = now() + 2.0;
     let _: () = redis::pipe()
@@ -373,7 +379,7 @@ async fn a_job_an_earlier_build_parked_moves_once_at_its_recheck_after_the_resum
         .unwrap();
 
     assert_eq!(
-        client.resume("held").await.unwrap(),
+        inspector.resume("held").await.unwrap(),
         0,
         "its due time is not known"
     );

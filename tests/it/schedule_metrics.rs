@@ -7,8 +7,9 @@ use crate::support;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use delayer_client::inspector::{CatchUp, Definition, Overlap, Source, Stored};
 use delayer_client::redis::{self, aio::MultiplexedConnection};
-use delayer_client::{CatchUp, Client, Definition, Layout, Overlap, Source, Stored};
+use delayer_client::{Client, Inspector, Layout};
 use delayer_testkit::cluster::RedisCluster;
 use serde_json::Value;
 use support::http_client::{http_address, promtool_check, request, samples, serving};
@@ -25,7 +26,12 @@ async fn redis_now(redis: &mut MultiplexedConnection) -> i64 {
 }
 
 async fn stored(client: &Client, name: &str) -> Stored {
-    client.schedule(name).await.unwrap().expect("the schedule")
+    let inspector = Inspector::new(client);
+    inspector
+        .schedule(name)
+        .await
+        .unwrap()
+        .expect("the schedule")
 }
 
 fn series(family: &str, schedule: &str) -> String {
@@ -37,6 +43,7 @@ async fn metrics_give_each_schedules_counts_next_tick_and_pause_as_redis_holds_t
     let server = RedisServer::start();
     let redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     let (daemon, _logs, http) = serving(&server, "metrics", "max_listed_schedules = 4");
     let scrape = || samples(&request(&http, "GET", "/metrics", &[], b"").body);
 
@@ -71,21 +78,21 @@ async fn metrics_give_each_schedules_counts_next_tick_and_pause_as_redis_holds_t
         yearly,
         unlisted,
     ] {
-        client
+        inspector
             .save_schedule(&definition, Source::Api)
             .await
             .unwrap();
     }
-    client.pause_schedule("e-unlisted").await.unwrap();
+    inspector.pause_schedule("e-unlisted").await.unwrap();
     // Paused over two ticks, then resumed: those ticks passed unclaimed, and `latest` fires one.
-    client.pause_schedule("c-catching").await.unwrap();
+    inspector.pause_schedule("c-catching").await.unwrap();
     let next = stored(&client, "c-catching").await.next.unwrap();
     wait_for(Duration::from_secs(10), "two ticks of c-catching", || {
         let mut redis = redis.clone();
         async move { (redis_now(&mut redis).await > next + 2000).then_some(()) }
     })
     .await;
-    client.resume_schedule("c-catching").await.unwrap();
+    inspector.resume_schedule("c-catching").await.unwrap();
 
     wait_until_sync(
         Duration::from_secs(15),
@@ -100,9 +107,9 @@ async fn metrics_give_each_schedules_counts_next_tick_and_pause_as_redis_holds_t
     );
     // Paused, the counts stop; and a run, outside the ticks.
     for name in ["a-ticking", "b-skipping", "c-catching"] {
-        client.pause_schedule(name).await.unwrap();
+        inspector.pause_schedule(name).await.unwrap();
     }
-    client.run_schedule("a-ticking").await.unwrap();
+    inspector.run_schedule("a-ticking").await.unwrap();
     let mut metrics = HashMap::new();
     wait_until_sync(Duration::from_secs(10), "a census after the pauses", || {
         metrics = scrape();
@@ -112,7 +119,7 @@ async fn metrics_give_each_schedules_counts_next_tick_and_pause_as_redis_holds_t
                 .all(|name| metrics.get(&series("schedule_paused", name)) == Some(&1.0))
     });
 
-    let held: HashMap<String, Stored> = client
+    let held: HashMap<String, Stored> = inspector
         .schedules()
         .await
         .unwrap()
@@ -181,8 +188,9 @@ async fn an_unreadable_schedule_is_counted_and_flagged_and_the_others_keep_their
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     for name in ["good", "newer"] {
-        client
+        inspector
             .save_schedule(&Definition::new(name, "0 0 1 1 *", "t"), Source::Api)
             .await
             .unwrap();

@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::schedule::{parse_ms, tick_id};
 use delayer_wire::keys::{SCHEDULES, ready_queue};
+use delayer_wire::schedule::{parse_ms, tick_id};
 use support::{
     Daemon, DaemonSetup, RedisServer, delayer_fails, delayer_succeeds, start_daemons, wait_for,
 };

@@ -14,9 +14,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use delayer_client::inspector::MAX_WAITING_READ;
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Client, MAX_WAITING_READ, Settings};
+use delayer_client::{Client, Inspector, Settings};
 use delayer_testkit::cluster::RedisCluster;
 use delayer_wire::keys::{JOB_POOL, job_bucket, ready_queue};
 use serde_json::json;
@@ -385,7 +386,8 @@ async fn the_http_api_and_delayer_promote_run_waiting_jobs_now_and_refuse_others
 
 /// How many jobs are on `topic`'s ready list, as the client reads it in any layout.
 async fn ready_count(client: &Client, topic: &str) -> u64 {
-    let lengths = client.lengths(&[topic.into()]).await.unwrap();
+    let inspector = Inspector::new(client);
+    let lengths = inspector.lengths(&[topic.into()]).await.unwrap();
     lengths.ready.first().map_or(0, |(_, ready)| *ready)
 }
 
@@ -399,6 +401,7 @@ async fn in_the_cluster_layout_a_topics_own_pool_is_listed_and_run_exactly() {
     let daemon = Daemon::start(&config);
     let http = http_address(&logs);
     let client = cluster_client(&cluster).await;
+    let inspector = Inspector::new(&client);
     let hour = Duration::from_secs(3600);
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for n in 0..60 {
@@ -457,7 +460,7 @@ async fn in_the_cluster_layout_a_topics_own_pool_is_listed_and_run_exactly() {
         },
     )
     .await;
-    let left = client.waiting(Some(b"a"), None, 100).await.unwrap();
+    let left = inspector.waiting(Some(b"a"), None, 100).await.unwrap();
     assert_eq!(left.jobs.len(), 29);
     daemon.stop();
 }

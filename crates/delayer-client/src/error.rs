@@ -4,7 +4,9 @@ use std::time::SystemTime;
 
 use redis::RedisError;
 
-use crate::name::{JobId, Topic};
+use delayer_wire::name::{JobId, Topic};
+use delayer_wire::push::{Failure, Refusal};
+use delayer_wire::scripts::wrong_type;
 
 /// The errors of [`Client`](crate::Client) and [`Worker`](crate::Worker).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -62,7 +64,7 @@ pub enum Error {
         limit: usize,
     },
     /// A push was given a due time in the past.
-    #[error("the due time {} is in the past", crate::time::to_unix(*.0))]
+    #[error("the due time {} is in the past", delayer_wire::time::to_unix(*.0))]
     InThePast(SystemTime),
     /// A push's delay (or a nack's `retry_in`), in seconds, is over
     /// [`MAX_DELAY`](crate::MAX_DELAY).
@@ -163,23 +165,70 @@ impl Error {
     /// list`): that key is the one at fault. (Keys are bytes: one that is not UTF-8 is named
     /// with U+FFFD in the message, as Redis's own reply names it.)
     pub(crate) fn about_key(error: RedisError, key: impl AsRef<[u8]>) -> Error {
-        if error.code() == Some("WRONGTYPE") {
-            let detail = error.detail().unwrap_or("WRONGTYPE");
-            // Redis appends where in a script an error was raised: not the user's business.
-            let detail = match detail.rsplit_once(" script: ") {
-                Some((said, place)) if place.contains(", on @user_script:") => said,
-                _ => detail,
-            };
-            let key = match detail.rsplit_once(" holds a ") {
-                Some((named, _)) => named.to_string(),
-                None => String::from_utf8_lossy(key.as_ref()).into_owned(),
-            };
-            Error::WrongType {
-                key,
+        match wrong_type(&error) {
+            Some((detail, named)) => Error::WrongType {
+                key: named.map_or_else(
+                    || String::from_utf8_lossy(key.as_ref()).into_owned(),
+                    str::to_string,
+                ),
                 detail: detail.to_string(),
+            },
+            None => Error::Redis(error),
+        }
+    }
+}
+
+impl From<Refusal> for Error {
+    fn from(refusal: Refusal) -> Error {
+        match refusal {
+            Refusal::EmptyTopic => Error::EmptyTopic,
+            Refusal::TopicRefused(topic, why) => Error::TopicRefused(topic, why),
+            Refusal::EmptyBody => Error::EmptyBody,
+            Refusal::BodyTooLarge { size, limit } => Error::BodyTooLarge { size, limit },
+            Refusal::EmptyId => Error::EmptyId,
+            Refusal::InThePast(time) => Error::InThePast(time),
+            Refusal::TooFar(delay) => Error::TooFar(delay),
+            Refusal::DuplicateId(id) => Error::DuplicateId(id),
+        }
+    }
+}
+
+/// A failed push in words: a job refused, or a bucket of the wrong type, is named by its index
+/// in the batch ([`Error::InBatch`]); a call refused after others were written names those
+/// ([`Error::PartlyPushed`]).
+impl From<Failure> for Error {
+    fn from(failure: Failure) -> Error {
+        match failure {
+            Failure::Refused { index, why } => Error::InBatch {
+                index,
+                error: Box::new(why.into()),
+            },
+            Failure::Call {
+                pushed,
+                index,
+                key,
+                error,
+            } => {
+                let mut error = Error::about_key(error, key);
+                if let Some(index) = index {
+                    let error_of_job = Box::new(error);
+                    error = Error::InBatch {
+                        index,
+                        error: error_of_job,
+                    };
+                }
+                if pushed.is_empty() {
+                    return error;
+                }
+                Error::PartlyPushed {
+                    pushed: pushed
+                        .into_iter()
+                        .map(|(index, id, _)| (index, id))
+                        .collect(),
+                    error: Box::new(error),
+                }
             }
-        } else {
-            Error::Redis(error)
+            Failure::Mark { key, error } => Error::about_key(error, key),
         }
     }
 }

@@ -1,13 +1,9 @@
-//! Jobs as clients see them, and the ids made for them.
+//! Jobs as clients see them.
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
-use crate::name::{JobId, Topic};
-use crate::scripts::reserve::ReservedJob;
+use delayer_wire::name::{JobId, Topic};
+use delayer_wire::scripts::reserve::ReservedJob;
 
 /// A job a consumer received.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,7 +85,7 @@ pub struct JobInfo {
     pub topic: Option<Topic>,
     /// `None` when the job has none, or when it is longer than
     /// [`Settings::max_body_read`](crate::Settings::max_body_read) (or the limit of
-    /// [`get_up_to`](crate::Client::get_up_to)).
+    /// [`Inspector::get_up_to`](crate::Inspector::get_up_to)).
     pub body: Option<Vec<u8>>,
     /// The body's length in bytes, read or not.
     pub body_size: Option<usize>,
@@ -155,37 +151,5 @@ impl From<&Job> for Receipt {
             token: job.token.clone(),
             topic: Some(job.topic.clone()),
         }
-    }
-}
-
-/// 32 hex digits, like the md5 ids the legacy clients' users make: the time in nanoseconds, then a
-/// hash of a per-process random key, the process id and a counter, so that ids made at the same
-/// nanosecond by other processes or hosts differ too.
-pub(crate) fn unique_id() -> String {
-    static KEY: OnceLock<RandomState> = OnceLock::new();
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |since| since.as_nanos() as u64);
-    let salt = KEY
-        .get_or_init(RandomState::new)
-        .hash_one((std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
-    format!("{nanos:016x}{salt:016x}")
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::HashSet;
-
-    use super::unique_id;
-
-    #[test]
-    fn unique_ids_are_32_hex_digits_and_unique() {
-        let ids: HashSet<String> = (0..10_000).map(|_| unique_id()).collect();
-        assert_eq!(ids.len(), 10_000);
-        assert!(
-            ids.iter()
-                .all(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
-        );
     }
 }

@@ -15,55 +15,39 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The layout (see [`keys`]): a job is a hash `delayer:job_bucket:<id>` {topic, body} and an entry
+//! What operators call to look at the queues and act on them (stats, waiting jobs a page at a
+//! time, dead lists, pauses, consumers, the history, schedules) is an [`Inspector`]'s, made from a
+//! client whose connection it shares; what its calls answer is in [`inspector`].
+//!
+//! The layout (see [`delayer_wire::keys`]): a job is a hash `delayer:job_bucket:<id>` {topic, body} and an entry
 //! of the sorted set `delayer:job_pool` scored by its due time in unix seconds. When it falls due,
 //! the daemon moves its id onto the list `delayer:ready_queue:<topic>`, where consumers pop it
 //! (legacy, at most once) or reserve it (at least once: it is recorded in `delayer:reserved`
 //! until acked, and delivered again if its time to run passes). Every change of more than one key
-//! is one Lua script ([`scripts`]), so that nothing is ever half done.
+//! is one Lua script ([`delayer_wire::scripts`]), so that nothing is ever half done.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod client;
 mod error;
+pub mod inspector;
 mod job;
 mod settings;
-mod worker;
-
-// The wire crate's modules, where this crate's code finds them.
-use delayer_wire::{connection, keys, name, scripts, shared_connection, time, watch};
+pub mod worker;
 
 pub use client::Client;
-pub use client::consumers::Consumers;
 pub use client::finish::{Acked, Nacked};
-pub use client::firing::{Firing, Round};
-pub use client::history::{History, SEND_EVERY};
-pub use client::inspect::JobTimes;
 pub use client::pop::HeldJob;
-pub use client::push::{Expanded, NewPush, Push, Removed};
-pub use client::schedules::ScheduleList;
-pub use client::stats::{Lengths, Stats, TopicDetails, TopicStats};
-pub use client::waiting::{
-    Cursor, MAX_PROMOTE, MAX_PROMOTE_READ, MAX_WAITING_READ, Promoted, TopicPromotion, WaitingJob,
-    WaitingPage,
-};
-pub use delayer_wire::consumer::{self, Consumer, Heartbeat};
-pub use delayer_wire::history::Counts;
+pub use client::push::{Push, Removed};
+pub use delayer_wire::consumer::{self, Heartbeat};
 pub use delayer_wire::keys::Layout;
-pub use delayer_wire::schedule::{self, CatchUp, Definition, Overlap, Source, Stored};
-pub use delayer_wire::scripts::count::Count;
-pub use delayer_wire::scripts::push::Mark;
-pub use delayer_wire::scripts::schedule_fire::Fired;
-pub use delayer_wire::scripts::schedule_save::Saved;
-pub use delayer_wire::scripts::schedule_state::Changed;
+pub use delayer_wire::push::NewPush;
 pub use delayer_wire::{JobId, Target, Topic, redis};
 pub use error::{Error, Result};
+pub use inspector::Inspector;
 pub use job::{Job, JobInfo, Receipt, State};
 pub use settings::{
     DEFAULT_COMPACT_AFTER, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TTR,
     DEFAULT_READY_MAX_LIFETIME, MAX_BATCH, MAX_DELAY, MAX_PUSH_BATCH, MIN_TTR, Settings,
 };
-pub use worker::{
-    DEFAULT_CONCURRENCY, DEFAULT_FIRST_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_PREFETCH,
-    DEFAULT_STOP_TIMEOUT, DEFAULT_TTR, Worker,
-};
+pub use worker::Worker;

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use crate::keys::Layout;
+use delayer_wire::keys::Layout;
+use delayer_wire::push::Limits;
 
 /// The largest body a push takes unless told otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
@@ -10,16 +11,14 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
 pub const DEFAULT_READY_MAX_LIFETIME: Duration = Duration::from_secs(604_800);
 /// How many times a job is reserved before a failure sends it to its topic's dead list.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
-/// The longest delay a push takes: 2^31 - 1 s, about 68 years (go-delay-queue's limit). Longer is
-/// a mistake (milliseconds given for seconds), and Redis refuses to expire a bucket much later.
-pub const MAX_DELAY: Duration = Duration::from_secs(i32::MAX as u64);
-pub use crate::scripts::reserve::MIN_TTR;
+pub use delayer_wire::push::MAX_DELAY;
+pub use delayer_wire::scripts::reserve::MIN_TTR;
 /// The longest time to run a reservation may have unless told otherwise: a consumer that dies
 /// holding a job keeps it from everyone this long at most. A job that runs longer is touched.
 pub const DEFAULT_MAX_TTR: Duration = Duration::from_secs(24 * 3600);
 /// The most jobs one script call reserves or acks: it holds Redis up for about a millisecond.
 pub const MAX_BATCH: usize = 100;
-pub use crate::scripts::push::MAX_PUSH_BATCH;
+pub use delayer_wire::scripts::push::MAX_PUSH_BATCH;
 
 /// What a client may be told besides where Redis is.
 #[derive(Debug, Clone)]
@@ -58,6 +57,18 @@ pub struct Settings {
 
 /// The shortest delay of a job that waits compact, by default (see [`Settings::compact_after`]).
 pub const DEFAULT_COMPACT_AFTER: Duration = delayer_wire::compact::DEFAULT_AFTER;
+
+/// What a push may take, as these settings say: the same checks for the client's pushes and the
+/// daemon's.
+impl From<&Settings> for Limits {
+    fn from(settings: &Settings) -> Limits {
+        Limits {
+            max_body_bytes: settings.max_body_bytes,
+            ready_max_lifetime: settings.ready_max_lifetime,
+            compact_after: settings.compact_after,
+        }
+    }
+}
 
 impl Default for Settings {
     fn default() -> Settings {

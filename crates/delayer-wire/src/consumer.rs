@@ -205,6 +205,12 @@ pub fn consumer_of_holder(holder: &[u8]) -> Option<&str> {
     consumer_of_token(holder.split_once(':')?.1)
 }
 
+/// The attempt a holders entry (`<attempt>:<token>`) names, as the scripts read it.
+pub fn attempt_of_holder(holder: &[u8]) -> Option<u32> {
+    let digits = &holder[..holder.iter().position(|&byte| byte == b':')?];
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +225,8 @@ mod tests {
         assert_eq!(consumer_of_token(&token), Some(id.as_str()));
         let holder = format!("3:{token}");
         assert_eq!(consumer_of_holder(holder.as_bytes()), Some(id.as_str()));
+        assert_eq!(attempt_of_holder(holder.as_bytes()), Some(3));
+        assert_eq!(attempt_of_holder(b"x:y"), None);
         assert_eq!(consumer_of_token(UNIQUE), None, "a token before consumers");
         assert_eq!(consumer_of_holder(format!("1:{UNIQUE}").as_bytes()), None);
         assert_eq!(consumer_of_token(".0123456789abcdef0123456789abcdef"), None);

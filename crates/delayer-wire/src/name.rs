@@ -190,6 +190,27 @@ byte_name!(
     Topic
 );
 
+/// 32 hex digits, like the md5 ids the legacy clients' users make: the time in nanoseconds, then a
+/// hash of a per-process random key, the process id and a counter, so that ids made at the same
+/// nanosecond by other processes or hosts differ too.
+pub fn unique_id() -> String {
+    use std::collections::hash_map::RandomState;
+    use std::hash::BuildHasher;
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::SystemTime;
+
+    static KEY: OnceLock<RandomState> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64);
+    let salt = KEY
+        .get_or_init(RandomState::new)
+        .hash_one((std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    format!("{nanos:016x}{salt:016x}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,5 +244,15 @@ mod tests {
         assert_eq!(text, id);
         assert!(JobId::from(&b"ab\xff"[..]) != "ab\u{fffd}");
         assert_eq!(id.as_bytes(), b"abc");
+    }
+
+    #[test]
+    fn unique_ids_are_32_hex_digits_and_unique() {
+        let ids: std::collections::HashSet<String> = (0..10_000).map(|_| unique_id()).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert!(
+            ids.iter()
+                .all(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+        );
     }
 }

@@ -49,6 +49,11 @@ impl SharedConnection {
         })
     }
 
+    /// Where it connects.
+    pub fn target(&self) -> &Target {
+        &self.redis
+    }
+
     /// A handle for some commands; connects first if the last connection broke.
     pub async fn get(self: &Arc<Self>) -> RedisResult<Commands> {
         if let Some(working) = self.working() {

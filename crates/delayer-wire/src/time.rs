@@ -2,9 +2,25 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use redis::RedisResult;
+use redis::aio::ConnectionLike;
+
 /// The current time in unix seconds, with sub-second precision.
 pub fn unix_now() -> f64 {
     to_unix(SystemTime::now())
+}
+
+/// Now by Redis's clock (`TIME`), in unix seconds: the clock that decides what is due. By this
+/// host's when the Redis user may not run TIME, as the scripts then go by it too.
+pub async fn redis_now(connection: &mut impl ConnectionLike) -> RedisResult<f64> {
+    let time = redis::cmd("TIME")
+        .query_async::<(u64, u64)>(connection)
+        .await;
+    match time {
+        Ok((seconds, micros)) => Ok(seconds as f64 + micros as f64 / 1e6),
+        Err(error) if error.code() == Some("NOPERM") => Ok(unix_now()),
+        Err(error) => Err(error),
+    }
 }
 
 /// `time` in unix seconds (negative before 1970).

@@ -9,7 +9,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use delayer_client::{Changed, Error, MAX_PROMOTE, Promoted, Removed};
+use delayer_client::inspector::{Changed, MAX_PROMOTE, Promoted};
+use delayer_client::{Error, Removed};
 
 use super::fields::{cursor_in, name_if_in, name_in};
 use super::layout::{problem, see_other};
@@ -102,7 +103,7 @@ pub(super) async fn requeue(
         if fields.contains_key("id") || fields.contains_key("id_base64") {
             let id = name_in(&mut fields, "id", "id_base64").map_err(bad)?;
             let fresh = state
-                .client
+                .inspector
                 .requeue_dead_job(&topic, &id)
                 .await
                 .map_err(failed)?;
@@ -111,7 +112,7 @@ pub(super) async fn requeue(
                 if fresh { "requeued" } else { "stale" }
             ))
         } else {
-            let count = state.client.requeue_dead(&topic).await.map_err(failed)?;
+            let count = state.inspector.requeue_dead(&topic).await.map_err(failed)?;
             Ok(format!("{page}&done=requeued-all&count={count}"))
         }
     })
@@ -128,7 +129,7 @@ pub(super) async fn delete(
         let topic = name_in(&mut fields, "topic", "topic_base64").map_err(bad)?;
         let id = name_in(&mut fields, "id", "id_base64").map_err(bad)?;
         let fresh = state
-            .client
+            .inspector
             .delete_dead_job(&topic, &id)
             .await
             .map_err(failed)?;
@@ -185,7 +186,7 @@ pub(super) async fn promote(
 ) -> Response {
     act(&state, &headers, &body, async |mut fields| {
         let id = name_in(&mut fields, "id", "id_base64").map_err(bad)?;
-        let done = match state.client.promote(&id).await.map_err(failed)? {
+        let done = match state.inspector.promote(&id).await.map_err(failed)? {
             Promoted::Due => "promoted",
             Promoted::WasDue => "was-due",
         };
@@ -214,7 +215,7 @@ pub(super) async fn promote_topic(
         let after = cursor_in(&mut fields, "after").map_err(bad)?;
         let _reading = state.large_reads.acquire().await;
         let done = state
-            .client
+            .inspector
             .promote_topic(&topic, MAX_PROMOTE, after.as_ref())
             .await
             .map_err(failed)?;
@@ -239,7 +240,7 @@ pub(super) async fn pause(
 ) -> Response {
     act(&state, &headers, &body, async |mut fields| {
         let topic = name_in(&mut fields, "topic", "topic_base64").map_err(bad)?;
-        state.client.pause(&topic).await.map_err(failed)?;
+        state.inspector.pause(&topic).await.map_err(failed)?;
         let page = query("name", "base64", &topic);
         Ok(format!("/topic?{page}&done=paused"))
     })
@@ -254,7 +255,7 @@ pub(super) async fn resume(
 ) -> Response {
     act(&state, &headers, &body, async |mut fields| {
         let topic = name_in(&mut fields, "topic", "topic_base64").map_err(bad)?;
-        let count = state.client.resume(&topic).await.map_err(failed)?;
+        let count = state.inspector.resume(&topic).await.map_err(failed)?;
         let page = query("name", "base64", &topic);
         Ok(format!("/topic?{page}&done=resumed&count={count}"))
     })
@@ -290,7 +291,11 @@ pub(super) async fn pause_schedule(
 ) -> Response {
     act(&state, &headers, &body, async |mut fields| {
         let name = schedule_in(&mut fields)?;
-        let done = state.client.pause_schedule(&name).await.map_err(failed)?;
+        let done = state
+            .inspector
+            .pause_schedule(&name)
+            .await
+            .map_err(failed)?;
         changed(done, name, "schedule-paused", "schedule-was-paused")
     })
     .await
@@ -305,7 +310,11 @@ pub(super) async fn resume_schedule(
 ) -> Response {
     act(&state, &headers, &body, async |mut fields| {
         let name = schedule_in(&mut fields)?;
-        let done = state.client.resume_schedule(&name).await.map_err(failed)?;
+        let done = state
+            .inspector
+            .resume_schedule(&name)
+            .await
+            .map_err(failed)?;
         changed(done, name, "schedule-resumed", "schedule-was-active")
     })
     .await
@@ -319,7 +328,7 @@ pub(super) async fn run_schedule(
 ) -> Response {
     act(&state, &headers, &body, async |mut fields| {
         let name = schedule_in(&mut fields)?;
-        state.client.run_schedule(&name).await.map_err(failed)?;
+        state.inspector.run_schedule(&name).await.map_err(failed)?;
         Ok("/schedules?done=schedule-run".into())
     })
     .await

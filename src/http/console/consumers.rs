@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use delayer_client::consumer::{KEPT, LIFETIME};
-use delayer_client::{Consumer, Consumers};
+use delayer_client::inspector::{Consumer, Consumers};
 use maud::{Markup, html};
 
 use super::layout::{self, problem, respond};
@@ -26,7 +26,7 @@ const LISTED: usize = 200;
 
 pub(super) async fn show(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let (viewer, _) = viewer(&state, &headers).await;
-    match state.client.consumers(LISTED).await {
+    match state.inspector.consumers(LISTED).await {
         // Refreshed in place as the overview is: an operator keeps it open to watch.
         Ok(consumers) => respond(
             StatusCode::OK,
@@ -38,7 +38,7 @@ pub(super) async fn show(State(state): State<Arc<AppState>>, headers: HeaderMap)
 
 /// The overview's line: how many consumers are live and how many gone, a link to the page.
 pub(super) async fn summary(state: &AppState) -> Markup {
-    let consumers = match state.client.consumers(LISTED).await {
+    let consumers = match state.inspector.consumers(LISTED).await {
         Ok(consumers) => consumers,
         Err(error) => return html! { p.bad { "The consumers could not be read: " (error) } },
     };

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use delayer_client::Cursor;
+use delayer_client::inspector::Cursor;
 
 use crate::http::request::named;
 

@@ -1,7 +1,8 @@
 //! What the forms share: the field that proves a form came from this console, the hidden fields
 //! naming a topic, an id or a place in the pool, and a dead job's buttons.
 
-use delayer_client::{Cursor, JobId, Topic};
+use delayer_client::inspector::Cursor;
+use delayer_client::{JobId, Topic};
 use maud::{Markup, html};
 
 use super::viewer::Viewer;

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::DateTime;
-use delayer_client::{Counts, Topic};
+use delayer_client::Topic;
+use delayer_client::inspector::Counts;
 use delayer_wire::history::{KEPT, LAG_BOUNDS_MS, MAX_TOPICS};
 use maud::{Markup, html};
 
@@ -59,7 +60,7 @@ pub(super) async fn section(
     let step = asked.step();
     // Enough minutes for the bars, the first one whole.
     let minutes = asked.bars() * step as usize + step as usize - 1;
-    let read = state.client.history(topic, minutes).await;
+    let read = state.inspector.history(topic, minutes).await;
     let slots = read.map(|history| {
         let mut slots: Vec<(u64, Counts)> = Vec::new();
         for (index, counts) in history.minutes.iter().enumerate() {

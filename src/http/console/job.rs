@@ -36,7 +36,7 @@ pub(super) async fn show(
     // Only what the page shows: no body without a login, and none over the HTTP API's limit.
     let read = match viewer.authorized {
         true => state.client.get(&id).await,
-        false => state.client.get_up_to(&id, 0).await,
+        false => state.inspector.get_up_to(&id, 0).await,
     };
     match read {
         Ok(info) => {

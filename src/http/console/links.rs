@@ -2,7 +2,8 @@
 //! by text when it is UTF-8, else by the base64 of its bytes; and places in the pool, for the
 //! waiting jobs' pages.
 
-use delayer_client::{Cursor, JobId, Topic};
+use delayer_client::inspector::Cursor;
+use delayer_client::{JobId, Topic};
 use maud::{Markup, html};
 
 use crate::text::escape::capped;

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::fields::fields;
 use super::layout::{self, problem, respond, see_other};
 use super::login_tries::Throttled;
+use super::logouts;
 use super::session::{self, unix_seconds};
 use super::viewer::{allowed, viewer};
 use crate::http::auth::same;
@@ -137,7 +138,7 @@ pub(super) async fn logout(
     let now = unix_seconds();
     if let Some(signed) = state.console.guard.valid(&session, now) {
         let left = Duration::from_secs(signed.expires - now) + CLOCK_SLACK;
-        if let Err(error) = state.client.end_session(signed.id, left).await {
+        if let Err(error) = logouts::end(&state.redis, signed.id, left).await {
             let message = format!(
                 "Logged out in this browser, but the session could not be ended ({error}): a \
                  copy of its cookie works until it expires. Log in and out again once Redis \

@@ -19,6 +19,7 @@ mod layout;
 mod links;
 mod login;
 mod login_tries;
+mod logouts;
 mod overview;
 mod rates;
 mod schedules;

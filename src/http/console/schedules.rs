@@ -8,9 +8,10 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
-use delayer_client::schedule::{Cadence, Invalid};
-use delayer_client::{State as JobState, Stored};
+use delayer_client::State as JobState;
+use delayer_client::inspector::Stored;
 use delayer_wire::keys::Placement;
+use delayer_wire::schedule::{Cadence, Invalid};
 use futures_util::StreamExt;
 use maud::{Markup, html};
 
@@ -78,13 +79,13 @@ impl Line {
 /// Every schedule by name, with its last job's state. In the cluster layout that state is left
 /// to the job's page: finding a job by id alone there asks every topic.
 async fn rows(state: &AppState) -> delayer_client::Result<Vec<Line>> {
-    let list = state.client.schedules().await?;
+    let list = state.inspector.schedules().await?;
     let look_up = state.client.settings().layout.placement == Placement::Shared;
     let rows: Vec<Row> = futures_util::stream::iter(list.readable)
         .map(|stored| async move {
             let last_job = match &stored.last_job {
                 // Without the body: the page never shows it.
-                Some(id) if look_up => state.client.get_up_to(id, 0).await.ok(),
+                Some(id) if look_up => state.inspector.get_up_to(id, 0).await.ok(),
                 _ => None,
             };
             Row {
@@ -211,8 +212,8 @@ mod tests {
     use super::{Line, Row, render};
     use crate::http::console::viewer::Viewer;
     use crate::text::schedule::cadence;
-    use delayer_client::schedule::Invalid;
-    use delayer_client::{Definition, Source, Stored};
+    use delayer_client::inspector::{Definition, Source, Stored};
+    use delayer_wire::schedule::Invalid;
 
     fn page(authorized: bool, paused: bool) -> String {
         // A topic's name may be markup (a name may not).

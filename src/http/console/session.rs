@@ -1,7 +1,7 @@
 //! Who may act from a browser. With `[http] token` set, a login with the token sets a session
 //! cookie (SameSite=Strict, HttpOnly) whose value is a random id and an expiry, signed with the
 //! token (an HMAC): it proves the token without holding it, and a new token ends every session. A
-//! logout ends its session in Redis (see `Client::end_session`). Every form carries a token of
+//! logout ends its session in Redis (see `logouts`). Every form carries a token of
 //! its own (the HMAC of the session), which a page of another site cannot read, so a forged POST
 //! fails even where a browser would send the cookie. Without a token there is no session, but
 //! forms still carry a token (from a key made at start), so no other site can act either.

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
-use delayer_client::{JobId, JobTimes, Topic, TopicDetails};
+use delayer_client::inspector::{JobTimes, TopicDetails};
+use delayer_client::{JobId, Topic};
 use maud::{Markup, html};
 
 use super::actions::said;
@@ -69,10 +70,10 @@ async fn topic_page<'a>(
     topic: &'a Topic,
     [ready, reserved, dead]: [usize; 3],
 ) -> delayer_client::Result<TopicPage<'a>> {
-    let client = &state.client;
+    let inspector = &state.inspector;
     let topics = std::slice::from_ref(topic);
-    let lengths = client.lengths(topics).await?;
-    let details = client
+    let lengths = inspector.lengths(topics).await?;
+    let details = inspector
         .details(topics, RESERVATIONS_COUNTED)
         .await?
         .pop()
@@ -83,14 +84,14 @@ async fn topic_page<'a>(
             list: "ready",
             total: lengths.ready.first().map_or(0, |(_, n)| *n),
             skip: ready,
-            ids: undated(client.ready_window(topic, ready, PAGE).await?),
+            ids: undated(inspector.ready_window(topic, ready, PAGE).await?),
             job_times: Vec::new(),
         },
         Window {
             list: "reserved",
             total: details.reserved,
             skip: reserved,
-            ids: client
+            ids: inspector
                 .reserved_window(topic, reserved, PAGE, RESERVATIONS_COUNTED)
                 .await?,
             job_times: Vec::new(),
@@ -99,7 +100,7 @@ async fn topic_page<'a>(
             list: "dead",
             total: lengths.dead.first().map_or(0, |(_, n)| *n),
             skip: dead,
-            ids: undated(client.dead_window(topic, dead, PAGE).await?),
+            ids: undated(inspector.dead_window(topic, dead, PAGE).await?),
             job_times: Vec::new(),
         },
     ];
@@ -108,11 +109,11 @@ async fn topic_page<'a>(
         .iter()
         .flat_map(|window| window.ids.iter().map(|(id, _)| id.clone()))
         .collect();
-    let mut times = client.job_times(topic, &ids).await?.into_iter();
+    let mut times = inspector.job_times(topic, &ids).await?.into_iter();
     for window in &mut windows {
         window.job_times = times.by_ref().take(window.ids.len()).collect();
     }
-    let oldest_ready_age = client.oldest_ready_ages(topics).await?.remove(topic);
+    let oldest_ready_age = inspector.oldest_ready_ages(topics).await?.remove(topic);
     Ok(TopicPage {
         topic,
         details,

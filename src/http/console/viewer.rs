@@ -7,6 +7,7 @@ use axum::http::header::COOKIE;
 use axum::http::{HeaderMap, StatusCode};
 
 use super::fields::fields;
+use super::logouts;
 use super::session::{self, unix_seconds};
 use crate::http::auth::bearer_ok;
 use crate::http::state::AppState;
@@ -32,7 +33,7 @@ pub(super) async fn viewer(state: &AppState, headers: &HeaderMap) -> (Viewer, St
         .unwrap_or_default();
     let session = match guard.valid(cookie, unix_seconds()) {
         // One that Redis cannot tell was not ended (while it does not answer) counts as ended.
-        Some(signed) if matches!(state.client.session_ended(signed.id).await, Ok(false)) => {
+        Some(signed) if matches!(logouts::ended(&state.redis, signed.id).await, Ok(false)) => {
             cookie.to_string()
         }
         _ => String::new(),

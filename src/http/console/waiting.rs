@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
-use delayer_client::{Cursor, MAX_PROMOTE, MAX_WAITING_READ, WaitingPage};
+use delayer_client::inspector::{Cursor, MAX_PROMOTE, MAX_WAITING_READ, WaitingPage};
 use delayer_wire::time::from_unix;
 use maud::{Markup, html};
 
@@ -60,7 +60,7 @@ pub(super) async fn show(
         render(&view, None, &viewer)
     } else {
         let _reading = state.large_reads.acquire().await;
-        match state.client.waiting(view.topic, view.after, PAGE).await {
+        match state.inspector.waiting(view.topic, view.after, PAGE).await {
             Ok(page) => render(&view, Some(&page), &viewer),
             Err(error) => return problem(status_of(&error), &viewer, &error.to_string(), "/"),
         }
@@ -215,7 +215,7 @@ fn job_forms(view: &View, id: &[u8], viewer: &Viewer) -> Markup {
 mod tests {
     use super::{View, render};
     use crate::http::console::viewer::Viewer;
-    use delayer_client::{Cursor, WaitingJob, WaitingPage};
+    use delayer_client::inspector::{Cursor, WaitingJob, WaitingPage};
 
     #[test]
     fn ids_and_topics_are_escaped_and_a_page_cut_short_says_where_to_go_on() {

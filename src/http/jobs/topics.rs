@@ -31,7 +31,7 @@ pub(super) async fn pause(
     Body(request): Body<TopicOnly>,
 ) -> Answer {
     let topic = request.topic().map_err(bad)?;
-    state.client.pause(&topic).await.map_err(refused)?;
+    state.inspector.pause(&topic).await.map_err(refused)?;
     Ok(ok("paused", ()))
 }
 
@@ -41,6 +41,6 @@ pub(super) async fn resume(
     Body(request): Body<TopicOnly>,
 ) -> Answer {
     let topic = request.topic().map_err(bad)?;
-    let moved = state.client.resume(&topic).await.map_err(refused)?;
+    let moved = state.inspector.resume(&topic).await.map_err(refused)?;
     Ok(ok("resumed", json!({"moved": moved})))
 }

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use delayer_client::{Cursor, Error, MAX_PROMOTE, Promoted};
+use delayer_client::Error;
+use delayer_client::inspector::{Cursor, MAX_PROMOTE, Promoted};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -79,7 +80,7 @@ pub(super) async fn waiting(
     };
     let _reading = state.large_reads.acquire().await;
     let page = state
-        .client
+        .inspector
         .waiting(topic.as_deref(), after.as_ref(), count)
         .await
         .map_err(refused)?;
@@ -127,7 +128,7 @@ pub(super) async fn promote(
             if id.is_empty() {
                 return Err(refused(Error::EmptyId));
             }
-            match state.client.promote(&id).await.map_err(refused)? {
+            match state.inspector.promote(&id).await.map_err(refused)? {
                 Promoted::Due => Ok(ok("promoted", json!({"was_due": false}))),
                 Promoted::WasDue => Ok(ok("due already", json!({"was_due": true}))),
             }
@@ -140,7 +141,7 @@ pub(super) async fn promote(
             let after = request.after.map(After::cursor).transpose().map_err(bad)?;
             let _reading = state.large_reads.acquire().await;
             let done = state
-                .client
+                .inspector
                 .promote_topic(&topic, limit, after.as_ref())
                 .await
                 .map_err(refused)?;

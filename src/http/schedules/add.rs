@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use delayer_client::schedule::{Invalid, parse_duration};
-use delayer_client::{Definition, Saved, Source};
+use delayer_client::inspector::{Definition, Saved, Source};
+use delayer_wire::schedule::{Invalid, parse_duration};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -83,7 +83,7 @@ impl Add {
 pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>) -> Answer {
     let definition = add.definition().map_err(bad)?;
     let message = match state
-        .client
+        .inspector
         .save_schedule(&definition, Source::Api)
         .await
         .map_err(refused)?
@@ -94,7 +94,7 @@ pub(super) async fn add(State(state): State<Arc<AppState>>, Body(add): Body<Add>
     };
     // Null only if it was removed again meanwhile.
     let stored = state
-        .client
+        .inspector
         .schedule(&definition.name)
         .await
         .map_err(refused)?;

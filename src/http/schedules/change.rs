@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use delayer_client::{Changed, Error};
+use delayer_client::Error;
+use delayer_client::inspector::Changed;
 use serde_json::json;
 
 use super::Named;
@@ -38,16 +39,20 @@ pub(super) async fn remove(State(state): State<Arc<AppState>>, Body(named): Body
 /// Makes `change`; `changed` says whether it changed anything; 404 for no such schedule.
 async fn change(state: &AppState, named: Named, change: Change) -> Answer {
     let name = named.name().map_err(bad)?;
-    let client = &state.client;
+    let inspector = &state.inspector;
     let (changed, done, already) = match change {
         Change::Pause => (
-            client.pause_schedule(&name).await,
+            inspector.pause_schedule(&name).await,
             "paused",
             "paused already",
         ),
-        Change::Resume => (client.resume_schedule(&name).await, "resumed", "not paused"),
+        Change::Resume => (
+            inspector.resume_schedule(&name).await,
+            "resumed",
+            "not paused",
+        ),
         Change::Remove => (
-            client.remove_schedule(&name).await,
+            inspector.remove_schedule(&name).await,
             "removed",
             "removed already",
         ),
@@ -62,6 +67,6 @@ async fn change(state: &AppState, named: Named, change: Change) -> Answer {
 /// Pushes the schedule's job once now, outside its ticks; answers its id.
 pub(super) async fn run(State(state): State<Arc<AppState>>, Body(named): Body<Named>) -> Answer {
     let name = named.name().map_err(bad)?;
-    let id = state.client.run_schedule(&name).await.map_err(refused)?;
+    let id = state.inspector.run_schedule(&name).await.map_err(refused)?;
     Ok(ok("pushed", json!({"id": bytes::text(id.as_bytes())})))
 }

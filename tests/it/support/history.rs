@@ -2,14 +2,14 @@
 
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{self, AsyncCommands};
-use delayer_client::{Client, Count};
 use delayer_wire::history::{KEPT, MAX_TOPICS, field, lag_field};
 use delayer_wire::keys::HISTORY;
+use delayer_wire::scripts::count::{Count, CountScript};
 
 /// Writes a full day of history up to unix minute `last` at its largest: every minute with more
 /// topics than it keeps apart, each with every counter and a few lag buckets. Returns how many
 /// minutes that is.
-pub async fn fill_a_full_day(client: &Client, last: u64) -> u64 {
+pub async fn fill_a_full_day(redis: &mut MultiplexedConnection, last: u64) -> u64 {
     let names: Vec<String> = (0..MAX_TOPICS + 5)
         .map(|topic| format!("topic.number.{topic}"))
         .collect();
@@ -39,9 +39,10 @@ pub async fn fill_a_full_day(client: &Client, last: u64) -> u64 {
             });
         }
     }
-    let day = KEPT.as_secs() / 60;
+    let (day, script) = (KEPT.as_secs() / 60, CountScript::default());
     for back in 0..day {
-        assert!(client.count(Some(last - back), &counts).await.unwrap());
+        let minute = Some(last - back);
+        assert!(script.run(redis, minute, &counts).await.unwrap());
     }
     day
 }

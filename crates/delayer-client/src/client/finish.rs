@@ -8,13 +8,13 @@ use std::time::Duration;
 use super::{Client, check_id};
 use crate::error::{Error, Result};
 use crate::job::Receipt;
-use crate::keys::Keys;
-use crate::name::{JobId, Topic};
-use crate::scripts::Named;
-use crate::scripts::ack::Outcome;
-use crate::scripts::release::Released;
 use crate::settings::{MAX_BATCH, MAX_DELAY};
 use delayer_wire::history::field;
+use delayer_wire::keys::Keys;
+use delayer_wire::name::{JobId, Topic};
+use delayer_wire::scripts::Named;
+use delayer_wire::scripts::ack::Outcome;
+use delayer_wire::scripts::release::Released;
 
 /// What an ack did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,58 +1,42 @@
-//! The client: a handle on the delayer Redis, cheap to clone. What it does is split by concern:
-//! [`push`] (push and remove), [`pop`] (the legacy pop, at most once), [`reserve`] and [`finish`]
-//! (at least once: reserve, then ack, nack or touch), [`inspect`] and [`stats`] (look jobs and
-//! queues up), [`waiting`] (the pool a page at a time, and waiting jobs due now), [`pause`] (pause
-//! and resume a topic), [`sessions`] (the daemon's console's logouts), [`schedules`] (recurring
-//! schedules), [`firing`] (claiming their ticks), [`consumers`] (heartbeats: who is consuming),
-//! [`history`] (what happened, per minute) and [`staging`] (whether a daemon stages compact jobs,
-//! for pushes in the cluster layout).
+//! The client: a handle on the delayer Redis for applications, cheap to clone. What it does is
+//! split by concern: [`push`] (push and remove), [`pop`] (the legacy pop, at most once),
+//! [`reserve`] and [`finish`] (at least once: reserve, then ack, nack or touch), [`get`] (one job
+//! by id), [`consumers`] (heartbeats: who is consuming) and [`history`] (pushes and acks counted
+//! for the history). What operators look at and act on is the [`Inspector`](crate::Inspector)'s.
 
 pub(crate) mod consumers;
 pub(crate) mod finish;
-pub(crate) mod firing;
+pub(crate) mod get;
 pub(crate) mod history;
-pub(crate) mod inspect;
-pub(crate) mod pause;
 pub(crate) mod pop;
 pub(crate) mod push;
 pub(crate) mod reserve;
-pub(crate) mod schedules;
-pub(crate) mod sessions;
-pub(crate) mod staging;
-pub(crate) mod stats;
-pub(crate) mod waiting;
+mod unsent;
 
-use redis::{IntoConnectionInfo, RedisResult};
+use redis::{AsyncCommands, IntoConnectionInfo, RedisResult};
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::connection::{self, Connection, Target};
 use crate::error::{Error, Result};
-use crate::keys::{Keys, Layout};
-use crate::name::Topic;
-use crate::scripts::ack::AckScript;
-use crate::scripts::body::{Body, BodyScript};
-use crate::scripts::compact_job::CompactJobScript;
-use crate::scripts::compact_window::CompactWindowScript;
-use crate::scripts::count::CountScript;
-use crate::scripts::dead_job::DeadJobScript;
-use crate::scripts::find_reserved::FindReservedScript;
-use crate::scripts::heartbeat::HeartbeatScript;
-use crate::scripts::pool_window::PoolWindowScript;
-use crate::scripts::promote::PromoteScript;
-use crate::scripts::push::PushScript;
-use crate::scripts::release::ReleaseScript;
-use crate::scripts::requeue_dead::RequeueDeadScript;
-use crate::scripts::reserve::ReserveScript;
-use crate::scripts::resume::ResumeScript;
-use crate::scripts::schedule_fire::ScheduleFireScript;
-use crate::scripts::schedule_save::ScheduleSaveScript;
-use crate::scripts::schedule_state::ScheduleStateScript;
-use crate::scripts::touch::TouchScript;
 use crate::settings::{MIN_TTR, Settings};
-use crate::shared_connection::{Commands, SharedConnection};
-use crate::watch::KeyWatch;
+use delayer_wire::connection::{self, Connection, Target};
+use delayer_wire::keys::{Keys, Layout};
+use delayer_wire::name::Topic;
+use delayer_wire::push::{Limits, Pusher, topic_refusal};
+use delayer_wire::scripts::ack::AckScript;
+use delayer_wire::scripts::body::{Body, BodyScript};
+use delayer_wire::scripts::compact_job::CompactJobScript;
+use delayer_wire::scripts::count::CountScript;
+use delayer_wire::scripts::find_reserved::FindReservedScript;
+use delayer_wire::scripts::heartbeat::HeartbeatScript;
+use delayer_wire::scripts::release::ReleaseScript;
+use delayer_wire::scripts::reserve::ReserveScript;
+use delayer_wire::scripts::touch::TouchScript;
+use delayer_wire::shared_connection::{Commands, SharedConnection};
+use delayer_wire::time::redis_now;
+use delayer_wire::watch::KeyWatch;
+use unsent::Unsent;
 
 /// Blocking connections kept for the next `bpop`.
 const IDLE_BLOCKING_CONNECTIONS: usize = 4;
@@ -78,32 +62,22 @@ struct Inner {
     /// and the ready and dead lists', which name their topic).
     keys: Keys,
     settings: Settings,
+    /// Checks and writes pushes.
+    pusher: Pusher,
     /// Pushes and acks counted, not yet added to the history.
-    unsent: history::Unsent,
-    /// Whether a daemon stages compact jobs, as last read (the cluster layout).
-    beats: staging::Beats,
+    unsent: Unsent,
 }
 
 #[derive(Default)]
 struct Scripts {
-    push: PushScript,
     reserve: ReserveScript,
     find_reserved: FindReservedScript,
     heartbeat: HeartbeatScript,
     ack: AckScript,
     body: BodyScript,
     compact_job: CompactJobScript,
-    compact_window: CompactWindowScript,
     count: CountScript,
     release: ReleaseScript,
-    requeue_dead: RequeueDeadScript,
-    resume: ResumeScript,
-    pool_window: PoolWindowScript,
-    promote: PromoteScript,
-    schedule_fire: ScheduleFireScript,
-    schedule_save: ScheduleSaveScript,
-    schedule_state: ScheduleStateScript,
-    dead_job: DeadJobScript,
     touch: TouchScript,
 }
 
@@ -137,12 +111,12 @@ impl Client {
         Ok(Client::with(redis, commands, settings))
     }
 
-    /// A client that connects on its first command (and again whenever the connection broke):
-    /// for a server that must start while Redis is down.
-    pub fn lazy(redis: impl Into<Target>, settings: Settings) -> Client {
-        let redis = redis.into();
-        let commands = SharedConnection::lazy(redis.clone());
-        Client::with(redis, commands, settings)
+    /// A client on `connection`, which the caller may use for commands of its own too. It
+    /// connects when `connection` does: made with [`SharedConnection::lazy`], at its first
+    /// command (and again whenever it broke), for a server that must start while Redis is down.
+    pub fn on(connection: Arc<SharedConnection>, settings: Settings) -> Client {
+        let redis = connection.target().clone();
+        Client::with(redis, connection, settings)
     }
 
     fn with(redis: Target, commands: Arc<SharedConnection>, mut settings: Settings) -> Client {
@@ -162,9 +136,9 @@ impl Client {
                 idle_blocking: Mutex::new(Vec::new()),
                 scripts: Scripts::default(),
                 keys,
+                pusher: Pusher::new(settings.layout, Limits::from(&settings)),
+                unsent: Unsent::default(),
                 settings,
-                unsent: history::Unsent::default(),
-                beats: staging::Beats::default(),
             }),
             consumer: None,
         }
@@ -181,14 +155,18 @@ impl Client {
         self.inner.keys.of_topic(topic)
     }
 
-    fn layout(&self) -> Layout {
+    pub(crate) fn layout(&self) -> Layout {
         self.inner.settings.layout
     }
 
     /// The key names of job `id`'s data. In the cluster layout, where they depend on the topic:
     /// those of `topic` when known, else of the first topic of the registry (in name order) that
     /// holds the id; `None` when none does.
-    async fn keys_of(&self, id: &[u8], topic: Option<&Topic>) -> Result<Option<Cow<'_, Keys>>> {
+    pub(crate) async fn keys_of(
+        &self,
+        id: &[u8],
+        topic: Option<&Topic>,
+    ) -> Result<Option<Cow<'_, Keys>>> {
         if let Some(keys) = self.inner.keys.every_topic() {
             return Ok(Some(Cow::Borrowed(keys)));
         }
@@ -244,6 +222,19 @@ impl Client {
         self.inner.commands.get().await
     }
 
+    /// Now by Redis's clock, which decides what is due, in unix seconds; by this host's when
+    /// this Redis user may not run TIME.
+    pub(crate) async fn now(&self) -> Result<f64> {
+        Ok(redis_now(&mut self.connection().await?).await?)
+    }
+
+    /// The topics of the registry (`delayer:topics`): every topic our pushes, the daemon's moves
+    /// and its dead lists have seen.
+    pub(crate) async fn topics(&self) -> Result<Vec<Topic>> {
+        let mut connection = self.connection().await?;
+        Ok(connection.smembers(self.keys().topics()).await?)
+    }
+
     /// `ttr` as a reserve or touch takes it: at least [`MIN_TTR`]; one over
     /// [`Settings::max_ttr`] is an error.
     fn checked_ttr(&self, ttr: Duration) -> Result<Duration> {
@@ -294,16 +285,14 @@ pub(crate) fn check_topic_to_write_in(layout: Layout, topic: &[u8]) -> Result<()
 }
 
 fn check_topic(topic: &[u8], refusal: Option<&'static str>) -> Result<()> {
-    if topic.is_empty() {
-        return Err(Error::EmptyTopic);
-    }
-    match refusal {
-        Some(why) => Err(Error::TopicRefused(topic.into(), why)),
+    match topic_refusal(topic, refusal) {
+        Some(refusal) => Err(refusal.into()),
         None => Ok(()),
     }
 }
 
-fn check_id(id: &[u8]) -> Result<()> {
+/// An id must not be empty.
+pub(crate) fn check_id(id: &[u8]) -> Result<()> {
     if id.is_empty() {
         Err(Error::EmptyId)
     } else {

@@ -11,10 +11,10 @@ use tokio::time::Instant;
 use super::{Client, check_topic_in};
 use crate::error::{Error, Result};
 use crate::job::Job;
-use crate::keys::field;
-use crate::name::JobId;
-use crate::scripts::body::Body;
-use crate::time::from_unix;
+use delayer_wire::keys::field;
+use delayer_wire::name::JobId;
+use delayer_wire::scripts::body::Body;
+use delayer_wire::time::from_unix;
 
 /// How often `bpop` of several topics in the cluster layout looks at each.
 const POLL_TOPICS: Duration = Duration::from_millis(20);

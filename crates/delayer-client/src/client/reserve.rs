@@ -8,14 +8,14 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::{Client, check_topic_in};
-use crate::connection::unanswered;
 use crate::error::{Error, Result};
 use crate::job::Job;
-use crate::keys::Keys;
-use crate::scripts::reserve::Reserved;
 use crate::settings::MAX_BATCH;
-use crate::shared_connection::Commands;
-use crate::watch::Ensured;
+use delayer_wire::connection::unanswered;
+use delayer_wire::keys::Keys;
+use delayer_wire::scripts::reserve::Reserved;
+use delayer_wire::shared_connection::Commands;
+use delayer_wire::watch::Ensured;
 
 /// How long a blocking reserve waits between looks when Redis reports no writes (Redis 5, or
 /// `CLIENT` denied by ACL), and, when it does, how long it trusts the reports alone.

@@ -11,9 +11,9 @@ use tracing::{info, warn};
 use crate::client::Client;
 use crate::client::finish::Acked;
 use crate::client::finish::Nacked;
-use crate::connection::unanswered;
 use crate::error::Error;
 use crate::job::Receipt;
+use delayer_wire::connection::unanswered;
 
 /// The wait before an ack that Redis did not answer is sent again; it doubles up to
 /// [`ACK_RETRY_MAX_WAIT`].

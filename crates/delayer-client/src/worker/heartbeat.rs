@@ -13,7 +13,7 @@ use tokio::time::MissedTickBehavior;
 use tracing::{info, warn};
 
 use crate::client::Client;
-use crate::consumer::{BEAT, Heartbeat};
+use delayer_wire::consumer::{BEAT, Heartbeat};
 
 /// How long a stop waits for the worker's removal from the list; it is listed as gone after.
 const FORGET_WAIT: Duration = Duration::from_secs(2);

@@ -38,7 +38,7 @@
 //! job is given back; one that blocks its thread also holds up the touches and the stop on a
 //! runtime with few threads: run blocking work with `tokio::task::spawn_blocking`.
 //!
-//! While it runs, the worker beats (see [`consumer`](crate::consumer)): every 5 s it tells Redis
+//! While it runs, the worker beats (see [`crate::consumer`]): every 5 s it tells Redis
 //! its id (`host:pid:salt`), host, pid, topics, concurrency and the jobs it holds (started or
 //! not), so that the daemon's console lists it, and marks it gone 15 s after its last beat. Its
 //! reserve tokens start with its id, so that the console names it as the holder of its jobs. A
@@ -59,11 +59,12 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::client::Client;
-use crate::consumer::{self, Heartbeat, LIFETIME};
 use crate::error::{Error, Result};
-use crate::job::{Job, unique_id};
-use crate::name::Topic;
+use crate::job::Job;
 use crate::settings::{MAX_BATCH, MIN_TTR};
+use delayer_wire::consumer::{self, Heartbeat, LIFETIME};
+use delayer_wire::name::Topic;
+use delayer_wire::name::unique_id;
 use heartbeat::Beating;
 use slots::{Handler, Settings, Slots};
 

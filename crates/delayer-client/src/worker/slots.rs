@@ -19,8 +19,8 @@ use super::finish::{Finished, Finisher, backoff};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::job::{Job, Receipt};
-use crate::name::Topic;
 use crate::settings::MAX_BATCH;
+use delayer_wire::name::Topic;
 
 pub(super) type Handler =
     Arc<dyn Fn(Job) -> Pin<Box<dyn Future<Output = Outcome> + Send>> + Send + Sync>;

@@ -4,10 +4,11 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::fixture::{start, start_with};
+use delayer_client::inspector::JobTimes;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::{AsyncCommands, ErrorKind};
 use delayer_client::{
-    Acked, Client, Error, JobId, JobTimes, Nacked, Receipt, Removed, Settings, State, Topic,
+    Acked, Client, Error, Inspector, JobId, Nacked, Receipt, Removed, Settings, State, Topic,
 };
 use delayer_testkit::jobs::{move_due_jobs, move_until_empty, move_until_left};
 use delayer_testkit::legacy_client::{self, Message};
@@ -163,6 +164,7 @@ async fn nack_retries_until_max_attempts_then_the_job_is_dead_and_can_be_requeue
         ..Settings::default()
     };
     let (_server, mut redis, client) = start_with(settings).await;
+    let inspector = Inspector::new(&client);
     let id = client.push("flaky", "b").await.unwrap();
     let ttr = Duration::from_secs(30);
 
@@ -182,7 +184,7 @@ async fn nack_retries_until_max_attempts_then_the_job_is_dead_and_can_be_requeue
     let dead = client.get(&id).await.unwrap();
     assert_eq!((dead.state, dead.attempts), (State::Dead, 3));
     assert_eq!(
-        client.dead("flaky", 10).await.unwrap(),
+        inspector.dead("flaky", 10).await.unwrap(),
         std::slice::from_ref(&id)
     );
     let receipt = Receipt {
@@ -195,10 +197,10 @@ async fn nack_retries_until_max_attempts_then_the_job_is_dead_and_can_be_requeue
         client.nack(receipt, Duration::ZERO).await,
         Err(Error::NotReserved(_))
     ));
-    assert_eq!(client.requeue_dead("flaky").await.unwrap(), 1);
+    assert_eq!(inspector.requeue_dead("flaky").await.unwrap(), 1);
     let again = client.get(&id).await.unwrap();
     assert_eq!((again.state, again.attempts), (State::Waiting, 0));
-    assert!(client.dead("flaky", 10).await.unwrap().is_empty());
+    assert!(inspector.dead("flaky", 10).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -805,6 +807,7 @@ async fn an_old_receipt_cannot_finish_a_dead_job_requeued_and_reserved_by_anothe
         ..Settings::default()
     };
     let (_server, mut redis, client) = start_with(settings).await;
+    let inspector = Inspector::new(&client);
     client.push("t", "b").id("x").await.unwrap();
     move_until_empty(&mut redis).await;
     let first = reserve_now(&client, "t", Duration::from_secs(30)).await;
@@ -812,7 +815,7 @@ async fn an_old_receipt_cannot_finish_a_dead_job_requeued_and_reserved_by_anothe
         client.nack(&first, Duration::ZERO).await.unwrap(),
         Nacked::Dead
     );
-    assert_eq!(client.requeue_dead("t").await.unwrap(), 1);
+    assert_eq!(inspector.requeue_dead("t").await.unwrap(), 1);
     move_until_empty(&mut redis).await;
     let second = reserve_now(&client, "t", Duration::from_secs(30)).await;
     assert_eq!((first.attempts, second.attempts), (1, 1));
@@ -913,6 +916,7 @@ async fn a_client_with_a_body_limit_reads_no_longer_body_and_leaves_its_job_wher
         ..Settings::default()
     };
     let (_server, mut redis, client) = start_with(settings).await;
+    let inspector = Inspector::new(&client);
     for (id, body) in [("long", "longer than ten"), ("short", "short")] {
         client.push("t", body).id(id).await.unwrap();
     }
@@ -920,7 +924,7 @@ async fn a_client_with_a_body_limit_reads_no_longer_body_and_leaves_its_job_wher
 
     let info = client.get("long").await.unwrap();
     assert_eq!((info.body, info.body_size), (None, Some(15)));
-    let info = client.get_up_to("short", 0).await.unwrap();
+    let info = inspector.get_up_to("short", 0).await.unwrap();
     assert_eq!((info.body, info.body_size), (None, Some(5)));
     // The reserve takes both, gives the long one back untried, and answers the short one.
     let jobs = client
@@ -1012,6 +1016,7 @@ async fn a_dead_job_pushed_again_by_a_legacy_client_starts_afresh_and_is_not_req
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = dead_job_d(&server, &mut redis).await;
+    let inspector = Inspector::new(&client);
     let message = Message {
         id: "d".into(),
         topic: "t".into(),
@@ -1020,7 +1025,7 @@ async fn a_dead_job_pushed_again_by_a_legacy_client_starts_afresh_and_is_not_req
     legacy_client::push(&mut redis, &message, 0).await.unwrap();
     move_until_empty(&mut redis).await;
 
-    assert_eq!(client.requeue_dead("t").await.unwrap(), 0);
+    assert_eq!(inspector.requeue_dead("t").await.unwrap(), 0);
     move_until_empty(&mut redis).await;
 
     let ready: Vec<String> = redis.lrange(ready_queue("t"), 0, -1).await.unwrap();
@@ -1035,6 +1040,7 @@ async fn a_job_pushed_again_after_it_died_is_not_requeued_early() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = dead_job_d(&server, &mut redis).await;
+    let inspector = Inspector::new(&client);
     client
         .push("t", "again")
         .id("d")
@@ -1042,7 +1048,7 @@ async fn a_job_pushed_again_after_it_died_is_not_requeued_early() {
         .await
         .unwrap();
 
-    assert_eq!(client.requeue_dead("t").await.unwrap(), 0);
+    assert_eq!(inspector.requeue_dead("t").await.unwrap(), 0);
 
     let info = client.get("d").await.unwrap();
     assert_eq!(info.state, State::Waiting);
@@ -1056,6 +1062,7 @@ async fn a_job_pushed_again_after_it_died_is_not_requeued_early() {
 #[tokio::test]
 async fn ack_fails_before_changing_anything_when_the_pool_key_is_broken() {
     let (_server, mut redis, client) = start().await;
+    let inspector = Inspector::new(&client);
     let id = client.push("t", "b").await.unwrap();
     move_until_empty(&mut redis).await;
     let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
@@ -1067,7 +1074,7 @@ async fn ack_fails_before_changing_anything_when_the_pool_key_is_broken() {
     let info = client.get(&id).await.unwrap();
     assert_eq!(info.state, State::Reserved, "the reservation stands");
     assert!(
-        client.dead("t", 0).await.unwrap().is_empty(),
+        inspector.dead("t", 0).await.unwrap().is_empty(),
         "limit 0 lists none"
     );
 }
@@ -1329,21 +1336,22 @@ async fn one_dead_job_is_requeued_by_id_once_and_an_id_not_dead_is_a_clear_error
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = dead_job_d(&server, &mut redis).await;
-    let not_dead = client.requeue_dead_job("t", "nope").await.unwrap_err();
+    let inspector = Inspector::new(&client);
+    let not_dead = inspector.requeue_dead_job("t", "nope").await.unwrap_err();
     assert!(matches!(not_dead, Error::NotDead { .. }), "{not_dead}");
     assert!(
         not_dead.to_string().contains("not on the dead list"),
         "{not_dead}"
     );
 
-    assert!(client.requeue_dead_job("t", "d").await.unwrap());
+    assert!(inspector.requeue_dead_job("t", "d").await.unwrap());
 
     let dead: Vec<String> = redis.lrange(keys::dead_queue("t"), 0, -1).await.unwrap();
     assert!(dead.is_empty(), "{dead:?}");
     let info = client.get("d").await.unwrap();
     assert_eq!((info.state, info.attempts), (State::Waiting, 0));
     // A second requeue finds it on no dead list: the job is in the pool once.
-    let again = client.requeue_dead_job("t", "d").await.unwrap_err();
+    let again = inspector.requeue_dead_job("t", "d").await.unwrap_err();
     assert!(matches!(again, Error::NotDead { .. }), "{again}");
     let pooled: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
     assert_eq!(pooled, ["d"]);
@@ -1354,8 +1362,9 @@ async fn a_dead_job_is_deleted_by_id_and_a_stale_entry_only_leaves_the_list() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = dead_job_d(&server, &mut redis).await;
+    let inspector = Inspector::new(&client);
 
-    assert!(client.delete_dead_job("t", "d").await.unwrap());
+    assert!(inspector.delete_dead_job("t", "d").await.unwrap());
 
     let exists: bool = redis.exists(job_bucket("d")).await.unwrap();
     let dead: usize = redis.llen(keys::dead_queue("t")).await.unwrap();
@@ -1369,7 +1378,7 @@ async fn a_dead_job_is_deleted_by_id_and_a_stale_entry_only_leaves_the_list() {
         .delay(Duration::from_secs(3600))
         .await
         .unwrap();
-    assert!(!client.delete_dead_job("t", "d").await.unwrap());
+    assert!(!inspector.delete_dead_job("t", "d").await.unwrap());
     let info = client.get("d").await.unwrap();
     assert_eq!(info.state, State::Waiting, "the live job is kept");
     let dead: usize = redis.llen(keys::dead_queue("t")).await.unwrap();
@@ -1381,6 +1390,7 @@ async fn windows_of_the_lists_read_what_they_show_oldest_first() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
     let client = Client::connect(server.info()).await.unwrap();
+    let inspector = Inspector::new(&client);
     // LPUSHed as the daemon moves them: "0" is next in line.
     let ids: Vec<String> = (0..10).map(|n| n.to_string()).collect();
     let _: () = redis.lpush(ready_queue("t"), &ids).await.unwrap();
@@ -1390,11 +1400,11 @@ async fn windows_of_the_lists_read_what_they_show_oldest_first() {
         .await
         .unwrap();
     let _: () = redis.set(job_bucket("4"), "not a hash").await.unwrap();
-    let window = client.ready_window("t", 3, 4).await.unwrap();
+    let window = inspector.ready_window("t", 3, 4).await.unwrap();
     let window: Vec<String> = window.iter().map(|id| id.to_string()).collect();
     assert_eq!(window, ["3", "4", "5", "6"]);
     let ids: Vec<JobId> = window.iter().map(|id| JobId::from(id.as_str())).collect();
-    let marks = client.job_times("t", &ids).await.unwrap();
+    let marks = inspector.job_times("t", &ids).await.unwrap();
     assert_eq!(marks[0].attempts, 2);
     assert_eq!(marks[0].due.map(delayer_wire::time::to_unix), Some(1000.5));
     assert_eq!(
@@ -1402,9 +1412,9 @@ async fn windows_of_the_lists_read_what_they_show_oldest_first() {
         JobTimes::default(),
         "a bucket of the wrong type has none"
     );
-    assert_eq!(client.ready_window("t", 8, 4).await.unwrap().len(), 2);
-    assert!(client.ready_window("t", 10, 4).await.unwrap().is_empty());
-    assert!(client.dead_window("t", 0, 4).await.unwrap().is_empty());
+    assert_eq!(inspector.ready_window("t", 8, 4).await.unwrap().len(), 2);
+    assert!(inspector.ready_window("t", 10, 4).await.unwrap().is_empty());
+    assert!(inspector.dead_window("t", 0, 4).await.unwrap().is_empty());
 }
 
 /// Reservations made by the versions before the holders hash: the bucket counts the current
@@ -1489,6 +1499,7 @@ async fn reservations_written_the_old_way_are_still_acked_touched_nacked_and_rel
 #[tokio::test]
 async fn a_reserve_writes_no_bucket_and_an_ack_forgets_the_holder() {
     let (_server, mut redis, client) = start().await;
+    let inspector = Inspector::new(&client);
     for index in 0..3 {
         client.push("t", "b").id(format!("j{index}")).await.unwrap();
     }
@@ -1511,7 +1522,7 @@ async fn a_reserve_writes_no_bucket_and_an_ack_forgets_the_holder() {
         let holder: String = redis.hget(keys::HOLDERS, job.id.as_bytes()).await.unwrap();
         assert!(holder.starts_with("1:"), "{holder}");
         assert_eq!(client.get(job.id.as_bytes()).await.unwrap().attempts, 1);
-        let marks = client.job_times(&job.topic, std::slice::from_ref(&job.id));
+        let marks = inspector.job_times(&job.topic, std::slice::from_ref(&job.id));
         assert_eq!(
             marks.await.unwrap()[0].attempts,
             1,
@@ -1532,6 +1543,7 @@ async fn a_reserve_writes_no_bucket_and_an_ack_forgets_the_holder() {
 #[tokio::test]
 async fn a_topics_reserved_window_and_count_come_from_the_one_set_of_reservations() {
     let (_server, mut redis, client) = start().await;
+    let inspector = Inspector::new(&client);
     for (id, topic) in [("a1", "a"), ("b1", "b"), ("a2", "a"), ("a3", "a")] {
         client.push(topic, "body").id(id).await.unwrap();
     }
@@ -1542,7 +1554,7 @@ async fn a_topics_reserved_window_and_count_come_from_the_one_set_of_reservation
     }
     let soon = SystemTime::now();
 
-    let window = client.reserved_window("a", 1, 5, 1_000).await.unwrap();
+    let window = inspector.reserved_window("a", 1, 5, 1_000).await.unwrap();
     let ids: Vec<String> = window.iter().map(|(id, _)| id.to_string()).collect();
     assert_eq!(
         ids,
@@ -1557,14 +1569,14 @@ async fn a_topics_reserved_window_and_count_come_from_the_one_set_of_reservation
     );
     // Only the first two reservations looked through: a3 (skipped) and b1.
     assert!(
-        client
+        inspector
             .reserved_window("a", 1, 5, 2)
             .await
             .unwrap()
             .is_empty()
     );
 
-    let details = client
+    let details = inspector
         .details(&[Topic::from("a"), Topic::from("b")], 1_000)
         .await
         .unwrap();
@@ -1575,6 +1587,7 @@ async fn a_topics_reserved_window_and_count_come_from_the_one_set_of_reservation
 #[tokio::test]
 async fn a_buried_job_is_dead_at_once_with_its_reason_until_requeued() {
     let (_server, mut redis, client) = start().await;
+    let inspector = Inspector::new(&client);
     client.push("t", "refused").id("b1").await.unwrap();
     move_due_jobs(&mut redis).await;
     let job = reserve_now(&client, "t", Duration::from_secs(30)).await;
@@ -1586,7 +1599,7 @@ async fn a_buried_job_is_dead_at_once_with_its_reason_until_requeued() {
         Nacked::Dead,
         "dead on its first attempt"
     );
-    assert_eq!(client.dead("t", 10).await.unwrap(), [JobId::from("b1")]);
+    assert_eq!(inspector.dead("t", 10).await.unwrap(), [JobId::from("b1")]);
     let info = client.get("b1").await.unwrap();
     assert_eq!(info.state, State::Dead);
     assert_eq!(
@@ -1594,7 +1607,7 @@ async fn a_buried_job_is_dead_at_once_with_its_reason_until_requeued() {
         Some("Kafka refused it: no such topic")
     );
     // Requeued, the reason goes with the death; a stale receipt buries nothing.
-    assert!(client.requeue_dead_job("t", "b1").await.unwrap());
+    assert!(inspector.requeue_dead_job("t", "b1").await.unwrap());
     assert_eq!(client.get("b1").await.unwrap().died_why, None);
     let why: Option<String> = redis.hget(job_bucket("b1"), "died_why").await.unwrap();
     assert_eq!(why, None);

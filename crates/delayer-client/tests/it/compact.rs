@@ -9,7 +9,7 @@ use crate::fixture::{start, start_with};
 use crate::waiting::every_page;
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Client, Removed, Settings, State};
+use delayer_client::{Client, Inspector, Removed, Settings, State};
 use delayer_testkit::RedisServer;
 use delayer_testkit::jobs::beat_as_stager;
 use delayer_testkit::legacy_client::{self, Message};
@@ -63,6 +63,7 @@ async fn index_len(redis: &mut MultiplexedConnection) -> usize {
 #[tokio::test]
 async fn our_pushes_wait_compact_only_while_a_daemon_stages() {
     let (_server, mut redis, client) = start().await;
+    let inspector = Inspector::new(&client);
     // No daemon: the legacy form, and a note that compact pushes are wanted.
     let first = client.push("order.close", "a").delay(HOUR).await.unwrap();
     assert!(!bucket(&mut redis, first.as_bytes()).await.is_empty());
@@ -101,7 +102,7 @@ async fn our_pushes_wait_compact_only_while_a_daemon_stages() {
     assert_eq!((job.body.unwrap(), job.body_size), (b"b".to_vec(), Some(1)));
     assert_eq!(job.delay, Some(HOUR));
     assert!(job.due.is_some());
-    let stats = client.stats().await.unwrap();
+    let stats = inspector.stats().await.unwrap();
     assert_eq!(stats.waiting, 4, "compact jobs are waiting too");
 }
 
@@ -218,10 +219,11 @@ async fn a_compact_job_is_found_removed_and_replaced_by_id() {
 #[tokio::test]
 async fn promote_runs_a_compact_job_now() {
     let (_server, mut redis, client) = start().await;
+    let inspector = Inspector::new(&client);
     beat_as_stager(&mut redis).await;
     let id = client.push("t", "b").delay(HOUR).await.unwrap();
     assert_eq!(index_len(&mut redis).await, 1);
-    client.promote(&id).await.unwrap();
+    inspector.promote(&id).await.unwrap();
     assert_eq!(index_len(&mut redis).await, 0);
     let (seconds, _): (f64, f64) = delayer_client::redis::cmd("TIME")
         .query_async(&mut redis)
@@ -312,6 +314,7 @@ async fn a_chunk_staged_in_part_keeps_the_rest_findable_and_open() {
 #[tokio::test]
 async fn pages_of_waiting_jobs_hold_compact_ones_in_due_order() {
     let (server, mut redis, client) = start().await;
+    let inspector = Inspector::new(&client);
     beat_as_stager(&mut redis).await;
     let plain = legacy_pusher(&server).await;
     // 300 jobs due over ten windows, every third one legacy; pairs share a due time.
@@ -348,11 +351,11 @@ async fn pages_of_waiting_jobs_hold_compact_ones_in_due_order() {
         );
         assert_eq!(every_page(&client, Some("b"), count).await, ids(Some("b")));
     }
-    let first = client.waiting(None, None, 3).await.unwrap();
+    let first = inspector.waiting(None, None, 3).await.unwrap();
     assert_eq!(first.jobs[1].topic.as_ref().unwrap().as_bytes(), b"b");
 
     // Run all of topic a's now: its compact jobs too.
-    let done = client.promote_topic("a", 10_000, None).await.unwrap();
+    let done = inspector.promote_topic("a", 10_000, None).await.unwrap();
     assert_eq!(done.made_due, 150);
     let left: Vec<(String, String)> = redis
         .hgetall(INDEX)
@@ -365,6 +368,7 @@ async fn pages_of_waiting_jobs_hold_compact_ones_in_due_order() {
 #[tokio::test]
 async fn a_compact_key_of_another_type_makes_pushes_legacy_and_staging_name_it() {
     let (_server, mut redis, client) = start().await;
+    let inspector = Inspector::new(&client);
     beat_as_stager(&mut redis).await;
     let _: () = redis.set(INDEX, "not a hash").await.unwrap();
     let id = client.push("t", "b").delay(HOUR).await.unwrap();
@@ -382,7 +386,7 @@ async fn a_compact_key_of_another_type_makes_pushes_legacy_and_staging_name_it()
     assert!(error.to_string().contains(INDEX), "{error}");
     let _: () = redis.set(CHUNKS, "not a sorted set").await.unwrap();
     client.push("t", "b").delay(HOUR).id("x").await.unwrap();
-    let page = client.waiting(None, None, 10).await.unwrap();
+    let page = inspector.waiting(None, None, 10).await.unwrap();
     assert_eq!(page.jobs.len(), 1, "the waiting pages still read the pool");
 }
 
@@ -495,6 +499,7 @@ async fn staging_counts_the_jobs_whose_data_expired() {
 #[tokio::test]
 async fn chunk_keys_of_another_type_are_passed_by_and_named() {
     let (_server, mut redis, client) = start().await;
+    let inspector = Inspector::new(&client);
     beat_as_stager(&mut redis).await;
     // Another client took the first chunk number's key before any compact push.
     let _: () = redis.set("delayer:compact:chunk:1", "x").await.unwrap();
@@ -510,7 +515,7 @@ async fn chunk_keys_of_another_type_are_passed_by_and_named() {
     assert_eq!(chunks, ["2", "3"]);
     assert_eq!(client.get("a").await.unwrap().state, State::Unknown);
     assert_eq!(client.get("b").await.unwrap().state, State::Waiting);
-    let page = client.waiting(None, None, 10).await.unwrap();
+    let page = inspector.waiting(None, None, 10).await.unwrap();
     assert_eq!(page.jobs.len(), 1, "the waiting pages pass it by");
 
     let staged = stage_all_foreign(&mut redis).await;

@@ -11,7 +11,7 @@ use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::redis::cluster_async::ClusterConnection;
 use delayer_client::redis::{IntoConnectionInfo, RedisResult};
-use delayer_client::{Acked, Client, Heartbeat, Settings, State, Target, Topic, Worker};
+use delayer_client::{Acked, Client, Heartbeat, Inspector, Settings, State, Target, Topic, Worker};
 use delayer_testkit::cluster::RedisCluster;
 use delayer_testkit::jobs::move_until_empty;
 use delayer_testkit::wait_for;
@@ -52,6 +52,7 @@ fn heartbeat(id: &str, lifetime: Duration) -> Heartbeat {
 #[tokio::test]
 async fn a_running_worker_beats_who_it_is_and_what_it_holds_and_its_clean_stop_removes_it() {
     let (_server, mut redis, client) = start().await;
+    let inspector = Inspector::new(&client);
     for index in 0..2 {
         client
             .push("order.close", format!("o{index}"))
@@ -117,10 +118,10 @@ async fn a_running_worker_beats_who_it_is_and_what_it_holds_and_its_clean_stop_r
         assert!(holder.starts_with(&format!("1:{id}.")), "{holder}");
     }
     let ids: Vec<_> = holders.keys().map(|id| id.as_str().into()).collect();
-    for times in client.job_times("order.close", &ids).await.unwrap() {
+    for times in inspector.job_times("order.close", &ids).await.unwrap() {
         assert_eq!(times.holder.as_deref(), Some(id.as_str()));
     }
-    let listed = client.consumers(10).await.unwrap();
+    let listed = inspector.consumers(10).await.unwrap();
     assert_eq!(listed.total, 1);
     let found = &listed.listed[0];
     assert_eq!((found.beat.id.as_str(), found.gone), (id.as_str(), false));
@@ -142,10 +143,11 @@ async fn a_running_worker_beats_who_it_is_and_what_it_holds_and_its_clean_stop_r
 #[tokio::test]
 async fn a_consumer_whose_beats_stop_is_listed_gone_then_ages_out() {
     let (_server, mut redis, client) = start().await;
+    let inspector = Inspector::new(&client);
     // Seen longer ago than a consumer stays listed: pruned by the next beat of any consumer.
     let long_ago = redis_ms(&mut redis).await - KEPT.as_millis() as f64 - 1_000.0;
     let _: () = redis.zadd(CONSUMERS, "old", long_ago).await.unwrap();
-    let listed = client.consumers(10).await.unwrap();
+    let listed = inspector.consumers(10).await.unwrap();
     assert_eq!((listed.total, listed.listed.len()), (0, 0), "not listed");
 
     client
@@ -164,9 +166,9 @@ async fn a_consumer_whose_beats_stop_is_listed_gone_then_ages_out() {
     assert_eq!(ids.len(), 2, "{ids:?}: the old entry is pruned");
     assert!(!ids.contains(&"old".to_string()));
     let gone = |id: &'static str| {
-        let client = client.clone();
+        let inspector = inspector.clone();
         async move {
-            let listed = client.consumers(10).await.unwrap();
+            let listed = inspector.consumers(10).await.unwrap();
             let found = listed.listed.iter().find(|c| c.beat.id == id).unwrap();
             found.gone
         }
@@ -198,6 +200,7 @@ async fn a_consumer_whose_beats_stop_is_listed_gone_then_ages_out() {
 #[tokio::test]
 async fn a_reserve_as_a_consumer_names_it_and_acks_as_any_other() {
     let (_server, mut redis, client) = start().await;
+    let inspector = Inspector::new(&client);
     for _ in 0..2 {
         client.push("t", "b").await.unwrap();
     }
@@ -210,7 +213,7 @@ async fn a_reserve_as_a_consumer_names_it_and_acks_as_any_other() {
     let (mine, other) = (mine.unwrap(), other.unwrap());
     assert!(mine.token.as_deref().unwrap().starts_with("http:billing."));
     let ids = [mine.id.clone(), other.id.clone()];
-    let times = client.job_times("t", &ids).await.unwrap();
+    let times = inspector.job_times("t", &ids).await.unwrap();
     assert_eq!(times[0].holder.as_deref(), Some("http:billing"));
     assert_eq!(times[1].holder, None, "a token without a consumer");
     // The holder's entry as Redis holds it.
@@ -278,6 +281,7 @@ async fn on_a_cluster_a_beat_writes_both_keys_in_one_slot_and_lists_back() {
     let client = Client::connect_to(target, Settings::default())
         .await
         .unwrap();
+    let inspector = Inspector::new(&client);
     let beat = Heartbeat {
         topics: vec![Topic::from("order.close"), Topic::from("mail")],
         ..heartbeat("web-1:42:abc", LIFETIME)
@@ -291,11 +295,11 @@ async fn on_a_cluster_a_beat_writes_both_keys_in_one_slot_and_lists_back() {
         .await
         .unwrap();
     assert_eq!(pid, "7");
-    let listed = client.consumers(10).await.unwrap();
+    let listed = inspector.consumers(10).await.unwrap();
     assert_eq!(listed.total, 1);
     assert_eq!(listed.listed[0].beat, beat);
     client.forget_consumer("web-1:42:abc").await.unwrap();
-    assert_eq!(client.consumers(10).await.unwrap().total, 0);
+    assert_eq!(inspector.consumers(10).await.unwrap().total, 0);
     let left: usize = redis.zcard(CONSUMERS).await.unwrap();
     assert_eq!(left, 0);
 }

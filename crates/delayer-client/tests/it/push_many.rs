@@ -7,11 +7,13 @@ use std::time::{Duration, SystemTime};
 
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Client, Error, MAX_PUSH_BATCH, Mark, NewPush};
+use delayer_client::{Client, Error, Layout, MAX_PUSH_BATCH, NewPush, Settings};
 use delayer_testkit::RedisServer;
 use delayer_testkit::jobs::{move_until_empty, script_runs};
 use delayer_testkit::legacy_client;
 use delayer_wire::keys::{JOB_POOL, TOPICS, job_bucket};
+use delayer_wire::push::{Limits, Pusher};
+use delayer_wire::scripts::push::Mark;
 
 /// What delayer wrote: the pool (id, score), each bucket's fields (`due` and `delay`, which
 /// depend on when it was pushed, by name only) and TTL, and the registry.
@@ -306,11 +308,14 @@ async fn a_batch_refused_for_want_of_memory_half_way_names_the_jobs_it_wrote() {
     }
 }
 
+/// A push with a mark, as the daemon's Kafka link makes it (the offsets of the requests it
+/// pushed) through the pusher the client's pushes use too.
 #[tokio::test]
 async fn a_mark_is_written_by_the_call_that_pushes_the_jobs_or_not_at_all() {
     let server = RedisServer::start();
     let mut redis = server.connect().await;
-    let client = Client::connect(server.info()).await.unwrap();
+    let pusher = Pusher::new(Layout::LEGACY, Limits::from(&Settings::default()));
+    let mut pushing = server.connect().await;
     let jobs = |from: usize| (from..from + 3).map(|n| NewPush::new("t", "b").id(format!("j{n}")));
     let mark = |offset: &str| Mark {
         key: "delayer:kafka_offsets:g".into(),
@@ -326,8 +331,8 @@ async fn a_mark_is_written_by_the_call_that_pushes_the_jobs_or_not_at_all() {
     };
 
     let runs = script_runs(&mut redis).await;
-    client
-        .push_many_marked(jobs(0), Some(&mark("2")))
+    pusher
+        .push(&mut pushing, jobs(0), Some(&mark("2")))
         .await
         .unwrap();
     assert_eq!(script_runs(&mut redis).await - runs, 1, "one script call");
@@ -337,8 +342,8 @@ async fn a_mark_is_written_by_the_call_that_pushes_the_jobs_or_not_at_all() {
 
     // A batch Redis refuses (a bucket of the wrong type) writes neither its jobs nor its mark.
     let _: () = redis.set(job_bucket("j4"), "not a hash").await.unwrap();
-    client
-        .push_many_marked(jobs(3), Some(&mark("5")))
+    pusher
+        .push(&mut pushing, jobs(3), Some(&mark("5")))
         .await
         .unwrap_err();
     assert_eq!(offsets(redis.clone()).await["requests:0"], "2");
@@ -346,8 +351,8 @@ async fn a_mark_is_written_by_the_call_that_pushes_the_jobs_or_not_at_all() {
     assert_eq!(pooled, 3);
 
     // No jobs: the mark alone.
-    client
-        .push_many_marked(Vec::<NewPush>::new(), Some(&mark("9")))
+    pusher
+        .push(&mut pushing, Vec::<NewPush>::new(), Some(&mark("9")))
         .await
         .unwrap();
     assert_eq!(offsets(redis.clone()).await["requests:0"], "9");

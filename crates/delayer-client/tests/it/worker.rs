@@ -8,7 +8,8 @@ use std::time::Duration;
 use crate::fixture::{start, start_with};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
-use delayer_client::{Client, DEFAULT_PREFETCH, JobId, MIN_TTR, Settings, State, Topic, Worker};
+use delayer_client::worker::DEFAULT_PREFETCH;
+use delayer_client::{Client, Inspector, JobId, MIN_TTR, Settings, State, Topic, Worker};
 use delayer_testkit::jobs::{command_stats, move_due_jobs, move_until_empty};
 use delayer_testkit::proxy::ForgetfulProxy;
 use delayer_testkit::{RedisServer, legacy_client, wait_for};
@@ -151,7 +152,8 @@ async fn a_failing_handler_is_retried_with_backoff_until_the_job_is_dead() {
     running.await.unwrap().unwrap();
 
     assert_eq!(attempts.load(Ordering::SeqCst), 3);
-    assert_eq!(client.dead("flaky", 10).await.unwrap(), [id]);
+    let inspector = Inspector::new(&client);
+    assert_eq!(inspector.dead("flaky", 10).await.unwrap(), [id]);
 }
 
 #[tokio::test]
@@ -612,10 +614,11 @@ async fn by_default_quick_handlers_have_jobs_reserved_ahead_and_a_stop_gives_bac
         "jobs reserved ahead of the held-up slots, in the heartbeat",
         || {
             let (redis, client) = (held_up.redis.clone(), held_up.client.clone());
+            let inspector = Inspector::new(&client);
             let started = held_up.started();
             async move {
                 let reserved = reservations(&redis).await;
-                let listed = client.consumers(10).await.unwrap().listed;
+                let listed = inspector.consumers(10).await.unwrap().listed;
                 let beat = listed.first().and_then(|consumer| consumer.beat.held);
                 (started == QUICK + SLOTS && reserved > 2 * SLOTS && beat == Some(reserved))
                     .then_some(reserved)

@@ -55,6 +55,22 @@ pub enum Named {
     TokenNeeded,
 }
 
+/// What a WRONGTYPE error says, without Redis's note of the place in a script where it was
+/// raised, and the key it names when a script's own check said (`KEY holds a string, not a
+/// list`); `None` for any other error.
+pub fn wrong_type(error: &RedisError) -> Option<(&str, Option<&str>)> {
+    if error.code() != Some("WRONGTYPE") {
+        return None;
+    }
+    let detail = error.detail().unwrap_or("WRONGTYPE");
+    let detail = match detail.rsplit_once(" script: ") {
+        Some((said, place)) if place.contains(", on @user_script:") => said,
+        _ => detail,
+    };
+    let named = detail.rsplit_once(" holds a ").map(|(key, _)| key);
+    Some((detail, named))
+}
+
 /// The error for a reply that does not have the shape a script's header promises.
 fn malformed(script: &str) -> RedisError {
     RedisError::from((

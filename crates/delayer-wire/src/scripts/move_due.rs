@@ -114,7 +114,7 @@ pub enum StuckBecause {
     WrongType(String),
     /// This Redis user may not write the ready list key (ACL).
     NoPermission,
-    /// The topic is paused (its pause key exists: see `Client::pause` in delayer-client).
+    /// The topic is paused (its pause key exists: see `Inspector::pause` in delayer-client).
     Paused,
 }
 

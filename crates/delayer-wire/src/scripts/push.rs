@@ -43,7 +43,7 @@ pub enum Form {
 }
 
 /// Field-value pairs of a hash, set with the jobs in the same script call (see
-/// `Client::push_many_marked`).
+/// [`Pusher::push`](crate::push::Pusher::push)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mark {
     /// The hash.
@@ -52,8 +52,8 @@ pub struct Mark {
     pub fields: Vec<(String, String)>,
 }
 
-/// The most jobs one script call pushes: the client's `push_many` sends
-/// more in several calls. A call of this many holds Redis up for a few milliseconds.
+/// The most jobs one script call pushes: a [`Pusher`](crate::push::Pusher) sends more in
+/// several calls. A call of this many holds Redis up for a few milliseconds.
 pub const MAX_PUSH_BATCH: usize = 1_000;
 
 impl PushScript {

@@ -6,25 +6,24 @@
 //! In the shared layouts one pool holds every topic, so a topic's jobs are found among every
 //! topic's: a call reads at most a fixed number of entries, and says where to go on from.
 
-use std::borrow::Cow;
-
 use redis::{RedisResult, Value};
 
-use super::{Client, check_id, check_topic_in};
+use super::handle::Inspector;
+use crate::client::{check_id, check_topic_in};
 use crate::error::{Error, Result};
-use crate::keys::Keys;
-use crate::keys::field;
-use crate::name::{JobId, Topic};
-use crate::scripts::compact_window::CompactWindow;
-use crate::scripts::pool_window::MOST_READ;
-use crate::scripts::promote::{MOST_IDS, Promotion};
+use delayer_wire::keys::Keys;
+use delayer_wire::keys::field;
+use delayer_wire::name::{JobId, Topic};
+use delayer_wire::scripts::compact_window::CompactWindow;
+use delayer_wire::scripts::pool_window::MOST_READ;
+use delayer_wire::scripts::promote::{MOST_IDS, Promotion};
 
-/// The most pool entries one [`Client::waiting`] call reads to find a topic's jobs in a pool that
+/// The most pool entries one [`Inspector::waiting`] call reads to find a topic's jobs in a pool that
 /// holds every topic's (the shared layouts).
 pub const MAX_WAITING_READ: usize = 2_000;
-/// The most jobs one [`Client::promote_topic`] call makes due (a larger limit counts as this).
+/// The most jobs one [`Inspector::promote_topic`] call makes due (a larger limit counts as this).
 pub const MAX_PROMOTE: usize = 10_000;
-/// The most pool entries one [`Client::promote_topic`] call reads (in the shared layouts, to find
+/// The most pool entries one [`Inspector::promote_topic`] call reads (in the shared layouts, to find
 /// the topic's jobs among every topic's).
 pub const MAX_PROMOTE_READ: usize = 20_000;
 /// Pool entries read at once when looking for a topic's jobs among every topic's: a page of a
@@ -41,7 +40,7 @@ pub struct Cursor {
     pub id: JobId,
 }
 
-/// A job waiting in the pool, as [`Client::waiting`] reads it.
+/// A job waiting in the pool, as [`Inspector::waiting`] reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WaitingJob {
     /// The job.
@@ -65,7 +64,7 @@ impl WaitingJob {
     }
 }
 
-/// A page of the pool, from [`Client::waiting`].
+/// A page of the pool, from [`Inspector::waiting`].
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WaitingPage {
     /// The jobs, in due order.
@@ -79,7 +78,7 @@ pub struct WaitingPage {
     pub cut_short: bool,
 }
 
-/// What [`Client::promote`] did.
+/// What [`Inspector::promote`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Promoted {
     /// The job was waiting: it is due now, and the daemon moves it at once.
@@ -88,7 +87,7 @@ pub enum Promoted {
     WasDue,
 }
 
-/// What [`Client::promote_topic`] did.
+/// What [`Inspector::promote_topic`] did.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TopicPromotion {
     /// How many of the topic's waiting jobs are due now.
@@ -146,7 +145,7 @@ fn merged(pool: WaitingPage, compact: CompactWindow, count: usize) -> WaitingPag
     }
 }
 
-impl Client {
+impl Inspector {
     /// Up to `count` jobs waiting in the pool, in due order, after `after` (none: from the
     /// first), with their topic and attempts: a script call for each window of the pool read
     /// and one pipelined HMGET for its jobs. With a `topic`, only its jobs: in the cluster layout
@@ -159,13 +158,14 @@ impl Client {
         after: Option<&Cursor>,
         count: usize,
     ) -> Result<WaitingPage> {
-        let keys = match topic {
-            Some(topic) => {
-                check_topic_in(self.layout(), topic)?;
-                self.keys_for(topic)
-            }
-            None if self.layout().per_topic() => return Err(Error::TopicNeeded),
-            None => Cow::Borrowed(self.keys()),
+        if let Some(topic) = topic {
+            check_topic_in(self.client.layout(), topic)?;
+        }
+        // The topic's shard; without one, the shard of every topic (none in the cluster layout,
+        // where each topic is a shard of its own).
+        let named: Vec<&[u8]> = topic.into_iter().collect();
+        let Some((keys, _)) = self.client.keys().shards(&named).into_iter().next() else {
+            return Err(Error::TopicNeeded);
         };
         // A topic's own pool holds its jobs alone.
         let filter = topic.filter(|_| keys.every_topic().is_some());
@@ -173,11 +173,11 @@ impl Client {
         let Some(compact) = keys.compact().filter(|_| count > 0) else {
             return Ok(pooled);
         };
-        let scripts = &self.inner.scripts;
+        let scripts = self.scripts();
         let from = after.map(|at| (at.score, at.id.as_bytes()));
         let window = (scripts.compact_window)
             .run(
-                &mut self.connection().await?,
+                &mut self.client.connection().await?,
                 compact,
                 from,
                 count,
@@ -189,7 +189,7 @@ impl Client {
     }
 
     /// Up to `count` jobs of `keys`' pool after `after` (of topic `filter` only, when given):
-    /// see [`waiting`](Client::waiting).
+    /// see [`waiting`](Inspector::waiting).
     async fn pool_page(
         &self,
         keys: &Keys,
@@ -204,7 +204,7 @@ impl Client {
         if count == 0 {
             return Ok(page);
         }
-        let mut connection = self.connection().await?;
+        let mut connection = self.client.connection().await?;
         loop {
             let want = match filter {
                 Some(_) => FILTER_WINDOW.min(MAX_WAITING_READ - page.read),
@@ -213,8 +213,7 @@ impl Client {
             };
             let from = page.next.as_ref().map(|at| (at.score, at.id.as_bytes()));
             let window = self
-                .inner
-                .scripts
+                .scripts()
                 .pool_window
                 .run(&mut connection, keys.pool(), from, want)
                 .await
@@ -275,22 +274,21 @@ impl Client {
     pub async fn promote(&self, id: impl AsRef<[u8]>) -> Result<Promoted> {
         let id = id.as_ref();
         check_id(id)?;
-        let Some(keys) = self.keys_of(id, None).await? else {
+        let Some(keys) = self.client.keys_of(id, None).await? else {
             return Err(Error::UnknownJob(id.into()));
         };
         // A job waiting compact is written in the legacy form first, then promoted as any.
         if let Some(compact) = keys.compact() {
-            let scripts = &self.inner.scripts;
+            let scripts = self.scripts();
             (scripts.compact_job)
-                .stage(&mut self.connection().await?, &keys, compact, &[id])
+                .stage(&mut self.client.connection().await?, &keys, compact, &[id])
                 .await
                 .map_err(|error| Error::about_key(error, keys.pool()))?;
         }
         let found = self
-            .inner
-            .scripts
+            .scripts()
             .promote
-            .run(&mut self.connection().await?, &keys, None, &[id])
+            .run(&mut self.client.connection().await?, &keys, None, &[id])
             .await
             .map_err(|error| Error::about_key(error, keys.pool()))?;
         match found.first() {
@@ -303,7 +301,7 @@ impl Client {
 
     /// Makes up to `limit` (at most [`MAX_PROMOTE`]) of `topic`'s waiting jobs due now,
     /// earliest first, after `after` (none: from the pool's first job), as
-    /// [`promote`](Client::promote) makes one; stops reading the pool once it has read
+    /// [`promote`](Inspector::promote) makes one; stops reading the pool once it has read
     /// [`MAX_PROMOTE_READ`] entries. Call again from [`next`](TopicPromotion::next) for more.
     pub async fn promote_topic(
         &self,
@@ -313,7 +311,7 @@ impl Client {
     ) -> Result<TopicPromotion> {
         let topic = topic.as_ref();
         let limit = limit.min(MAX_PROMOTE);
-        let keys = self.keys_for(topic);
+        let keys = self.client.keys_for(topic);
         let mut done = TopicPromotion {
             next: after.cloned(),
             ..TopicPromotion::default()
@@ -327,17 +325,21 @@ impl Client {
             // Those waiting compact are written in the legacy form first, then promoted as any.
             if let (Some(compact), false) = (keys.compact(), ids.is_empty()) {
                 let ids: Vec<&[u8]> = ids.iter().map(|id| id.as_bytes()).collect();
-                (self.inner.scripts.compact_job)
-                    .stage(&mut self.connection().await?, &keys, compact, &ids)
+                (self.scripts().compact_job)
+                    .stage(&mut self.client.connection().await?, &keys, compact, &ids)
                     .await
                     .map_err(|error| Error::about_key(error, keys.pool()))?;
             }
             if !ids.is_empty() {
                 let found = self
-                    .inner
-                    .scripts
+                    .scripts()
                     .promote
-                    .run(&mut self.connection().await?, &keys, Some(topic), &ids)
+                    .run(
+                        &mut self.client.connection().await?,
+                        &keys,
+                        Some(topic),
+                        &ids,
+                    )
                     .await
                     .map_err(|error| Error::about_key(error, keys.pool()))?;
                 done.made_due += found.iter().filter(|&&f| f == Promotion::Due).count();

@@ -1,23 +1,20 @@
 //! Recurring schedules: save, look up, pause, resume, remove and run one. The daemons claim their
-//! ticks (see [`firing`](super::firing)); any client may change them at run time.
+//! ticks; any client may change them at run time.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use redis::AsyncCommands;
 
-use super::{Client, check_topic_to_write_in};
+use super::handle::Inspector;
+use crate::client::check_topic_to_write_in;
 use crate::error::{Error, Result};
-use crate::keys::Keys;
-use crate::name::JobId;
-use crate::scripts::schedule_fire::{Claim, Fired};
-use crate::scripts::schedule_save::Saved;
-use crate::scripts::schedule_state::{Change, Changed};
-use delayer_wire::schedule::{Definition, FIRST_TICK_AFTER_MS, Invalid, Source, Stored};
-
-/// Schedules read in one pipeline: Redis answers their HGETALLs (some 2.5 us each) in one go,
-/// so other clients wait half a millisecond at most.
-const READ_AT_ONCE: usize = 200;
+use delayer_wire::keys::Keys;
+use delayer_wire::name::JobId;
+use delayer_wire::schedule::{self, Definition, FIRST_TICK_AFTER_MS, Invalid, Source, Stored};
+use delayer_wire::scripts::schedule_fire::{Claim, Fired};
+use delayer_wire::scripts::schedule_save::Saved;
+use delayer_wire::scripts::schedule_state::{Change, Changed};
 
 /// Every schedule in Redis, by name: those whose hash reads, and those whose hash does not (a
 /// word from a newer version, a hand edit), each with why. One unreadable schedule never hides
@@ -42,7 +39,7 @@ impl ScheduleList {
     }
 }
 
-impl Client {
+impl Inspector {
     /// Creates schedule `definition.name`, or changes it to `definition` (the same definition
     /// changes nothing). Its first tick is the first after now by Redis's clock, at
     /// least [`FIRST_TICK_AFTER_MS`] ahead; a change of the
@@ -65,15 +62,15 @@ impl Client {
         source: Source,
         create: bool,
     ) -> Result<Saved> {
-        let now = (self.now().await? * 1000.0) as i64;
+        let now = (self.client.now().await? * 1000.0) as i64;
         let cadence = definition.check(now)?;
-        check_topic_to_write_in(self.layout(), definition.topic.as_bytes())?;
+        check_topic_to_write_in(self.client.layout(), definition.topic.as_bytes())?;
         // The first tick far enough ahead for a daemon to claim it before it is due.
         let next = cadence
             .next_after(now + FIRST_TICK_AFTER_MS)
             .ok_or_else(|| Error::UnknownSchedule(definition.name.clone()))?;
-        let keys = self.keys_for(&definition.topic);
-        let mut connection = self.connection().await?;
+        let keys = self.client.keys_for(&definition.topic);
+        let mut connection = self.client.connection().await?;
         if keys.per_topic() {
             // The registry is in another slot: written first, so that no schedule is out of a
             // daemon's sight; one moved to another topic leaves the old topic's keys.
@@ -99,12 +96,11 @@ impl Client {
                 .query_async::<()>(&mut connection)
                 .await?;
             if let Some(old) = old.filter(|old| *old != definition.topic) {
-                self.inner
-                    .scripts
+                self.scripts()
                     .schedule_state
                     .run(
                         &mut connection,
-                        &self.keys_for(&old),
+                        &self.client.keys_for(&old),
                         &definition.name,
                         Change::Remove,
                     )
@@ -112,31 +108,31 @@ impl Client {
             }
         }
         Ok(self
-            .inner
-            .scripts
+            .scripts()
             .schedule_save
             .run(&mut connection, &keys, definition, next, create, source)
             .await?)
     }
 
-    /// Every schedule, by name: the registry, then each schedule's hash, 200 to a
-    /// pipeline (placed per topic, a pipeline per topic: each topic's keys are in a slot of
-    /// their own). A hash that does not read is listed apart with why, not an error.
+    /// Every schedule, by name: the registry, then each shard's schedules' hashes, 200 to a
+    /// pipeline (in the cluster layout each topic is a shard, in a slot of its own). A hash that does not read is listed apart with why, not an error.
     pub async fn schedules(&self) -> Result<ScheduleList> {
         let registry: HashMap<String, String> = self
+            .client
             .connection()
             .await?
-            .hgetall(self.keys().schedules())
+            .hgetall(self.client.keys().schedules())
             .await?;
-        let mut shards: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        let shared = self.keys().every_topic().is_some();
+        let mut by_topic: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (name, topic) in &registry {
-            let shard = if shared { "" } else { topic.as_str() };
-            shards.entry(shard).or_default().push(name);
+            by_topic.entry(topic).or_default().push(name);
         }
+        let topics: Vec<&str> = by_topic.keys().copied().collect();
+        let mut connection = self.client.connection().await?;
         let mut list = ScheduleList::default();
-        for (topic, names) in shards {
-            for read in self.read_schedules(&self.keys_for(topic), &names).await? {
+        for (keys, topics) in self.client.keys().shards(&topics) {
+            let names: Vec<&str> = topics.iter().flat_map(|t| by_topic[t].clone()).collect();
+            for read in schedule::read(&mut connection, &keys, &names).await? {
                 match read {
                     Some(Ok(stored)) => list.readable.push(stored),
                     Some(Err(invalid)) => list.unreadable.push(invalid),
@@ -172,11 +168,12 @@ impl Client {
     /// Removes schedule `name`; the jobs it pushed stay.
     pub async fn remove_schedule(&self, name: &str) -> Result<Changed> {
         let changed = self.change_schedule(name, Change::Remove).await?;
-        if self.keys().every_topic().is_none() {
+        if self.client.keys().every_topic().is_none() {
             // The registry, in another slot: after the schedule, which no daemon then finds.
-            self.connection()
+            self.client
+                .connection()
                 .await?
-                .hdel::<_, _, ()>(self.keys().schedules(), name)
+                .hdel::<_, _, ()>(self.client.keys().schedules(), name)
                 .await?;
         }
         Ok(changed)
@@ -193,18 +190,17 @@ impl Client {
             .read_schedule(&keys, name)
             .await?
             .ok_or_else(|| Error::UnknownSchedule(name.to_string()))?;
-        let now = (self.now().await? * 1000.0) as i64;
+        let now = (self.client.now().await? * 1000.0) as i64;
         let fired = self
-            .inner
-            .scripts
+            .scripts()
             .schedule_fire
             .run(
-                &mut self.connection().await?,
+                &mut self.client.connection().await?,
                 &keys,
                 name,
                 stored.version,
                 Claim::Run { now },
-                self.inner.settings.ready_max_lifetime.as_secs(),
+                self.client.settings().ready_max_lifetime.as_secs(),
             )
             .await?;
         match fired {
@@ -219,52 +215,31 @@ impl Client {
             return Ok(Changed::Gone);
         };
         Ok(self
-            .inner
-            .scripts
+            .scripts()
             .schedule_state
-            .run(&mut self.connection().await?, &keys, name, change)
+            .run(&mut self.client.connection().await?, &keys, name, change)
             .await?)
     }
 
     /// The keys of schedule `name`: its topic's, found in the registry (placed per topic).
     async fn schedule_keys(&self, name: &str) -> Result<Option<Cow<'_, Keys>>> {
-        if let Some(keys) = self.keys().every_topic() {
+        if let Some(keys) = self.client.keys().every_topic() {
             return Ok(Some(Cow::Borrowed(keys)));
         }
         let topic: Option<String> = self
+            .client
             .connection()
             .await?
-            .hget(self.keys().schedules(), name)
+            .hget(self.client.keys().schedules(), name)
             .await?;
-        Ok(topic.map(|topic| self.keys_for(topic)))
+        Ok(topic.map(|topic| self.client.keys_for(topic)))
     }
 
     /// Schedule `name`'s hash under `keys`, read ([`Error::InvalidSchedule`] when it does not
     /// read).
     pub(super) async fn read_schedule(&self, keys: &Keys, name: &str) -> Result<Option<Stored>> {
-        let read = self.read_schedules(keys, &[name]).await?.pop().flatten();
-        Ok(read.transpose()?)
-    }
-
-    /// The hashes of schedules `names`, all under `keys` (one shard), read [`READ_AT_ONCE`] to a
-    /// pipeline: each in order, `None` for one that is gone, why for one that does not read.
-    async fn read_schedules(
-        &self,
-        keys: &Keys,
-        names: &[&str],
-    ) -> Result<Vec<Option<std::result::Result<Stored, Invalid>>>> {
-        let mut connection = self.connection().await?;
-        let mut read = Vec::with_capacity(names.len());
-        for slice in names.chunks(READ_AT_ONCE) {
-            let mut pipe = redis::pipe();
-            for name in slice {
-                pipe.hgetall(keys.schedule(name));
-            }
-            let replies: Vec<HashMap<String, Vec<u8>>> = pipe.query_async(&mut connection).await?;
-            for (name, fields) in slice.iter().zip(replies) {
-                read.push((!fields.is_empty()).then(|| Stored::from_fields(name, &fields)));
-            }
-        }
-        Ok(read)
+        let mut connection = self.client.connection().await?;
+        let read = schedule::read(&mut connection, keys, &[name]).await?;
+        Ok(read.into_iter().next().flatten().transpose()?)
     }
 }

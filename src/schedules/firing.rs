@@ -4,17 +4,19 @@
 //! rounds; of all that claim a tick, one pushes its job.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
-
-use super::Client;
-use crate::error::Result;
-use crate::keys::Keys;
-use crate::scripts::schedule_fire::{Claim, Fired};
+use delayer_wire::keys::{Keys, Layout};
+use delayer_wire::redis::{self, RedisResult};
 use delayer_wire::schedule::{
-    CLAIM_AHEAD_MS, CLAIM_LATE_MS, Cadence, Definition, Overlap, Stored, plan, seconds_text,
+    self, CLAIM_AHEAD_MS, CLAIM_LATE_MS, Cadence, Definition, Invalid, Overlap, Stored, plan,
+    seconds_text,
 };
+use delayer_wire::scripts::schedule_fire::{Claim, Fired, ScheduleFireScript};
+use delayer_wire::shared_connection::{Commands, SharedConnection};
+use delayer_wire::time::redis_now;
+use futures_util::future::join_all;
 
 /// The most schedules one round claims in a shard; the rest in the next round, at once.
 const MAX_CLAIMS_PER_ROUND: usize = 1_000;
@@ -22,10 +24,16 @@ const MAX_CLAIMS_PER_ROUND: usize = 1_000;
 /// the registry's length changes.
 const SHARDS_READ_EVERY: Duration = Duration::from_secs(5);
 
-/// What rounds keep from one to the next: the definitions read, and (placed per topic) the
-/// topics that have schedules.
-#[derive(Default)]
+/// Claims ticks round after round, and keeps what rounds learn from one to the next: the
+/// definitions read, and (placed per topic) the topics that have schedules.
 pub struct Firing {
+    redis: Arc<SharedConnection>,
+    /// The layout's keys of no topic: the registries', and (one shard for every topic) the
+    /// schedules'.
+    keys: Keys,
+    /// How long a pushed job's data outlives its due time, in seconds.
+    lifetime: u64,
+    script: ScheduleFireScript,
     known: HashMap<String, Known>,
     /// Schedules whose definition cannot be used, told once each.
     refused: HashSet<String>,
@@ -39,48 +47,6 @@ struct Known {
     version: u64,
     definition: Definition,
     cadence: Cadence,
-}
-
-impl Firing {
-    /// Takes schedule `name` as unusable and told so already (by the caller): a round does not
-    /// tell it again unless it was saved since.
-    pub fn told_unusable(&mut self, name: &str) {
-        self.refused.insert(name.to_string());
-    }
-
-    /// Keeps schedule `name`'s definition as read, or tells (once) why it cannot be used.
-    fn learn(
-        &mut self,
-        name: &str,
-        stored: std::result::Result<Option<Stored>, String>,
-        refused: &mut Vec<String>,
-    ) {
-        let known = stored.and_then(|stored| {
-            let Some(stored) = stored else {
-                return Err(format!("schedule {name:?} is queued but has no hash"));
-            };
-            let cadence = stored
-                .definition
-                .check(stored.next.unwrap_or_default())
-                .map_err(|invalid| invalid.to_string())?;
-            Ok(Known {
-                version: stored.version,
-                definition: stored.definition,
-                cadence,
-            })
-        });
-        match known {
-            Ok(known) => {
-                self.refused.remove(name);
-                self.known.insert(name.to_string(), known);
-            }
-            Err(why) => {
-                if self.refused.insert(name.to_string()) {
-                    refused.push(why);
-                }
-            }
-        }
-    }
 }
 
 /// What one round did.
@@ -101,44 +67,65 @@ pub struct Round {
     pub next_claim: Option<i64>,
 }
 
-impl Client {
+impl Firing {
+    /// Claims the ticks of the schedules in `layout` on `redis`; a tick's job keeps its data
+    /// `lifetime` after it falls due (`ready_max_lifetime`).
+    pub fn new(redis: Arc<SharedConnection>, layout: Layout, lifetime: Duration) -> Firing {
+        Firing {
+            redis,
+            keys: layout.keys(""),
+            lifetime: lifetime.as_secs(),
+            script: ScheduleFireScript::default(),
+            known: HashMap::new(),
+            refused: HashSet::new(),
+            shards: Vec::new(),
+            shards_read: None,
+            loaded: false,
+        }
+    }
+
+    /// Takes schedule `name` as unusable and told so already (by the caller): a round does not
+    /// tell it again unless it was saved since.
+    pub fn told_unusable(&mut self, name: &str) {
+        self.refused.insert(name.to_string());
+    }
+
     /// Claims every tick due now, or within [`CLAIM_AHEAD_MS`] (a schedule whose overlap policy
     /// is `skip`: at its time), in every shard.
-    pub async fn fire_schedules(&self, firing: &mut Firing) -> Result<Round> {
-        let now = (self.now().await? * 1000.0) as i64;
+    pub async fn round(&mut self) -> RedisResult<Round> {
+        let mut connection = self.redis.get().await?;
+        let now = (redis_now(&mut connection).await? * 1000.0) as i64;
         let mut round = Round {
             now,
             ..Round::default()
         };
-        let shards: Vec<Keys> = match self.keys().every_topic() {
+        let shards: Vec<Keys> = match self.keys.every_topic() {
             Some(keys) => vec![keys.clone()],
-            None => self
-                .schedule_topics(firing)
-                .await?
-                .iter()
-                .map(|topic| self.keys_for(topic).into_owned())
-                .collect(),
+            None => {
+                let topics = self.schedule_topics(&mut connection).await?.to_vec();
+                let keys = topics.iter().map(|topic| self.keys.of_topic(topic));
+                keys.map(|keys| keys.into_owned()).collect()
+            }
         };
         // A tick claimed within CLAIM_LATE_MS after its time is late, not missed: a daemon held up
         // for a moment, or claiming thousands of ticks at one instant, loses none.
         let on_time_from = now - CLAIM_LATE_MS;
         for keys in &shards {
-            self.fire_shard(keys, firing, &mut round, on_time_from)
+            self.claim_shard(&mut connection, keys, &mut round, on_time_from)
                 .await?;
         }
         Ok(round)
     }
 
     /// Claims a shard's due ticks, a tick at or after `on_time_from` (unix ms) being on time.
-    async fn fire_shard(
-        &self,
+    async fn claim_shard(
+        &mut self,
+        connection: &mut Commands,
         keys: &Keys,
-        firing: &mut Firing,
         round: &mut Round,
         on_time_from: i64,
-    ) -> Result<()> {
+    ) -> RedisResult<()> {
         let now = round.now;
-        let mut connection = self.connection().await?;
         let due: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
             .arg(keys.schedules_by_next())
             .arg("-inf")
@@ -147,7 +134,7 @@ impl Client {
             .arg("LIMIT")
             .arg(0)
             .arg(MAX_CLAIMS_PER_ROUND)
-            .query_async(&mut connection)
+            .query_async(connection)
             .await?;
         let mut wake = |at: i64| {
             round.next_claim = Some(round.next_claim.map_or(at, |known: i64| known.min(at)));
@@ -155,13 +142,13 @@ impl Client {
         if due.len() == MAX_CLAIMS_PER_ROUND {
             wake(now);
         }
-        let names = due.iter().map(|(name, _)| name.as_str());
-        self.read_unknown(keys, names, firing, &mut round.refused)
+        let names: Vec<&str> = due.iter().map(|(name, _)| name.as_str()).collect();
+        self.read_unknown(connection, keys, &names, &mut round.refused)
             .await?;
         let mut planned = Vec::new();
         for (name, score) in due {
             let next = (score * 1000.0).round() as i64;
-            let Some(known) = firing.known.get(&name) else {
+            let Some(known) = self.known.get(&name) else {
                 continue;
             };
             let overlap = known.definition.overlap;
@@ -173,7 +160,7 @@ impl Client {
             let version = known.version;
             let Some(plan) = plan::plan(&known.definition, &known.cadence, next, now, on_time_from)
             else {
-                if firing.refused.insert(name.clone()) {
+                if self.refused.insert(name.clone()) {
                     round.refused.push(format!(
                         "schedule {name:?} has no tick after {}",
                         seconds_text(next)
@@ -186,15 +173,11 @@ impl Client {
         // Sent all at once, pipelined on the one connection: each call is a compare-and-set of
         // its own schedule's next tick, so no claim waits for another's reply. One after the
         // other, a round of 1,000 took most of the half second that ticks are claimed ahead.
-        if !firing.loaded && !planned.is_empty() {
-            self.inner
-                .scripts
-                .schedule_fire
-                .load(&mut connection)
-                .await?;
-            firing.loaded = true;
+        if !self.loaded && !planned.is_empty() {
+            self.script.load(connection).await?;
+            self.loaded = true;
         }
-        let lifetime = self.inner.settings.ready_max_lifetime.as_secs();
+        let (script, lifetime) = (&self.script, self.lifetime);
         let calls = planned.iter().map(|(name, next, version, _, plan)| {
             let mut connection = connection.clone();
             async move {
@@ -202,9 +185,7 @@ impl Client {
                     claimed: *next,
                     plan,
                 };
-                self.inner
-                    .scripts
-                    .schedule_fire
+                script
                     .run(&mut connection, keys, name, *version, claim, lifetime)
                     .await
             }
@@ -223,7 +204,7 @@ impl Client {
             };
             if fired == Fired::Stale || fired == Fired::Gone {
                 // Read again in the next round, which is due at once.
-                firing.known.remove(&name);
+                self.known.remove(&name);
                 wake(now);
             }
             if let Fired::Pushed(_) | Fired::Skipped = fired {
@@ -238,7 +219,7 @@ impl Client {
             round.claims.push((name, next, fired));
         }
         if let Some(error) = failed {
-            return Err(error.into());
+            return Err(error);
         }
         // The first schedule not due in this round.
         let later: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
@@ -249,7 +230,7 @@ impl Client {
             .arg("LIMIT")
             .arg(0)
             .arg(1)
-            .query_async(&mut connection)
+            .query_async(connection)
             .await?;
         if let Some((_, score)) = later.first() {
             wake((score * 1000.0).round() as i64 - CLAIM_AHEAD_MS);
@@ -257,51 +238,83 @@ impl Client {
         Ok(())
     }
 
-    /// Reads the definitions of `names` not known yet, all at once (pipelined on the one
-    /// connection); those that cannot be used are told once each.
+    /// Reads the definitions of `names` not known yet, in one pipeline; those that cannot be used
+    /// are told once each.
     async fn read_unknown(
-        &self,
+        &mut self,
+        connection: &mut Commands,
         keys: &Keys,
-        names: impl Iterator<Item = &str>,
-        firing: &mut Firing,
+        names: &[&str],
         refused: &mut Vec<String>,
-    ) -> Result<()> {
+    ) -> RedisResult<()> {
         let unknown: Vec<&str> = names
-            .filter(|name| !firing.known.contains_key(*name))
+            .iter()
+            .copied()
+            .filter(|name| !self.known.contains_key(*name))
             .collect();
-        let reads = join_all(unknown.iter().map(|name| self.read_schedule(keys, name))).await;
-        for (name, stored) in unknown.into_iter().zip(reads) {
-            let stored: std::result::Result<Option<Stored>, String> = match stored {
-                Ok(stored) => Ok(stored),
-                Err(crate::Error::InvalidSchedule(invalid)) => Err(invalid.to_string()),
-                Err(error) => return Err(error),
-            };
-            firing.learn(name, stored, refused);
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let read = schedule::read(connection, keys, &unknown).await?;
+        for (name, stored) in unknown.into_iter().zip(read) {
+            self.learn(name, stored, refused);
         }
         Ok(())
     }
 
+    /// Keeps schedule `name`'s definition as read, or tells (once) why it cannot be used.
+    fn learn(
+        &mut self,
+        name: &str,
+        stored: Option<Result<Stored, Invalid>>,
+        refused: &mut Vec<String>,
+    ) {
+        let known = match stored {
+            None => Err(format!("schedule {name:?} is queued but has no hash")),
+            Some(Err(invalid)) => Err(invalid.to_string()),
+            Some(Ok(stored)) => stored
+                .definition
+                .check(stored.next.unwrap_or_default())
+                .map(|cadence| Known {
+                    version: stored.version,
+                    definition: stored.definition,
+                    cadence,
+                })
+                .map_err(|invalid| invalid.to_string()),
+        };
+        match known {
+            Ok(known) => {
+                self.refused.remove(name);
+                self.known.insert(name.to_string(), known);
+            }
+            Err(why) => {
+                if self.refused.insert(name.to_string()) {
+                    refused.push(why);
+                }
+            }
+        }
+    }
+
     /// Placed per topic: the topics that have schedules, read again when the registry's length
     /// changed or a while passed.
-    async fn schedule_topics<'f>(&self, firing: &'f mut Firing) -> Result<&'f [String]> {
-        let mut connection = self.connection().await?;
+    async fn schedule_topics(&mut self, connection: &mut Commands) -> RedisResult<&[String]> {
         let length: usize = redis::cmd("HLEN")
-            .arg(self.keys().schedules())
-            .query_async(&mut connection)
+            .arg(self.keys.schedules())
+            .query_async(connection)
             .await?;
-        let fresh = firing
+        let fresh = self
             .shards_read
             .is_some_and(|(read, known)| known == length && read.elapsed() < SHARDS_READ_EVERY);
         if !fresh {
             let mut topics: Vec<String> = redis::cmd("HVALS")
-                .arg(self.keys().schedules())
-                .query_async(&mut connection)
+                .arg(self.keys.schedules())
+                .query_async(connection)
                 .await?;
             topics.sort();
             topics.dedup();
-            firing.shards = topics;
-            firing.shards_read = Some((Instant::now(), length));
+            self.shards = topics;
+            self.shards_read = Some((Instant::now(), length));
         }
-        Ok(&firing.shards)
+        Ok(&self.shards)
     }
 }

@@ -4,22 +4,23 @@
 
 use redis::AsyncCommands;
 
-use super::{Client, check_topic_in, check_topic_to_write_in};
+use super::handle::Inspector;
+use crate::client::{check_topic_in, check_topic_to_write_in};
 use crate::error::{Error, Result};
 
 /// Parked jobs made due again by one call of a resume.
 const RESUME_BATCH: usize = 1000;
 
-impl Client {
+impl Inspector {
     /// Pauses `topic` (and registers it, so that it is listed while it has no job yet). Jobs
     /// already on its ready list stay there for consumers; pausing a paused topic changes nothing.
     pub async fn pause(&self, topic: impl AsRef<[u8]>) -> Result<()> {
         let topic = topic.as_ref();
-        check_topic_to_write_in(self.layout(), topic)?;
-        let keys = self.keys_for(topic);
-        let now = self.now().await?;
+        check_topic_to_write_in(self.client.layout(), topic)?;
+        let keys = self.client.keys_for(topic);
+        let now = self.client.now().await?;
         let paused = keys.paused(topic);
-        let mut redis = self.connection().await?;
+        let mut redis = self.client.connection().await?;
         // NX: the first pause's time is the one to show.
         let _: Option<String> = redis::cmd("SET")
             .arg(&paused)
@@ -36,15 +37,19 @@ impl Client {
     /// they were due. Returns how many. Resuming a topic that is not paused changes nothing.
     pub async fn resume(&self, topic: impl AsRef<[u8]>) -> Result<usize> {
         let topic = topic.as_ref();
-        check_topic_to_write_in(self.layout(), topic)?;
-        let keys = self.keys_for(topic);
+        check_topic_to_write_in(self.client.layout(), topic)?;
+        let keys = self.client.keys_for(topic);
         let mut total = 0;
         loop {
             let (due, left) = self
-                .inner
-                .scripts
+                .scripts()
                 .resume
-                .run(&mut self.connection().await?, &keys, topic, RESUME_BATCH)
+                .run(
+                    &mut self.client.connection().await?,
+                    &keys,
+                    topic,
+                    RESUME_BATCH,
+                )
                 .await
                 .map_err(|error| Error::about_key(error, keys.paused(topic)))?;
             total += due;
@@ -57,8 +62,8 @@ impl Client {
     /// Whether `topic` is paused.
     pub async fn is_paused(&self, topic: impl AsRef<[u8]>) -> Result<bool> {
         let topic = topic.as_ref();
-        check_topic_in(self.layout(), topic)?;
-        let paused = self.keys_for(topic).paused(topic);
-        Ok(self.connection().await?.exists(&paused).await?)
+        check_topic_in(self.client.layout(), topic)?;
+        let paused = self.client.keys_for(topic).paused(topic);
+        Ok(self.client.connection().await?.exists(&paused).await?)
     }
 }
