@@ -73,7 +73,7 @@ use tracing::{error, info, warn};
 pub use config::Config;
 use http::Http;
 pub use mover::Mover;
-pub use schedules::{Firing, Round};
+pub use schedules::{Claimer, Round};
 pub use service::Stop;
 
 /// The service, checked and ready to run.
@@ -81,7 +81,7 @@ pub struct Service {
     mover: Mover,
     http: Option<Http>,
     /// Writes the configuration's schedules first, then claims schedules' ticks.
-    schedules: (Inspector, Firing),
+    schedules: (Inspector, Claimer),
     /// Writes what the mover counts to the history: only a daemon that serves the console does.
     history: Option<Arc<SharedConnection>>,
     from_file: Vec<delayer_wire::schedule::Definition>,
@@ -130,8 +130,8 @@ impl Service {
             let redis = SharedConnection::lazy(mover.target());
             let settings = config.client_settings();
             let lifetime = settings.ready_max_lifetime;
-            let firing = Firing::new(redis.clone(), settings.layout, lifetime);
-            (Inspector::new(&Client::on(redis, settings)), firing)
+            let claimer = Claimer::new(redis.clone(), settings.layout, lifetime);
+            (Inspector::new(&Client::on(redis, settings)), claimer)
         };
         let history = http
             .is_some()
@@ -183,8 +183,8 @@ impl Service {
                 error!("{error:#}");
             }
         };
-        let (inspector, firing) = self.schedules;
-        let schedules = schedules::run(inspector, firing, &self.from_file, &stop.graceful);
+        let (inspector, claimer) = self.schedules;
+        let schedules = schedules::run(inspector, claimer, &self.from_file, &stop.graceful);
         // The history's last write comes once the mover's last move is counted.
         let moved = tokio_util::sync::CancellationToken::new();
         let moving = async {

@@ -315,7 +315,7 @@ async fn moves(
     (first, later)
 }
 
-/// How far ahead of its tick each job was pushed, ms: the `delay` the fire script wrote in its
+/// How far ahead of its tick each job was pushed, ms: the `delay` the claim script wrote in its
 /// bucket (its due time less Redis's time then, 0 when it was pushed late).
 async fn leads(redis: &mut MultiplexedConnection, jobs: &[String]) -> Vec<f64> {
     let mut leads = Vec::with_capacity(jobs.len());

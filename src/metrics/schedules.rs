@@ -1,7 +1,7 @@
-//! The schedules' families: what Redis holds of each schedule (the counts the fire script keeps
+//! The schedules' families: what Redis holds of each schedule (the counts the claim script keeps
 //! in its hash, its next tick, its pause), as the last census read it.
 //!
-//! The counts are exposed as counters (`_total`), not gauges: the fire script only adds to them
+//! The counts are exposed as counters (`_total`), not gauges: the claim script only adds to them
 //! (HINCRBY), so `rate()` and `increase()` work on them, and a schedule removed and made again
 //! starts from 0, which Prometheus takes for a counter reset. They are the sums of every daemon's
 //! claims, so each daemon reports the same values (as it does `ready_jobs`): aggregate them with

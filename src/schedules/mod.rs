@@ -1,100 +1,91 @@
 //! Recurring schedules in the daemon: writes the configuration file's schedules to Redis at start
-//! ([`reconcile`]), then claims their ticks in rounds ([`firing`]), as every daemon on the Redis
-//! does; the fire script pushes each tick's job once, whichever daemon claims it.
+//! ([`reconcile`]), then claims their ticks in rounds ([`claimer`]), as every daemon on the Redis
+//! does; the claim script pushes each tick's job once, whichever daemon claims it.
 
-mod firing;
+mod claimer;
 mod reconcile;
 
 use std::time::Duration;
 
 use delayer_client::Inspector;
-use delayer_wire::schedule::{Definition, MOST_BETWEEN_LOOKS_MS};
-use delayer_wire::scripts::schedule_fire::Fired;
+use delayer_wire::schedule::{Definition, MOST_BETWEEN_ROUNDS_MS};
+use delayer_wire::scripts::schedule_claim::Claimed;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-pub use firing::{Firing, Round};
+use crate::service::duty::{Trouble, sleep_or_stop};
 
-/// The longest wait between rounds: a schedule written by another process is seen this soon,
-/// before its first tick (see `FIRST_TICK_AFTER_MS`).
-const MOST_BETWEEN_ROUNDS: Duration = Duration::from_millis(MOST_BETWEEN_LOOKS_MS as u64);
+pub use claimer::{Claimer, Round};
+
 /// The wait after a round that failed (Redis down): the mover tells the outage.
 const AFTER_A_FAILURE: Duration = Duration::from_secs(1);
 
-/// Claims schedules' ticks with `firing` until `stop` is cancelled; first writes `from_file` (the
+/// Claims schedules' ticks with `claimer` until `stop` is cancelled; first writes `from_file` (the
 /// configuration's schedules) to Redis with `inspector`, again until that succeeds. A round that has
-/// begun a claim finishes it: the fire script is one call.
+/// begun a claim finishes it: the claim script is one call.
 pub async fn run(
     inspector: Inspector,
-    mut firing: Firing,
+    mut claimer: Claimer,
     from_file: &[Definition],
     stop: &CancellationToken,
 ) {
     let mut reconciled = false;
-    let mut failing = false;
+    let mut trouble = Trouble::default();
     while !stop.is_cancelled() {
         if !reconciled {
             match reconcile::run(&inspector, from_file).await {
                 Ok(unreadable) => {
                     for invalid in unreadable {
-                        firing.told_unusable(&invalid.schedule);
+                        claimer.told_unusable(&invalid.schedule);
                     }
                     reconciled = true;
                 }
                 Err(error) => {
-                    if !failing {
+                    if trouble.failed() {
                         warn!("cannot write the configuration's schedules to Redis yet: {error}");
                     }
-                    failing = true;
-                    pause(AFTER_A_FAILURE, stop).await;
+                    sleep_or_stop(AFTER_A_FAILURE, stop).await;
                     continue;
                 }
             }
         }
-        let wait = match firing.round().await {
+        let wait = match claimer.round().await {
             Ok(round) => {
-                if failing {
+                if trouble.worked() {
                     info!("schedules are claimed again");
-                    failing = false;
                 }
                 for why in &round.refused {
                     warn!("{why}; its ticks are not claimed until it is saved again");
                 }
-                for (name, tick, fired) in &round.claims {
-                    debug!("schedule {name:?} tick {tick}: {}", said(*fired));
+                for (name, tick, claimed) in &round.claims {
+                    debug!("schedule {name:?} tick {tick}: {}", outcome(*claimed));
                 }
                 let until = round
                     .next_claim
                     .map(|at| at - round.now)
                     .unwrap_or(i64::MAX);
-                Duration::from_millis(until.max(0) as u64).min(MOST_BETWEEN_ROUNDS)
+                // A schedule written by another process is seen this soon, before its first tick
+                // (see `FIRST_TICK_AFTER_MS`).
+                Duration::from_millis(until.clamp(0, MOST_BETWEEN_ROUNDS_MS) as u64)
             }
             Err(error) => {
-                if !failing {
+                if trouble.failed() {
                     warn!("cannot claim schedules' ticks: {error}");
                 }
-                failing = true;
                 AFTER_A_FAILURE
             }
         };
-        pause(wait, stop).await;
-    }
-}
-
-async fn pause(wait: Duration, stop: &CancellationToken) {
-    tokio::select! {
-        () = tokio::time::sleep(wait) => {}
-        () = stop.cancelled() => {}
+        sleep_or_stop(wait, stop).await;
     }
 }
 
 /// What a claim did, in words (for the debug log).
-fn said(fired: Fired) -> &'static str {
-    match fired {
-        Fired::Pushed(_) => "pushed",
-        Fired::Skipped => "skipped: the last job is still there",
-        Fired::Lost => "claimed by another",
-        Fired::Stale => "changed meanwhile",
-        Fired::Gone => "removed meanwhile",
+fn outcome(claimed: Claimed) -> &'static str {
+    match claimed {
+        Claimed::Pushed(_) => "pushed",
+        Claimed::Skipped => "skipped: the last job is still there",
+        Claimed::Lost => "claimed by another",
+        Claimed::Stale => "changed meanwhile",
+        Claimed::Gone => "removed meanwhile",
     }
 }

@@ -1,5 +1,5 @@
 //! What `/metrics` and `delayer stats` tell of schedules: the counts each schedule's hash holds
-//! (summed over every daemon by the fire script), its next tick, its pause; and nothing new where
+//! (summed over every daemon by the claim script), its next tick, its pause; and nothing new where
 //! there are no schedules.
 
 use crate::support;

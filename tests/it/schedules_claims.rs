@@ -1,4 +1,4 @@
-//! Claiming schedules' ticks in rounds, as every daemon does ([`Firing`]): each tick pushed once
+//! Claiming schedules' ticks in rounds, as every daemon does ([`Claimer`]): each tick pushed once
 //! however many claim it at once, the catch-up policy deciding what passed unclaimed, the overlap
 //! policy skipping a tick while the last job is held, a paused schedule claimed by none, and one
 //! that does not read told once while the others tick.
@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use delayer::{Firing, Round};
+use delayer::{Claimer, Round};
 use delayer_client::inspector::{Definition, Source};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
@@ -14,11 +14,11 @@ use delayer_client::{Client, Inspector, Settings};
 use delayer_testkit::RedisServer;
 use delayer_wire::keys::{JOB_POOL, Layout, SCHEDULES_BY_NEXT, job_bucket};
 use delayer_wire::schedule::{CatchUp, Overlap, parse_ms, seconds_text, tick_id};
-use delayer_wire::scripts::schedule_fire::Fired;
+use delayer_wire::scripts::schedule_claim::Claimed;
 use delayer_wire::shared_connection::SharedConnection;
 
 /// A new redis-server, a connection to look at it, a client that saves schedules in it, and
-/// claimers of their ticks ([`Claimers::firing`]).
+/// claimers of their ticks ([`Claimers::claimer`]).
 async fn start() -> (RedisServer, MultiplexedConnection, Client, Claimers) {
     let server = RedisServer::start();
     let redis = server.connect().await;
@@ -32,9 +32,9 @@ struct Claimers(std::sync::Arc<SharedConnection>);
 
 impl Claimers {
     /// A claimer that knows nothing yet, as a daemon just started.
-    fn firing(&self) -> Firing {
+    fn claimer(&self) -> Claimer {
         let lifetime = Settings::default().ready_max_lifetime;
-        Firing::new(self.0.clone(), Layout::LEGACY, lifetime)
+        Claimer::new(self.0.clone(), Layout::LEGACY, lifetime)
     }
 }
 
@@ -72,18 +72,18 @@ async fn claimers_racing_push_each_tick_once() {
     let start = redis_ms(&mut redis).await;
     // Each round, the four start together: their reads go out before any claim, so that every
     // tick is planned by all four and claimed by one (a race each time, not by chance).
-    let mut firings: Vec<Firing> = (0..4).map(|_| claimers.firing()).collect();
+    let mut racing: Vec<Claimer> = (0..4).map(|_| claimers.claimer()).collect();
     let mut lost = 0;
     let until = tokio::time::Instant::now() + Duration::from_secs(3);
     while tokio::time::Instant::now() < until {
         let rounds =
-            futures_util::future::join_all(firings.iter_mut().map(|firing| firing.round())).await;
+            futures_util::future::join_all(racing.iter_mut().map(|claimer| claimer.round())).await;
         for round in rounds {
             lost += round
                 .unwrap()
                 .claims
                 .iter()
-                .filter(|c| c.2 == Fired::Lost)
+                .filter(|c| c.2 == Claimed::Lost)
                 .count();
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -158,7 +158,7 @@ async fn missed_ticks_go_by_the_catch_up_policy() {
             .unwrap();
         stopped_since(&mut redis, name, since).await;
     }
-    let round = claimers.firing().round().await.unwrap();
+    let round = claimers.claimer().round().await.unwrap();
     let claimed_at = round.now;
     // The ticks missed: since, since + 1 s, ... up to a second before the claim (later ones are
     // late, not missed).
@@ -220,10 +220,10 @@ async fn overlap_skip_skips_a_tick_while_the_last_job_is_held() {
         .save_schedule(&definition, Source::Api)
         .await
         .unwrap();
-    let mut firing = claimers.firing();
+    let mut claimer = claimers.claimer();
     // The first tick: claimed at its time, pushed due then.
     let mut first = None;
-    rounds_until(&mut firing, "the first tick", |round| {
+    rounds_until(&mut claimer, "the first tick", |round| {
         first = round.claims.first().map(|claim| claim.1);
         first.is_some()
     })
@@ -233,11 +233,11 @@ async fn overlap_skip_skips_a_tick_while_the_last_job_is_held() {
     assert!(exists);
     // While it waits (never taken here), the next two ticks are skipped.
     let mut skipped = 0;
-    rounds_until(&mut firing, "two ticks skipped", |round| {
+    rounds_until(&mut claimer, "two ticks skipped", |round| {
         skipped += round
             .claims
             .iter()
-            .filter(|claim| claim.2 == Fired::Skipped)
+            .filter(|claim| claim.2 == Claimed::Skipped)
             .count();
         skipped == 2
     })
@@ -250,11 +250,11 @@ async fn overlap_skip_skips_a_tick_while_the_last_job_is_held() {
     assert_eq!(pool, [id.to_string()], "no job for the skipped ticks");
     // Gone (taken and done): the next tick fires again.
     let _: () = redis.del(job_bucket(id.as_bytes())).await.unwrap();
-    rounds_until(&mut firing, "a tick after the job is done", |round| {
+    rounds_until(&mut claimer, "a tick after the job is done", |round| {
         round
             .claims
             .iter()
-            .any(|claim| matches!(claim.2, Fired::Pushed(1)))
+            .any(|claim| matches!(claim.2, Claimed::Pushed(1)))
     })
     .await;
     assert_eq!(
@@ -264,10 +264,10 @@ async fn overlap_skip_skips_a_tick_while_the_last_job_is_held() {
 }
 
 /// Runs rounds, 20 ms apart, until `done` says so of one (at most 5 s).
-async fn rounds_until(firing: &mut Firing, what: &str, mut done: impl FnMut(&Round) -> bool) {
+async fn rounds_until(claimer: &mut Claimer, what: &str, mut done: impl FnMut(&Round) -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let round = firing.round().await.unwrap();
+        let round = claimer.round().await.unwrap();
         if done(&round) {
             return;
         }
@@ -289,17 +289,17 @@ async fn a_paused_schedule_is_claimed_by_none() {
         .await
         .unwrap();
     inspector.pause_schedule("s").await.unwrap();
-    let round = claimers.firing().round().await.unwrap();
+    let round = claimers.claimer().round().await.unwrap();
     assert!(round.claims.is_empty());
     let pool: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
     assert!(pool.is_empty(), "{pool:?}");
     inspector.resume_schedule("s").await.unwrap();
-    let mut firing = claimers.firing();
-    rounds_until(&mut firing, "a tick after the resume", |round| {
+    let mut claimer = claimers.claimer();
+    rounds_until(&mut claimer, "a tick after the resume", |round| {
         round
             .claims
             .iter()
-            .any(|claim| matches!(claim.2, Fired::Pushed(1)))
+            .any(|claim| matches!(claim.2, Claimed::Pushed(1)))
     })
     .await;
 }
@@ -322,14 +322,14 @@ async fn an_unreadable_schedule_is_told_once_and_the_others_tick() {
         .hset("delayer:schedule:newer", "catch_up", "bogus")
         .await
         .unwrap();
-    let mut firing = claimers.firing();
+    let mut claimer = claimers.claimer();
     let mut refused = Vec::new();
-    rounds_until(&mut firing, "a tick of good pushed", |round| {
+    rounds_until(&mut claimer, "a tick of good pushed", |round| {
         refused.extend(round.refused.clone());
         round
             .claims
             .iter()
-            .any(|(name, _, fired)| name == "good" && matches!(fired, Fired::Pushed(_)))
+            .any(|(name, _, fired)| name == "good" && matches!(fired, Claimed::Pushed(_)))
     })
     .await;
     assert_eq!(refused.len(), 1, "told once: {refused:?}");

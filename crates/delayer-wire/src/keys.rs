@@ -310,7 +310,7 @@ impl Layout {
                     // One key for the whole cluster, in a slot of its own: pushers add to it, the
                     // daemon reads it to know which topics' pools to look at.
                     topics: TOPICS.to_string(),
-                    // A schedule's keys are its topic's: the fire script pushes its jobs.
+                    // A schedule's keys are its topic's: the claim script pushes its jobs.
                     schedule_prefix: tagged("schedule:"),
                     schedules_by_next: tagged("schedules_by_next"),
                     // In the topic's slot, with its pool and buckets, for the scripts; never

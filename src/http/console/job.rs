@@ -11,10 +11,9 @@ use base64::engine::general_purpose::STANDARD;
 use delayer_client::{JobInfo, State as JobState};
 use maud::{Markup, html};
 
-use super::actions::said;
 use super::fields::{fields, name_in};
 use super::forms::{dead_job_forms, named_field, token_field};
-use super::layout::{self, problem, respond};
+use super::layout::{self, problem};
 use super::links::{login_then, query, topic_link};
 use super::times::time;
 use super::viewer::{Viewer, viewer};
@@ -41,12 +40,7 @@ pub(super) async fn show(
     match read {
         Ok(info) => {
             let title = format!("Job {}", capped(&id));
-            let said = said(&fields);
-            let main = render(&info, &viewer);
-            respond(
-                StatusCode::OK,
-                layout::page(&title, &viewer, said.as_deref(), false, main),
-            )
+            layout::shown(&title, &viewer, &fields, false, render(&info, &viewer))
         }
         Err(error) => problem(status_of(&error), &viewer, &error.to_string(), "/"),
     }

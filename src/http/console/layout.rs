@@ -4,6 +4,7 @@
 //! offline and without JavaScript (the script only spares the overview and the consumers' page a
 //! reload).
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use axum::http::StatusCode;
@@ -16,6 +17,7 @@ use base64::Engine;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::forms::token_field;
+use super::notice;
 use super::viewer::Viewer;
 
 /// The pages' style sheet, inline (its hash is in the Content-Security-Policy).
@@ -23,7 +25,7 @@ const STYLE: &str = "body{font:15px/1.5 system-ui,sans-serif;margin:0;color:#222
 header{background:#243447;color:#fff;padding:.5em 2em;display:flex;gap:2em;align-items:center}\
 header a{color:#fff}main{padding:1em 2em}table{border-collapse:collapse;margin:.5em 0}\
 td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}td.n,th.n{text-align:right}\
-.bad{color:#b00}.warn{background:#fff3cd;padding:.5em 2em}.said{background:#d1e7dd;padding:.5em 2em}\
+.bad{color:#b00}.warn{background:#fff3cd;padding:.5em 2em}.done{background:#d1e7dd;padding:.5em 2em}\
 form.inline{display:inline}.nw{white-space:nowrap}pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap;word-break:break-all}\
 dl{display:grid;grid-template-columns:max-content auto;gap:0 1em;margin:0}dt{font-weight:bold}dd{margin:0}\
 h1{font-size:1.4em;margin:.3em 0}h2{font-size:1.1em;margin:1em 0 .3em}.cards{display:flex;gap:3em;flex-wrap:wrap}\
@@ -54,12 +56,28 @@ static POLICY: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// A page's answer (200): the whole page, saying what the action before it did (from the query's
+/// `fields`: see [`notice`](super::notice)).
+pub(super) fn shown(
+    title: &str,
+    viewer: &Viewer,
+    fields: &HashMap<String, String>,
+    refresh: bool,
+    main: Markup,
+) -> Response {
+    let done = notice::done(fields);
+    respond(
+        StatusCode::OK,
+        page(title, viewer, done.as_deref(), refresh, main),
+    )
+}
+
 /// A whole page: the header with the links to the other pages and the search box, the warnings,
-/// what an action said, `main`.
+/// what an action did (`done`), `main`.
 pub(super) fn page(
     title: &str,
     viewer: &Viewer,
-    said: Option<&str>,
+    done: Option<&str>,
     refresh: bool,
     main: Markup,
 ) -> Markup {
@@ -99,7 +117,7 @@ pub(super) fn page(
                 @if !viewer.guarded {
                     p.warn { "No [http] token is set: anyone who can reach this port can read job bodies and act on jobs." }
                 }
-                @if let Some(said) = said { p.said { (said) } }
+                @if let Some(done) = done { p.done { (done) } }
                 main { (main) }
             }
         }

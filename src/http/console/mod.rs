@@ -20,6 +20,7 @@ mod links;
 mod login;
 mod login_tries;
 mod logouts;
+mod notice;
 mod overview;
 mod rates;
 mod schedules;
@@ -36,6 +37,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use super::state::AppState;
+use actions::form;
 
 /// The console's pages and actions: a new page is a file of this folder and a route here.
 pub(super) fn routes() -> Router<Arc<AppState>> {
@@ -48,14 +50,14 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/consumers", get(consumers::show))
         .route("/login", get(login::form).post(login::login))
         .route("/logout", post(login::logout))
-        .route("/actions/requeue", post(actions::requeue))
-        .route("/actions/delete", post(actions::delete))
-        .route("/actions/remove", post(actions::remove))
-        .route("/actions/promote", post(actions::promote))
-        .route("/actions/promote-topic", post(actions::promote_topic))
-        .route("/actions/pause", post(actions::pause))
-        .route("/actions/resume", post(actions::resume))
-        .route("/actions/pause-schedule", post(actions::pause_schedule))
-        .route("/actions/resume-schedule", post(actions::resume_schedule))
-        .route("/actions/run-schedule", post(actions::run_schedule))
+        .route("/actions/requeue", form(actions::requeue))
+        .route("/actions/delete", form(actions::delete))
+        .route("/actions/remove", form(actions::remove))
+        .route("/actions/promote", form(actions::promote))
+        .route("/actions/promote-topic", form(actions::promote_topic))
+        .route("/actions/pause", form(actions::pause))
+        .route("/actions/resume", form(actions::resume))
+        .route("/actions/pause-schedule", form(actions::pause_schedule))
+        .route("/actions/resume-schedule", form(actions::resume_schedule))
+        .route("/actions/run-schedule", form(actions::run_schedule))
 }

@@ -7,17 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use delayer_wire::keys::{Names, Placement};
 use maud::{Markup, PreEscaped, html};
 use tokio::time::Instant;
 
-use super::actions::said;
 use super::consumers;
 use super::fields::fields;
 use super::history::{self, Span};
-use super::layout::{self, respond};
+use super::layout;
 use super::links::topic_link;
 use super::rates::Counts;
 use super::times::{span, time};
@@ -56,11 +55,7 @@ pub(super) async fn show(
         (PreEscaped(String::from_utf8_lossy(&figures)))
         (history)
     };
-    let said = said(&fields);
-    respond(
-        StatusCode::OK,
-        layout::page("Overview", &viewer, said.as_deref(), true, main),
-    )
+    layout::shown("Overview", &viewer, &fields, true, main)
 }
 
 /// The Kafka link's state and counts since the start, when `[kafka]` turns it on.

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use delayer_client::State as JobState;
 use delayer_client::inspector::Stored;
@@ -15,10 +15,9 @@ use delayer_wire::schedule::{Cadence, Invalid};
 use futures_util::StreamExt;
 use maud::{Markup, html};
 
-use super::actions::said;
 use super::fields::fields;
 use super::forms::{named_field, token_field};
-use super::layout::{self, problem, respond};
+use super::layout::{self, problem};
 use super::links::{job_link, topic_link};
 use super::viewer::{Viewer, viewer};
 use crate::http::reply::status_of;
@@ -36,18 +35,9 @@ pub(super) async fn show(
     uri: Uri,
 ) -> Response {
     let (viewer, _) = viewer(&state, &headers).await;
-    let said = said(&fields(uri.query().unwrap_or_default().as_bytes()));
+    let fields = fields(uri.query().unwrap_or_default().as_bytes());
     match rows(&state).await {
-        Ok(rows) => respond(
-            StatusCode::OK,
-            layout::page(
-                "Schedules",
-                &viewer,
-                said.as_deref(),
-                false,
-                render(&rows, &viewer),
-            ),
-        ),
+        Ok(rows) => layout::shown("Schedules", &viewer, &fields, false, render(&rows, &viewer)),
         Err(error) => problem(status_of(&error), &viewer, &error.to_string(), "/"),
     }
 }

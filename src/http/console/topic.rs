@@ -1,5 +1,5 @@
 //! A topic's page (`/topic?name=TOPIC`, or `?base64=...`): whether it is paused, and its ready,
-//! reserved and dead jobs, a window of each list at a time, and what happened to it (`history`);
+//! reserved and dead jobs, a page of each list at a time, and what happened to it (`history`);
 //! each reserved job with the consumer holding it, when its reserve named one.
 
 use std::sync::Arc;
@@ -12,11 +12,10 @@ use delayer_client::inspector::{JobTimes, TopicDetails};
 use delayer_client::{JobId, Topic};
 use maud::{Markup, html};
 
-use super::actions::said;
 use super::fields::{fields, name_in};
 use super::forms::{dead_job_forms, named_field, token_field};
 use super::history::{self, Span};
-use super::layout::{self, problem, respond};
+use super::layout::{self, problem};
 use super::links::{consumer_link, job_link, query};
 use super::times::{span, time};
 use super::viewer::{Viewer, viewer};
@@ -54,17 +53,13 @@ pub(super) async fn show(
             let link = format!("/topic?{}", query("name", "base64", topic.as_bytes()));
             let history = history::section(&state, Some(&topic), Span::asked(&fields), &link);
             let main = html! { (render(&page, &viewer)) (history.await) };
-            let said = said(&fields);
-            respond(
-                StatusCode::OK,
-                layout::page(&title, &viewer, said.as_deref(), false, main),
-            )
+            layout::shown(&title, &viewer, &fields, false, main)
         }
         Err(error) => problem(status_of(&error), &viewer, &error.to_string(), "/"),
     }
 }
 
-/// A topic's figures and one window of each of its lists, skipping `[ready, reserved, dead]`.
+/// A topic's figures and one page of each of its lists, skipping `[ready, reserved, dead]`.
 async fn topic_page<'a>(
     state: &AppState,
     topic: &'a Topic,
@@ -79,39 +74,39 @@ async fn topic_page<'a>(
         .pop()
         .unwrap_or_default();
     let undated = |ids: Vec<JobId>| ids.into_iter().map(|id| (id, None)).collect();
-    let mut windows = vec![
-        Window {
+    let mut lists = vec![
+        ListPage {
             list: "ready",
             total: lengths.ready.first().map_or(0, |(_, n)| *n),
             skip: ready,
-            ids: undated(inspector.ready_window(topic, ready, PAGE).await?),
+            ids: undated(inspector.ready_page(topic, ready, PAGE).await?),
             job_times: Vec::new(),
         },
-        Window {
+        ListPage {
             list: "reserved",
             total: details.reserved,
             skip: reserved,
             ids: inspector
-                .reserved_window(topic, reserved, PAGE, RESERVATIONS_COUNTED)
+                .reserved_page(topic, reserved, PAGE, RESERVATIONS_COUNTED)
                 .await?,
             job_times: Vec::new(),
         },
-        Window {
+        ListPage {
             list: "dead",
             total: lengths.dead.first().map_or(0, |(_, n)| *n),
             skip: dead,
-            ids: undated(inspector.dead_window(topic, dead, PAGE).await?),
+            ids: undated(inspector.dead_page(topic, dead, PAGE).await?),
             job_times: Vec::new(),
         },
     ];
-    // One round trip for the three windows' job times, handed back in their order.
-    let ids: Vec<_> = windows
+    // One round trip for the three pages' job times, handed back in their order.
+    let ids: Vec<_> = lists
         .iter()
-        .flat_map(|window| window.ids.iter().map(|(id, _)| id.clone()))
+        .flat_map(|page| page.ids.iter().map(|(id, _)| id.clone()))
         .collect();
     let mut times = inspector.job_times(topic, &ids).await?.into_iter();
-    for window in &mut windows {
-        window.job_times = times.by_ref().take(window.ids.len()).collect();
+    for page in &mut lists {
+        page.job_times = times.by_ref().take(page.ids.len()).collect();
     }
     let oldest_ready_age = inspector.oldest_ready_ages(topics).await?.remove(topic);
     Ok(TopicPage {
@@ -119,20 +114,20 @@ async fn topic_page<'a>(
         details,
         oldest_ready_age,
         paused: lengths.paused.contains(topic),
-        windows,
+        lists,
         page_size: PAGE,
     })
 }
 
 /// One list of a topic's page.
-struct Window {
+struct ListPage {
     /// `ready`, `reserved` or `dead`: the list and its query parameter.
     list: &'static str,
     /// How many the list holds (of those counted).
     total: u64,
     /// How many were skipped to get here.
     skip: usize,
-    /// The window's jobs, with their reservation's deadline (reserved jobs only).
+    /// The page's jobs, with their reservation's deadline (reserved jobs only).
     ids: Vec<(JobId, Option<SystemTime>)>,
     /// What each job's data says, in the same order.
     job_times: Vec<JobTimes>,
@@ -143,7 +138,7 @@ struct TopicPage<'a> {
     details: TopicDetails,
     oldest_ready_age: Option<Duration>,
     paused: bool,
-    windows: Vec<Window>,
+    lists: Vec<ListPage>,
     page_size: usize,
 }
 
@@ -166,60 +161,60 @@ fn render(t: &TopicPage, viewer: &Viewer) -> Markup {
                 button { (label) " this topic" }
             }
         }
-        @for window in &t.windows {
-            h2 { (window.list) " (" (window.total) ")" }
-            @if window.list == "dead" && window.total > 0 && viewer.authorized {
+        @for page in &t.lists {
+            h2 { (page.list) " (" (page.total) ")" }
+            @if page.list == "dead" && page.total > 0 && viewer.authorized {
                 form method="post" action="/actions/requeue" {
                     (token_field(viewer))
                     (named_field("topic", "topic_base64", t.topic.as_bytes()))
-                    button { "Requeue all dead jobs (" (window.total) ")" }
+                    button { "Requeue all dead jobs (" (page.total) ")" }
                 }
             }
-            @if window.ids.is_empty() {
-                p { "None" @if window.skip > 0 { " past " (window.skip) } "." }
+            @if page.ids.is_empty() {
+                p { "None" @if page.skip > 0 { " past " (page.skip) } "." }
             } @else {
                 table {
                     tr {
                         th.n { "#" } th { "id" }
-                        @match window.list {
+                        @match page.list {
                             "reserved" => th { "deadline" },
                             "dead" => th { "died" },
                             _ => th { "due" },
                         }
                         th.n { "attempts" }
-                        @if window.list == "reserved" { th { "consumer" } }
-                        @if window.list == "dead" && viewer.authorized { th { "act" } }
+                        @if page.list == "reserved" { th { "consumer" } }
+                        @if page.list == "dead" && viewer.authorized { th { "act" } }
                     }
-                    @for (index, (id, deadline)) in window.ids.iter().enumerate() {
-                        @let times = window.job_times.get(index).cloned().unwrap_or_default();
+                    @for (index, (id, deadline)) in page.ids.iter().enumerate() {
+                        @let times = page.job_times.get(index).cloned().unwrap_or_default();
                         tr {
-                            td.n { (window.skip + index + 1) }
+                            td.n { (page.skip + index + 1) }
                             td { (job_link(id)) }
-                            @match window.list {
+                            @match page.list {
                                 "reserved" => td { (time(*deadline)) },
                                 "dead" => td { (time(times.died)) },
                                 _ => td { (time(times.due)) },
                             }
                             td.n { (times.attempts) }
-                            @if window.list == "reserved" {
+                            @if page.list == "reserved" {
                                 td { @match &times.holder {
                                     Some(holder) => (consumer_link(holder)),
                                     None => "—",
                                 } }
                             }
-                            @if window.list == "dead" && viewer.authorized {
+                            @if page.list == "dead" && viewer.authorized {
                                 td { (dead_job_forms(viewer, t.topic, id)) }
                             }
                         }
                     }
                 }
-                @if window.skip > 0 || window.skip + window.ids.len() < window.total as usize { p {
-                    @if window.skip > 0 {
-                        a href={ "/topic?" (name) "&" (window.list) "=" (window.skip.saturating_sub(t.page_size)) } { "« earlier" }
+                @if page.skip > 0 || page.skip + page.ids.len() < page.total as usize { p {
+                    @if page.skip > 0 {
+                        a href={ "/topic?" (name) "&" (page.list) "=" (page.skip.saturating_sub(t.page_size)) } { "« earlier" }
                         " "
                     }
-                    @if (window.skip + window.ids.len()) < window.total as usize {
-                        a href={ "/topic?" (name) "&" (window.list) "=" (window.skip + t.page_size) } { "later »" }
+                    @if (page.skip + page.ids.len()) < page.total as usize {
+                        a href={ "/topic?" (name) "&" (page.list) "=" (page.skip + t.page_size) } { "later »" }
                     }
                 } }
             }

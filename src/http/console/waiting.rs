@@ -12,10 +12,9 @@ use delayer_client::inspector::{Cursor, MAX_PROMOTE, MAX_WAITING_READ, WaitingPa
 use delayer_wire::time::from_unix;
 use maud::{Markup, html};
 
-use super::actions::said;
 use super::fields::{cursor_in, fields, name_if_in};
 use super::forms::{cursor_fields, named_field, token_field};
-use super::layout::{self, problem, respond};
+use super::layout::{self, problem};
 use super::links::{cursor_query, job_link, query, topic_link};
 use super::times::time;
 use super::viewer::{Viewer, viewer};
@@ -51,7 +50,6 @@ pub(super) async fn show(
             .is_some_and(|confirm| confirm == "all"),
         per_topic: state.client.settings().layout.per_topic(),
     };
-    let said = said(&fields);
     let title = match view.topic {
         Some(topic) => format!("Waiting jobs of {}", capped(topic)),
         None => "Waiting jobs".into(),
@@ -65,10 +63,7 @@ pub(super) async fn show(
             Err(error) => return problem(status_of(&error), &viewer, &error.to_string(), "/"),
         }
     };
-    respond(
-        StatusCode::OK,
-        layout::page(&title, &viewer, said.as_deref(), false, main),
-    )
+    layout::shown(&title, &viewer, &fields, false, main)
 }
 
 /// What the page was asked for.

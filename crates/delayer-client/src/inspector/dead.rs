@@ -1,4 +1,4 @@
-//! A topic's dead list: read a window at a time, and its jobs requeued (back to the pool, due
+//! A topic's dead list: read a page at a time, and its jobs requeued (back to the pool, due
 //! now, their attempts counted afresh) or deleted, one by id or all of them.
 
 use super::handle::Inspector;
@@ -13,12 +13,12 @@ const REQUEUE_BATCH: usize = 1000;
 impl Inspector {
     /// The ids on `topic`'s dead list, oldest first, at most `limit`.
     pub async fn dead(&self, topic: impl AsRef<[u8]>, limit: usize) -> Result<Vec<JobId>> {
-        self.dead_window(topic, 0, limit).await
+        self.dead_page(topic, 0, limit).await
     }
 
-    /// A window of `topic`'s dead list: `count` ids at most, oldest first, after skipping the
-    /// `skip` oldest. One LRANGE of the window, whatever the list's length.
-    pub async fn dead_window(
+    /// A page of `topic`'s dead list: `count` ids at most, oldest first, after skipping the
+    /// `skip` oldest. One LRANGE of the page, whatever the list's length.
+    pub async fn dead_page(
         &self,
         topic: impl AsRef<[u8]>,
         skip: usize,
@@ -26,7 +26,7 @@ impl Inspector {
     ) -> Result<Vec<JobId>> {
         let topic = topic.as_ref();
         check_topic_in(self.client.layout(), topic)?;
-        self.window(self.client.keys_for(topic).dead(topic), skip, count)
+        self.page_of(self.client.keys_for(topic).dead(topic), skip, count)
             .await
     }
 

@@ -7,14 +7,14 @@ use redis::{RedisResult, Value};
 use crate::client::Client;
 use crate::error::Result;
 use delayer_wire::scripts::compact_job::CompactJobScript;
+use delayer_wire::scripts::compact_page::CompactPageScript;
 use delayer_wire::scripts::compact_stage::StageScript;
-use delayer_wire::scripts::compact_window::CompactWindowScript;
 use delayer_wire::scripts::dead_job::DeadJobScript;
-use delayer_wire::scripts::pool_window::PoolWindowScript;
+use delayer_wire::scripts::pool_page::PoolPageScript;
 use delayer_wire::scripts::promote::PromoteScript;
 use delayer_wire::scripts::requeue_dead::RequeueDeadScript;
 use delayer_wire::scripts::resume::ResumeScript;
-use delayer_wire::scripts::schedule_fire::ScheduleFireScript;
+use delayer_wire::scripts::schedule_claim::ScheduleClaimScript;
 use delayer_wire::scripts::schedule_save::ScheduleSaveScript;
 use delayer_wire::scripts::schedule_state::ScheduleStateScript;
 
@@ -45,13 +45,13 @@ pub struct Inspector {
 pub(super) struct Scripts {
     pub(super) compact_job: CompactJobScript,
     pub(super) compact_stage: StageScript,
-    pub(super) compact_window: CompactWindowScript,
+    pub(super) compact_page: CompactPageScript,
     pub(super) dead_job: DeadJobScript,
-    pub(super) pool_window: PoolWindowScript,
+    pub(super) pool_page: PoolPageScript,
     pub(super) promote: PromoteScript,
     pub(super) requeue_dead: RequeueDeadScript,
     pub(super) resume: ResumeScript,
-    pub(super) schedule_fire: ScheduleFireScript,
+    pub(super) schedule_claim: ScheduleClaimScript,
     pub(super) schedule_save: ScheduleSaveScript,
     pub(super) schedule_state: ScheduleStateScript,
 }

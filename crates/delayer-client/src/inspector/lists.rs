@@ -1,4 +1,4 @@
-//! A topic's lists a window at a time, as a topic's page shows them (its ready jobs, its reserved
+//! A topic's lists a page at a time, as a topic's page shows them (its ready jobs, its reserved
 //! jobs with their deadlines, and what those jobs record), and one job as its page shows it.
 
 use std::time::SystemTime;
@@ -36,9 +36,9 @@ impl Inspector {
         self.client.get_up_to(id, limit).await
     }
 
-    /// A window of `topic`'s ready list: `count` ids at most, next in line first, after skipping
-    /// the `skip` next in line. One LRANGE of the window, whatever the list's length.
-    pub async fn ready_window(
+    /// A page of `topic`'s ready list: `count` ids at most, next in line first, after skipping
+    /// the `skip` next in line. One LRANGE of the page, whatever the list's length.
+    pub async fn ready_page(
         &self,
         topic: impl AsRef<[u8]>,
         skip: usize,
@@ -46,13 +46,13 @@ impl Inspector {
     ) -> Result<Vec<JobId>> {
         let topic = topic.as_ref();
         check_topic_in(self.client.layout(), topic)?;
-        self.window(self.client.keys_for(topic).ready(topic), skip, count)
+        self.page_of(self.client.keys_for(topic).ready(topic), skip, count)
             .await
     }
 
     /// `count` ids of the list `key` at most, from its end (where the LPUSHed lists have their
     /// oldest) inwards, after skipping `skip`.
-    pub(super) async fn window(
+    pub(super) async fn page_of(
         &self,
         key: Vec<u8>,
         skip: usize,
@@ -74,11 +74,11 @@ impl Inspector {
         Ok(ids)
     }
 
-    /// A window of `topic`'s reserved jobs, with the deadline of each, soonest first: `count` at
+    /// A page of `topic`'s reserved jobs, with the deadline of each, soonest first: `count` at
     /// most after skipping `skip`. With one set of reservations for every topic, only its first
     /// `scanned` (soonest deadlines) are looked through for the topic's; in the cluster layout
-    /// the topic's own set is read in a window.
-    pub async fn reserved_window(
+    /// the topic's own set is read a page at a time.
+    pub async fn reserved_page(
         &self,
         topic: impl AsRef<[u8]>,
         skip: usize,
@@ -113,7 +113,7 @@ impl Inspector {
             .collect())
     }
 
-    /// For each of `ids` (jobs of `topic`, a window a page shows): when it fell due (our pushes
+    /// For each of `ids` (jobs of `topic`, a page shows): when it fell due (our pushes
     /// record it), its attempts, when it died, and the consumer holding it. One HMGET a job in one pipeline; a job whose
     /// data is gone or of the wrong type has none of them.
     pub async fn job_times(&self, topic: impl AsRef<[u8]>, ids: &[JobId]) -> Result<Vec<JobTimes>> {

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use delayer_wire::keys::Keys;
 use delayer_wire::name::JobId;
 use delayer_wire::schedule::{self, Definition, FIRST_TICK_AFTER_MS, Invalid, Source, Stored};
-use delayer_wire::scripts::schedule_fire::{Claim, Fired};
+use delayer_wire::scripts::schedule_claim::{Claim, Claimed};
 use delayer_wire::scripts::schedule_save::Saved;
 use delayer_wire::scripts::schedule_state::{Change, Changed};
 
@@ -88,7 +88,7 @@ impl Inspector {
                 .arg(&definition.topic)
                 .query_async::<()>(&mut connection)
                 .await?;
-            // The topic too, as a push adds it (the fire script cannot reach the registry of
+            // The topic too, as a push adds it (the claim script cannot reach the registry of
             // topics from the topic's slot): the daemon drains the topics it names.
             redis::cmd("SADD")
                 .arg(keys.topics())
@@ -193,7 +193,7 @@ impl Inspector {
         let now = (self.client.now().await? * 1000.0) as i64;
         let fired = self
             .scripts()
-            .schedule_fire
+            .schedule_claim
             .run(
                 &mut self.client.connection().await?,
                 &keys,
@@ -204,7 +204,7 @@ impl Inspector {
             )
             .await?;
         match fired {
-            Fired::Pushed(_) => Ok(delayer_wire::schedule::run_id(name, now)),
+            Claimed::Pushed(_) => Ok(delayer_wire::schedule::run_id(name, now)),
             // Changed between the read and the run: nothing was pushed.
             _ => Err(Error::UnknownSchedule(name.to_string())),
         }

@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use delayer_wire::keys::Keys;
 use delayer_wire::keys::field;
 use delayer_wire::name::{JobId, Topic};
-use delayer_wire::scripts::compact_window::CompactWindow;
-use delayer_wire::scripts::pool_window::MOST_READ;
+use delayer_wire::scripts::compact_page::CompactPage;
+use delayer_wire::scripts::pool_page::MOST_READ;
 use delayer_wire::scripts::promote::{MOST_IDS, Promotion};
 
 /// The most pool entries one [`Inspector::waiting`] call reads to find a topic's jobs in a pool that
@@ -101,7 +101,7 @@ pub struct TopicPromotion {
 
 /// A page of the pool and one of the jobs waiting compact after the same cursor, as one page in
 /// due order: none past the place either source stopped reading at, since jobs may hide there.
-fn merged(pool: WaitingPage, compact: CompactWindow, count: usize) -> WaitingPage {
+fn merged(pool: WaitingPage, compact: CompactPage, count: usize) -> WaitingPage {
     let key = |cursor: &Cursor| (cursor.score, cursor.id.as_bytes().to_vec());
     let compact_frontier = compact.resume.map(|resume| match compact.jobs.last() {
         Some((id, due, _)) if compact.jobs.len() == count => Cursor {
@@ -175,7 +175,7 @@ impl Inspector {
         };
         let scripts = self.scripts();
         let from = after.map(|at| (at.score, at.id.as_bytes()));
-        let window = (scripts.compact_window)
+        let window = (scripts.compact_page)
             .run(
                 &mut self.client.connection().await?,
                 compact,
@@ -214,7 +214,7 @@ impl Inspector {
             let from = page.next.as_ref().map(|at| (at.score, at.id.as_bytes()));
             let window = self
                 .scripts()
-                .pool_window
+                .pool_page
                 .run(&mut connection, keys.pool(), from, want)
                 .await
                 .map_err(|error| Error::about_key(error, keys.pool()))?;

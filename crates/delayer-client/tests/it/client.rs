@@ -1400,7 +1400,7 @@ async fn windows_of_the_lists_read_what_they_show_oldest_first() {
         .await
         .unwrap();
     let _: () = redis.set(job_bucket("4"), "not a hash").await.unwrap();
-    let window = inspector.ready_window("t", 3, 4).await.unwrap();
+    let window = inspector.ready_page("t", 3, 4).await.unwrap();
     let window: Vec<String> = window.iter().map(|id| id.to_string()).collect();
     assert_eq!(window, ["3", "4", "5", "6"]);
     let ids: Vec<JobId> = window.iter().map(|id| JobId::from(id.as_str())).collect();
@@ -1412,9 +1412,9 @@ async fn windows_of_the_lists_read_what_they_show_oldest_first() {
         JobTimes::default(),
         "a bucket of the wrong type has none"
     );
-    assert_eq!(inspector.ready_window("t", 8, 4).await.unwrap().len(), 2);
-    assert!(inspector.ready_window("t", 10, 4).await.unwrap().is_empty());
-    assert!(inspector.dead_window("t", 0, 4).await.unwrap().is_empty());
+    assert_eq!(inspector.ready_page("t", 8, 4).await.unwrap().len(), 2);
+    assert!(inspector.ready_page("t", 10, 4).await.unwrap().is_empty());
+    assert!(inspector.dead_page("t", 0, 4).await.unwrap().is_empty());
 }
 
 /// Reservations made by the versions before the holders hash: the bucket counts the current
@@ -1554,7 +1554,7 @@ async fn a_topics_reserved_window_and_count_come_from_the_one_set_of_reservation
     }
     let soon = SystemTime::now();
 
-    let window = inspector.reserved_window("a", 1, 5, 1_000).await.unwrap();
+    let window = inspector.reserved_page("a", 1, 5, 1_000).await.unwrap();
     let ids: Vec<String> = window.iter().map(|(id, _)| id.to_string()).collect();
     assert_eq!(
         ids,
@@ -1570,7 +1570,7 @@ async fn a_topics_reserved_window_and_count_come_from_the_one_set_of_reservation
     // Only the first two reservations looked through: a3 (skipped) and b1.
     assert!(
         inspector
-            .reserved_window("a", 1, 5, 2)
+            .reserved_page("a", 1, 5, 2)
             .await
             .unwrap()
             .is_empty()

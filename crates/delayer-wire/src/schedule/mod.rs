@@ -1,7 +1,7 @@
 //! Recurring schedules: what one is ([`definition`]), when it ticks ([`cadence`]), and what a
 //! claim of its next tick does ([`plan`]). A schedule is a hash in Redis (see
 //! [`Keys::schedule`](crate::keys::Keys::schedule)) and an entry of its shard's queue of
-//! schedules scored by its next tick; the fire script claims a tick by compare-and-set of that
+//! schedules scored by its next tick; the claim script claims a tick by compare-and-set of that
 //! next tick and pushes its job in the same call, so that a tick is pushed once however many
 //! daemons claim it. Each tick's job is an ordinary job whose id is the schedule's name and the
 //! tick ([`tick_id`]).
@@ -27,13 +27,12 @@ use crate::name::JobId;
 /// How long before its time a tick is claimed and its job pushed into the pool, due at the tick:
 /// the mover then moves it with its own precision.
 pub const CLAIM_AHEAD_MS: i64 = 500;
-/// The longest a daemon waits between two looks at the schedules when it knows of no tick due
-/// sooner.
-pub const MOST_BETWEEN_LOOKS_MS: i64 = 1000;
+/// The longest a daemon waits between two rounds of claims when it knows of no tick due sooner.
+pub const MOST_BETWEEN_ROUNDS_MS: i64 = 1000;
 /// A schedule's first tick (and its next after a change of its expression or zone) is at least
-/// this long after it is written: a daemon that looks again only a second later still claims it
+/// this long after it is written: a daemon whose next round is a second later still claims it
 /// ahead of its time.
-pub const FIRST_TICK_AFTER_MS: i64 = CLAIM_AHEAD_MS + MOST_BETWEEN_LOOKS_MS;
+pub const FIRST_TICK_AFTER_MS: i64 = CLAIM_AHEAD_MS + MOST_BETWEEN_ROUNDS_MS;
 /// How late a tick may be claimed and still be on time (pushed, not missed): a daemon held up for
 /// a moment loses no tick. A schedule whose overlap policy is `skip` is claimed at its time, not
 /// ahead, to see whether the last job is still there.

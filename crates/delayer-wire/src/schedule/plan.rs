@@ -1,5 +1,5 @@
 //! What a claim of a schedule's next tick does: decided from the tick, Redis's time and the
-//! catch-up policy, before the fire script checks that the tick is still the schedule's next and
+//! catch-up policy, before the claim script checks that the tick is still the schedule's next and
 //! does it.
 
 use super::cadence::Cadence;

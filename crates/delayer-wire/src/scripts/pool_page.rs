@@ -1,4 +1,4 @@
-//! The pool window script (`pool_window.lua`): the job pool a window at a time, in due order,
+//! The pool page script (`pool_page.lua`): the job pool a page at a time, in due order,
 //! from a cursor.
 
 use redis::RedisResult;
@@ -8,15 +8,15 @@ use super::malformed;
 use crate::name::JobId;
 
 script_type!(
-    /// The pool window script: the pool's entries after a cursor, in due order.
-    PoolWindowScript,
-    "pool_window.lua"
+    /// The pool page script: the pool's entries after a cursor, in due order.
+    PoolPageScript,
+    "pool_page.lua"
 );
 
 /// The most entries one call reads.
 pub const MOST_READ: usize = 1000;
 
-impl PoolWindowScript {
+impl PoolPageScript {
     /// Up to `most` (at most [`MOST_READ`]) entries of `pool` after `after` (a score and an id;
     /// none: from the first), each an id and its score, in due order.
     pub async fn run(
@@ -31,7 +31,7 @@ impl PoolWindowScript {
             Some((score, id)) => (score.to_string(), id),
             None => (String::new(), &b""[..]),
         };
-        let window: Vec<(Vec<u8>, String)> = self
+        let page: Vec<(Vec<u8>, String)> = self
             .0
             .key(pool)
             .arg(score)
@@ -39,11 +39,10 @@ impl PoolWindowScript {
             .arg(most.min(MOST_READ))
             .invoke_async(connection)
             .await?;
-        window
-            .into_iter()
+        page.into_iter()
             .map(|(id, score)| match score.parse() {
                 Ok(score) => Ok((JobId::from(id), score)),
-                Err(_) => Err(malformed("pool_window")),
+                Err(_) => Err(malformed("pool_page")),
             })
             .collect()
     }

@@ -1,5 +1,5 @@
 -- Reads the jobs waiting compact (see compact.rs) in due order, after a cursor, as
--- pool_window.lua reads the pool: so that a page of waiting jobs holds both, merged. A chunk
+-- pool_page.lua reads the pool: so that a page of waiting jobs holds both, merged. A chunk
 -- holds its window's jobs in push order, so every chunk of a window is read before any of its
 -- jobs is given; windows are read in order until the page is full and the next window starts
 -- after its last job, or until about ARGV[6] entries were read (only between windows). Reads

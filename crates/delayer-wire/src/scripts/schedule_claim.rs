@@ -1,4 +1,4 @@
-//! The schedule fire script (`schedule_fire.lua`): a tick claimed and its jobs pushed, or a
+//! The schedule claim script (`schedule_claim.lua`): a tick claimed and its jobs pushed, or a
 //! run's job pushed, in one call.
 
 use redis::aio::ConnectionLike;
@@ -10,14 +10,14 @@ use crate::name::JobId;
 use crate::schedule::{Plan, run_id, seconds_text, tick_id};
 
 script_type!(
-    /// The schedule fire script.
-    ScheduleFireScript,
-    "schedule_fire.lua"
+    /// The schedule claim script.
+    ScheduleClaimScript,
+    "schedule_claim.lua"
 );
 
 /// What a claim came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fired {
+pub enum Claimed {
     /// Its jobs were pushed (how many: an id pushed already is not pushed again).
     Pushed(usize),
     /// The overlap policy skipped the tick: the last job is still waiting, ready or reserved.
@@ -38,7 +38,7 @@ pub enum Claim<'a> {
     Run { now: i64 },
 }
 
-impl ScheduleFireScript {
+impl ScheduleClaimScript {
     /// Loads the script into Redis: calls sent together then find it, rather than each failing
     /// once and loading it again.
     pub async fn load(&self, connection: &mut impl ConnectionLike) -> RedisResult<()> {
@@ -59,7 +59,7 @@ impl ScheduleFireScript {
         version: u64,
         claim: Claim<'_>,
         lifetime: u64,
-    ) -> RedisResult<Fired> {
+    ) -> RedisResult<Claimed> {
         let jobs: Vec<(JobId, String)> = match &claim {
             Claim::Tick { plan, .. } => plan
                 .fire
@@ -96,16 +96,16 @@ impl ScheduleFireScript {
             call.arg(id).arg(due);
         }
         let reply: Value = call.invoke_async(connection).await?;
-        let ([outcome, pushed], _) = leading(reply).ok_or_else(|| malformed("schedule_fire"))?;
+        let ([outcome, pushed], _) = leading(reply).ok_or_else(|| malformed("schedule_claim"))?;
         let outcome: String = redis::from_redis_value(outcome)?;
         let pushed: usize = redis::from_redis_value(pushed)?;
         match outcome.as_str() {
-            "fired" => Ok(Fired::Pushed(pushed)),
-            "skipped" => Ok(Fired::Skipped),
-            "lost" => Ok(Fired::Lost),
-            "stale" => Ok(Fired::Stale),
-            "gone" => Ok(Fired::Gone),
-            _ => Err(malformed("schedule_fire")),
+            "fired" => Ok(Claimed::Pushed(pushed)),
+            "skipped" => Ok(Claimed::Skipped),
+            "lost" => Ok(Claimed::Lost),
+            "stale" => Ok(Claimed::Stale),
+            "gone" => Ok(Claimed::Gone),
+            _ => Err(malformed("schedule_claim")),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The compact window script (`compact_window.lua`): the jobs waiting compact in due order after
+//! The compact page script (`compact_page.lua`): the jobs waiting compact in due order after
 //! a cursor, for the pages of waiting jobs (see [`crate::compact`]).
 
 use redis::RedisResult;
@@ -9,14 +9,14 @@ use crate::compact::CompactKeys;
 use crate::name::{JobId, Topic};
 
 script_type!(
-    /// The compact window script.
-    CompactWindowScript,
-    "compact_window.lua"
+    /// The compact page script.
+    CompactPageScript,
+    "compact_page.lua"
 );
 
 /// What one call read.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CompactWindow {
+pub struct CompactPage {
     /// The jobs, in due order: id, due time (unix seconds), topic.
     pub jobs: Vec<(JobId, f64, Topic)>,
     /// How many entries were read.
@@ -26,7 +26,7 @@ pub struct CompactWindow {
     pub resume: Option<f64>,
 }
 
-impl CompactWindowScript {
+impl CompactPageScript {
     /// Up to `most` jobs waiting compact after `after` (a due time and an id; none: from the
     /// first), of `topic` only when given, reading about `budget` entries at most.
     pub async fn run(
@@ -37,7 +37,7 @@ impl CompactWindowScript {
         most: usize,
         topic: Option<&[u8]>,
         budget: usize,
-    ) -> RedisResult<CompactWindow> {
+    ) -> RedisResult<CompactPage> {
         let (score, id) = match after {
             Some((score, id)) => (score.to_string(), id),
             None => (String::new(), &b""[..]),
@@ -57,15 +57,15 @@ impl CompactWindowScript {
             std::str::from_utf8(bytes)
                 .ok()
                 .and_then(|text| text.parse().ok())
-                .ok_or_else(|| malformed("compact_window"))
+                .ok_or_else(|| malformed("compact_page"))
         };
         let [resume, read, jobs @ ..] = &reply[..] else {
-            return Err(malformed("compact_window"));
+            return Err(malformed("compact_page"));
         };
         if jobs.len() % 3 != 0 {
-            return Err(malformed("compact_window"));
+            return Err(malformed("compact_page"));
         }
-        Ok(CompactWindow {
+        Ok(CompactPage {
             jobs: jobs
                 .chunks(3)
                 .map(|job| {

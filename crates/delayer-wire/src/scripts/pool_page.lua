@@ -1,10 +1,10 @@
--- Reads a window of the job pool in due order: the entries after a cursor, the job a page last
+-- Reads a page of the job pool in due order: the entries after a cursor, the job a page last
 -- showed (its score and id), found anew each time, so that no page re-reads those before it
 -- (an offset would, at a cost that grows with the page) and jobs that move meanwhile do not
--- shift the window. Reads only.
+-- shift the page. Reads only.
 --
 -- KEYS[1]  the job pool
--- ARGV[1]  the cursor's score ("" for none: the window starts at the pool's first entry)
+-- ARGV[1]  the cursor's score ("" for none: the page starts at the pool's first entry)
 -- ARGV[2]  the cursor's id
 -- ARGV[3]  the most entries to read (at most 1000)
 --
@@ -31,7 +31,7 @@ if score ~= '' then
   if at and tonumber(at) == tonumber(score) then
     start = redis.call('ZRANK', pool, id) + 1
   else
-    -- The cursor's job left the pool (moved, made due, removed): the window starts at the first
+    -- The cursor's job left the pool (moved, made due, removed): the page starts at the first
     -- entry of a greater score, or of the same score and a greater id. Those of the same score
     -- are found by halving their range, so that thousands pushed in one second (a legacy push
     -- writes whole seconds) cost a few steps.

@@ -1,5 +1,5 @@
 //! Claiming schedules' ticks: a round reads each shard's schedules whose next tick is near,
-//! plans each claim (the catch-up policy, by Redis's clock) and makes it with the fire script,
+//! plans each claim (the catch-up policy, by Redis's clock) and makes it with the claim script,
 //! which pushes the tick's job only if the tick is still the schedule's next. Every daemon runs
 //! rounds; of all that claim a tick, one pushes its job.
 
@@ -13,7 +13,7 @@ use delayer_wire::schedule::{
     self, CLAIM_AHEAD_MS, CLAIM_LATE_MS, Cadence, Definition, Invalid, Overlap, Stored, plan,
     seconds_text,
 };
-use delayer_wire::scripts::schedule_fire::{Claim, Fired, ScheduleFireScript};
+use delayer_wire::scripts::schedule_claim::{Claim, Claimed, ScheduleClaimScript};
 use delayer_wire::shared_connection::{Commands, SharedConnection};
 use delayer_wire::time::redis_now;
 use futures_util::future::join_all;
@@ -26,20 +26,20 @@ const SHARDS_READ_EVERY: Duration = Duration::from_secs(5);
 
 /// Claims ticks round after round, and keeps what rounds learn from one to the next: the
 /// definitions read, and (placed per topic) the topics that have schedules.
-pub struct Firing {
+pub struct Claimer {
     redis: Arc<SharedConnection>,
     /// The layout's keys of no topic: the registries', and (one shard for every topic) the
     /// schedules'.
     keys: Keys,
     /// How long a pushed job's data outlives its due time, in seconds.
     lifetime: u64,
-    script: ScheduleFireScript,
+    script: ScheduleClaimScript,
     known: HashMap<String, Known>,
     /// Schedules whose definition cannot be used, told once each.
     refused: HashSet<String>,
     shards: Vec<String>,
     shards_read: Option<(Instant, usize)>,
-    /// Whether the fire script was loaded into Redis (at the first round that claims).
+    /// Whether the claim script was loaded into Redis (at the first round that claims).
     loaded: bool,
 }
 
@@ -55,7 +55,7 @@ pub struct Round {
     /// Redis's time at the start of the round, unix ms.
     pub now: i64,
     /// Each claim made: the schedule, the tick claimed (unix ms), and what came of it.
-    pub claims: Vec<(String, i64, Fired)>,
+    pub claims: Vec<(String, i64, Claimed)>,
     /// Ticks counted missed by the claims made.
     pub missed: u64,
     /// Missed ticks caught up by the claims made.
@@ -67,15 +67,15 @@ pub struct Round {
     pub next_claim: Option<i64>,
 }
 
-impl Firing {
+impl Claimer {
     /// Claims the ticks of the schedules in `layout` on `redis`; a tick's job keeps its data
     /// `lifetime` after it falls due (`ready_max_lifetime`).
-    pub fn new(redis: Arc<SharedConnection>, layout: Layout, lifetime: Duration) -> Firing {
-        Firing {
+    pub fn new(redis: Arc<SharedConnection>, layout: Layout, lifetime: Duration) -> Claimer {
+        Claimer {
             redis,
             keys: layout.keys(""),
             lifetime: lifetime.as_secs(),
-            script: ScheduleFireScript::default(),
+            script: ScheduleClaimScript::default(),
             known: HashMap::new(),
             refused: HashSet::new(),
             shards: Vec::new(),
@@ -202,12 +202,12 @@ impl Firing {
                     continue;
                 }
             };
-            if fired == Fired::Stale || fired == Fired::Gone {
+            if fired == Claimed::Stale || fired == Claimed::Gone {
                 // Read again in the next round, which is due at once.
                 self.known.remove(&name);
                 wake(now);
             }
-            if let Fired::Pushed(_) | Fired::Skipped = fired {
+            if let Claimed::Pushed(_) | Claimed::Skipped = fired {
                 round.missed += plan.missed;
                 round.caught_up += plan.caught_up;
                 // Its next claim: at once when it still has missed ticks to catch up.
