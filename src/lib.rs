@@ -47,6 +47,25 @@
 //! - **outage**: the time a subject's polls fail (Redis itself, or one topic of a cluster). What
 //!   went wrong is a Redis **failure**, of a **failure kind**; an outage is logged once when it
 //!   begins and once when it ends, however many polls fail in between.
+//! - **duty**: a task that runs beside the mover until the stop (a stager, the schedules'
+//!   rounds, the history, a delivery loop, Kafka in). Each sleeps with `sleep_or_stop` and has
+//!   its **trouble** said once when it begins and once when it ends (`service::duty`).
+//! - **stop**: the trigger that ends every loop and duty (a `CancellationToken`; `Stop` holds
+//!   the graceful one and the one a second signal cancels). A script call that has started
+//!   always finishes.
+//! - **schedule**: a recurring job (`[schedule.NAME]`). Each of its **ticks** is **claimed**
+//!   once by one daemon (one call of the claim script, in a **round** of claims); a claim that
+//!   pushes the tick's job **fires** it (counted as `fired`), one the overlap policy holds back
+//!   skips it.
+//! - **compact layout**: where jobs our pushes write far ahead wait (`delayer_wire::compact`).
+//!   A **window** is the 64 s of due times one **chunk** (a list of packed jobs) holds; a daemon
+//!   **stages** a chunk a minute before its window, writing its jobs in the legacy form, in
+//!   **passes** of stage calls.
+//! - **page**: a part of a list read at a time, from a cursor or an offset (the waiting jobs, a
+//!   topic's ready, reserved and dead lists), for the console, the shell and the HTTP API.
+//! - **client** and **inspector**: an application's calls (push, reserve, ack, ...) and an
+//!   operator's (stats, pages, promote, pause, dead lists, schedules), `delayer_client::Client`
+//!   and `delayer_client::Inspector`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -25,7 +25,7 @@ const FRESH_WAIT: Duration = Duration::from_secs(1);
 pub struct Figures {
     inspector: Inspector,
     metrics: Arc<Metrics>,
-    latest: watch::Sender<Arc<Reading>>,
+    latest: watch::Sender<Arc<LastCensus>>,
     /// Whether a census is under way.
     taking: AtomicBool,
     /// `/metrics`'s text in each format: OpenMetrics, Prometheus 0.0.4.
@@ -34,7 +34,7 @@ pub struct Figures {
 }
 
 /// The outcome of the latest census.
-pub struct Reading {
+pub struct LastCensus {
     /// Counts the censuses tried.
     generation: u64,
     /// When it ended; `None` before the first.
@@ -56,7 +56,7 @@ struct Page {
 
 impl Figures {
     pub fn new(inspector: Inspector, metrics: Arc<Metrics>) -> Figures {
-        let first = Reading {
+        let first = LastCensus {
             generation: 0,
             at: None,
             took: Duration::ZERO,
@@ -76,7 +76,7 @@ impl Figures {
     /// The latest reading: a new one if the last is over [`MAX_AGE`] old and one comes within
     /// [`FRESH_WAIT`] (or there is none yet); the census is taken once, whoever else asks
     /// meanwhile.
-    pub async fn reading(self: &Arc<Self>) -> Arc<Reading> {
+    pub async fn last_census(self: &Arc<Self>) -> Arc<LastCensus> {
         let mut latest = self.latest.subscribe();
         let reading = latest.borrow_and_update().clone();
         if reading.at.is_some_and(|at| at.elapsed() < MAX_AGE) {
@@ -107,7 +107,7 @@ impl Figures {
         let reading = match taken {
             Ok(census) => {
                 self.metrics.hold(&census);
-                Reading {
+                LastCensus {
                     generation,
                     at: Some(Instant::now()),
                     took: started.elapsed(),
@@ -116,7 +116,7 @@ impl Figures {
                 }
             }
             // The console keeps the last census; `/metrics` leaves the holdings out.
-            Err(error) => Reading {
+            Err(error) => LastCensus {
                 generation,
                 at: Some(Instant::now()),
                 took: started.elapsed(),
@@ -129,14 +129,14 @@ impl Figures {
 
     /// `/metrics`'s text in `format` as of `reading`: what Redis holds only when this census
     /// read it.
-    pub fn metrics_page(&self, reading: &Reading, format: Format) -> Bytes {
+    pub fn metrics_page(&self, reading: &LastCensus, format: Format) -> Bytes {
         let slot = &self.metrics_pages[usize::from(format == Format::Prometheus)];
         let holdings = reading.error.is_none() && reading.census.is_some();
         page(slot, reading, || self.metrics.encode(holdings, format))
     }
 
     /// The console overview's figures as of `reading`, made by `make`.
-    pub fn overview(&self, reading: &Reading, make: impl FnOnce() -> String) -> Bytes {
+    pub fn overview(&self, reading: &LastCensus, make: impl FnOnce() -> String) -> Bytes {
         page(&self.overview, reading, make)
     }
 }
@@ -152,7 +152,7 @@ impl Drop for Taking<'_> {
 
 /// The text in `slot` if it was made from `reading` (or a later one) within [`MAX_AGE`]; else
 /// made again by `make` (once: other readers wait for it).
-fn page(slot: &Mutex<Option<Page>>, reading: &Reading, make: impl FnOnce() -> String) -> Bytes {
+fn page(slot: &Mutex<Option<Page>>, reading: &LastCensus, make: impl FnOnce() -> String) -> Bytes {
     let mut slot = slot.lock().expect("not poisoned");
     if let Some(page) = &*slot
         && (page.generation > reading.generation

@@ -32,7 +32,7 @@ pub(super) async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderM
             "text/plain; version=0.0.4; charset=utf-8",
         )
     };
-    let reading = state.figures.reading().await;
+    let reading = state.figures.last_census().await;
     let text = state.figures.metrics_page(&reading, format);
     ([(CONTENT_TYPE, content_type)], text).into_response()
 }

@@ -2,7 +2,7 @@
 //! starts within the lead are written in the legacy form, where the move script takes them as
 //! any job. A daemon tells pushers that it stages (a beat), so that they write compact jobs only
 //! while one does; until a push asks for it (the `wanted` key) or compact jobs exist, it writes
-//! nothing, so that a drop-in install holds no key of the layout. It looks for that key when a
+//! nothing, so that a drop-in install holds no key of the layout. It checks for that key when a
 //! client pushes and often besides (a read), so that the first pushes after a daemon starts wait
 //! compact within a moment.
 
@@ -23,11 +23,11 @@ use crate::service::duty::Trouble;
 
 /// How long a daemon's beat is kept after it stopped beating (for the console to count).
 const BEATS_KEPT: Duration = Duration::from_secs(86_400);
-/// How often a daemon that does not stage yet looks for the `wanted` key (one read), and the least
-/// time between two looks woken by pushes: a push that found no daemon staging is followed by
-/// compact pushes within about this, at most (the push itself wakes a look where Redis reports
+/// How often a daemon that does not stage yet checks for the `wanted` key (one read), and the least
+/// time between two checks woken by pushes: a push that found no daemon staging is followed by
+/// compact pushes within about this, at most (the push itself wakes a check where Redis reports
 /// writes).
-const IDLE_LOOK: Duration = Duration::from_millis(50);
+const WANTED_CHECK: Duration = Duration::from_millis(50);
 
 /// One daemon's staging of compact jobs.
 pub(super) struct Stager {
@@ -53,7 +53,7 @@ impl Stager {
     }
 
     /// Stages until `stop` is cancelled; nothing where the layout has no compact keys. Until
-    /// it stages, `pushed` (writes to the pool) wakes a look for the `wanted` key. A script call
+    /// it stages, `pushed` (writes to the pool) wakes a check for the `wanted` key. A script call
     /// that has started finishes.
     pub(super) async fn run(
         &self,
@@ -69,10 +69,10 @@ impl Stager {
         let mut beaten: Option<Instant> = None;
         let mut trouble = Trouble::default();
         let mut passes = passes();
-        let mut idle_looks = idle_looks();
-        let mut looked = Instant::now();
+        let mut wanted_checks = wanted_checks();
+        let mut checked = Instant::now();
         loop {
-            let next = next_pass(&mut passes, &mut idle_looks, active, stop);
+            let next = next_pass(&mut passes, &mut wanted_checks, active, stop);
             let woken = async {
                 let Some(pushed) = pushed.as_mut().filter(|_| !active) else {
                     return std::future::pending().await;
@@ -81,13 +81,13 @@ impl Stager {
                     // Cannot happen (the watch owns the sender); never wake for it.
                     return std::future::pending().await;
                 }
-                tokio::time::sleep_until(looked + IDLE_LOOK).await;
+                tokio::time::sleep_until(checked + WANTED_CHECK).await;
             };
             tokio::select! {
                 going = next => if !going { return },
-                () = woken => idle_looks.reset(),
+                () = woken => wanted_checks.reset(),
             }
-            looked = Instant::now();
+            checked = Instant::now();
             let Ok(mut connection) = pool.get().await else {
                 // The mover tells of an unreachable Redis.
                 continue;
@@ -212,9 +212,9 @@ pub(super) fn passes() -> Interval {
     every(STAGE_EVERY)
 }
 
-/// The looks of a stager that does not stage yet, one every [`IDLE_LOOK`].
-pub(super) fn idle_looks() -> Interval {
-    every(IDLE_LOOK)
+/// The checks of a stager that does not stage yet, one every [`WANTED_CHECK`].
+pub(super) fn wanted_checks() -> Interval {
+    every(WANTED_CHECK)
 }
 
 fn every(period: Duration) -> Interval {
@@ -223,15 +223,15 @@ fn every(period: Duration) -> Interval {
     ticks
 }
 
-/// Waits for the next pass, or while not `active` the next idle look: false once `stop` is
+/// Waits for the next pass, or while not `active` the next check for `wanted`: false once `stop` is
 /// cancelled.
 pub(super) async fn next_pass(
     passes: &mut Interval,
-    idle_looks: &mut Interval,
+    wanted_checks: &mut Interval,
     active: bool,
     stop: &CancellationToken,
 ) -> bool {
-    let ticks = if active { passes } else { idle_looks };
+    let ticks = if active { passes } else { wanted_checks };
     tokio::select! {
         _ = ticks.tick() => true,
         () = stop.cancelled() => false,

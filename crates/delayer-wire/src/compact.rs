@@ -50,20 +50,20 @@ pub const BEAT_FRESH: Duration = Duration::from_secs(30);
 /// How long the `wanted` key lasts after the last push that found no daemon staging (the push
 /// script's `EX 86400`).
 pub const WANTED_KEPT: Duration = Duration::from_secs(86_400);
-/// How often a daemon looks for chunks to stage (and, before it stages, for the `wanted` key).
+/// How often a daemon makes a pass over the chunks to stage.
 pub const STAGE_EVERY: Duration = Duration::from_secs(1);
-/// In the cluster layout, the longest a daemon leaves a topic of [`TOPICS`] unlooked at: an idle
-/// topic costs one stage call this often, and a push of a window earlier than those its topic
-/// held is staged at least `LEAD` − this ahead.
-pub const LOOK_AGAIN: Duration = Duration::from_secs(10);
+/// In the cluster layout, the longest a daemon leaves a topic of [`TOPICS`] without a stage
+/// call: an idle topic costs one call this often, and a push of a window earlier than those its
+/// topic held is staged at least `LEAD` − this ahead.
+pub const STAGE_AGAIN: Duration = Duration::from_secs(10);
 
 /// The daemons that stage, by last beat (see the module's documentation).
 pub const STAGERS: &str = "delayer:compact:stagers";
 /// The key a push leaves when it would have been compact but no daemon stages.
 pub const WANTED: &str = "delayer:compact:wanted";
 /// The cluster layout's topics that had compact pushes. Pushers add a topic before they push
-/// compact jobs to it; nobody removes one (a daemon looks at an idle topic every
-/// [`LOOK_AGAIN`]), so that no push can race a removal.
+/// compact jobs to it; nobody removes one (a daemon stages an idle topic every
+/// [`STAGE_AGAIN`]), so that no push can race a removal.
 pub const TOPICS: &str = "delayer:compact:topics";
 
 /// The compact layout's keys under `prefix` (see the module's documentation).
@@ -131,7 +131,7 @@ mod tests {
         );
         assert!(WINDOW.as_secs().is_power_of_two());
         assert!(
-            LOOK_AGAIN < LEAD,
+            STAGE_AGAIN < LEAD,
             "a new window is staged before its lead runs out"
         );
     }

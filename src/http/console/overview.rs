@@ -22,7 +22,7 @@ use super::rates::Counts;
 use super::times::{span, time};
 use super::viewer::viewer;
 use crate::http::census::RESERVATIONS_COUNTED;
-use crate::http::figures::Reading;
+use crate::http::figures::LastCensus;
 use crate::http::pages::health;
 use crate::http::state::AppState;
 use crate::metrics::Census;
@@ -33,7 +33,7 @@ pub(super) async fn show(
     uri: Uri,
 ) -> Response {
     let (viewer, _) = viewer(&state, &headers).await;
-    let reading = state.figures.reading().await;
+    let reading = state.figures.last_census().await;
     let figures = state
         .figures
         .overview(&reading, || overview_figures(&state, &reading));
@@ -83,7 +83,7 @@ fn kafka_line(state: &AppState) -> Markup {
 }
 
 /// The overview below its health line, as of `reading`.
-fn overview_figures(state: &AppState, reading: &Reading) -> String {
+fn overview_figures(state: &AppState, reading: &LastCensus) -> String {
     let census = reading.census.as_deref();
     let now = Instant::now();
     let listed = census.map_or(&[][..], |census| &census.listed_topics);

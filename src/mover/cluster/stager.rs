@@ -1,7 +1,7 @@
 //! Stages compact jobs in the cluster layout (see `super::super::stager` for one Redis): each
 //! topic that had compact pushes (the compact topics set) has chunks of its own, in its slot,
-//! staged on its master. A topic is looked at again when its earliest chunk comes within the
-//! lead, or after [`LOOK_AGAIN`] at the latest: an idle topic costs one script call that often,
+//! staged on its master. A topic is checked at again when its earliest chunk comes within the
+//! lead, or after [`STAGE_AGAIN`] at the latest: an idle topic costs one script call that often,
 //! not one a second. Topics are never taken out of the set: a push adds its topic before it
 //! writes a chunk, and no removal can race it.
 
@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use deadpool_redis::redis::{self, AsyncCommands, RedisError, RedisResult};
-use delayer_wire::compact::{BEAT_EVERY, CompactKeys, LEAD, LOOK_AGAIN};
+use delayer_wire::compact::{BEAT_EVERY, CompactKeys, LEAD, STAGE_AGAIN};
 use delayer_wire::keys::Layout;
 use delayer_wire::scripts::compact_stage::Reach;
 use futures_util::StreamExt;
@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use super::super::stager::{Stager, idle_looks, next_pass, passes, report, tell};
+use super::super::stager::{Stager, next_pass, passes, report, tell, wanted_checks};
 use super::super::step::Step;
 use super::nodes::ClusterNodes;
 use crate::service::duty::Trouble;
@@ -47,7 +47,7 @@ impl ClusterStager {
 
     /// Stages until `stop` is cancelled, once a second, as the stager for one Redis does: it
     /// writes nothing until a push asked for the layout (`wanted`) or a topic had compact pushes,
-    /// and beats only after a pass where every topic looked at was staged. A script call that
+    /// and beats only after a pass where every topic checked at was staged. A script call that
     /// has started finishes.
     pub(super) async fn run(
         &self,
@@ -58,11 +58,11 @@ impl ClusterStager {
         let mut active = false;
         let mut beaten: Option<Instant> = None;
         let mut trouble = Trouble::default();
-        // When each topic is looked at next, by Redis's clock.
-        let mut looks: HashMap<String, f64> = HashMap::new();
+        // When each topic is checked at next, by Redis's clock.
+        let mut next_passes: HashMap<String, f64> = HashMap::new();
         let mut passes = passes();
-        let mut idle_looks = idle_looks();
-        while next_pass(&mut passes, &mut idle_looks, active, stop).await {
+        let mut wanted_checks = wanted_checks();
+        while next_pass(&mut passes, &mut wanted_checks, active, stop).await {
             if !active {
                 // A user the ACL does not let look never stages, as on one Redis.
                 active = self.in_use(nodes).await.unwrap_or(false);
@@ -71,7 +71,7 @@ impl ClusterStager {
                 }
                 info!("Staging compact jobs: our pushes write them now");
             }
-            let mut result = self.pass(nodes, step, &mut looks, stop).await;
+            let mut result = self.pass(nodes, step, &mut next_passes, stop).await;
             if stop.is_cancelled() {
                 return;
             }
@@ -89,20 +89,20 @@ impl ClusterStager {
         }
     }
 
-    /// Stages each topic of the set that is due for a look; the first failure (with its
+    /// Stages each topic of the set that is due for a pass; the first failure (with its
     /// topic), once every other topic was staged.
     async fn pass(
         &self,
         nodes: &Arc<ClusterNodes>,
         step: &Step,
-        looks: &mut HashMap<String, f64>,
+        next_passes: &mut HashMap<String, f64>,
         stop: &CancellationToken,
     ) -> Result<(), (Option<String>, RedisError)> {
         let topics = self.topics(nodes).await.map_err(|error| (None, error))?;
         let now = step.now();
         let due = topics
             .into_iter()
-            .filter(|topic| looks.get(topic).is_none_or(|&at| at <= now));
+            .filter(|topic| next_passes.get(topic).is_none_or(|&at| at <= now));
         let staged: Vec<(String, RedisResult<Option<u64>>)> = futures_util::stream::iter(due)
             .map(|topic| async move {
                 let staged = self.stage(nodes, step, &topic, stop).await;
@@ -115,7 +115,7 @@ impl ClusterStager {
         for (topic, staged) in staged {
             match staged {
                 Ok(next_window) => {
-                    looks.insert(topic, next_look(now, next_window));
+                    next_passes.insert(topic, next_pass_at(now, next_window));
                 }
                 // Looked at again next second.
                 Err(error) => failed = failed.or(Some((Some(topic), error))),
@@ -215,10 +215,10 @@ impl ClusterStager {
     }
 }
 
-/// When a topic is looked at again, as of `now` (unix seconds by Redis's clock): as the earliest
-/// window of its chunks left (`next_window`) comes within the lead, or after [`LOOK_AGAIN`].
-fn next_look(now: f64, next_window: Option<u64>) -> f64 {
-    let latest = now + LOOK_AGAIN.as_secs_f64();
+/// When a topic is checked at again, as of `now` (unix seconds by Redis's clock): as the earliest
+/// window of its chunks left (`next_window`) comes within the lead, or after [`STAGE_AGAIN`].
+fn next_pass_at(now: f64, next_window: Option<u64>) -> f64 {
+    let latest = now + STAGE_AGAIN.as_secs_f64();
     let near = next_window.map(|window| window as f64 - LEAD.as_secs_f64());
     near.map_or(latest, |near| near.min(latest))
 }
@@ -228,17 +228,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_idle_topic_is_looked_at_every_ten_seconds_and_a_near_window_in_time() {
+    fn an_idle_topic_is_staged_every_ten_seconds_and_a_near_window_in_time() {
         let now = 1_000_000.0;
-        assert_eq!(next_look(now, None), now + 10.0, "no chunk left");
-        assert_eq!(next_look(now, Some(1_003_600)), now + 10.0, "an hour ahead");
+        assert_eq!(next_pass_at(now, None), now + 10.0, "no chunk left");
         assert_eq!(
-            next_look(now, Some(1_000_065)),
+            next_pass_at(now, Some(1_003_600)),
+            now + 10.0,
+            "an hour ahead"
+        );
+        assert_eq!(
+            next_pass_at(now, Some(1_000_065)),
             now + 5.0,
             "within the lead in 5 s"
         );
         assert!(
-            next_look(now, Some(1_000_030)) <= now,
+            next_pass_at(now, Some(1_000_030)) <= now,
             "within the lead now: next second"
         );
     }
