@@ -10,6 +10,8 @@ mod paths;
 mod rules;
 mod schedules;
 mod settings;
+#[cfg(test)]
+mod tests;
 mod values;
 
 use std::path::{Path, PathBuf};
