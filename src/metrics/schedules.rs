@@ -206,25 +206,15 @@ mod tests {
     use std::sync::Arc;
 
     use super::{ScheduleFamilies, Schedules};
-    use delayer_client::inspector::{Definition, ScheduleList, Source, Stored};
+    use delayer_client::inspector::{Definition, ScheduleList, Stored};
     use delayer_wire::schedule::Invalid;
     use prometheus_client::encoding::text::encode_registry;
     use prometheus_client::registry::Registry;
 
     fn stored(name: &str, paused: bool) -> Stored {
         Stored {
-            definition: Definition::new(name, "every 1s", "t"),
-            source: Source::Api,
-            version: 1,
-            next: Some(1_000),
             paused_since: paused.then_some(1.0),
-            last_tick: None,
-            last_job: None,
-            fired: 0,
-            skipped: 0,
-            missed: 0,
-            caught_up: 0,
-            runs: 0,
+            ..Stored::new(Definition::new(name, "every 1s", "t"), Some(1_000))
         }
     }
 

@@ -132,26 +132,13 @@ pub fn to_json(stored: &Stored, ticks: usize) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use delayer_client::inspector::{Definition, Source};
+    use delayer_client::inspector::Definition;
 
     fn stored(cron: &str, zone: &str, next: i64) -> Stored {
         let mut definition = Definition::new("nightly", cron, "report");
         definition.zone = zone.into();
         definition.body = b"\xff".to_vec();
-        Stored {
-            definition,
-            source: Source::Api,
-            version: 1,
-            next: Some(next),
-            paused_since: None,
-            last_tick: None,
-            last_job: None,
-            fired: 0,
-            skipped: 0,
-            missed: 0,
-            caught_up: 0,
-            runs: 0,
-        }
+        Stored::new(definition, Some(next))
     }
 
     #[test]

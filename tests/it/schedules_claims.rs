@@ -12,6 +12,7 @@ use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, Inspector, Settings};
 use delayer_testkit::RedisServer;
+use delayer_testkit::schedules::{every_second, save_one_good_one_unreadable, schedule_field};
 use delayer_wire::keys::{JOB_POOL, Layout, SCHEDULES_BY_NEXT, job_bucket};
 use delayer_wire::schedule::{CatchUp, Overlap, parse_ms, seconds_text, tick_id};
 use delayer_wire::scripts::schedule_claim::Claimed;
@@ -36,17 +37,6 @@ impl Claimers {
         let lifetime = Settings::default().ready_max_lifetime;
         Claimer::new(self.0.clone(), Layout::LEGACY, lifetime)
     }
-}
-
-fn every_second(name: &str) -> Definition {
-    Definition::new(name, "every 1s", "ticks")
-}
-
-async fn field(redis: &mut MultiplexedConnection, name: &str, field: &str) -> Option<String> {
-    redis
-        .hget(format!("delayer:schedule:{name}"), field)
-        .await
-        .unwrap()
 }
 
 async fn redis_ms(redis: &mut MultiplexedConnection) -> i64 {
@@ -97,7 +87,7 @@ async fn claimers_racing_push_each_tick_once() {
             .filter(|(id, _)| id.starts_with(&format!("{name}@")))
             .map(|(_, due)| (due * 1000.0).round() as i64)
             .collect();
-        let fired: usize = field(&mut redis, &name, "fired")
+        let fired: usize = schedule_field(&mut redis, &name, "fired")
             .await
             .unwrap()
             .parse()
@@ -118,7 +108,7 @@ async fn claimers_racing_push_each_tick_once() {
             let due: String = redis.hget(job_bucket(id.as_bytes()), "due").await.unwrap();
             assert_eq!(parse_ms(&due), Some(*tick), "due at its tick");
         }
-        let next = parse_ms(&field(&mut redis, &name, "next").await.unwrap()).unwrap();
+        let next = parse_ms(&schedule_field(&mut redis, &name, "next").await.unwrap()).unwrap();
         assert_eq!(next, last + 1000, "its next tick follows the last pushed");
     }
 }
@@ -187,7 +177,7 @@ async fn missed_ticks_go_by_the_catch_up_policy() {
     let count = |name: &'static str, field_name: &'static str| {
         let mut redis = redis.clone();
         async move {
-            field(&mut redis, name, field_name)
+            schedule_field(&mut redis, name, field_name)
                 .await
                 .unwrap_or_default()
         }
@@ -200,7 +190,7 @@ async fn missed_ticks_go_by_the_catch_up_policy() {
     assert_eq!(count("latest", "caught_up").await, "1");
     assert_eq!(count("all", "caught_up").await, passed.len().to_string());
     for (name, ..) in policies {
-        let next = parse_ms(&field(&mut redis, name, "next").await.unwrap()).unwrap();
+        let next = parse_ms(&schedule_field(&mut redis, name, "next").await.unwrap()).unwrap();
         assert!(
             next >= claimed_at - 1000 && next < claimed_at,
             "{name}: on from the first tick still on time"
@@ -243,7 +233,9 @@ async fn overlap_skip_skips_a_tick_while_the_last_job_is_held() {
     })
     .await;
     assert_eq!(
-        field(&mut redis, "slow", "skipped").await.as_deref(),
+        schedule_field(&mut redis, "slow", "skipped")
+            .await
+            .as_deref(),
         Some("2")
     );
     let pool: Vec<String> = redis.zrange(JOB_POOL, 0, -1).await.unwrap();
@@ -258,7 +250,7 @@ async fn overlap_skip_skips_a_tick_while_the_last_job_is_held() {
     })
     .await;
     assert_eq!(
-        field(&mut redis, "slow", "fired").await.as_deref(),
+        schedule_field(&mut redis, "slow", "fired").await.as_deref(),
         Some("2")
     );
 }
@@ -310,18 +302,7 @@ async fn a_paused_schedule_is_claimed_by_none() {
 async fn an_unreadable_schedule_is_told_once_and_the_others_tick() {
     let (_server, mut redis, client, claimers) = start().await;
     let inspector = Inspector::new(&client);
-    inspector
-        .save_schedule(&every_second("good"), Source::Api)
-        .await
-        .unwrap();
-    inspector
-        .save_schedule(&every_second("newer"), Source::Api)
-        .await
-        .unwrap();
-    let _: () = redis
-        .hset("delayer:schedule:newer", "catch_up", "bogus")
-        .await
-        .unwrap();
+    save_one_good_one_unreadable(&inspector, &mut redis, "good", "newer").await;
     let mut claimer = claimers.claimer();
     let mut refused = Vec::new();
     rounds_until(&mut claimer, "a tick of good pushed", |round| {
@@ -335,11 +316,13 @@ async fn an_unreadable_schedule_is_told_once_and_the_others_tick() {
     assert_eq!(refused.len(), 1, "told once: {refused:?}");
     assert!(refused[0].contains("catch_up"), "{refused:?}");
     assert_eq!(
-        field(&mut redis, "newer", "catch_up").await.as_deref(),
+        schedule_field(&mut redis, "newer", "catch_up")
+            .await
+            .as_deref(),
         Some("bogus")
     );
     assert_eq!(
-        field(&mut redis, "newer", "fired").await,
+        schedule_field(&mut redis, "newer", "fired").await,
         None,
         "not claimed"
     );

@@ -9,6 +9,7 @@ pub mod legacy_client;
 mod polling;
 pub mod proxy;
 mod redis_server;
+pub mod schedules;
 pub mod sentinel;
 mod server_programs;
 pub mod tls;

@@ -272,20 +272,7 @@ mod tests {
     fn a_schedule_that_cannot_tick_has_a_row_that_says_why() {
         let mut definition = Definition::new("odd", "0 9 * * *", "t");
         definition.zone = "Mars/Olympus".into();
-        let stored = Stored {
-            definition,
-            source: Source::Api,
-            version: 1,
-            next: Some(1_795_737_600_000),
-            paused_since: None,
-            last_tick: None,
-            last_job: None,
-            fired: 0,
-            skipped: 0,
-            missed: 0,
-            caught_up: 0,
-            runs: 0,
-        };
+        let stored = Stored::new(definition, Some(1_795_737_600_000));
         let unusable = Line::Schedule(Box::new(Row {
             cadence: cadence(&stored),
             last_job: None,

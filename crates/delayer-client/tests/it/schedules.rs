@@ -6,22 +6,11 @@ use std::collections::HashMap;
 
 use delayer_client::inspector::{Changed, Definition, Saved, Source};
 use delayer_client::redis::AsyncCommands;
-use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Error, Inspector};
+use delayer_testkit::schedules::{every_second, save_one_good_one_unreadable, schedule_field};
 use delayer_wire::keys::{JOB_POOL, SCHEDULES, SCHEDULES_BY_NEXT};
 
 use crate::fixture;
-
-fn every_second(name: &str) -> Definition {
-    Definition::new(name, "every 1s", "ticks")
-}
-
-async fn field(redis: &mut MultiplexedConnection, name: &str, field: &str) -> Option<String> {
-    redis
-        .hget(format!("delayer:schedule:{name}"), field)
-        .await
-        .unwrap()
-}
 
 #[tokio::test]
 async fn saving_the_same_schedule_again_changes_nothing() {
@@ -35,8 +24,8 @@ async fn saving_the_same_schedule_again_changes_nothing() {
             .unwrap(),
         Saved::Created
     );
-    let next = field(&mut redis, "s", "next").await;
-    let version = field(&mut redis, "s", "version").await;
+    let next = schedule_field(&mut redis, "s", "next").await;
+    let version = schedule_field(&mut redis, "s", "version").await;
     for _ in 0..3 {
         assert_eq!(
             inspector
@@ -46,9 +35,9 @@ async fn saving_the_same_schedule_again_changes_nothing() {
             Saved::Same
         );
     }
-    assert_eq!(field(&mut redis, "s", "version").await, version);
+    assert_eq!(schedule_field(&mut redis, "s", "version").await, version);
     assert_eq!(
-        field(&mut redis, "s", "next").await,
+        schedule_field(&mut redis, "s", "next").await,
         next,
         "its next tick is kept"
     );
@@ -65,9 +54,9 @@ async fn saving_the_same_schedule_again_changes_nothing() {
             .unwrap(),
         Saved::Changed
     );
-    assert_ne!(field(&mut redis, "s", "version").await, version);
+    assert_ne!(schedule_field(&mut redis, "s", "version").await, version);
     assert_eq!(
-        field(&mut redis, "s", "next").await,
+        schedule_field(&mut redis, "s", "next").await,
         next,
         "a new body keeps the next tick"
     );
@@ -187,18 +176,7 @@ async fn pause_resume_run_and_remove() {
 async fn an_unreadable_schedule_is_listed_apart() {
     let (_server, mut redis, client) = fixture::start().await;
     let inspector = Inspector::new(&client);
-    inspector
-        .save_schedule(&every_second("good"), Source::Api)
-        .await
-        .unwrap();
-    inspector
-        .save_schedule(&every_second("newer"), Source::Api)
-        .await
-        .unwrap();
-    let _: () = redis
-        .hset("delayer:schedule:newer", "catch_up", "bogus")
-        .await
-        .unwrap();
+    save_one_good_one_unreadable(&inspector, &mut redis, "good", "newer").await;
     let list = inspector.schedules().await.unwrap();
     let names: Vec<&str> = list
         .readable

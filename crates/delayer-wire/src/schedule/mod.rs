@@ -108,6 +108,25 @@ pub struct Stored {
 }
 
 impl Stored {
+    /// A schedule just saved through the API: version 1, ticking next at `next` (unix ms), with
+    /// nothing counted yet.
+    pub fn new(definition: Definition, next: Option<i64>) -> Stored {
+        Stored {
+            definition,
+            source: Source::Api,
+            version: 1,
+            next,
+            paused_since: None,
+            last_tick: None,
+            last_job: None,
+            fired: 0,
+            skipped: 0,
+            missed: 0,
+            caught_up: 0,
+            runs: 0,
+        }
+    }
+
     /// Reads a schedule's hash.
     pub fn from_fields(name: &str, fields: &HashMap<String, Vec<u8>>) -> Result<Stored, Invalid> {
         let text = |field: &str| {
