@@ -16,13 +16,13 @@ use delayer_client::inspector::{CatchUp, Definition, Source};
 use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, Inspector, Nacked, Settings};
-use delayer_wire::keys::{
-    JOB_POOL, PAUSED_PREFIX, SCHEDULE_PREFIX, dead_queue, field, job_bucket, ready_queue,
-};
+use delayer_testkit::schedules::schedule_field;
+use delayer_wire::keys::{JOB_POOL, PAUSED_PREFIX, dead_queue, field, job_bucket, ready_queue};
 use delayer_wire::schedule::{parse_ms, tick_id};
 use support::browser::CHROMIUM_FLAGS;
 use support::http_client::{Answer, request, serving};
 use support::legacy_client::{self, Message};
+use support::redis_ms;
 use support::{RedisServer, wait_for, wait_for_ready};
 
 /// The topic whose name is markup.
@@ -553,32 +553,11 @@ async fn jobs_of(
         .collect()
 }
 
-/// Field `field` of schedule `name`'s hash.
-pub(crate) async fn schedule_field(
-    redis: &mut MultiplexedConnection,
-    name: &str,
-    field: &str,
-) -> Option<String> {
-    redis
-        .hget(format!("{SCHEDULE_PREFIX}{name}"), field)
-        .await
-        .unwrap()
-}
-
 /// Count `field` of schedule `name`'s hash (0 until it counts).
 async fn schedule_count(redis: &mut MultiplexedConnection, name: &str, field: &str) -> u64 {
     schedule_field(redis, name, field)
         .await
         .map_or(0, |count| count.parse().unwrap())
-}
-
-/// Redis's clock, unix ms.
-async fn redis_ms(redis: &mut MultiplexedConnection) -> i64 {
-    let (seconds, micros): (i64, i64) = delayer_client::redis::cmd("TIME")
-        .query_async(redis)
-        .await
-        .unwrap();
-    seconds * 1000 + micros / 1000
 }
 
 #[tokio::test]

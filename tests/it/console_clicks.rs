@@ -3,8 +3,9 @@
 //! each click changes Redis as its button says. And pages of another site, in the same browser,
 //! posting to the daemon by form and by fetch: they change nothing, with or without a token.
 
-use crate::console::{dead_ids, dead_jobs, field, schedule_field};
+use crate::console::{dead_ids, dead_jobs, field};
 use crate::support;
+use delayer_testkit::schedules::schedule_field;
 
 use delayer_client::inspector::{Definition, Source};
 use delayer_client::redis::AsyncCommands;

@@ -19,7 +19,7 @@ use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
 use serde_json::Value;
 use support::http_client::{request, samples, serving, serving_with};
 use support::{
-    Daemon, DaemonSetup, RedisServer, delayer_fails, delayer_succeeds, read, wait_for,
+    Daemon, DaemonSetup, RedisServer, delayer_fails, delayer_succeeds, read, redis_ms, wait_for,
     wait_until_sync,
 };
 
@@ -94,14 +94,6 @@ fn produce_kafka(broker: &KafkaBroker, topic: &str, messages: &[Value]) {
 /// `[delayer]` lines, then a `[kafka]` section for `broker` with `kafka` lines.
 fn with_kafka(broker: &KafkaBroker, kafka: &str) -> String {
     format!("[kafka]\nbrokers = {}\n{kafka}", broker.address())
-}
-
-async fn redis_ms(redis: &mut MultiplexedConnection) -> i64 {
-    let (seconds, micros): (i64, i64) = delayer_client::redis::cmd("TIME")
-        .query_async(redis)
-        .await
-        .unwrap();
-    seconds * 1000 + micros / 1000
 }
 
 /// Pushes `count` jobs over `topics`, due over `spread_ms`; each job's id with its due time by

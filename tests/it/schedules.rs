@@ -12,7 +12,8 @@ use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_wire::keys::{SCHEDULES, ready_queue};
 use delayer_wire::schedule::{parse_ms, tick_id};
 use support::{
-    Daemon, DaemonSetup, RedisServer, delayer_fails, delayer_succeeds, start_daemons, wait_for,
+    Daemon, DaemonSetup, RedisServer, delayer_fails, delayer_succeeds, redis_ms, start_daemons,
+    wait_for,
 };
 
 /// `[delayer]` lines, then a schedule section (the test config's `[redis]` follows it).
@@ -21,14 +22,6 @@ fn with_schedule(delayer: &str, schedule: &str) -> String {
 }
 
 const EVERY_SECOND: &str = "[schedule.tick]\ncron = * * * * * *\ntopic = ticks";
-
-async fn redis_ms(redis: &mut MultiplexedConnection) -> i64 {
-    let (seconds, micros): (i64, i64) = delayer_client::redis::cmd("TIME")
-        .query_async(redis)
-        .await
-        .unwrap();
-    seconds * 1000 + micros / 1000
-}
 
 /// Pops `topic`'s ready list (over `redis`, a connection of its own) as jobs arrive, each with Redis's time when it came (unix ms), until
 /// `until` (unix ms by Redis's clock) has passed.

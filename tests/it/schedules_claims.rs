@@ -12,6 +12,7 @@ use delayer_client::redis::AsyncCommands;
 use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, Inspector, Settings};
 use delayer_testkit::RedisServer;
+use delayer_testkit::jobs::redis_ms;
 use delayer_testkit::schedules::{every_second, save_one_good_one_unreadable, schedule_field};
 use delayer_wire::keys::{JOB_POOL, Layout, SCHEDULES_BY_NEXT, job_bucket};
 use delayer_wire::schedule::{CatchUp, Overlap, parse_ms, seconds_text, tick_id};
@@ -37,14 +38,6 @@ impl Claimers {
         let lifetime = Settings::default().ready_max_lifetime;
         Claimer::new(self.0.clone(), Layout::LEGACY, lifetime)
     }
-}
-
-async fn redis_ms(redis: &mut MultiplexedConnection) -> i64 {
-    let (seconds, micros): (i64, i64) = delayer_client::redis::cmd("TIME")
-        .query_async(redis)
-        .await
-        .unwrap();
-    seconds * 1000 + micros / 1000
 }
 
 /// Four claimers race over 50 schedules for 3 s: every tick of each has its job, once, and the

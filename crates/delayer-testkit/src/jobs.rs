@@ -203,6 +203,11 @@ pub async fn redis_now(redis: &mut impl ConnectionLike) -> f64 {
     seconds + micros / 1e6
 }
 
+/// Redis's clock now, unix ms (as schedules count time).
+pub async fn redis_ms(redis: &mut impl ConnectionLike) -> i64 {
+    (redis_now(redis).await * 1000.0) as i64
+}
+
 /// Waits until Redis's clock is past `at` (unix seconds): jobs due then are due by the scripts'
 /// clock.
 pub async fn wait_for_redis_time(redis: &MultiplexedConnection, at: f64) {
