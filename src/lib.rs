@@ -7,7 +7,7 @@
 //! can share one Redis without ever pushing a job twice. Consumers RPOP/BRPOP the list.
 //!
 //! The parts: [`config`] reads `delayer.conf`; `mover` is the timer loop; `deliver` the loop that
-//! hands due jobs to sinks; `kafka` the Kafka link; `redis` the pool and what Redis failures
+//! hands due jobs to sinks; `kafka` the Kafka link; `webhook` the HTTP sink; `redis` the pool and what Redis failures
 //! mean; `schedules` claims recurring schedules' ticks; `history` writes what happened to Redis,
 //! per minute; `http` the job API, metrics and the console; [`cli`] the command line;
 //! [`service`] the process plumbing (daemon, pid file, signals, logs).
@@ -36,7 +36,8 @@
 //! - **lapse**: a reservation whose deadline passed: the job is delivered again (back to the
 //!   pool, due now), or after `max_attempts` goes to its topic's **dead list**
 //!   (`delayer:dead_queue:<topic>`), where it stays until requeued.
-//! - **sink**: where the due jobs of some topics go instead of their ready lists (Kafka). The
+//! - **sink**: where the due jobs of some topics go instead of their ready lists (Kafka, a
+//!   webhook). The
 //!   **delivery loop** reserves them, sends each to its sink, and acks it, gives it back or
 //!   dead-lists it as the sink reports (`deliver::Sink`); each sink runs a loop of its own.
 //! - **layout**: what the keys are called and where a topic's keys are: `legacy` (the original's
@@ -81,6 +82,7 @@ mod redis;
 mod schedules;
 pub mod service;
 pub mod text;
+mod webhook;
 
 use std::sync::Arc;
 
@@ -107,6 +109,8 @@ pub struct Service {
     /// The Kafka link, with `[kafka]`.
     #[cfg(feature = "kafka")]
     kafka: Option<kafka::Link>,
+    /// The webhooks, with `[webhook.NAME]` sections.
+    webhooks: Option<webhook::Webhooks>,
 }
 
 impl Service {
@@ -179,9 +183,30 @@ impl Service {
                 config.file.display()
             );
         }
+        let webhooks = if config.webhooks.is_empty() {
+            None
+        } else {
+            let client = Client::on(
+                SharedConnection::lazy(mover.target()),
+                config.client_settings(),
+            );
+            let kafka_topics = config.kafka.as_ref().map_or(&[][..], |kafka| &kafka.topics);
+            let signing_key = config
+                .signing_keys
+                .as_ref()
+                .map(|keys| keys.current.as_str());
+            Some(webhook::Webhooks::new(
+                &config.webhooks,
+                kafka_topics,
+                signing_key,
+                client,
+                &mover.metrics(),
+            )?)
+        };
         Ok(Service {
             #[cfg(feature = "kafka")]
             kafka,
+            webhooks,
             mover,
             http,
             schedules,
@@ -221,7 +246,12 @@ impl Service {
                 kafka.run(&stop.graceful).await;
             }
         };
-        tokio::join!(moving, serving, schedules, history, delivering);
+        let calling = async {
+            if let Some(webhooks) = self.webhooks {
+                webhooks.run(&stop.graceful).await;
+            }
+        };
+        tokio::join!(moving, serving, schedules, history, delivering, calling);
         info!("Service stopped successfully, PID: {}", std::process::id());
     }
 }

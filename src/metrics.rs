@@ -7,6 +7,7 @@ mod deliveries;
 mod kafka;
 mod schedules;
 mod text;
+mod webhooks;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -35,6 +36,7 @@ use schedules::ScheduleFamilies;
 pub use schedules::{DEFAULT_LISTED_SCHEDULES, Schedules};
 pub use text::Format;
 use text::prometheus_text;
+pub use webhooks::{Webhook, Webhooks};
 
 /// How many recent move lags the console's percentiles are taken from.
 const RECENT_LAGS: usize = 10_000;
@@ -86,6 +88,8 @@ pub struct Metrics {
     schedules: Arc<ScheduleFamilies>,
     /// The Kafka link's figures (none unless `[kafka]` turns it on).
     pub kafka: Arc<KafkaLink>,
+    /// Each webhook's figures (none without `[webhook.NAME]` sections).
+    pub webhooks: Arc<Webhooks>,
     /// Each sink that due jobs are delivered to, by what `/healthz` calls it ("Kafka at ...").
     sinks: Mutex<Vec<(String, Arc<Deliveries>)>>,
     /// The topics `ready` and `dead` have series for.
@@ -140,6 +144,7 @@ impl Default for Metrics {
             census_at: Gauge::default(),
             schedules: Arc::default(),
             kafka: Arc::default(),
+            webhooks: Arc::default(),
             sinks: Mutex::default(),
             measured: Mutex::default(),
             counted: Mutex::default(),
@@ -155,6 +160,7 @@ impl Default for Metrics {
         metrics.register_script_times(&mut registry);
         metrics.register_polls(&mut registry);
         registry.register_collector(Box::new(metrics.kafka.clone()));
+        registry.register_collector(Box::new(metrics.webhooks.clone()));
         let mut holdings = Registry::with_prefix("delayer");
         metrics.register_pool(&mut holdings);
         metrics.register_ready_lists(&mut holdings);

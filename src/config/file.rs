@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use super::ini::IniFile;
 use super::keys;
 use super::settings::Config;
-use super::{paths, rules, schedules};
+use super::{paths, rules, schedules, webhooks};
 
 /// A configuration file as read: the configuration, with the default in place of each value
 /// that is wrong, and what is wrong, one problem a line, each naming the file.
@@ -101,9 +101,13 @@ impl Config {
         let now = delayer_wire::schedule::unix_ms_now();
         let (definitions, problems) = schedules::read(&ini, now);
         config.schedules = definitions;
+        let (hooks, hook_problems) = webhooks::read(&ini, config.mover.max_attempts);
+        config.webhooks = hooks;
         errors.extend(
             problems
                 .iter()
+                .chain(&hook_problems)
+                .chain(&rules::sinks(&config))
                 .map(|problem| format!("{}: {problem}", file.display())),
         );
         (config.unknown, config.warnings) = unknown_entries(&ini, &file);
@@ -203,6 +207,9 @@ impl Config {
         for definition in &self.schedules {
             text += &schedules::render(definition);
         }
+        for hook in &self.webhooks {
+            text += &webhooks::render(hook);
+        }
         text
     }
 }
@@ -211,8 +218,18 @@ impl Config {
 /// than once.
 fn unknown_entries(ini: &IniFile, file: &Path) -> (Vec<String>, Vec<String>) {
     let (mut unknown, mut warnings) = (Vec::new(), Vec::new());
-    let schedule = |name: &str| name.starts_with(schedules::PREFIX);
-    let known_section = |name: &str| schedule(name) || keys::all().any(|key| key.section == name);
+    // The sections named by their prefix (`[schedule.NAME]`, `[webhook.NAME]`), with their keys.
+    let named = |name: &str| {
+        [
+            (schedules::PREFIX, &schedules::KEYS[..]),
+            (webhooks::PREFIX, &webhooks::KEYS[..]),
+        ]
+        .into_iter()
+        .find(|(prefix, _)| name.starts_with(prefix))
+        .map(|(_, keys)| keys)
+    };
+    let known_section =
+        |name: &str| named(name).is_some() || keys::all().any(|key| key.section == name);
     for section in ini.sections() {
         if let Some(name) = section.filter(|name| !known_section(name)) {
             unknown.push(format!(
@@ -223,16 +240,17 @@ fn unknown_entries(ini: &IniFile, file: &Path) -> (Vec<String>, Vec<String>) {
     }
     let mut outside = Vec::new();
     for (section, key, times) in ini.entries() {
+        let known_key = |name: &str| match named(name) {
+            Some(keys) => keys.contains(&key),
+            None => keys::find(name, key).is_some(),
+        };
         match section {
             None => outside.push(key),
             Some(name) if !known_section(name) => {}
-            Some(name) if schedule(name) && !schedules::KEYS.contains(&key) => unknown.push(
-                format!("{}: unknown key [{name}] {key}, ignored", file.display()),
-            ),
-            Some(name) if schedule(name) && times == 1 => {}
-            Some(name) if !schedule(name) && keys::find(name, key).is_none() => unknown.push(
-                format!("{}: unknown key [{name}] {key}, ignored", file.display()),
-            ),
+            Some(name) if !known_key(name) => unknown.push(format!(
+                "{}: unknown key [{name}] {key}, ignored",
+                file.display()
+            )),
             Some(name) if times > 1 => warnings.push(format!(
                 "{}: [{name}] {key} is set more than once; the last value is used",
                 file.display()

@@ -13,6 +13,7 @@ mod settings;
 #[cfg(test)]
 mod tests;
 mod values;
+mod webhooks;
 
 use std::path::{Path, PathBuf};
 

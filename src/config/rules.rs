@@ -156,7 +156,52 @@ pub(super) fn check(config: &Config, ini: &IniFile) -> Vec<Wrong> {
     if ini.has_section("kafka") {
         wrong.extend(kafka(config, ini));
     }
+    if ini.get("qstash", "next_signing_key").is_some()
+        && ini.get("qstash", "current_signing_key").is_none()
+    {
+        wrong.push(Wrong {
+            section: "qstash",
+            key: "current_signing_key",
+            value: String::new(),
+            why: "missing: next_signing_key is the key after it, and requests are signed with \
+                  the current one"
+                .into(),
+        });
+    }
     wrong
+}
+
+/// A topic named by two sinks (Kafka and a webhook, or two webhooks): its jobs would go to the
+/// first only, which the file does not say.
+pub(super) fn sinks(config: &Config) -> Vec<String> {
+    // Each topic a sink names, with the sink.
+    let mut owners: Vec<(&str, String)> = Vec::new();
+    if let Some(kafka) = &config.kafka {
+        owners.extend(
+            kafka
+                .topics
+                .iter()
+                .map(|topic| (topic.as_str(), "[kafka]".into())),
+        );
+    }
+    let mut problems = Vec::new();
+    for hook in &config.webhooks {
+        let name = format!("[webhook.{}]", hook.name);
+        for topic in &hook.topics {
+            if let Some((_, owner)) = owners.iter().find(|(known, _)| known == topic) {
+                problems.push(format!(
+                    "{name} topics: {topic:?} is delivered by {owner} already: a topic's due \
+                     jobs go to one place"
+                ));
+            }
+        }
+        owners.extend(
+            hook.topics
+                .iter()
+                .map(|topic| (topic.as_str(), name.clone())),
+        );
+    }
+    problems
 }
 
 /// What is wrong with how the `[kafka]` keys go together.

@@ -9,6 +9,7 @@ use crate::kafka::KafkaSettings;
 use crate::mover::MoverSettings;
 use crate::redis::RedisSettings;
 use crate::service::logging::LogSettings;
+use crate::webhook::{SigningKeys, WebhookSettings};
 
 /// Everything the daemon needs to know, validated; relative paths are already made absolute.
 /// [`Config::parse`] of an empty file has the defaults.
@@ -37,6 +38,10 @@ pub struct Config {
     pub schedules: Vec<delayer_wire::schedule::Definition>,
     /// The `[kafka]` section: no Kafka link without it.
     pub kafka: Option<KafkaSettings>,
+    /// The `[webhook.NAME]` sections, in the file's order.
+    pub webhooks: Vec<WebhookSettings>,
+    /// `[qstash]`'s signing keys: webhook requests are signed when they are set.
+    pub signing_keys: Option<SigningKeys>,
     /// Unknown sections and keys (a typo, most likely): ignored with a warning, as the original
     /// did, but refused by `--check-config`.
     pub unknown: Vec<String>,
@@ -59,6 +64,8 @@ impl Config {
             http: None,
             schedules: Vec::new(),
             kafka: None,
+            webhooks: Vec::new(),
+            signing_keys: None,
             unknown: Vec::new(),
             warnings: Vec::new(),
         }

@@ -1,10 +1,7 @@
 //! Delivery: one loop reserves the due jobs of a sink's topics, hands each to the sink, and acks,
-//! gives back or dead-lists it as the sink reports; a [`Sink`] (Kafka) only says how to send one
+//! gives back or dead-lists it as the sink reports; a [`Sink`] (Kafka, a webhook) only says how to send one
 //! job and what a failure means. At least once and never early; each sink runs a loop of its own,
 //! so that one that hangs holds up no other.
-
-// Built without Kafka too, where no sink runs it yet (the HTTP sink will): it must not need Kafka.
-#![cfg_attr(not(feature = "kafka"), allow(dead_code))]
 
 mod patterns;
 mod reserve;
@@ -70,8 +67,6 @@ pub enum Outcome {
     /// This try failed (a reply that asks for a retry): tried again after `after` when the
     /// receiver said so, else after the sink's [retry](Sink::retry) delay, or to the dead list
     /// with the reason once its tries are spent.
-    // No sink fails one job alone yet (Kafka's failures are the link's): the HTTP sink will.
-    #[allow(dead_code)]
     Failed {
         /// Why, for the dead list and the log.
         why: String,

@@ -8,6 +8,7 @@
 mod delayer;
 mod http;
 mod kafka;
+mod qstash;
 mod redis;
 
 use std::path::{Path, PathBuf};
@@ -33,7 +34,13 @@ pub(super) struct Key {
 }
 
 /// The sections, in the order the printout and `dist/delayer.conf` list them.
-const SECTIONS: [&[Key]; 4] = [delayer::KEYS, redis::KEYS, http::KEYS, kafka::KEYS];
+const SECTIONS: [&[Key]; 5] = [
+    delayer::KEYS,
+    redis::KEYS,
+    http::KEYS,
+    kafka::KEYS,
+    qstash::KEYS,
+];
 
 /// Every key, section by section.
 pub(super) fn all() -> impl Iterator<Item = &'static Key> {

@@ -1,0 +1,83 @@
+//! Webhooks (`docs/webhooks.md`): the due jobs of the topics a `[webhook.NAME]` section names,
+//! each sent by HTTP to its URL by the delivery loop, signed as QStash signs when `[qstash]` has
+//! signing keys. Each webhook has a loop and a connection pool of its own, so that one whose
+//! receiver hangs delays no other.
+
+mod failure;
+mod retry_delay;
+mod settings;
+mod signature;
+mod sink;
+
+use anyhow::{Context, Result};
+use delayer_client::Client;
+use futures_util::future::join_all;
+use tokio_util::sync::CancellationToken;
+
+use crate::deliver;
+use crate::metrics::Metrics;
+pub use retry_delay::RetryDelay;
+pub use settings::{METHODS, MOST_PARALLELISM, SigningKeys, WebhookSettings};
+use sink::Webhook;
+
+/// The configured webhooks, each with its HTTP client made.
+pub struct Webhooks {
+    client: Client,
+    hooks: Vec<Webhook>,
+}
+
+impl Webhooks {
+    /// The webhooks of `settings`, for the jobs `client` reaches, signed with `signing_key` if
+    /// set, counted in `metrics`. A topic goes to one sink only: a webhook leaves out the topics
+    /// that `taken` (Kafka's) or an earlier webhook matches.
+    pub fn new(
+        settings: &[WebhookSettings],
+        taken: &[String],
+        signing_key: Option<&str>,
+        client: Client,
+        metrics: &Metrics,
+    ) -> Result<Webhooks> {
+        // reqwest's TLS takes the process's crypto provider: ring, as the Redis link's.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut hooks = Vec::with_capacity(settings.len());
+        let mut earlier = taken.to_vec();
+        for settings in settings {
+            let redirects = if settings.follow_redirects {
+                reqwest::redirect::Policy::limited(10)
+            } else {
+                reqwest::redirect::Policy::none()
+            };
+            let http = reqwest::Client::builder()
+                .timeout(settings.timeout)
+                .redirect(redirects)
+                .pool_max_idle_per_host(settings.parallelism as usize)
+                .tcp_nodelay(true)
+                .build()
+                .with_context(|| {
+                    format!("[webhook.{}]: cannot make its HTTP client", settings.name)
+                })?;
+            hooks.push(Webhook {
+                title: format!("webhook {}", settings.name),
+                settings: settings.clone(),
+                http,
+                signing_key: signing_key.map(str::to_string),
+                figures: metrics.webhooks.add(&settings.name),
+                taken: earlier.clone(),
+            });
+            earlier.extend(settings.topics.iter().cloned());
+        }
+        Ok(Webhooks { client, hooks })
+    }
+
+    /// Delivers each webhook's due jobs until `stop`; at the stop, the requests in flight finish
+    /// and are settled first.
+    pub async fn run(self, stop: &CancellationToken) {
+        let client = &self.client;
+        join_all(
+            self.hooks
+                .iter()
+                .map(|hook| deliver::run(client, hook, &hook.figures.out, stop)),
+        )
+        .await;
+    }
+}
