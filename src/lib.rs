@@ -200,6 +200,7 @@ impl Service {
                 kafka_topics,
                 signing_key,
                 client,
+                SharedConnection::lazy(mover.target()),
                 &mover.metrics(),
             )?)
         };

@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use super::ini::IniFile;
-use crate::webhook::{METHODS, MOST_PARALLELISM, RetryDelay, WebhookSettings};
+use crate::webhook::{METHODS, MOST_IN_FLIGHT, Rate, RetryDelay, WebhookSettings};
 
 /// What starts a webhook's section name.
 pub(super) const PREFIX: &str = "webhook.";
 /// The keys of a webhook's section.
-pub(super) const KEYS: [&str; 8] = [
+pub(super) const KEYS: [&str; 9] = [
     "topics",
     "url",
     "method",
@@ -17,6 +17,7 @@ pub(super) const KEYS: [&str; 8] = [
     "retries",
     "retry_delay",
     "parallelism",
+    "rate",
     "follow_redirects",
 ];
 
@@ -126,16 +127,20 @@ fn webhook(
         hook.retry_delay = RetryDelay::parse(delay).map_err(|why| wrong("retry_delay", &why))?;
     }
     if let Some(parallelism) = ini.get(section, "parallelism") {
-        hook.parallelism = parallelism
+        let parallelism = parallelism
             .parse()
             .ok()
-            .filter(|n| (1..=MOST_PARALLELISM).contains(n))
+            .filter(|n| (1..=MOST_IN_FLIGHT).contains(n))
             .ok_or_else(|| {
                 wrong(
                     "parallelism",
-                    &format!("expected a whole number from 1 to {MOST_PARALLELISM}"),
+                    &format!("expected a whole number from 1 to {MOST_IN_FLIGHT}"),
                 )
             })?;
+        hook.parallelism = Some(parallelism);
+    }
+    if let Some(rate) = ini.get(section, "rate") {
+        hook.rate = Some(Rate::parse(rate).map_err(|why| wrong("rate", &why))?);
     }
     if let Some(follow) = ini.get(section, "follow_redirects") {
         hook.follow_redirects =
@@ -165,8 +170,11 @@ pub(super) fn render(hook: &WebhookSettings) -> String {
     if hook.retry_delay != blank.retry_delay {
         text += &format!("retry_delay = {}\n", hook.retry_delay);
     }
-    if hook.parallelism != blank.parallelism {
-        text += &format!("parallelism = {}\n", hook.parallelism);
+    if let Some(parallelism) = hook.parallelism {
+        text += &format!("parallelism = {parallelism}\n");
+    }
+    if let Some(rate) = hook.rate {
+        text += &format!("rate = {rate}\n");
     }
     if hook.follow_redirects {
         text += "follow_redirects = true\n";

@@ -76,6 +76,9 @@ pub enum Outcome {
     /// Not delivered for want of the receiver (the brokers down): given back untried, while the
     /// loop probes with one job at a time, with a backoff, until one gets through.
     Unreachable(String),
+    /// Not sent, as the daemon stops before its turn came (a webhook's flow control held it):
+    /// given back untried, for another daemon or the next start.
+    NotSent,
 }
 
 /// The most jobs reserved at once (the client's most for one call).

@@ -169,6 +169,12 @@ async fn finish(
                 }
                 None => bury(client, name, figures, &job, &why).await,
             },
+            Outcome::NotSent => {
+                if let Err(error) = client.give_back(&*job).await {
+                    warn!(id = %job.id, "{name}: cannot give back a job not sent ({error}): it is tried again after its time to run");
+                }
+                figures.not_sent(1);
+            }
             Outcome::Unreachable(why) => {
                 if let Err(error) = client.give_back(&*job).await {
                     warn!(id = %job.id, "{name}: cannot give back a job not delivered ({error}): it is tried again after its time to run");

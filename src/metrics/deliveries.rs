@@ -78,6 +78,11 @@ impl Deliveries {
         self.in_flight.dec_by(jobs as i64);
     }
 
+    /// Jobs not sent at a stop: given back untried.
+    pub fn not_sent(&self, jobs: usize) {
+        self.in_flight.dec_by(jobs as i64);
+    }
+
     /// Jobs not delivered for want of the receiver (down or slow): given back untried, to be
     /// delivered later.
     pub fn given_back(&self, jobs: usize, why: &str) {

@@ -9,59 +9,50 @@ use std::time::Duration;
 /// and why it failed, for the dead list.
 pub fn of_request(error: &reqwest::Error, timeout: Duration) -> (String, String) {
     let causes = causes(error);
+    let said: Vec<String> = causes.iter().map(ToString::to_string).collect();
+    let innermost = said.last().map_or("", String::as_str);
     let (status, why) = if error.is_timeout() {
         (
             "timeout",
             format!("no reply within {} s", timeout.as_secs_f64()),
         )
-    } else if let Some(tls) = causes.iter().find(|cause| is_tls(cause)) {
+    } else if let Some(tls) = causes.iter().find_map(|cause| tls(*cause)) {
         ("tls", format!("TLS failed: {tls}"))
-    } else if let Some(dns) = causes.iter().find(|cause| cause.contains("dns error")) {
-        (
-            "dns",
-            format!("DNS lookup failed: {}", causes.last().unwrap_or(dns)),
-        )
-    } else if refused(error) {
+    } else if said.iter().any(|cause| cause.contains("dns error")) {
+        ("dns", format!("DNS lookup failed: {innermost}"))
+    } else if causes.iter().any(|cause| refused(*cause)) {
         ("connect", "connection refused".into())
     } else if error.is_connect() {
-        let cause = causes.last().map_or("", String::as_str);
-        ("connect", format!("cannot connect: {cause}"))
+        ("connect", format!("cannot connect: {innermost}"))
     } else {
-        (
-            "error",
-            format!("the request failed: {}", causes.join(": ")),
-        )
+        ("error", format!("the request failed: {}", said.join(": ")))
     };
     (status.into(), why)
 }
 
-/// Each message in `error`'s chain of causes.
-fn causes(error: &reqwest::Error) -> Vec<String> {
-    let mut causes = vec![error.to_string()];
+/// `error` and each of its causes.
+fn causes(error: &reqwest::Error) -> Vec<&(dyn Error + 'static)> {
+    let mut causes: Vec<&(dyn Error + 'static)> = vec![error];
     let mut source = error.source();
     while let Some(cause) = source {
-        causes.push(cause.to_string());
+        causes.push(cause);
         source = cause.source();
     }
     causes
 }
 
-fn is_tls(cause: &str) -> bool {
-    let cause = cause.to_ascii_lowercase();
-    ["certificate", "tls", "handshake", "peer sent", "alert"]
-        .iter()
-        .any(|word| cause.contains(word))
+/// The TLS error `cause` is, if it is one: rustls's, or one inside an I/O error (hyper wraps
+/// rustls's I/O error in one of its own, and an I/O error's `source` skips what it wraps).
+fn tls<'a>(cause: &'a (dyn Error + 'static)) -> Option<&'a rustls::Error> {
+    if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
+        return Some(tls);
+    }
+    let inner: &(dyn Error + 'static) = cause.downcast_ref::<io::Error>()?.get_ref()?;
+    tls(inner)
 }
 
-fn refused(error: &reqwest::Error) -> bool {
-    let mut source = error.source();
-    while let Some(cause) = source {
-        if let Some(io) = cause.downcast_ref::<io::Error>()
-            && io.kind() == io::ErrorKind::ConnectionRefused
-        {
-            return true;
-        }
-        source = cause.source();
-    }
-    false
+fn refused(cause: &(dyn Error + 'static)) -> bool {
+    cause
+        .downcast_ref::<io::Error>()
+        .is_some_and(|io| io.kind() == io::ErrorKind::ConnectionRefused)
 }

@@ -1,40 +1,48 @@
 //! Webhooks (`docs/webhooks.md`): the due jobs of the topics a `[webhook.NAME]` section names,
 //! each sent by HTTP to its URL by the delivery loop, signed as QStash signs when `[qstash]` has
-//! signing keys. Each webhook has a loop and a connection pool of its own, so that one whose
-//! receiver hangs delays no other.
+//! signing keys, within its flow control over every daemon. Each webhook has a loop and a
+//! connection pool of its own, so that one whose receiver hangs delays no other.
 
 mod failure;
+mod gate;
 mod retry_delay;
 mod settings;
 mod signature;
 mod sink;
 
+use std::sync::Arc;
+
 use anyhow::{Context, Result};
 use delayer_client::Client;
+use delayer_wire::scripts::webhook_gate::Limits;
+use delayer_wire::shared_connection::SharedConnection;
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use crate::deliver;
 use crate::metrics::Metrics;
 pub use retry_delay::RetryDelay;
-pub use settings::{METHODS, MOST_PARALLELISM, SigningKeys, WebhookSettings};
+pub use settings::{METHODS, MOST_IN_FLIGHT, Rate, SigningKeys, WebhookSettings};
 use sink::Webhook;
 
 /// The configured webhooks, each with its HTTP client made.
 pub struct Webhooks {
     client: Client,
+    /// For the flow control's leases.
+    redis: Arc<SharedConnection>,
     hooks: Vec<Webhook>,
 }
 
 impl Webhooks {
-    /// The webhooks of `settings`, for the jobs `client` reaches, signed with `signing_key` if
-    /// set, counted in `metrics`. A topic goes to one sink only: a webhook leaves out the topics
-    /// that `taken` (Kafka's) or an earlier webhook matches.
+    /// The webhooks of `settings`, for the jobs `client` reaches (and `redis`, for their flow
+    /// control), signed with `signing_key` if set, counted in `metrics`. A topic goes to one sink
+    /// only: a webhook leaves out the topics that `taken` (Kafka's) or an earlier webhook matches.
     pub fn new(
         settings: &[WebhookSettings],
         taken: &[String],
         signing_key: Option<&str>,
         client: Client,
+        redis: Arc<SharedConnection>,
         metrics: &Metrics,
     ) -> Result<Webhooks> {
         // reqwest's TLS takes the process's crypto provider: ring, as the Redis link's.
@@ -50,7 +58,6 @@ impl Webhooks {
             let http = reqwest::Client::builder()
                 .timeout(settings.timeout)
                 .redirect(redirects)
-                .pool_max_idle_per_host(settings.parallelism as usize)
                 .tcp_nodelay(true)
                 .build()
                 .with_context(|| {
@@ -63,21 +70,49 @@ impl Webhooks {
                 signing_key: signing_key.map(str::to_string),
                 figures: metrics.webhooks.add(&settings.name),
                 taken: earlier.clone(),
+                gate: None,
+                stop: CancellationToken::new(),
             });
             earlier.extend(settings.topics.iter().cloned());
         }
-        Ok(Webhooks { client, hooks })
+        Ok(Webhooks {
+            client,
+            redis,
+            hooks,
+        })
     }
 
     /// Delivers each webhook's due jobs until `stop`; at the stop, the requests in flight finish
-    /// and are settled first.
-    pub async fn run(self, stop: &CancellationToken) {
+    /// and are settled first, and the jobs still waiting for their turn are given back.
+    pub async fn run(mut self, stop: &CancellationToken) {
+        let ended = CancellationToken::new();
+        let mut gates = Vec::new();
+        for hook in &mut self.hooks {
+            hook.stop = stop.clone();
+            let settings = &hook.settings;
+            if settings.parallelism.is_none() && settings.rate.is_none() {
+                continue;
+            }
+            let limits = Limits {
+                most: settings.parallelism,
+                spacing: settings.rate.map(|rate| rate.spacing()),
+                lease: settings.ttr(),
+            };
+            let (gate, serving) =
+                gate::new(&settings.name, limits, self.redis.clone(), ended.clone());
+            hook.gate = Some(gate);
+            gates.push(serving);
+        }
         let client = &self.client;
-        join_all(
-            self.hooks
-                .iter()
-                .map(|hook| deliver::run(client, hook, &hook.figures.out, stop)),
-        )
-        .await;
+        let delivering = async {
+            join_all(
+                self.hooks
+                    .iter()
+                    .map(|hook| deliver::run(client, hook, &hook.figures.out, stop)),
+            )
+            .await;
+            ended.cancel();
+        };
+        tokio::join!(delivering, join_all(gates));
     }
 }

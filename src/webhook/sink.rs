@@ -10,8 +10,10 @@ use delayer_client::Job;
 use delayer_wire::time::to_unix;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, LOCATION, USER_AGENT};
 use reqwest::{Method, Response, StatusCode};
+use tokio_util::sync::CancellationToken;
 
 use super::failure;
+use super::gate::Gate;
 use super::settings::WebhookSettings;
 use super::signature;
 use crate::deliver::{Outcome, Sink, matches};
@@ -42,6 +44,10 @@ pub struct Webhook {
     pub figures: Arc<Figures>,
     /// The topics of the sinks before this one (Kafka's, earlier webhooks'): not this one's.
     pub taken: Vec<String>,
+    /// Its flow control, with `parallelism` or `rate`.
+    pub gate: Option<Gate>,
+    /// The daemon's stop: a request not started yet is not sent.
+    pub stop: CancellationToken,
 }
 
 impl Sink for Webhook {
@@ -66,7 +72,7 @@ impl Sink for Webhook {
     }
 
     fn room(&self) -> usize {
-        self.settings.parallelism as usize
+        self.settings.room()
     }
 
     fn keep(&self) -> Option<Duration> {
@@ -79,6 +85,13 @@ impl Sink for Webhook {
     }
 
     async fn send(&self, job: &Job) -> Outcome {
+        let _pass = match &self.gate {
+            Some(gate) => match gate.enter(&self.stop).await {
+                Some(pass) => Some(pass),
+                None => return Outcome::NotSent,
+            },
+            None => None,
+        };
         let url = url_of(&self.settings.url, job);
         let request = match self.request(&url, job) {
             Ok(request) => request,

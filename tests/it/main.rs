@@ -34,3 +34,4 @@ mod service;
 mod timer_loop;
 mod tls;
 mod waiting;
+mod webhooks;

@@ -11,6 +11,7 @@ pub mod http_client;
 // The bench's upgrade scenario runs it; no test does yet (its first build takes minutes).
 #[allow(dead_code)]
 pub mod previous_release;
+pub mod receiver;
 
 use delayer::Config;
 pub use delayer_testkit::jobs::*;

@@ -42,6 +42,7 @@ pub mod schedule_claim;
 pub mod schedule_save;
 pub mod schedule_state;
 pub mod touch;
+pub mod webhook_gate;
 
 /// Whether a receipt named a job's current reservation (for touch and release).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
