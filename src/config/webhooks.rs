@@ -181,3 +181,179 @@ pub(super) fn render(hook: &WebhookSettings) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use crate::config::Config;
+    use crate::webhook::{Rate, RetryDelay};
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("test.conf")).map_err(|error| format!("{error:#}"))
+    }
+
+    fn hook(lines: &str) -> String {
+        format!("[webhook.billing]\ntopics = billing.*\nurl = http://b.internal/{{topic}}\n{lines}")
+    }
+
+    #[test]
+    fn a_section_is_read_with_its_defaults_and_shown_again() {
+        let config = parse(&format!(
+            "{}\n[qstash]\ncurrent_signing_key = sig_a\nnext_signing_key = sig_b\n",
+            hook(
+                "method = put\ntimeout = 2s\nretries = 5\nretry_delay = pow(2, retried) * 1000\n\
+                 parallelism = 10\nrate = 100/1m ; a comment\nfollow_redirects = true\n"
+            )
+        ))
+        .unwrap();
+        let hook = &config.webhooks[0];
+        assert_eq!(hook.name, "billing");
+        assert_eq!(hook.topics, ["billing.*"]);
+        assert_eq!(hook.url, "http://b.internal/{topic}");
+        assert_eq!(hook.method, "PUT");
+        assert_eq!(hook.timeout, Duration::from_secs(2));
+        assert_eq!(hook.retries, 5);
+        assert_eq!(hook.retry_delay.before(3), Duration::from_secs(4));
+        assert_eq!(hook.parallelism, Some(10));
+        let rate = Rate {
+            count: 100,
+            period: Duration::from_secs(60),
+        };
+        assert_eq!(hook.rate, Some(rate));
+        assert!(hook.follow_redirects);
+        let keys = config.signing_keys.as_ref().unwrap();
+        assert_eq!(
+            (keys.current.as_str(), keys.next.as_deref()),
+            ("sig_a", Some("sig_b"))
+        );
+        assert!(config.unknown.is_empty(), "{:?}", config.unknown);
+        let shown = config.to_string();
+        assert!(
+            shown.contains(
+                "[webhook.billing]\ntopics = billing.*\nurl = http://b.internal/{topic}\n\
+                 method = PUT\ntimeout = 2\nretries = 5\nretry_delay = pow(2, retried) * 1000\n\
+                 parallelism = 10\nrate = 100/60s\nfollow_redirects = true\n"
+            ),
+            "{shown}"
+        );
+        assert!(shown.contains("current_signing_key = ********"), "{shown}");
+        assert_eq!(
+            parse(&shown).unwrap().webhooks,
+            config.webhooks,
+            "read back alike"
+        );
+
+        let plain = parse(&self::hook("")).unwrap();
+        let plain = &plain.webhooks[0];
+        assert_eq!(
+            (plain.method.as_str(), plain.timeout, plain.retries),
+            ("POST", Duration::from_secs(30), 3)
+        );
+        assert_eq!(plain.retry_delay, RetryDelay::Backoff);
+        assert_eq!((plain.parallelism, plain.rate), (None, None));
+        assert!(!plain.follow_redirects);
+    }
+
+    #[test]
+    fn a_wrong_value_is_named_with_its_key() {
+        for (lines, said) in [
+            (
+                "method = FETCH",
+                "[webhook.billing] method = \"FETCH\": expected one of POST",
+            ),
+            (
+                "timeout = 2x",
+                "[webhook.billing] timeout = \"2x\": \"2x\": unknown unit \"x\"",
+            ),
+            (
+                "timeout = 2d",
+                "[webhook.billing] timeout = \"2d\": expected 1ms to 1d",
+            ),
+            (
+                "retries = 25",
+                "retries = \"25\": expected a whole number from 0 to 24 ([delayer] max_attempts less one",
+            ),
+            (
+                "retry_delay = 10s",
+                "retry_delay = \"10s\": \"10s\" is not a number at character 1",
+            ),
+            (
+                "parallelism = 0",
+                "parallelism = \"0\": expected a whole number from 1 to 1000",
+            ),
+            (
+                "rate = fast",
+                "rate = \"fast\": \"fast\" is not a rate like 500/s",
+            ),
+            (
+                "rate = 0/s",
+                "rate = \"0/s\": \"0/s\": a rate needs a count and a period above 0",
+            ),
+            ("follow_redirects = maybe", "follow_redirects = \"maybe\""),
+        ] {
+            let error = parse(&hook(lines)).unwrap_err();
+            assert!(error.contains(said), "{lines}: {error}");
+        }
+        let error = parse("[webhook.x]\nurl = http://x/\n").unwrap_err();
+        assert!(error.contains("[webhook.x] topics is missing"), "{error}");
+        let error = parse("[webhook.x]\ntopics = a\n").unwrap_err();
+        assert!(error.contains("[webhook.x] url is missing"), "{error}");
+        let error = parse("[webhook.x]\ntopics = a\nurl = ftp://x/\n").unwrap_err();
+        assert!(
+            error.contains("url = \"ftp://x/\": expected an http:// or https:// URL"),
+            "{error}"
+        );
+        let error = parse("[webhook.x]\ntopics = a,\nurl = http://x/\n").unwrap_err();
+        assert!(
+            error.contains("topics = \"a,\": expected topic names"),
+            "{error}"
+        );
+        let error = parse("[webhook.x y]\ntopics = a\nurl = http://x/\n").unwrap_err();
+        assert!(
+            error.contains("[webhook.x y]: a webhook's name is letters"),
+            "{error}"
+        );
+        let error = parse("[qstash]\nnext_signing_key = k\n").unwrap_err();
+        assert!(
+            error.contains("[qstash] current_signing_key = \"\": missing"),
+            "{error}"
+        );
+        // More reservations allow more retries.
+        let config = parse(&format!("[delayer]\nmax_attempts = 50\n{}", hook("retries = 40"))).unwrap();
+        assert_eq!(config.webhooks[0].retries, 40);
+    }
+
+    #[test]
+    fn a_topic_goes_to_one_place_and_unknown_keys_are_told() {
+        let two = format!(
+            "{}\n[webhook.other]\ntopics = billing.*, mail\nurl = http://o/\n",
+            hook("")
+        );
+        let error = parse(&two).unwrap_err();
+        assert!(
+            error.contains(
+                "[webhook.other] topics: \"billing.*\" is delivered by [webhook.billing] already"
+            ),
+            "{error}"
+        );
+        let kafka = format!(
+            "[kafka]\nbrokers = k:9092\ntopics = billing.*\n{}",
+            hook("")
+        );
+        let error = parse(&kafka).unwrap_err();
+        assert!(error.contains("is delivered by [kafka] already"), "{error}");
+        let config = parse(&hook("retry = 3\nretries = 1\nretries = 2")).unwrap();
+        assert_eq!(config.webhooks[0].retries, 2);
+        let told = format!("{:?} {:?}", config.unknown, config.warnings);
+        assert!(
+            told.contains("unknown key [webhook.billing] retry, ignored"),
+            "{told}"
+        );
+        assert!(
+            told.contains("[webhook.billing] retries is set more than once"),
+            "{told}"
+        );
+    }
+}
