@@ -321,7 +321,11 @@ mod tests {
             "{error}"
         );
         // More reservations allow more retries.
-        let config = parse(&format!("[delayer]\nmax_attempts = 50\n{}", hook("retries = 40"))).unwrap();
+        let config = parse(&format!(
+            "[delayer]\nmax_attempts = 50\n{}",
+            hook("retries = 40")
+        ))
+        .unwrap();
         assert_eq!(config.webhooks[0].retries, 40);
     }
 

@@ -573,3 +573,84 @@ async fn a_daemon_killed_mid_request_leaves_its_job_to_be_delivered_again() {
     assert_eq!(received[1].header("upstash-retried"), "1");
     receiver.release();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_receiver_down_for_a_while_then_back_gets_every_job() {
+    let port = support::free_port();
+    let server = RedisServer::start();
+    let redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let sections = format!(
+        "timer_interval = 100\n\
+         [webhook.back]\ntopics = back\nurl = http://127.0.0.1:{port}/back\n\
+         retries = 20\nretry_delay = 200\n"
+    );
+    let (config, _) = server.daemon_config("a", &sections);
+    let _daemon = Daemon::start(&config);
+    client
+        .push_many((0..100).map(|n| delayer_client::NewPush::new("back", "x").id(format!("b-{n}"))))
+        .await
+        .unwrap();
+    // Each job fails a few tries (connection refused) before the receiver comes.
+    wait_for(Duration::from_secs(30), "the jobs' third tries", || {
+        let client = client.clone();
+        async move {
+            let info = client.get("b-99").await.unwrap();
+            (info.attempts >= 3).then_some(())
+        }
+    })
+    .await;
+    let receiver = Receiver::start_on(port, |_, _| Reply::ok()).await;
+    let received = receiver.wait_for(100, Duration::from_secs(30)).await;
+    wait_until_delivered(&redis, &["back"]).await;
+    let ids: HashSet<&str> = received.iter().map(|r| r.header("delayer-id")).collect();
+    assert_eq!(
+        (ids.len(), receiver.received().len()),
+        (100, 100),
+        "each once"
+    );
+    assert!(received.iter().all(|r| r.header("delayer-attempt") != "1"));
+    let dead = Inspector::new(&client).dead("back", 10).await.unwrap();
+    assert!(dead.is_empty(), "{dead:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_settles_the_requests_in_flight_and_gives_back_the_jobs_waiting_their_turn() {
+    let receiver = Receiver::start(|_, _| Reply::After(Duration::from_millis(500))).await;
+    let server = RedisServer::start();
+    let mut redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    let sections = format!(
+        "timer_interval = 100\n\
+         [webhook.slowly]\ntopics = slowly\nurl = {}/slowly\nrate = 2/s\n",
+        receiver.url
+    );
+    let (config, _) = server.daemon_config("a", &sections);
+    let daemon = Daemon::start(&config);
+    client
+        .push_many(
+            (0..20).map(|n| delayer_client::NewPush::new("slowly", "x").id(format!("s-{n}"))),
+        )
+        .await
+        .unwrap();
+    receiver.wait_for(1, Duration::from_secs(30)).await;
+    daemon.stop();
+    let sent = receiver.received().len();
+    assert!(sent < 20, "{sent} sent: the rate holds the others back");
+    // Each one sent was answered and acked; the others wait, untried (given back: due now, in
+    // the pool), for the next daemon.
+    let ready: usize = redis.llen(ready_queue("slowly")).await.unwrap();
+    let waiting: usize = redis.zcard(JOB_POOL).await.unwrap();
+    let reserved: usize = redis.zcard(RESERVED).await.unwrap();
+    assert_eq!((ready + waiting, reserved), (20 - sent, 0));
+    let mut acked = 0;
+    for n in 0..20 {
+        let info = client.get(format!("s-{n}")).await.unwrap();
+        match info.state {
+            State::Unknown => acked += 1,
+            State::Ready | State::Waiting => assert!(info.attempts <= 1, "s-{n} untried"),
+            other => panic!("s-{n} is {other:?}"),
+        }
+    }
+    assert_eq!(acked, sent, "each one sent was acked");
+}

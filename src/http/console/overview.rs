@@ -52,6 +52,7 @@ pub(super) async fn show(
         }
         (consumers)
         (kafka_line(&state))
+        (webhook_lines(&state))
         (PreEscaped(String::from_utf8_lossy(&figures)))
         (history)
     };
@@ -78,6 +79,30 @@ fn kafka_line(state: &AppState) -> Markup {
             (delivered) " delivered, " (refused) " refused (to the dead list), "
             (given_back) " given back to try again, " (in_flight) " in flight, "
             (errors) " broker errors."
+        }
+    }
+}
+
+/// Each webhook's counts since the start: deliveries, failed tries by status, requests in flight.
+fn webhook_lines(state: &AppState) -> Markup {
+    html! {
+        @for hook in state.metrics.webhooks.all() {
+            @let [delivered, dead, _, retried, in_flight] = hook.out.counts();
+            @let failures = hook.failures();
+            p.webhook {
+                "Webhook " code { (hook.name) } ". Since the start: " (delivered) " delivered, "
+                (dead) " to the dead list, " (retried) " tried again, " (in_flight) " in flight. "
+                @if failures.is_empty() {
+                    "No failed tries."
+                } @else {
+                    "Failed tries: "
+                    @for (i, (status, count)) in failures.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        (count) " " (status)
+                    }
+                    "."
+                }
+            }
         }
     }
 }

@@ -77,7 +77,17 @@ impl Receiver {
     pub async fn start(
         answer: impl Fn(&Received, usize) -> Reply + Send + Sync + 'static,
     ) -> Receiver {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Receiver::start_on(0, answer).await
+    }
+
+    /// Serves on loopback port `port` (0: a free one), answering as `answer` says.
+    pub async fn start_on(
+        port: u16,
+        answer: impl Fn(&Received, usize) -> Reply + Send + Sync + 'static,
+    ) -> Receiver {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let shared = Arc::new(Shared {
             answer: Box::new(answer),
