@@ -654,3 +654,58 @@ async fn a_stop_settles_the_requests_in_flight_and_gives_back_the_jobs_waiting_t
     }
     assert_eq!(acked, sent, "each one sent was acked");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn webhooks_deliver_on_a_cluster_of_three_masters_with_two_daemons() {
+    let receiver = Receiver::start(|_, _| Reply::ok()).await;
+    let cluster = delayer_testkit::cluster::RedisCluster::start(3);
+    let client = crate::cluster::cluster_client(&cluster).await;
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = format!(
+        "\n[webhook.all]\ntopics = t-*\nurl = {}/{{topic}}/{{id}}\nparallelism = 5\nrate = 1000/s\n\
+         [qstash]\ncurrent_signing_key = key_a\nnext_signing_key = key_b\n",
+        receiver.url
+    );
+    let _daemons: Vec<Daemon> = ["one", "two"]
+        .iter()
+        .map(|name| {
+            let (config, _) = crate::cluster::cluster_config(&dir, name, &cluster.addresses());
+            let text = std::fs::read_to_string(&config).unwrap();
+            std::fs::write(&config, text + &hooks).unwrap();
+            Daemon::start(&config)
+        })
+        .collect();
+    let jobs = (0..300).map(|n| {
+        delayer_client::NewPush::new(format!("t-{}", n % 10), format!("body {n}"))
+            .id(format!("c-{n}"))
+            .delay(Duration::from_millis(n * 3))
+    });
+    client.push_many(jobs).await.unwrap();
+    let received = receiver.wait_for(300, Duration::from_secs(60)).await;
+    wait_for(Duration::from_secs(30), "every job acked", || {
+        let client = client.clone();
+        async move {
+            for n in 0..300 {
+                if client.get(format!("c-{n}")).await.unwrap().state != State::Unknown {
+                    return None;
+                }
+            }
+            Some(())
+        }
+    })
+    .await;
+    let received_now = receiver.received();
+    let ids: HashSet<&str> = received_now
+        .iter()
+        .map(|r| r.header("delayer-id"))
+        .collect();
+    assert_eq!((ids.len(), received_now.len()), (300, 300), "each once");
+    for request in &received {
+        let id = request.header("delayer-id");
+        let n: u64 = id.strip_prefix("c-").unwrap().parse().unwrap();
+        assert_eq!(request.path, format!("/t-{}/{id}", n % 10));
+        assert_eq!(request.body, format!("body {n}").into_bytes());
+    }
+    let url_of = |request: &Received| format!("{}{}", receiver.url, request.path);
+    assert!(refused_signatures(&received, "key_a", "key_b", url_of).is_empty());
+}
