@@ -4,7 +4,8 @@
 //! against 200,000 topics), `waiting` (20 clients on the waiting jobs' pages of a 1M-job pool),
 //! `console` (every console page with 200,000 topics and 1M jobs waiting, and the history's size),
 //! `cluster` (a drain on 1 and 3 cluster masters), `schedules` (recurring schedules, and the
-//! mover beside them), `kafka` (delivery to a Kafka broker beside the ready lists), `compact`
+//! mover beside them), `kafka` (delivery to a Kafka broker beside the ready lists), `webhooks`
+//! (delivery to an HTTP receiver: throughput, and lateness at 5,000 due a second), `compact`
 //! (the compact layout's memory, drain, and get/remove with many jobs waiting), `memory`
 //! (bytes per waiting job in the candidate compact layouts) and `upgrade` (the previous release's
 //! daemon beside this one; it builds that release once, see `support::previous_release`),
@@ -27,6 +28,7 @@ mod schedules_beside;
 mod scrape;
 mod upgrade;
 mod waiting;
+mod webhooks;
 mod worker_burst;
 
 #[path = "../../tests/it/support/mod.rs"]
@@ -126,6 +128,9 @@ fn main() {
         }
         if runs("kafka") {
             kafka::kafka(&server).await;
+        }
+        if runs("webhooks") {
+            webhooks::webhooks(&server).await;
         }
         if runs("compact") {
             compact::compact(&server).await;

@@ -83,6 +83,9 @@ pub enum Outcome {
 
 /// The most jobs reserved at once (the client's most for one call).
 const BATCH: usize = delayer_client::MAX_BATCH;
+/// How long the loops wait to gather work into one Redis call (the room freed for a reserve,
+/// outcomes to settle), rather than make one call a job.
+const GATHER_WAIT: Duration = Duration::from_millis(1);
 /// The first and the longest wait after a delivery failed for want of the receiver.
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MOST_BACKOFF: Duration = Duration::from_secs(30);

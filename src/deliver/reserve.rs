@@ -9,12 +9,16 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::topics::{TOPICS_CHECK, Topics};
-use super::{BATCH, Flow, Sink};
+use super::{BATCH, Flow, GATHER_WAIT, Sink};
 use crate::metrics::Deliveries;
 use crate::service::duty::sleep_or_stop;
 
 /// How long a reserve waits for a job before the loop looks again (at its stop, and its topics).
 const RESERVE_WAIT: Duration = Duration::from_millis(500);
+/// While jobs are in flight, a reserve of fewer jobs than this waits [`GATHER_WAIT`] for more
+/// room first: sends end one at a time, and one reserve call for many jobs costs Redis far less
+/// than one a job.
+const GATHER: usize = 32;
 
 /// Reserves due jobs while there is room in flight, and hands them on, until `stop`.
 pub(super) async fn run(
@@ -67,6 +71,10 @@ pub(super) async fn run(
                     () = stop.cancelled() => break,
                 };
                 first.expect("never closed").forget();
+                let in_flight = most_in_flight - room.available_permits();
+                if room.available_permits() < GATHER && in_flight > 1 {
+                    sleep_or_stop(GATHER_WAIT, stop).await;
+                }
                 let more = room.available_permits().min(BATCH - 1);
                 if let Ok(more) = room.try_acquire_many(more as u32) {
                     more.forget();

@@ -14,7 +14,10 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use super::{FIRST_BACKOFF, Flow, MOST_BACKOFF, Outcome, Sink};
+use super::{FIRST_BACKOFF, Flow, GATHER_WAIT, MOST_BACKOFF, Outcome, Sink};
+
+/// Outcomes settled together: up to this many, gathered for up to [`GATHER_WAIT`].
+const GATHER: usize = 100;
 use crate::metrics::Deliveries;
 
 /// Sends and settles each job as its outcome comes, until the reserving loop ended and nothing
@@ -37,20 +40,26 @@ pub(super) async fn run(
     let mut sending = FuturesUnordered::new();
     let mut numbered = 0u64;
     let mut open = true;
+    // Outcomes known, settled together once GATHER came, or GATHER_WAIT after the first (a
+    // reply comes at a time: one call for many costs Redis far less than one a job).
+    let mut reported = Vec::new();
+    let mut settle_at: Option<tokio::time::Instant> = None;
     while open || !in_flight.is_empty() {
-        let (mut arrived, mut reported) = (Vec::new(), Vec::new());
+        let mut arrived = Vec::new();
         tokio::select! {
             jobs = to_send.recv(), if open => match jobs {
                 Some(jobs) => arrived.extend(jobs),
                 None => open = false,
             },
             Some(report) = sending.next(), if !sending.is_empty() => reported.push(report),
+            () = tokio::time::sleep_until(settle_at.unwrap_or_else(tokio::time::Instant::now)),
+                if settle_at.is_some() => {}
             _ = touches.tick() => {
                 touch(client, sink, &mut in_flight, every).await;
                 continue;
             }
         }
-        // And whatever else came meanwhile, settled together.
+        // And whatever else came meanwhile.
         while let Ok(jobs) = to_send.try_recv() {
             arrived.extend(jobs);
         }
@@ -62,13 +71,20 @@ pub(super) async fn run(
             sending.push(async move { (number, sink.send(&job).await) });
         }
         // A send starts when first polled, here (Kafka's message is queued then); one whose
-        // outcome is known at once (a job that cannot be a message) is settled in this round.
+        // outcome is known at once (a job that cannot be a message) is settled with the others.
         while let Some(Some(report)) = sending.next().now_or_never() {
             reported.push(report);
         }
         if reported.is_empty() {
             continue;
         }
+        let now = tokio::time::Instant::now();
+        let due = *settle_at.get_or_insert(now + GATHER_WAIT);
+        if reported.len() < GATHER && !sending.is_empty() && now < due {
+            continue;
+        }
+        settle_at = None;
+        let reported = std::mem::take(&mut reported);
         let count = reported.len();
         let done = reported
             .into_iter()

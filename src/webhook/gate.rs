@@ -18,6 +18,8 @@ use crate::service::duty::{Trouble, sleep_or_stop};
 
 /// How often the gate asks again while requests wait for a lease that another daemon holds.
 const ASK_AGAIN: Duration = Duration::from_millis(20);
+/// After a lease comes back, how long the gate gathers more before it asks: one call for many.
+const GATHER_WAIT: Duration = Duration::from_millis(1);
 
 /// Where requests wait for their lease.
 pub struct Gate {
@@ -149,7 +151,10 @@ pub fn new(
                     ASK_AGAIN
                 };
                 tokio::select! {
-                    Some(lease) = returned.recv() => done.push(lease),
+                    Some(lease) = returned.recv() => {
+                        done.push(lease);
+                        tokio::time::sleep(GATHER_WAIT).await;
+                    }
                     () = tokio::time::sleep(wait) => {}
                     () = end.cancelled() => break,
                 }

@@ -57,8 +57,8 @@ pub type Answer = dyn Fn(&Received, usize) -> Reply + Send + Sync;
 struct Shared {
     answer: Box<Answer>,
     received: Mutex<Vec<Received>>,
-    /// By path: the requests in flight now, and the most at once.
-    in_flight: Mutex<HashMap<String, (usize, usize)>>,
+    /// By path: the requests so far, in flight now, and the most in flight at once.
+    paths: Mutex<HashMap<String, [usize; 3]>>,
     released: Notify,
     /// Bytes of endless bodies sent.
     streamed: Arc<AtomicU64>,
@@ -92,7 +92,7 @@ impl Receiver {
         let shared = Arc::new(Shared {
             answer: Box::new(answer),
             received: Mutex::default(),
-            in_flight: Mutex::default(),
+            paths: Mutex::default(),
             released: Notify::new(),
             streamed: Arc::default(),
         });
@@ -112,8 +112,8 @@ impl Receiver {
 
     /// The most requests to `path` that were in flight at once.
     pub fn most_in_flight(&self, path: &str) -> usize {
-        let in_flight = self.shared.in_flight.lock().unwrap();
-        in_flight.get(path).map_or(0, |(_, most)| *most)
+        let paths = self.shared.paths.lock().unwrap();
+        paths.get(path).map_or(0, |[_, _, most]| *most)
     }
 
     /// Bytes sent of endless bodies.
@@ -174,19 +174,18 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             .unwrap()
             .as_millis() as i64,
     };
-    {
-        let mut in_flight = shared.in_flight.lock().unwrap();
-        let (now, most) = in_flight.entry(received.path.clone()).or_default();
+    let before = {
+        let mut paths = shared.paths.lock().unwrap();
+        let [so_far, now, most] = paths.entry(received.path.clone()).or_default();
+        let before = *so_far;
+        *so_far += 1;
         *now += 1;
         *most = (*most).max(*now);
-    }
-    let before = {
-        let mut all = shared.received.lock().unwrap();
-        let before = all.iter().filter(|r| r.path == received.path).count();
-        all.push(received.clone());
         before
     };
     let reply = (shared.answer)(&received, before);
+    let path = received.path.clone();
+    shared.received.lock().unwrap().push(received);
     let response = match reply {
         Reply::Status(status, headers, body) => {
             let mut response = Response::builder().status(status);
@@ -216,9 +215,12 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
                 .unwrap()
         }
     };
-    let mut in_flight = shared.in_flight.lock().unwrap();
-    in_flight.get_mut(&received.path).expect("counted").0 -= 1;
-    drop(in_flight);
+    shared
+        .paths
+        .lock()
+        .unwrap()
+        .get_mut(&path)
+        .expect("counted")[1] -= 1;
     response
 }
 

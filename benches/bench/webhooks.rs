@@ -1,0 +1,208 @@
+//! Delivery to a webhook by one daemon, to a receiver on the loopback that answers at once:
+//! a backlog of due jobs drained (jobs/s, Redis's and the daemon's CPU per job, beside the
+//! ready-list path doing the same Redis work), then 5,000 jobs falling due a second (due to
+//! received, by this host's clock, which is Redis's), without and with flow control.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use delayer_client::redis::AsyncCommands;
+use delayer_client::redis::aio::MultiplexedConnection;
+use delayer_client::{Client, NewPush, Topic};
+use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
+
+use super::support::receiver::{Receiver, Reply};
+use super::support::{Daemon, DaemonSetup, RedisServer, fill_backlog, redis_ms};
+use super::{TOPICS, clock_ticks_per_second, cpu_ticks, fresh, stop};
+
+const BACKLOG: usize = 20_000;
+/// Due a second, for [`SECONDS`].
+const RATE: usize = 5_000;
+const SECONDS: usize = 4;
+
+pub async fn webhooks(server: &RedisServer) {
+    let receiver = Receiver::start(|_, _| Reply::ok()).await;
+    let hook = |extra: &str| {
+        format!(
+            "timer_interval = 100\n[webhook.bench]\ntopics = {}\nurl = {}/{{topic}}\n{extra}",
+            TOPICS.join(","),
+            receiver.url
+        )
+    };
+    println!(
+        "\n## Delivery to a webhook ({BACKLOG} due jobs, 10 topics, one daemon, a receiver on \
+         the loopback)\n"
+    );
+    println!("| path | jobs/s | Redis CPU µs/job | daemon CPU µs/job | receiver CPU µs/job |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, extra) in [
+        ("ready lists, a client reserving and acking", None),
+        ("webhook", Some(hook(""))),
+        (
+            "webhook, signed, parallelism 100",
+            Some(hook(
+                "parallelism = 100\n[qstash]\ncurrent_signing_key = k\n",
+            )),
+        ),
+    ] {
+        let ticks = clock_ticks_per_second();
+        let bench_before = cpu_ticks(std::process::id());
+        let (seconds, redis_cpu, daemon_cpu) = drain(server, extra.as_deref()).await;
+        let receiver_cpu = (cpu_ticks(std::process::id()) - bench_before) as f64 / ticks;
+        println!(
+            "| {name} | {:.0} | {:.1} | {:.1} | {:.1} |",
+            BACKLOG as f64 / seconds,
+            redis_cpu * 1e6 / BACKLOG as f64,
+            daemon_cpu * 1e6 / BACKLOG as f64,
+            receiver_cpu * 1e6 / BACKLOG as f64,
+        );
+    }
+
+    println!(
+        "\n## Webhook lateness ({RATE} jobs falling due a second for {SECONDS} s, one daemon)\n"
+    );
+    println!("| path | jobs | p50 ms | p99 ms | max ms |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, extra) in [
+        ("ready lists, a client reserving (due to reserved)", None),
+        ("webhook (due to received)", Some(hook(""))),
+        (
+            "webhook, parallelism 100, rate 10000/s",
+            Some(hook("parallelism = 100\nrate = 10000/s\n")),
+        ),
+    ] {
+        let before = receiver.received().len();
+        let (due, reserved) = falling_due(server, extra.as_deref()).await;
+        let taken: Vec<(String, i64)> = match extra {
+            None => reserved,
+            Some(_) => receiver.received()[before..]
+                .iter()
+                .map(|request| (request.header("delayer-id").to_string(), request.at_ms))
+                .collect(),
+        };
+        let mut late: Vec<i64> = taken.iter().map(|(id, at)| at - due[id]).collect();
+        late.sort_unstable();
+        let at = |share: f64| late[((late.len() - 1) as f64 * share) as usize];
+        println!(
+            "| {name} | {} | {} | {} | {} |",
+            late.len(),
+            at(0.5),
+            at(0.99),
+            at(1.0)
+        );
+    }
+}
+
+/// Drains [`BACKLOG`] due jobs through a daemon with webhook lines `hook` (`None`: the ready
+/// lists, and a client reserving and acking), until Redis holds none: the seconds, and Redis's
+/// and the daemon's CPU seconds.
+async fn drain(server: &RedisServer, hook: Option<&str>) -> (f64, f64, f64) {
+    let mut redis = fresh(server).await;
+    fill_backlog(&mut redis, BACKLOG, &TOPICS).await;
+    let ticks = clock_ticks_per_second();
+    let redis_before = cpu_ticks(server.pid());
+    let (config, _) = server.daemon_config("bench-webhook", hook.unwrap_or("timer_interval = 100"));
+    let started = Instant::now();
+    let mut daemon = Daemon::start(&config);
+    let consuming = async {
+        if hook.is_some() {
+            return;
+        }
+        let client = Client::connect(server.info()).await.unwrap();
+        let topics: Vec<Topic> = TOPICS.iter().map(|topic| Topic::from(*topic)).collect();
+        while left(&mut redis.clone()).await > 0 {
+            let jobs = client
+                .reserve_many(
+                    &topics,
+                    Duration::from_secs(30),
+                    500,
+                    Duration::from_millis(100),
+                )
+                .await
+                .unwrap();
+            client.ack_many(&jobs).await;
+        }
+    };
+    let waiting = async {
+        while left(&mut redis.clone()).await > 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    tokio::join!(consuming, waiting);
+    let seconds = started.elapsed().as_secs_f64();
+    let redis_cpu = (cpu_ticks(server.pid()) - redis_before) as f64 / ticks;
+    let daemon_cpu = cpu_ticks(daemon.pid()) as f64 / ticks;
+    stop(&mut daemon);
+    (seconds, redis_cpu, daemon_cpu)
+}
+
+/// Pushes [`RATE`] jobs a second for [`SECONDS`], falling due from 2 s on, to a daemon with
+/// `hook` (`None`: a client reserves and acks them), and waits until Redis holds none: each job's
+/// due time, unix ms, and without a hook when each was reserved.
+async fn falling_due(
+    server: &RedisServer,
+    hook: Option<&str>,
+) -> (HashMap<String, i64>, Vec<(String, i64)>) {
+    let mut redis = fresh(server).await;
+    let (config, _) =
+        server.daemon_config("bench-webhook-late", hook.unwrap_or("timer_interval = 100"));
+    let mut daemon = Daemon::start(&config);
+    let client = Client::connect(server.info()).await.unwrap();
+    let mut due = HashMap::new();
+    let count = RATE * SECONDS;
+    let now = redis_ms(&mut redis).await;
+    for chunk in (0..count).collect::<Vec<_>>().chunks(1_000) {
+        let jobs: Vec<NewPush> = chunk
+            .iter()
+            .map(|&n| {
+                // Due at a fixed schedule from `now`, by the clock Redis and this host share.
+                let at = now + 2_000 + (n * 1_000 / RATE) as i64;
+                let id = format!("late-{n}");
+                due.insert(id.clone(), at);
+                NewPush::new(TOPICS[n % TOPICS.len()], "x")
+                    .id(id)
+                    .at(UNIX_EPOCH + Duration::from_millis(at as u64))
+            })
+            .collect();
+        client.push_many(jobs).await.unwrap();
+    }
+    let mut reserved = Vec::new();
+    let topics: Vec<Topic> = TOPICS.iter().map(|topic| Topic::from(*topic)).collect();
+    while left(&mut redis).await > 0 {
+        if hook.is_some() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
+        let jobs = client
+            .reserve_many(
+                &topics,
+                Duration::from_secs(30),
+                500,
+                Duration::from_millis(100),
+            )
+            .await
+            .unwrap();
+        let at = unix_ms();
+        reserved.extend(jobs.iter().map(|job| (job.id.to_string(), at)));
+        client.ack_many(&jobs).await;
+    }
+    stop(&mut daemon);
+    (due, reserved)
+}
+
+fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The jobs Redis still holds: waiting, ready, reserved.
+async fn left(redis: &mut MultiplexedConnection) -> usize {
+    let mut left: usize = redis.zcard(JOB_POOL).await.unwrap();
+    left += redis.zcard::<_, usize>(RESERVED).await.unwrap();
+    for topic in TOPICS {
+        left += redis.llen::<_, usize>(ready_queue(topic)).await.unwrap();
+    }
+    left
+}
