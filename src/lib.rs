@@ -78,6 +78,7 @@ mod http;
 mod kafka;
 mod metrics;
 mod mover;
+mod qstash;
 mod redis;
 mod schedules;
 pub mod service;
@@ -143,6 +144,7 @@ impl Service {
                         metrics,
                         timer_interval,
                         redis_address,
+                        config.serves_qstash().then(|| config.qstash.clone()),
                     )
                     .await?,
                 )
@@ -166,8 +168,12 @@ impl Service {
                     SharedConnection::lazy(mover.target()),
                     config.client_settings(),
                 );
+                let mut settings = settings.clone();
+                if config.serves_qstash() {
+                    settings.owned_elsewhere.push(qstash::TOPIC.into());
+                }
                 Some(kafka::Link::new(
-                    settings,
+                    &settings,
                     &config.file,
                     client,
                     mover.target(),
@@ -183,7 +189,7 @@ impl Service {
                 config.file.display()
             );
         }
-        let webhooks = if config.webhooks.is_empty() {
+        let webhooks = if config.webhooks.is_empty() && !config.serves_qstash() {
             None
         } else {
             let client = Client::on(
@@ -192,11 +198,13 @@ impl Service {
             );
             let kafka_topics = config.kafka.as_ref().map_or(&[][..], |kafka| &kafka.topics);
             let signing_key = config
-                .signing_keys
+                .qstash
+                .keys
                 .as_ref()
                 .map(|keys| keys.current.as_str());
             Some(webhook::Webhooks::new(
                 &config.webhooks,
+                config.serves_qstash(),
                 kafka_topics,
                 signing_key,
                 client,

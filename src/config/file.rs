@@ -153,6 +153,12 @@ impl Config {
         problems
     }
 
+    /// Whether QStash's API is served (`[qstash] token`, with `[http]`), and its messages
+    /// delivered.
+    pub fn serves_qstash(&self) -> bool {
+        self.qstash.token.is_some() && self.http.is_some()
+    }
+
     /// What the CLI's and the HTTP server's clients are told: what the daemon does.
     pub fn client_settings(&self) -> delayer_client::Settings {
         delayer_client::Settings {

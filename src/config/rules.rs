@@ -156,6 +156,14 @@ pub(super) fn check(config: &Config, ini: &IniFile) -> Vec<Wrong> {
     if ini.has_section("kafka") {
         wrong.extend(kafka(config, ini));
     }
+    if ini.get("qstash", "token").is_some() && !ini.has_section("http") {
+        wrong.push(Wrong {
+            section: "qstash",
+            key: "token",
+            value: "********".into(),
+            why: "QStash's API is served on [http] listen: add an [http] section".into(),
+        });
+    }
     if ini.get("qstash", "next_signing_key").is_some()
         && ini.get("qstash", "current_signing_key").is_none()
     {

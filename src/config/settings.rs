@@ -7,9 +7,10 @@ use std::time::Duration;
 use crate::http::HttpSettings;
 use crate::kafka::KafkaSettings;
 use crate::mover::MoverSettings;
+use crate::qstash::QstashSettings;
 use crate::redis::RedisSettings;
 use crate::service::logging::LogSettings;
-use crate::webhook::{SigningKeys, WebhookSettings};
+use crate::webhook::WebhookSettings;
 
 /// Everything the daemon needs to know, validated; relative paths are already made absolute.
 /// [`Config::parse`] of an empty file has the defaults.
@@ -40,8 +41,8 @@ pub struct Config {
     pub kafka: Option<KafkaSettings>,
     /// The `[webhook.NAME]` sections, in the file's order.
     pub webhooks: Vec<WebhookSettings>,
-    /// `[qstash]`'s signing keys: webhook requests are signed when they are set.
-    pub signing_keys: Option<SigningKeys>,
+    /// The `[qstash]` section: QStash's API and the signing keys.
+    pub qstash: QstashSettings,
     /// Unknown sections and keys (a typo, most likely): ignored with a warning, as the original
     /// did, but refused by `--check-config`.
     pub unknown: Vec<String>,
@@ -65,7 +66,7 @@ impl Config {
             schedules: Vec::new(),
             kafka: None,
             webhooks: Vec::new(),
-            signing_keys: None,
+            qstash: QstashSettings::default(),
             unknown: Vec::new(),
             warnings: Vec::new(),
         }

@@ -223,7 +223,7 @@ mod tests {
         };
         assert_eq!(hook.rate, Some(rate));
         assert!(hook.follow_redirects);
-        let keys = config.signing_keys.as_ref().unwrap();
+        let keys = config.qstash.keys.as_ref().unwrap();
         assert_eq!(
             (keys.current.as_str(), keys.next.as_deref()),
             ("sig_a", Some("sig_b"))

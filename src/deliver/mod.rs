@@ -48,9 +48,9 @@ pub trait Sink: Sync {
     /// How long a delivered job's data stays readable by `get`; `None`: deleted at its ack.
     fn keep(&self) -> Option<Duration>;
 
-    /// How long a job whose `attempt`th delivery [failed](Outcome::Failed) waits before it is
-    /// tried again; `None`: it was the last try, and the job goes to the dead list.
-    fn retry(&self, attempt: u32) -> Option<Duration>;
+    /// How long `job`, whose delivery [failed](Outcome::Failed) at its `attempts`th try, waits
+    /// before it is tried again; `None`: it was the last try, and it goes to the dead list.
+    fn retry(&self, job: &Job) -> Option<Duration>;
 
     /// Sends `job`; what became of it, once known. The loop awaits up to [`room`](Sink::room)
     /// sends at once, touching their reservations meanwhile, so a send may take its time.

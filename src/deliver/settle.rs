@@ -169,7 +169,7 @@ async fn finish(
         match outcome {
             Outcome::Delivered => delivered.push(job),
             Outcome::Refused(why) => bury(client, name, figures, &job, &why).await,
-            Outcome::Failed { why, after } => match sink.retry(job.attempts) {
+            Outcome::Failed { why, after } => match sink.retry(&job) {
                 Some(wait) => {
                     let wait = after.unwrap_or(wait).min(MAX_DELAY);
                     debug!(id = %job.id, topic = %job.topic, "{name}: delivery failed, tried again in {} s: {why}", wait.as_secs_f64());

@@ -50,8 +50,8 @@ impl Sink for Scripted {
     }
 
     /// Two tries.
-    fn retry(&self, attempt: u32) -> Option<Duration> {
-        (attempt < 2).then_some(Duration::from_millis(100))
+    fn retry(&self, job: &Job) -> Option<Duration> {
+        (job.attempts < 2).then_some(Duration::from_millis(100))
     }
 
     async fn send(&self, job: &Job) -> Outcome {

@@ -1,4 +1,5 @@
-//! The HTTP server (`[http]`): go-delay-queue's job API and ours, the schedule API, Prometheus
+//! The HTTP server (`[http]`): go-delay-queue's job API and ours, the schedule API, QStash's API
+//! (with `[qstash] token`), Prometheus
 //! metrics, a health check and the console, served beside the mover on threads of its own and stopped with it
 //! (requests in flight finish).
 
@@ -10,6 +11,7 @@ mod cross_site;
 mod figures;
 mod jobs;
 mod pages;
+mod qstash;
 mod reply;
 mod request;
 mod schedules;
@@ -31,6 +33,7 @@ use tower_http::timeout::TimeoutLayer;
 use tracing::info;
 
 use crate::metrics::Metrics;
+use crate::qstash::QstashSettings;
 use crate::service::{Stop, open_files};
 pub use cross_site::HostName;
 use figures::Figures;
@@ -84,6 +87,7 @@ impl Http {
         metrics: Arc<Metrics>,
         timer_interval: Duration,
         redis_address: String,
+        qstash: Option<QstashSettings>,
     ) -> Result<Http> {
         let listener = server::listen(settings.listen)
             .with_context(|| format!("cannot listen on {} ([http] listen)", settings.listen))?;
@@ -91,6 +95,7 @@ impl Http {
         metrics.set_listed_schedules(settings.max_listed_schedules);
         let client = Client::on(redis.clone(), client_settings);
         let inspector = Inspector::new(&client);
+        let settings_listen = listener.local_addr().unwrap_or(settings.listen);
         Ok(Http {
             listener,
             state: Arc::new(AppState {
@@ -107,6 +112,10 @@ impl Http {
                 timer_interval,
                 redis_address,
                 stopping: CancellationToken::new(),
+                qstash: qstash.map(|settings| qstash::QstashApi {
+                    settings,
+                    listen: settings_listen,
+                }),
             }),
         })
     }
@@ -153,7 +162,11 @@ fn router(state: Arc<AppState>) -> Router {
     let max_body = state.client.settings().max_body_bytes;
     // Larger requests are refused whole (413).
     let request_limit = JSON_ESCAPE_FACTOR * max_body + REQUEST_SLACK;
-    Router::new()
+    let mut router = Router::new();
+    if state.qstash.is_some() {
+        router = router.nest("/v2", qstash::routes(&state));
+    }
+    router
         .nest("/delay-queue/api/jobs", jobs::routes(&state))
         .nest("/delay-queue/api/schedules", schedules::routes(&state))
         .route("/metrics", get(pages::metrics))

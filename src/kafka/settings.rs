@@ -22,6 +22,8 @@ pub struct KafkaSettings {
     /// `topics`: the delayer topics delivered to Kafka, each a name or a pattern with `*`; none
     /// unless the file names some (`*` for every topic).
     pub topics: Vec<String>,
+    /// Topics another sink owns whatever `topics` says (QStash's messages, with its API on).
+    pub owned_elsewhere: Vec<String>,
     /// `message`: what a delivered message holds.
     pub message: MessageForm,
     /// `topic_prefix`: put before a delayer topic's name to name its Kafka topic.
@@ -47,6 +49,7 @@ impl KafkaSettings {
         KafkaSettings {
             brokers: brokers.to_string(),
             topics: Vec::new(),
+            owned_elsewhere: Vec::new(),
             message: MessageForm::Body,
             topic_prefix: String::new(),
             keep_delivered: DEFAULT_KEEP_DELIVERED,
@@ -65,11 +68,13 @@ impl KafkaSettings {
         format!("{}{topic}", self.topic_prefix)
     }
 
-    /// Whether due jobs of delayer topic `topic` go to Kafka: `topics` matches it, and its Kafka
+    /// Whether due jobs of delayer topic `topic` go to Kafka: `topics` matches it, its Kafka
     /// topic is not the requests topic (a job delivered there would come back as a request, and
-    /// so on for ever). The others stay on their ready lists.
+    /// so on for ever), and no other sink owns it. The others stay on their ready lists.
     pub fn delivers(&self, topic: &str) -> bool {
-        matches(&self.topics, topic) && !self.feeds_requests(topic)
+        matches(&self.topics, topic)
+            && !self.feeds_requests(topic)
+            && !self.owned_elsewhere.iter().any(|owned| owned == topic)
     }
 
     /// Whether delayer topic `topic`'s Kafka topic is `requests_topic`.

@@ -61,7 +61,7 @@ impl Sink for Kafka<'_> {
     }
 
     /// None: what fails for now is the link to the brokers, not one job (`Unreachable`).
-    fn retry(&self, _attempt: u32) -> Option<Duration> {
+    fn retry(&self, _job: &Job) -> Option<Duration> {
         None
     }
 

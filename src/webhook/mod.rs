@@ -3,8 +3,10 @@
 //! signing keys, within its flow control over every daemon. Each webhook has a loop and a
 //! connection pool of its own, so that one whose receiver hangs delays no other.
 
+mod call;
 mod failure;
 mod gate;
+mod messages;
 mod retry_delay;
 mod settings;
 mod signature;
@@ -21,24 +23,30 @@ use tokio_util::sync::CancellationToken;
 
 use crate::deliver;
 use crate::metrics::Metrics;
+use crate::qstash;
+use messages::Messages;
 pub use retry_delay::RetryDelay;
-pub use settings::{METHODS, MOST_IN_FLIGHT, Rate, SigningKeys, WebhookSettings};
+pub use settings::{METHODS, MOST_IN_FLIGHT, Rate, WebhookSettings};
 use sink::Webhook;
 
-/// The configured webhooks, each with its HTTP client made.
+/// The configured webhooks, each with its HTTP client made, and QStash's messages.
 pub struct Webhooks {
     client: Client,
     /// For the flow control's leases.
     redis: Arc<SharedConnection>,
     hooks: Vec<Webhook>,
+    /// QStash's messages, with its API on.
+    messages: Option<Messages>,
 }
 
 impl Webhooks {
-    /// The webhooks of `settings`, for the jobs `client` reaches (and `redis`, for their flow
-    /// control), signed with `signing_key` if set, counted in `metrics`. A topic goes to one sink
-    /// only: a webhook leaves out the topics that `taken` (Kafka's) or an earlier webhook matches.
+    /// The webhooks of `settings`, and with `messages` QStash's messages, for the jobs `client`
+    /// reaches (and `redis`, for their flow control), signed with `signing_key` if set, counted
+    /// in `metrics`. A topic goes to one sink only: a webhook leaves out QStash's topic, and the
+    /// topics that `taken` (Kafka's) or an earlier webhook matches.
     pub fn new(
         settings: &[WebhookSettings],
+        messages: bool,
         taken: &[String],
         signing_key: Option<&str>,
         client: Client,
@@ -49,6 +57,20 @@ impl Webhooks {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut hooks = Vec::with_capacity(settings.len());
         let mut earlier = taken.to_vec();
+        let messages = messages.then(|| {
+            earlier.insert(0, qstash::TOPIC.to_string());
+            let http = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .tcp_nodelay(true)
+                .build();
+            http.map(|http| {
+                let figures = metrics.webhooks.add(qstash::TOPIC);
+                Messages::new(http, signing_key.map(str::to_string), figures)
+            })
+        });
+        let messages = messages
+            .transpose()
+            .context("QStash's messages: cannot make their HTTP client")?;
         for settings in settings {
             let redirects = if settings.follow_redirects {
                 reqwest::redirect::Policy::limited(10)
@@ -79,6 +101,7 @@ impl Webhooks {
             client,
             redis,
             hooks,
+            messages,
         })
     }
 
@@ -105,12 +128,17 @@ impl Webhooks {
         }
         let client = &self.client;
         let delivering = async {
-            join_all(
+            let hooks = join_all(
                 self.hooks
                     .iter()
                     .map(|hook| deliver::run(client, hook, &hook.figures.out, stop)),
-            )
-            .await;
+            );
+            let messages = async {
+                if let Some(messages) = &self.messages {
+                    deliver::run(client, messages, &messages.figures.out, stop).await;
+                }
+            };
+            tokio::join!(hooks, messages);
             ended.cancel();
         };
         tokio::join!(delivering, join_all(gates));

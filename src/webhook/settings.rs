@@ -113,12 +113,3 @@ impl WebhookSettings {
         room as usize
     }
 }
-
-/// `[qstash]`'s signing keys: each webhook request is signed with the current one.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SigningKeys {
-    /// Signs every request.
-    pub current: String,
-    /// Signs once `current` is retired (rotation); a receiver checks with both.
-    pub next: Option<String>,
-}

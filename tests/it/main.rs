@@ -23,6 +23,7 @@ mod move_script;
 mod non_utf8;
 mod operator;
 mod pause;
+mod qstash;
 mod redis_trouble;
 mod running_as_a_service;
 mod schedule_metrics;

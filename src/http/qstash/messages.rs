@@ -1,0 +1,193 @@
+//! `GET /v2/messages/{id}`, `DELETE /v2/messages/{id}` and `DELETE /v2/messages` (the ids in a
+//! JSON body or the query, or every message): a message is its job, so whatever state the job is
+//! in (waiting, due, in flight, between tries, delivered a while ago) tells the message's.
+
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{OriginalUri, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use delayer_client::{Removed, State as JobState};
+use serde_json::{Map, Value, json};
+
+use super::error;
+use crate::http::state::AppState;
+use crate::qstash::{self, Message};
+
+pub(super) async fn get(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    let info = match state.inspector.get_up_to(&id, usize::MAX).await {
+        Ok(info) => info,
+        Err(why) => return error(StatusCode::SERVICE_UNAVAILABLE, why),
+    };
+    let ours = info
+        .topic
+        .as_ref()
+        .is_some_and(|topic| topic.as_bytes() == qstash::TOPIC.as_bytes());
+    let message = info.body.as_deref().map(Message::of_job);
+    let Some(Ok(message)) = message.filter(|_| ours && info.state != JobState::Unknown) else {
+        return error(StatusCode::NOT_FOUND, "message not found");
+    };
+    let not_before = info.due.map_or(message.not_before, |due| {
+        due.duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as i64
+    });
+    let mut header = Map::new();
+    for (name, value) in &message.headers {
+        let values = header.entry(name.clone()).or_insert_with(|| json!([]));
+        if let Value::Array(values) = values {
+            values.push(json!(value));
+        }
+    }
+    let body = message.body_bytes();
+    let mut reply = json!({
+        "messageId": id,
+        "url": message.url,
+        "method": message.method,
+        "maxRetries": message.retries,
+        "notBefore": not_before,
+        "createdAt": message.created_at,
+        "header": header,
+        "state": info.state.name(),
+    });
+    match String::from_utf8(body) {
+        Ok(text) => reply["body"] = json!(text),
+        Err(bytes) => reply["bodyBase64"] = json!(STANDARD.encode(bytes.as_bytes())),
+    }
+    if let Some(expression) = &message.retry_delay {
+        reply["retryDelayExpression"] = json!(expression);
+    }
+    if let Some(label) = message.labels.first() {
+        reply["label"] = json!(label);
+        reply["labels"] = json!(message.labels);
+    }
+    Json(reply).into_response()
+}
+
+pub(super) async fn cancel(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    match remove(&state, &id).await {
+        Ok(true) => Json(json!({ "cancelled": 1 })).into_response(),
+        Ok(false) => error(StatusCode::NOT_FOUND, "message not found"),
+        Err(refusal) => refusal,
+    }
+}
+
+/// Cancels the ids of `{"messageIds": [...]}` or of `?messageIds=...`, or every message when
+/// neither names any.
+pub(super) async fn cancel_many(
+    State(state): State<Arc<AppState>>,
+    OriginalUri(uri): OriginalUri,
+    body: Bytes,
+) -> Response {
+    let mut ids: Option<Vec<String>> = None;
+    if !body.is_empty() {
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(json) => {
+                let listed = json["messageIds"].as_array().map(|ids| {
+                    ids.iter()
+                        .filter_map(|id| id.as_str().map(str::to_string))
+                        .collect()
+                });
+                ids = listed;
+            }
+            Err(why) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("the body is not {{\"messageIds\": [...]}}: {why}"),
+                );
+            }
+        }
+    }
+    let query = uri.query().unwrap_or_default();
+    let queried: Vec<String> = form_urlencoded::parse(query.as_bytes())
+        .filter(|(name, _)| name == "messageIds")
+        .map(|(_, id)| id.into_owned())
+        .collect();
+    if !queried.is_empty() {
+        ids.get_or_insert_with(Vec::new).extend(queried);
+    }
+    let ids = match ids {
+        Some(ids) => ids,
+        None => match every_message(&state).await {
+            Ok(ids) => ids,
+            Err(refusal) => return refusal,
+        },
+    };
+    let mut cancelled = 0;
+    for id in ids {
+        match remove(&state, &id).await {
+            Ok(true) => cancelled += 1,
+            Ok(false) => {}
+            Err(refusal) => return refusal,
+        }
+    }
+    Json(json!({ "cancelled": cancelled })).into_response()
+}
+
+/// Removes message `id`: whether it was one, waiting, due or in flight.
+async fn remove(state: &AppState, id: &str) -> Result<bool, Response> {
+    let info = state
+        .client
+        .get(id)
+        .await
+        .map_err(|why| error(StatusCode::SERVICE_UNAVAILABLE, why))?;
+    let ours = info
+        .topic
+        .as_ref()
+        .is_some_and(|topic| topic.as_bytes() == qstash::TOPIC.as_bytes());
+    if !ours || matches!(info.state, JobState::Unknown | JobState::Delivered) {
+        return Ok(false);
+    }
+    let removed = state
+        .client
+        .remove(id)
+        .await
+        .map_err(|why| error(StatusCode::SERVICE_UNAVAILABLE, why))?;
+    Ok(!matches!(removed, Removed::Unknown))
+}
+
+/// The most messages a cancel of all looks through in each list: waiting, due, reserved.
+const MOST_CANCELLED: usize = 100_000;
+
+/// Every message not delivered yet: waiting, due or reserved (up to [`MOST_CANCELLED`] of each).
+async fn every_message(state: &AppState) -> Result<Vec<String>, Response> {
+    let unavailable = |why: delayer_client::Error| error(StatusCode::SERVICE_UNAVAILABLE, why);
+    let inspector = &state.inspector;
+    let topic = qstash::TOPIC.as_bytes();
+    let mut ids = Vec::new();
+    let mut after = None;
+    loop {
+        let page = inspector
+            .waiting(Some(topic), after.as_ref(), 1_000)
+            .await
+            .map_err(unavailable)?;
+        let ours = page
+            .jobs
+            .into_iter()
+            .filter(|job| job.topic.as_ref().is_some_and(|of| of.as_bytes() == topic));
+        ids.extend(ours.map(|job| job.id));
+        match page.next {
+            Some(next) if ids.len() < MOST_CANCELLED => after = Some(next),
+            _ => break,
+        }
+    }
+    let ready = inspector
+        .ready_page(topic, 0, MOST_CANCELLED)
+        .await
+        .map_err(unavailable)?;
+    ids.extend(ready);
+    let reserved = inspector
+        .reserved_page(topic, 0, MOST_CANCELLED, MOST_CANCELLED)
+        .await
+        .map_err(unavailable)?;
+    ids.extend(reserved.into_iter().map(|(id, _)| id));
+    Ok(ids
+        .into_iter()
+        .map(|id| String::from_utf8_lossy(id.as_bytes()).into_owned())
+        .collect())
+}

@@ -1,0 +1,14 @@
+//! QStash's API (`docs/webhooks.md#qstashs-api`), served with `[qstash] token`: messages published
+//! through it are jobs of the topic [`TOPIC`], each with its destination and settings in its body
+//! (a [`Message`]), delivered by the webhook module's message sink, signed with `[qstash]`'s keys.
+
+mod destination;
+mod message;
+mod settings;
+
+pub use destination::{Allowed, Destination};
+pub use message::{Message, new_id};
+pub use settings::{QstashSettings, SigningKeys};
+
+/// The delayer topic of the messages published through QStash's API.
+pub const TOPIC: &str = "qstash";

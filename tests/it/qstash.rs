@@ -1,0 +1,265 @@
+//! QStash's API, for real: QStash's own Python SDK (PyPI `qstash`, `support/qstash_client.py`)
+//! with its base URL set to a daemon publishes, batches, gets and cancels messages; each is
+//! delivered to a receiver on the loopback when due, with QStash's headers and a signature that
+//! the SDK's `Receiver` accepts. Bad input is refused naming what is wrong.
+
+use crate::support;
+
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use support::http_client::serving_with;
+use support::receiver::{Received, Receiver, Reply, refused_signatures};
+use support::{DaemonSetup, RedisServer, delayer_succeeds};
+
+const TOKEN: &str = "qstash-token";
+
+/// What the SDK returned for `command` with `arguments`, against the daemon at `address`.
+fn sdk(address: &str, token: &str, command: &str, arguments: Value) -> Value {
+    use std::io::Write;
+    let mut child = std::process::Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/it/support/qstash_client.py"
+        ))
+        .args([&format!("http://{address}"), token, command])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 (scripts/test installs it, and QStash's SDK)");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(arguments.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "qstash_client.py {command}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{command}: {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn qstash_s_python_sdk_publishes_batches_gets_and_cancels_and_each_delivery_is_signed() {
+    let receiver = Receiver::start(|_, _| Reply::ok()).await;
+    let server = RedisServer::start();
+    let qstash = format!(
+        "\n[qstash]\ntoken = {TOKEN}\ncurrent_signing_key = sig_current\n\
+         next_signing_key = sig_next\nallow = 127.0.0.1\n"
+    );
+    let (_daemon, _logs, address) = serving_with(&server, "a", "", &qstash);
+    let call = |command: &str, arguments: Value| sdk(&address, TOKEN, command, arguments);
+
+    let keys = call("keys", json!({}));
+    assert_eq!(keys, json!({"current": "sig_current", "next": "sig_next"}));
+
+    let hook = format!("{}/hook?order=42", receiver.url);
+    let published_at = unix_ms();
+    let published = call(
+        "publish_json",
+        json!({
+            "url": hook,
+            "body": {"order": 42},
+            "headers": {"X-Order": "42"},
+            "delay": "2s",
+            "retries": 2,
+            "label": "orders",
+        }),
+    );
+    let id = published["message_id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("msg_"), "{published}");
+    let message = call("get", json!({ "id": id }));
+    assert_eq!(message["url"], hook.as_str(), "{message}");
+    assert_eq!(message["method"], "POST");
+    assert_eq!(message["max_retries"], 2);
+    assert_eq!(message["body"], "{\"order\": 42}");
+    assert_eq!(message["label"], "orders");
+    assert_eq!(message["headers"]["X-Order"], json!(["42"]));
+    let not_before = message["not_before"].as_i64().unwrap();
+    assert!(not_before >= published_at + 2_000, "{message}");
+
+    let at = (unix_ms() / 1000 + 3) as u64;
+    let later = call(
+        "publish_json",
+        json!({"url": format!("{}/later", receiver.url), "body": "at", "not_before": at}),
+    );
+    let later_id = later["message_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        call("get", json!({ "id": later_id }))["not_before"],
+        at * 1000
+    );
+    let batch = call(
+        "batch_json",
+        json!([
+            {"url": format!("{}/batch/1", receiver.url), "body": {"n": 1}},
+            {"url": format!("{}/batch/2", receiver.url), "body": {"n": 2}},
+        ]),
+    );
+    let batched: Vec<&str> = batch
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|reply| reply["message_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(batched.len(), 2, "{batch}");
+
+    let received = receiver.wait_for(4, Duration::from_secs(30)).await;
+    let by_id = |id: &str| -> Received {
+        received
+            .iter()
+            .find(|request| request.header("upstash-message-id") == id)
+            .unwrap_or_else(|| panic!("{id} not delivered: {received:?}"))
+            .clone()
+    };
+    let first = by_id(&id);
+    assert_eq!(first.path, "/hook?order=42");
+    assert_eq!(first.body, b"{\"order\": 42}");
+    assert_eq!(first.header("x-order"), "42");
+    assert_eq!(first.header("content-type"), "application/json");
+    assert_eq!(first.header("user-agent"), "Upstash-QStash");
+    assert_eq!(first.header("upstash-retried"), "0");
+    assert!(first.at_ms >= not_before, "delivered at {} ms", first.at_ms);
+    assert!(by_id(&later_id).at_ms >= at as i64 * 1000);
+    assert_eq!(by_id(batched[1]).body, b"{\"n\": 2}");
+    let url_of = |request: &Received| format!("{}{}", receiver.url, request.path);
+    let refused = refused_signatures(&received, "sig_current", "sig_next", url_of);
+    assert!(refused.is_empty(), "QStash's Receiver refused: {refused:?}");
+    // Delivered, it stays readable a while.
+    assert_eq!(call("get", json!({ "id": id }))["url"], hook.as_str());
+
+    // Cancelled before their time: never delivered.
+    let pending: Vec<String> = (0..5)
+        .map(|n| {
+            let reply = call(
+                "publish_json",
+                json!({"url": format!("{}/never/{n}", receiver.url), "body": n, "delay": "1h"}),
+            );
+            reply["message_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(call("cancel", json!({ "id": pending[0] })), Value::Null);
+    let gone = call("get", json!({ "id": pending[0] }));
+    assert!(
+        gone["error"]
+            .as_str()
+            .unwrap()
+            .contains("message not found"),
+        "{gone}"
+    );
+    assert_eq!(
+        call("cancel_many", json!({ "ids": [pending[1], pending[2]] })),
+        2
+    );
+    assert_eq!(
+        call("cancel_many", json!({ "ids": [] })),
+        0,
+        "none named, none cancelled"
+    );
+    assert_eq!(call("cancel_all", json!({})), 2);
+    assert_eq!(call("cancel_all", json!({})), 0);
+
+    // A deduplication id within 10 minutes answers the first message.
+    let once = json!({"url": format!("{}/once", receiver.url), "body": 1, "deduplication_id": "d-1", "delay": "1h"});
+    let first_id = call("publish_json", once.clone())["message_id"].clone();
+    let again = call("publish_json", once);
+    assert_eq!(
+        (&again["message_id"], &again["deduplicated"]),
+        (&first_id, &json!(true))
+    );
+
+    // Messages are jobs: the shell sees them.
+    let config = server.daemon_config("shell", "").0;
+    let shown = delayer_succeeds(&config, &["get", first_id.as_str().unwrap()]);
+    assert!(shown.contains("\"topic\":\"qstash\""), "{shown}");
+
+    let ids: HashSet<&str> = received
+        .iter()
+        .map(|request| request.header("upstash-message-id"))
+        .collect();
+    assert_eq!(ids.len(), received.len(), "each once");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_to_qstash_s_api_is_refused_naming_what_is_wrong() {
+    let server = RedisServer::start();
+    let qstash = format!("\n[qstash]\ntoken = {TOKEN}\n");
+    let (_daemon, _logs, address) = serving_with(&server, "a", "", &qstash);
+    let error = |token: &str, command: &str, arguments: Value| -> String {
+        let reply = sdk(&address, token, command, arguments);
+        reply["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{command} was not refused: {reply}"))
+            .to_string()
+    };
+    let wrong = error("wrong", "keys", json!({}));
+    assert!(
+        wrong.contains("status: 401") && wrong.contains("[qstash] token"),
+        "{wrong}"
+    );
+    let inner = error(
+        TOKEN,
+        "publish_json",
+        json!({"url": "http://169.254.169.254/latest/meta-data", "body": 1}),
+    );
+    assert!(
+        inner.contains("status: 400")
+            && inner.contains("link-local")
+            && inner.contains("[qstash] allow"),
+        "{inner}"
+    );
+    let local = error(
+        TOKEN,
+        "publish_json",
+        json!({"url": "http://127.0.0.1:1/", "body": 1}),
+    );
+    assert!(local.contains("a loopback address"), "{local}");
+    let delay = error(
+        TOKEN,
+        "publish_json",
+        json!({"url": "http://192.0.2.1/", "body": 1, "delay": "soon"}),
+    );
+    assert!(
+        delay.contains("status: 400") && delay.contains("Upstash-Delay"),
+        "{delay}"
+    );
+    let retry = error(
+        TOKEN,
+        "publish_json",
+        json!({"url": "http://192.0.2.1/", "body": 1, "retry_delay": "pow(2)"}),
+    );
+    assert!(
+        retry.contains("Upstash-Retry-Delay") && retry.contains("pow takes 2 arguments"),
+        "{retry}"
+    );
+    let big = error(
+        TOKEN,
+        "publish",
+        json!({"url": "http://192.0.2.1/", "body": "x".repeat(2 << 20)}),
+    );
+    assert!(
+        big.contains("status: 413") && big.contains("max_body_bytes"),
+        "{big}"
+    );
+    let schedules = error(TOKEN, "schedule_list", json!({}));
+    assert!(
+        schedules.contains("status: 404")
+            && schedules.contains("schedules of QStash's API are not served"),
+        "{schedules}"
+    );
+    let group = error(
+        TOKEN,
+        "publish_json",
+        json!({"url_group": "mygroup", "body": 1}),
+    );
+    assert!(group.contains("URL groups are not served"), "{group}");
+}

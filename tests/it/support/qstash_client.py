@@ -1,0 +1,58 @@
+"""Drives delayer's QStash API with QStash's own Python SDK (PyPI `qstash`), as an application does.
+
+Usage: qstash_client.py BASE_URL TOKEN COMMAND < JSON_ARGUMENTS
+Prints what the SDK returned, as JSON; an SDK error prints {"error": "..."}.
+"""
+
+import dataclasses
+import json
+import sys
+
+from qstash import QStash
+
+
+def plain(value):
+    if dataclasses.is_dataclass(value):
+        return {key: plain(item) for key, item in dataclasses.asdict(value).items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if hasattr(value, "value"):  # an enum
+        return value.value
+    return value
+
+
+def main():
+    base_url, token, command = sys.argv[1:4]
+    arguments = json.load(sys.stdin)
+    client = QStash(token, base_url=base_url)
+    message = client.message
+    try:
+        if command == "publish_json":
+            result = message.publish_json(**arguments)
+        elif command == "publish":
+            result = message.publish(**arguments)
+        elif command == "batch_json":
+            result = message.batch_json(arguments)
+        elif command == "get":
+            result = message.get(arguments["id"])
+        elif command == "cancel":
+            result = message.cancel(arguments["id"])
+        elif command == "cancel_many":
+            result = message.cancel_many(arguments["ids"])
+        elif command == "cancel_all":
+            result = message.cancel_all()
+        elif command == "keys":
+            result = client.signing_key.get()
+        elif command == "schedule_list":
+            result = client.schedule.list()
+        else:
+            raise SystemExit(f"unknown command {command}")
+    except Exception as error:  # the SDK's QStashError, and what the API answered
+        print(json.dumps({"error": str(error)}))
+        return
+    print(json.dumps(plain(result)))
+
+
+main()
