@@ -709,3 +709,57 @@ async fn webhooks_deliver_on_a_cluster_of_three_masters_with_two_daemons() {
     let url_of = |request: &Received| format!("{}{}", receiver.url, request.path);
     assert!(refused_signatures(&received, "key_a", "key_b", url_of).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn beside_a_daemon_that_knows_no_webhooks_none_is_stranded_and_they_go_in_due_order() {
+    let receiver = Receiver::start(|_, _| Reply::ok()).await;
+    let server = RedisServer::start();
+    let redis = server.connect().await;
+    let client = Client::connect(server.info()).await.unwrap();
+    // A daemon without the section moves the topic's due jobs to its ready list, as a release
+    // older than webhooks does.
+    let (old, _) = server.daemon_config("old", "timer_interval = 50");
+    let _old = Daemon::start(&old);
+    let jobs = (0..200u64).map(|n| {
+        delayer_client::NewPush::new("upgraded", format!("{n}"))
+            .id(format!("u-{n:03}"))
+            .delay(Duration::from_millis(n * 5))
+    });
+    client.push_many(jobs).await.unwrap();
+    let mut php = server.connect().await;
+    for n in 0..20 {
+        let message = Message {
+            id: format!("p-{n:03}"),
+            topic: "upgraded".into(),
+            body: "php".into(),
+        };
+        legacy_client::push(&mut php, &message, 0).await.unwrap();
+    }
+    // Some wait on the ready list before a new daemon comes.
+    wait_for(Duration::from_secs(30), "jobs on the ready list", || {
+        let mut redis = redis.clone();
+        async move {
+            let ready: usize = redis.llen(ready_queue("upgraded")).await.unwrap();
+            (ready >= 50).then_some(())
+        }
+    })
+    .await;
+    let sections = format!(
+        "timer_interval = 50\n[webhook.upgraded]\ntopics = upgraded\nurl = {}/up\nparallelism = 1\n",
+        receiver.url
+    );
+    let (new, _) = server.daemon_config("new", &sections);
+    let _new = Daemon::start(&new);
+    let received = receiver.wait_for(220, Duration::from_secs(60)).await;
+    wait_until_delivered(&redis, &["upgraded"]).await;
+    assert_eq!(receiver.received().len(), 220, "each once");
+    // One at a time, each in its ready list's order: the due order.
+    let rust: Vec<&str> = received
+        .iter()
+        .map(|r| r.header("delayer-id"))
+        .filter(|id| id.starts_with("u-"))
+        .collect();
+    let mut sorted = rust.clone();
+    sorted.sort_unstable();
+    assert_eq!(rust, sorted, "in due order");
+}
