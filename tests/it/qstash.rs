@@ -190,6 +190,78 @@ async fn qstash_s_python_sdk_publishes_batches_gets_and_cancels_and_each_deliver
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_message_out_of_retries_is_in_the_dlq_with_its_reply_and_goes_again_on_retry() {
+    // Each path answers 404 until the test lets it through.
+    let healed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let open = healed.clone();
+    let receiver = Receiver::start(move |_, _| {
+        if open.load(std::sync::atomic::Ordering::SeqCst) {
+            Reply::ok()
+        } else {
+            Reply::Status(404, Vec::new(), "404 Not Found".into())
+        }
+    })
+    .await;
+    let server = RedisServer::start();
+    let qstash = format!("\n[qstash]\ntoken = {TOKEN}\nallow = 127.0.0.1\n");
+    let (_daemon, _logs, address) = serving_with(&server, "a", "", &qstash);
+    let call = |command: &str, arguments: Value| sdk(&address, TOKEN, command, arguments);
+    let ids: Vec<String> = (0..3)
+        .map(|n| {
+            let reply = call(
+                "publish_json",
+                json!({
+                    "url": format!("{}/missing/{n}", receiver.url),
+                    "body": n,
+                    "retries": 1,
+                    "retry_delay": "7000 * retried",
+                }),
+            );
+            reply["message_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let listed = support::wait_for(Duration::from_secs(30), "3 messages in the DLQ", || async {
+        let listed = call("dlq_list", json!({}));
+        (listed["messages"].as_array().unwrap().len() == 3).then_some(listed)
+    })
+    .await;
+    let dead = &listed["messages"][0];
+    assert_eq!(
+        dead["message_id"],
+        ids[2].as_str(),
+        "newest first: {listed}"
+    );
+    assert_eq!(dead["dlq_id"], ids[2].as_str());
+    assert_eq!(dead["response_status"], 404);
+    assert_eq!(dead["response_body"], "404 Not Found");
+    assert_eq!(dead["retry_delay_expression"], "7000 * retried");
+    assert_eq!(dead["max_retries"], 1);
+    assert_eq!(receiver.received().len(), 6, "each tried twice");
+    assert_eq!(call("dlq_get", json!({ "id": ids[0] }))["body"], "0");
+
+    assert_eq!(call("dlq_delete", json!({ "id": ids[0] })), Value::Null);
+    let again = call("dlq_delete", json!({ "id": ids[0] }));
+    assert!(again["error"].as_str().unwrap().contains("404"), "{again}");
+    assert_eq!(call("dlq_delete_many", json!({ "ids": [ids[1]] })), 1);
+
+    // Retried (TypeScript's SDK does this), it goes again and is delivered.
+    healed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let retried = support::http_client::request(
+        &address,
+        "POST",
+        &format!("/v2/dlq/retry/{}", ids[2]),
+        &[("Authorization", &format!("Bearer {TOKEN}"))],
+        b"",
+    );
+    assert_eq!(retried.status, 201, "{}", retried.body);
+    receiver.wait_for(7, Duration::from_secs(30)).await;
+    let last = receiver.received().pop().unwrap();
+    assert_eq!(last.header("upstash-message-id"), ids[2]);
+    let listed = call("dlq_list", json!({}));
+    assert_eq!(listed["messages"], json!([]), "{listed}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bad_input_to_qstash_s_api_is_refused_naming_what_is_wrong() {
     let server = RedisServer::start();
     let qstash = format!("\n[qstash]\ntoken = {TOKEN}\n");

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use delayer_client::{Removed, State as JobState};
+use delayer_client::{JobInfo, Removed, State as JobState};
 use serde_json::{Map, Value, json};
 
 use super::error;
@@ -20,18 +20,39 @@ use crate::http::state::AppState;
 use crate::qstash::{self, Message};
 
 pub(super) async fn get(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
-    let info = match state.inspector.get_up_to(&id, usize::MAX).await {
-        Ok(info) => info,
-        Err(why) => return error(StatusCode::SERVICE_UNAVAILABLE, why),
-    };
+    match found(&state, &id).await {
+        Ok(Some((info, message))) => Json(described(&id, &info, &message)).into_response(),
+        Ok(None) => error(StatusCode::NOT_FOUND, "message not found"),
+        Err(refusal) => refusal,
+    }
+}
+
+/// Message `id` and what its job's state is, if it is a message known still.
+pub(super) async fn found(
+    state: &AppState,
+    id: &str,
+) -> Result<Option<(JobInfo, Message)>, Response> {
+    let info = state
+        .inspector
+        .get_up_to(id, usize::MAX)
+        .await
+        .map_err(|why| error(StatusCode::SERVICE_UNAVAILABLE, why))?;
     let ours = info
         .topic
         .as_ref()
         .is_some_and(|topic| topic.as_bytes() == qstash::TOPIC.as_bytes());
+    if !ours || info.state == JobState::Unknown {
+        return Ok(None);
+    }
     let message = info.body.as_deref().map(Message::of_job);
-    let Some(Ok(message)) = message.filter(|_| ours && info.state != JobState::Unknown) else {
-        return error(StatusCode::NOT_FOUND, "message not found");
-    };
+    Ok(match message {
+        Some(Ok(message)) => Some((info, message)),
+        _ => None,
+    })
+}
+
+/// Message `id` as QStash's API shows it.
+pub(super) fn described(id: &str, info: &JobInfo, message: &Message) -> Value {
     let not_before = info.due.map_or(message.not_before, |due| {
         due.duration_since(UNIX_EPOCH)
             .unwrap_or_default()
@@ -44,7 +65,6 @@ pub(super) async fn get(State(state): State<Arc<AppState>>, Path(id): Path<Strin
             values.push(json!(value));
         }
     }
-    let body = message.body_bytes();
     let mut reply = json!({
         "messageId": id,
         "url": message.url,
@@ -55,7 +75,7 @@ pub(super) async fn get(State(state): State<Arc<AppState>>, Path(id): Path<Strin
         "header": header,
         "state": info.state.name(),
     });
-    match String::from_utf8(body) {
+    match String::from_utf8(message.body_bytes()) {
         Ok(text) => reply["body"] = json!(text),
         Err(bytes) => reply["bodyBase64"] = json!(STANDARD.encode(bytes.as_bytes())),
     }
@@ -66,7 +86,7 @@ pub(super) async fn get(State(state): State<Arc<AppState>>, Path(id): Path<Strin
         reply["label"] = json!(label);
         reply["labels"] = json!(message.labels);
     }
-    Json(reply).into_response()
+    reply
 }
 
 pub(super) async fn cancel(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {

@@ -1,8 +1,9 @@
 //! QStash's API (v2), with `[qstash] token`: publish (and its batch), messages (get, cancel one,
-//! many or all) and the signing keys, answered as QStash answers, so that its SDKs work with their
+//! many or all), the DLQ (list, get, delete, retry) and the signing keys, answered as QStash answers, so that its SDKs work with their
 //! base URL set to this server. Errors are `{"error": "..."}`. What is not served yet (queues,
-//! schedules, the DLQ, URL groups, events, flow control) answers 404 naming it.
+//! schedules, URL groups, events, flow control) answers 404 naming it.
 
+mod dlq;
 mod headers;
 mod messages;
 mod publish;
@@ -41,6 +42,10 @@ pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
             "/messages/{id}",
             get(messages::get).delete(messages::cancel),
         )
+        .route("/dlq", get(dlq::list).delete(dlq::delete_many))
+        .route("/dlq/retry", post(dlq::retry))
+        .route("/dlq/retry/{id}", post(dlq::retry))
+        .route("/dlq/{id}", get(dlq::get).delete(dlq::delete))
         .route("/keys", get(keys))
         .route("/keys/rotate", post(rotate))
         .fallback(not_served)
@@ -113,7 +118,6 @@ async fn not_served(OriginalUri(uri): OriginalUri) -> Response {
     let what = match part {
         "enqueue" | "queues" => "queues",
         "schedules" => "schedules",
-        "dlq" => "the DLQ",
         "topics" | "topic" => "URL groups",
         "events" | "logs" => "the events log",
         "flowControl" => "flow control",

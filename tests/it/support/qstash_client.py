@@ -43,6 +43,14 @@ def main():
             result = message.cancel_many(arguments["ids"])
         elif command == "cancel_all":
             result = message.cancel_all()
+        elif command == "dlq_list":
+            result = client.dlq.list(**arguments)
+        elif command == "dlq_get":
+            result = client.dlq.get(arguments["id"])
+        elif command == "dlq_delete":
+            result = client.dlq.delete(arguments["id"])
+        elif command == "dlq_delete_many":
+            result = client.dlq.delete_many(arguments["ids"])
         elif command == "keys":
             result = client.signing_key.get()
         elif command == "schedule_list":
