@@ -98,7 +98,7 @@ pub(super) async fn delete_many(
 ) -> Response {
     let ids = match named(&uri, &body) {
         Ok(ids) => ids,
-        Err(refusal) => return refusal,
+        Err(why) => return error(StatusCode::BAD_REQUEST, why),
     };
     let mut deleted = 0;
     for id in ids {
@@ -123,7 +123,7 @@ pub(super) async fn retry(
         Some(Path(id)) => vec![id],
         None => match named(&uri, &body) {
             Ok(ids) => ids,
-            Err(refusal) => return refusal,
+            Err(why) => return error(StatusCode::BAD_REQUEST, why),
         },
     };
     let mut responses = Vec::new();
@@ -143,18 +143,14 @@ pub(super) async fn retry(
 }
 
 /// The DLQ ids a request names: `{"dlqIds": [...]}` in its body, or `?dlqIds=` in its query.
-fn named(uri: &axum::http::Uri, body: &[u8]) -> Result<Vec<String>, Response> {
+fn named(uri: &axum::http::Uri, body: &[u8]) -> Result<Vec<String>, String> {
     let mut ids: Vec<String> = form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
         .filter(|(name, _)| name == "dlqIds")
         .map(|(_, id)| id.into_owned())
         .collect();
     if !body.is_empty() {
-        let json: Value = serde_json::from_slice(body).map_err(|why| {
-            error(
-                StatusCode::BAD_REQUEST,
-                format!("the body is not {{\"dlqIds\": [...]}}: {why}"),
-            )
-        })?;
+        let json: Value = serde_json::from_slice(body)
+            .map_err(|why| format!("the body is not {{\"dlqIds\": [...]}}: {why}"))?;
         let listed = json["dlqIds"].as_array().into_iter().flatten();
         ids.extend(listed.filter_map(|id| id.as_str().map(str::to_string)));
     }
