@@ -35,6 +35,76 @@ pub struct Message {
     pub created_at: i64,
     /// When it falls due, unix ms.
     pub not_before: i64,
+    /// `Upstash-Flow-Control-Key` and `-Value`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Flow>,
+}
+
+/// A flow-control key and its limits, over every daemon: the newest message's limits are the
+/// key's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Flow {
+    pub key: String,
+    /// The most in flight at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<u32>,
+    /// The most started a period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<u32>,
+    /// The rate's period, in whole seconds (QStash's unit).
+    pub period: u64,
+}
+
+impl Flow {
+    /// The limits of `key` that `value` (`parallelism=3, rate=4, period=2s`) gives, or what is
+    /// wrong.
+    pub fn parse(key: &str, value: &str) -> Result<Flow, String> {
+        let mut flow = Flow {
+            key: key.to_string(),
+            parallelism: None,
+            rate: None,
+            period: 1,
+        };
+        if key.is_empty() {
+            return Err("the key is empty".into());
+        }
+        for pair in value
+            .split(',')
+            .map(str::trim)
+            .filter(|pair| !pair.is_empty())
+        {
+            let (name, number) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not name=value"))?;
+            let positive = || {
+                number
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("{name} = {number:?}: expected a whole number above 0"))
+            };
+            match name.trim() {
+                "parallelism" => flow.parallelism = Some(positive()?),
+                "rate" => flow.rate = Some(positive()?),
+                "period" => {
+                    let period = delayer_wire::duration::parse(number)
+                        .map_err(|why| format!("period: {why}"))?;
+                    if period.as_secs() < 1 || period.as_secs() > 7 * 86_400 {
+                        return Err(format!("period = {number:?}: expected 1s to 7d"));
+                    }
+                    flow.period = period.as_secs();
+                }
+                other => {
+                    return Err(format!("{other:?} is not parallelism, rate or period"));
+                }
+            }
+        }
+        if flow.parallelism.is_none() && flow.rate.is_none() {
+            return Err("it sets neither parallelism nor rate".into());
+        }
+        Ok(flow)
+    }
 }
 
 impl Message {

@@ -7,7 +7,7 @@ mod message;
 mod settings;
 
 pub use destination::{Allowed, Destination};
-pub use message::{Message, new_id};
+pub use message::{Flow, Message, new_id};
 pub use settings::{QstashSettings, SigningKeys};
 
 /// The delayer topic of the messages published through QStash's API.

@@ -4,7 +4,7 @@
 //! the gate costs one round trip for many requests.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayer_wire::scripts::webhook_gate::{AHEAD, Limits, WebhookGateScript};
@@ -25,6 +25,8 @@ const GATHER_WAIT: Duration = Duration::from_millis(1);
 pub struct Gate {
     asks: mpsc::UnboundedSender<oneshot::Sender<Lease>>,
     given_back: mpsc::UnboundedSender<String>,
+    /// The limits the next asks go by (a QStash flow-control key takes its newest message's).
+    limits: Arc<Mutex<Limits>>,
 }
 
 /// A lease granted: its name, and when its request may start.
@@ -44,6 +46,11 @@ impl Drop for Pass {
 }
 
 impl Gate {
+    /// Goes by `limits` from the next ask on.
+    pub fn update(&self, limits: Limits) {
+        *self.limits.lock().expect("not poisoned") = limits;
+    }
+
     /// Waits for a lease, and then for its start time: the pass, or `None` at `stop`.
     pub async fn enter(&self, stop: &CancellationToken) -> Option<Pass> {
         let (reply, granted) = oneshot::channel();
@@ -74,6 +81,8 @@ pub fn new(
     let (asks, mut asked) = mpsc::unbounded_channel::<oneshot::Sender<Lease>>();
     let (given_back, mut returned) = mpsc::unbounded_channel();
     let name = name.to_string();
+    let shared = Arc::new(Mutex::new(limits));
+    let current = shared.clone();
     let serving = async move {
         let script = WebhookGateScript::default();
         // Lease names: this process's own, numbered.
@@ -104,6 +113,7 @@ pub fn new(
                     format!("{prefix}:{numbered}")
                 })
                 .collect();
+            let limits = *current.lock().expect("not poisoned");
             let asked_at = Instant::now();
             let reply = match redis.get().await {
                 Ok(mut connection) => {
@@ -167,10 +177,16 @@ pub fn new(
         if !done.is_empty()
             && let Ok(mut connection) = redis.get().await
         {
+            let limits = *current.lock().expect("not poisoned");
             let _ = script
                 .ask(&mut connection, &name, &limits, &[], &done)
                 .await;
         }
     };
-    (Gate { asks, given_back }, serving)
+    let gate = Gate {
+        asks,
+        given_back,
+        limits: shared,
+    };
+    (gate, serving)
 }

@@ -3,19 +3,25 @@
 //! what QStash's deliveries carry (`Upstash-Message-Id`, `Upstash-Retried`, `Upstash-Signature`,
 //! `User-Agent: Upstash-QStash`), and kept readable a while after its delivery.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayer_client::Job;
 use reqwest::Method;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 
+use delayer_wire::scripts::webhook_gate::Limits;
+use delayer_wire::shared_connection::SharedConnection;
+use tokio_util::sync::CancellationToken;
+
 use super::call::{self, header};
+use super::gate::{self, Gate};
 use super::retry_delay::RetryDelay;
 use super::signature;
 use crate::deliver::{Outcome, Sink};
 use crate::metrics::Webhook as Figures;
-use crate::qstash::{self, Message};
+use crate::qstash::{self, Flow, Message};
 
 /// How long a message is reserved while it is sent; the loop touches it meanwhile, so this only
 /// bounds a daemon killed mid-request: its message is sent again this long after.
@@ -26,6 +32,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 const KEPT: Duration = Duration::from_secs(300);
 /// The most requests in flight.
 const ROOM: usize = 1_000;
+/// A flow-control lease ends this long after its request's timeout (a daemon killed
+/// mid-request).
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
 /// QStash's messages, sent.
 pub struct Messages {
@@ -34,16 +43,55 @@ pub struct Messages {
     pub signing_key: Option<String>,
     pub figures: Arc<Figures>,
     topics: Vec<String>,
+    /// For the flow-control keys' leases.
+    redis: Arc<SharedConnection>,
+    /// The gate of each flow-control key seen, made at its first message.
+    gates: Mutex<HashMap<String, Arc<Gate>>>,
+    /// The daemon's stop: a message not started yet is not sent.
+    pub stop: CancellationToken,
+    /// Cancelled once the delivery loop ended: the gates give back their leases and end.
+    pub ended: CancellationToken,
 }
 
 impl Messages {
-    pub fn new(http: reqwest::Client, signing_key: Option<String>, figures: Arc<Figures>) -> Self {
+    pub fn new(
+        http: reqwest::Client,
+        signing_key: Option<String>,
+        figures: Arc<Figures>,
+        redis: Arc<SharedConnection>,
+    ) -> Self {
         Messages {
             http,
             signing_key,
             figures,
             topics: vec![qstash::TOPIC.to_string()],
+            redis,
+            gates: Mutex::default(),
+            stop: CancellationToken::new(),
+            ended: CancellationToken::new(),
         }
+    }
+
+    /// The gate of `flow`'s key, going by its limits (the newest message's are the key's).
+    fn gate(&self, flow: &Flow, timeout: Duration) -> Arc<Gate> {
+        let limits = Limits {
+            most: flow.parallelism,
+            spacing: flow
+                .rate
+                .map(|rate| Duration::from_secs(flow.period) / rate),
+            lease: timeout + LEASE_MARGIN,
+        };
+        let mut gates = self.gates.lock().expect("not poisoned");
+        if let Some(gate) = gates.get(&flow.key) {
+            gate.update(limits);
+            return gate.clone();
+        }
+        let name = format!("qstash.flow.{}", flow.key);
+        let (gate, serving) = gate::new(&name, limits, self.redis.clone(), self.ended.clone());
+        tokio::spawn(serving);
+        let gate = Arc::new(gate);
+        gates.insert(flow.key.clone(), gate.clone());
+        gate
     }
 }
 
@@ -99,6 +147,17 @@ impl Sink for Messages {
                 return Outcome::Refused(format!("its URL {:?} is not one: {error}", message.url));
             }
         };
+        let timeout = message
+            .timeout_ms
+            .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+        // Within its flow-control key's limits, over every daemon.
+        let _pass = match &message.flow {
+            Some(flow) => match self.gate(flow, timeout).enter(&self.stop).await {
+                Some(pass) => Some(pass),
+                None => return Outcome::NotSent,
+            },
+            None => None,
+        };
         let body = message.body_bytes();
         let mut headers = HeaderMap::new();
         for (name, value) in &message.headers {
@@ -117,9 +176,6 @@ impl Sink for Messages {
             let signature = signature::sign(key, &message.url, &body);
             header(&mut headers, "upstash-signature", signature.as_bytes());
         }
-        let timeout = message
-            .timeout_ms
-            .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
         let request = self
             .http
             .request(method, url)

@@ -65,7 +65,8 @@ impl Webhooks {
                 .build();
             http.map(|http| {
                 let figures = metrics.webhooks.add(qstash::TOPIC);
-                Messages::new(http, signing_key.map(str::to_string), figures)
+                let key = signing_key.map(str::to_string);
+                Messages::new(http, key, figures, redis.clone())
             })
         });
         let messages = messages
@@ -109,6 +110,10 @@ impl Webhooks {
     /// and are settled first, and the jobs still waiting for their turn are given back.
     pub async fn run(mut self, stop: &CancellationToken) {
         let ended = CancellationToken::new();
+        if let Some(messages) = &mut self.messages {
+            messages.stop = stop.clone();
+            messages.ended = ended.clone();
+        }
         let mut gates = Vec::new();
         for hook in &mut self.hooks {
             hook.stop = stop.clone();

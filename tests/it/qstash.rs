@@ -262,6 +262,71 @@ async fn a_message_out_of_retries_is_in_the_dlq_with_its_reply_and_goes_again_on
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn flow_control_keys_hold_parallelism_and_rate_over_two_daemons() {
+    let receiver = Receiver::start(|request, _| {
+        if request.path.starts_with("/parallel") {
+            Reply::After(Duration::from_millis(200))
+        } else {
+            Reply::ok()
+        }
+    })
+    .await;
+    let server = RedisServer::start();
+    let qstash = format!("\n[qstash]\ntoken = {TOKEN}\nallow = 127.0.0.1\n");
+    let (_a, _, address) = serving_with(&server, "a", "", &qstash);
+    let (_b, _, _) = serving_with(&server, "b", "", &qstash);
+    let call = |command: &str, arguments: Value| sdk(&address, TOKEN, command, arguments);
+    let batch: Vec<Value> = (0..12)
+        .map(|n| {
+            json!({
+                "url": format!("{}/parallel", receiver.url),
+                "body": n,
+                "flow_control": {"key": "payments", "parallelism": 2},
+            })
+        })
+        .chain((0..10).map(|n| {
+            json!({
+                "url": format!("{}/rated", receiver.url),
+                "body": n,
+                "flow_control": {"key": "mails", "rate": 5, "period": "1s"},
+            })
+        }))
+        .collect();
+    let published = call("batch_json", json!(batch));
+    let first = published[0]["message_id"].as_str().unwrap();
+    let shown = call("get", json!({ "id": first }));
+    assert_eq!(
+        shown["flow_control"],
+        json!({"key": "payments", "parallelism": 2, "rate": null, "period": 1}),
+        "{shown}"
+    );
+    let received = receiver.wait_for(22, Duration::from_secs(60)).await;
+    let most = receiver.most_in_flight("/parallel");
+    assert!(
+        (1..=2).contains(&most),
+        "{most} in flight at once over parallelism 2"
+    );
+    let mut starts: Vec<i64> = received
+        .iter()
+        .filter(|r| r.path == "/rated")
+        .map(|r| r.at_ms)
+        .collect();
+    starts.sort_unstable();
+    // 10 starts, 200 ms apart (5 a second): 9 gaps, less a few ms of the way.
+    let span = starts[9] - starts[0];
+    assert!(span >= 1_800 - 50, "10 messages at 5/s took {span} ms");
+    let bad = call(
+        "publish_json",
+        json!({"url": format!("{}/x", receiver.url), "body": 1, "flow_control": {"key": "k", "parallelism": 0}}),
+    );
+    let why = bad["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("Upstash-Flow-Control-Value") && why.contains("above 0"),
+        "{bad}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bad_input_to_qstash_s_api_is_refused_naming_what_is_wrong() {
     let server = RedisServer::start();
     let qstash = format!("\n[qstash]\ntoken = {TOKEN}\n");

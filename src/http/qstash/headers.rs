@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::HeaderMap;
 
-use crate::qstash::Message;
+use crate::qstash::{Flow, Message};
 use crate::webhook::{METHODS, RetryDelay};
 
 /// The longest `Upstash-Timeout`: a day.
@@ -39,12 +39,7 @@ pub(super) fn message(
         }
     };
     let wrong = |name: &str, value: &str, why: &str| format!("{name}: {value:?}: {why}");
-    for unserved in [
-        "upstash-callback",
-        "upstash-failure-callback",
-        "upstash-flow-control-key",
-        "upstash-flow-control-value",
-    ] {
+    for unserved in ["upstash-callback", "upstash-failure-callback"] {
         if headers.contains_key(unserved) {
             return Err(format!(
                 "{}: not served by delayer yet",
@@ -121,6 +116,30 @@ pub(super) fn message(
         }
         (None, None) => (now, Due::After(Duration::ZERO)),
     };
+    let flow = match (
+        text("upstash-flow-control-key")?,
+        text("upstash-flow-control-value")?,
+    ) {
+        (Some(key), Some(value)) => Some(
+            Flow::parse(&key, &value)
+                .map_err(|why| wrong("Upstash-Flow-Control-Value", &value, &why))?,
+        ),
+        (Some(key), None) => {
+            return Err(wrong(
+                "Upstash-Flow-Control-Key",
+                &key,
+                "given without Upstash-Flow-Control-Value (parallelism=N, rate=N, period=P)",
+            ));
+        }
+        (None, Some(value)) => {
+            return Err(wrong(
+                "Upstash-Flow-Control-Value",
+                &value,
+                "given without Upstash-Flow-Control-Key",
+            ));
+        }
+        (None, None) => None,
+    };
     let labels = text("upstash-label")?
         .map(|labels| {
             labels
@@ -151,6 +170,7 @@ pub(super) fn message(
         labels,
         created_at: now,
         not_before,
+        flow,
     };
     message.set_body(body);
     Ok((message, due))

@@ -86,6 +86,12 @@ pub(super) fn described(id: &str, info: &JobInfo, message: &Message) -> Value {
         reply["label"] = json!(label);
         reply["labels"] = json!(message.labels);
     }
+    if let Some(flow) = &message.flow {
+        reply["flowControlKey"] = json!(flow.key);
+        reply["parallelism"] = json!(flow.parallelism);
+        reply["rate"] = json!(flow.rate);
+        reply["period"] = json!(flow.period);
+    }
     reply
 }
 

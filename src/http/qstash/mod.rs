@@ -1,7 +1,7 @@
 //! QStash's API (v2), with `[qstash] token`: publish (and its batch), messages (get, cancel one,
 //! many or all), the DLQ (list, get, delete, retry) and the signing keys, answered as QStash answers, so that its SDKs work with their
 //! base URL set to this server. Errors are `{"error": "..."}`. What is not served yet (queues,
-//! schedules, URL groups, events, flow control) answers 404 naming it.
+//! schedules, URL groups, events, the flow-control endpoints) answers 404 naming it.
 
 mod dlq;
 mod headers;
@@ -120,7 +120,7 @@ async fn not_served(OriginalUri(uri): OriginalUri) -> Response {
         "schedules" => "schedules",
         "topics" | "topic" => "URL groups",
         "events" | "logs" => "the events log",
-        "flowControl" => "flow control",
+        "flowControl" | "globalParallelism" => "the flow-control endpoints",
         "llm" => "the LLM helpers",
         _ => "this path",
     };
