@@ -133,7 +133,7 @@ fn url_of(raw: &str) -> Result<String, Refused> {
     let mut url = raw.to_string();
     let lower = url.to_ascii_lowercase();
     if lower.starts_with("http%3a") || lower.starts_with("https%3a") {
-        url = percent_decoded(&url);
+        url = String::from_utf8_lossy(&percent_decoded(&url)).into_owned();
     }
     for scheme in ["http:", "https:"] {
         if url.len() > scheme.len() && url[..scheme.len()].eq_ignore_ascii_case(scheme) {
@@ -150,7 +150,8 @@ fn url_of(raw: &str) -> Result<String, Refused> {
     )))
 }
 
-fn percent_decoded(text: &str) -> String {
+/// `text` with each `%XX` made the byte it stands for.
+pub fn percent_decoded(text: &str) -> Vec<u8> {
     let bytes = text.as_bytes();
     let mut decoded = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -169,7 +170,7 @@ fn percent_decoded(text: &str) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&decoded).into_owned()
+    decoded
 }
 
 /// Why `address` is refused by default, if it is.

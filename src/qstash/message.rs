@@ -38,6 +38,9 @@ pub struct Message {
     /// `Upstash-Flow-Control-Key` and `-Value`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow: Option<Flow>,
+    /// The schedule whose tick this message is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_id: Option<String>,
 }
 
 /// A flow-control key and its limits, over every daemon: the newest message's limits are the

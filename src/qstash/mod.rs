@@ -6,7 +6,7 @@ mod destination;
 mod message;
 mod settings;
 
-pub use destination::{Allowed, Destination};
+pub use destination::{Allowed, Destination, percent_decoded};
 pub use message::{Flow, Message, new_id};
 pub use settings::{QstashSettings, SigningKeys};
 

@@ -172,6 +172,9 @@ impl Sink for Messages {
         header(&mut headers, "upstash-message-id", job.id.as_bytes());
         let retried = job.attempts.saturating_sub(1).to_string();
         header(&mut headers, "upstash-retried", retried.as_bytes());
+        if let Some(schedule) = &message.schedule_id {
+            header(&mut headers, "upstash-schedule-id", schedule.as_bytes());
+        }
         if let Some(key) = &self.signing_key {
             let signature = signature::sign(key, &message.url, &body);
             header(&mut headers, "upstash-signature", signature.as_bytes());

@@ -327,6 +327,93 @@ async fn flow_control_keys_hold_parallelism_and_rate_over_two_daemons() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn schedules_made_with_qstash_s_sdk_tick_once_each_and_pause_list_and_delete() {
+    let receiver = Receiver::start(|_, _| Reply::ok()).await;
+    let server = RedisServer::start();
+    let qstash = format!(
+        "\n[qstash]\ntoken = {TOKEN}\nallow = 127.0.0.1\ncurrent_signing_key = sig_a\n\
+         next_signing_key = sig_b\n"
+    );
+    let (_a, _, address) = serving_with(&server, "a", "", &qstash);
+    let (_b, _, _) = serving_with(&server, "b", "", &qstash);
+    let call = |command: &str, arguments: Value| sdk(&address, TOKEN, command, arguments);
+    let every = call(
+        "schedule_create_json",
+        json!({
+            "destination": format!("{}/tick", receiver.url),
+            "cron": "every 1s",
+            "body": {"report": "sales"},
+            "schedule_id": "sales-report",
+            "retries": 1,
+        }),
+    );
+    assert_eq!(every, "sales-report");
+    let paris = call(
+        "schedule_create_json",
+        json!({
+            "destination": format!("{}/morning", receiver.url),
+            "cron": "CRON_TZ=Europe/Paris 0 9 * * *",
+            "body": "good morning",
+        }),
+    );
+    let paris = paris.as_str().unwrap().to_string();
+    assert!(paris.starts_with("scd_"), "{paris}");
+    let shown = call("schedule_get", json!({ "id": paris }));
+    assert_eq!(shown["cron"], "CRON_TZ=Europe/Paris 0 9 * * *", "{shown}");
+    assert_eq!(shown["destination"], format!("{}/morning", receiver.url));
+    assert_eq!(shown["paused"], false);
+    assert!(shown["next_schedule_time"].as_i64().unwrap() > unix_ms());
+
+    let ticks = receiver.wait_for(3, Duration::from_secs(30)).await;
+    let ids: HashSet<&str> = ticks
+        .iter()
+        .map(|r| r.header("upstash-message-id"))
+        .collect();
+    assert_eq!(
+        ids.len(),
+        ticks.len(),
+        "each tick once, over two daemons: {ticks:?}"
+    );
+    for tick in &ticks {
+        assert_eq!(tick.path, "/tick");
+        assert_eq!(tick.header("upstash-schedule-id"), "sales-report");
+        assert_eq!(tick.body, b"{\"report\": \"sales\"}");
+    }
+    let url_of = |request: &Received| format!("{}{}", receiver.url, request.path);
+    assert!(refused_signatures(&ticks, "sig_a", "sig_b", url_of).is_empty());
+    let message = call(
+        "get",
+        json!({ "id": ticks[0].header("upstash-message-id") }),
+    );
+    assert_eq!(message["schedule_id"], "sales-report", "{message}");
+
+    assert_eq!(
+        call("schedule_pause", json!({ "id": "sales-report" })),
+        Value::Null
+    );
+    assert_eq!(
+        call("schedule_get", json!({ "id": "sales-report" }))["paused"],
+        true
+    );
+    let listed = call("schedule_list", json!({}));
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|schedule| schedule["schedule_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["sales-report", paris.as_str()], "by id");
+    assert_eq!(
+        call("schedule_delete", json!({ "id": "sales-report" })),
+        Value::Null
+    );
+    let listed = call("schedule_list", json!({}));
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let gone = call("schedule_get", json!({ "id": "sales-report" }));
+    assert!(gone["error"].as_str().unwrap().contains("404"), "{gone}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bad_input_to_qstash_s_api_is_refused_naming_what_is_wrong() {
     let server = RedisServer::start();
     let qstash = format!("\n[qstash]\ntoken = {TOKEN}\n");
@@ -387,11 +474,23 @@ async fn bad_input_to_qstash_s_api_is_refused_naming_what_is_wrong() {
         big.contains("status: 413") && big.contains("max_body_bytes"),
         "{big}"
     );
-    let schedules = error(TOKEN, "schedule_list", json!({}));
+    let queues = error(
+        TOKEN,
+        "enqueue_json",
+        json!({"queue": "q", "url": "http://192.0.2.1/", "body": 1}),
+    );
     assert!(
-        schedules.contains("status: 404")
-            && schedules.contains("schedules of QStash's API are not served"),
-        "{schedules}"
+        queues.contains("status: 404") && queues.contains("queues of QStash's API are not served"),
+        "{queues}"
+    );
+    let cron = error(
+        TOKEN,
+        "schedule_create_json",
+        json!({"destination": "http://192.0.2.1/", "cron": "61 * * * *", "body": 1}),
+    );
+    assert!(
+        cron.contains("status: 400") && cron.contains("Upstash-Cron"),
+        "{cron}"
     );
     let group = error(
         TOKEN,

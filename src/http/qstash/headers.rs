@@ -171,6 +171,7 @@ pub(super) fn message(
         created_at: now,
         not_before,
         flow,
+        schedule_id: None,
     };
     message.set_body(body);
     Ok((message, due))

@@ -51,13 +51,8 @@ pub(super) async fn found(
     })
 }
 
-/// Message `id` as QStash's API shows it.
-pub(super) fn described(id: &str, info: &JobInfo, message: &Message) -> Value {
-    let not_before = info.due.map_or(message.not_before, |due| {
-        due.duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis() as i64
-    });
+/// The headers `message` delivers, as QStash shows them: each name with its values.
+pub(super) fn header_map(message: &Message) -> Map<String, Value> {
     let mut header = Map::new();
     for (name, value) in &message.headers {
         let values = header.entry(name.clone()).or_insert_with(|| json!([]));
@@ -65,6 +60,17 @@ pub(super) fn described(id: &str, info: &JobInfo, message: &Message) -> Value {
             values.push(json!(value));
         }
     }
+    header
+}
+
+/// Message `id` as QStash's API shows it.
+pub(super) fn described(id: &str, info: &JobInfo, message: &Message) -> Value {
+    let not_before = info.due.map_or(message.not_before, |due| {
+        due.duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as i64
+    });
+    let header = header_map(message);
     let mut reply = json!({
         "messageId": id,
         "url": message.url,
@@ -85,6 +91,9 @@ pub(super) fn described(id: &str, info: &JobInfo, message: &Message) -> Value {
     if let Some(label) = message.labels.first() {
         reply["label"] = json!(label);
         reply["labels"] = json!(message.labels);
+    }
+    if let Some(schedule) = &message.schedule_id {
+        reply["scheduleId"] = json!(schedule);
     }
     if let Some(flow) = &message.flow {
         reply["flowControlKey"] = json!(flow.key);

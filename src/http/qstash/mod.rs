@@ -1,12 +1,13 @@
 //! QStash's API (v2), with `[qstash] token`: publish (and its batch), messages (get, cancel one,
-//! many or all), the DLQ (list, get, delete, retry) and the signing keys, answered as QStash answers, so that its SDKs work with their
+//! many or all), schedules, the DLQ (list, get, delete, retry) and the signing keys, answered as QStash answers, so that its SDKs work with their
 //! base URL set to this server. Errors are `{"error": "..."}`. What is not served yet (queues,
-//! schedules, URL groups, events, the flow-control endpoints) answers 404 naming it.
+//! URL groups, events, the flow-control endpoints) answers 404 naming it.
 
 mod dlq;
 mod headers;
 mod messages;
 mod publish;
+mod schedules;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -46,6 +47,8 @@ pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/dlq/retry", post(dlq::retry))
         .route("/dlq/retry/{id}", post(dlq::retry))
         .route("/dlq/{id}", get(dlq::get).delete(dlq::delete))
+        .route("/schedules", get(schedules::list))
+        .route("/schedules/{*rest}", axum::routing::any(schedules::at))
         .route("/keys", get(keys))
         .route("/keys/rotate", post(rotate))
         .fallback(not_served)
@@ -117,7 +120,6 @@ async fn not_served(OriginalUri(uri): OriginalUri) -> Response {
         .unwrap_or_default();
     let what = match part {
         "enqueue" | "queues" => "queues",
-        "schedules" => "schedules",
         "topics" | "topic" => "URL groups",
         "events" | "logs" => "the events log",
         "flowControl" | "globalParallelism" => "the flow-control endpoints",

@@ -131,24 +131,8 @@ async fn prepare(
     let destination = Destination::checked(raw, &api.settings.allow, api.listen)
         .await
         .map_err(|refused| error(StatusCode::BAD_REQUEST, refused.0))?;
-    let settings = state.client.settings();
-    let now = unix_ms();
-    let most_retries = settings.max_attempts.saturating_sub(1);
-    let (message, due) = headers::message(headers, destination.url, body, now, most_retries)
-        .map_err(|why| error(StatusCode::BAD_REQUEST, why))?;
-    // The job holds the body in base64 beside the message's settings.
-    let size = message.to_job().len();
-    if size > settings.max_body_bytes {
-        return Err(error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "the message is {size} bytes as a job (its body of {} bytes in base64, and its \
-                 settings), over [delayer] max_body_bytes ({})",
-                body.len(),
-                settings.max_body_bytes
-            ),
-        ));
-    }
+    let (message, due) = message_of(state, destination.url, headers, body)
+        .map_err(|(status, why)| error(status, why))?;
     let dedup = match headers.get("upstash-deduplication-id") {
         Some(id) => Some(format!("id:{}", String::from_utf8_lossy(id.as_bytes()))),
         None => content_based(headers)
@@ -172,6 +156,47 @@ async fn prepare(
         due,
         dedup,
     })
+}
+
+/// A refusal: its status and why.
+pub(super) type Refusal = (StatusCode, String);
+
+/// The message the headers make for `url` with `body`, and when it falls due, checked (its size
+/// as a job too); or the refusal.
+fn message_of(
+    state: &AppState,
+    url: String,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(Message, Due), Refusal> {
+    let settings = state.client.settings();
+    let most_retries = settings.max_attempts.saturating_sub(1);
+    let (message, due) = headers::message(headers, url, body, unix_ms(), most_retries)
+        .map_err(|why| (StatusCode::BAD_REQUEST, why))?;
+    // The job holds the body in base64 beside the message's settings.
+    let size = message.to_job().len();
+    if size > settings.max_body_bytes {
+        return Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the message is {size} bytes as a job (its body of {} bytes in base64, and its \
+                 settings), over [delayer] max_body_bytes ({})",
+                body.len(),
+                settings.max_body_bytes
+            ),
+        ));
+    }
+    Ok((message, due))
+}
+
+/// The message a schedule sends at each tick: as [`message_of`] makes it.
+pub(super) fn prepare_message(
+    state: &AppState,
+    url: String,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Message, Refusal> {
+    message_of(state, url, headers, body).map(|(message, _)| message)
 }
 
 /// Whether `Upstash-Content-Based-Deduplication` asks for it (Go's booleans, as the SDKs send
@@ -234,7 +259,7 @@ async fn push(state: &AppState, ready: Ready) -> Result<Response, Response> {
     Ok(Json(json!({ "messageId": ready.id, "url": ready.message.url })).into_response())
 }
 
-fn unix_ms() -> i64 {
+pub(super) fn unix_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()

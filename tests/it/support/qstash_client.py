@@ -33,6 +33,8 @@ def main():
             result = message.publish_json(**arguments)
         elif command == "publish":
             result = message.publish(**arguments)
+        elif command == "enqueue_json":
+            result = message.enqueue_json(**arguments)
         elif command == "batch_json":
             result = message.batch_json(arguments)
         elif command == "get":
@@ -53,8 +55,18 @@ def main():
             result = client.dlq.delete_many(arguments["ids"])
         elif command == "keys":
             result = client.signing_key.get()
+        elif command == "schedule_create_json":
+            result = client.schedule.create_json(**arguments)
+        elif command == "schedule_get":
+            result = client.schedule.get(arguments["id"])
         elif command == "schedule_list":
             result = client.schedule.list()
+        elif command == "schedule_pause":
+            result = client.schedule.pause(arguments["id"])
+        elif command == "schedule_resume":
+            result = client.schedule.resume(arguments["id"])
+        elif command == "schedule_delete":
+            result = client.schedule.delete(arguments["id"])
         else:
             raise SystemExit(f"unknown command {command}")
     except Exception as error:  # the SDK's QStashError, and what the API answered
