@@ -20,6 +20,7 @@ mod cluster_idle;
 mod compact;
 mod console;
 mod consumers;
+mod delivery;
 mod http_add;
 mod kafka;
 mod memory;

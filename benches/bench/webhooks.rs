@@ -4,15 +4,13 @@
 //! received, by this host's clock, which is Redis's), without and with flow control.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use delayer_client::redis::AsyncCommands;
-use delayer_client::redis::aio::MultiplexedConnection;
 use delayer_client::{Client, NewPush, Topic};
-use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
 
+use super::delivery::{drain, left};
 use super::support::receiver::{Receiver, Reply};
-use super::support::{Daemon, DaemonSetup, RedisServer, fill_backlog, redis_ms};
+use super::support::{Daemon, DaemonSetup, RedisServer, redis_ms};
 use super::{TOPICS, clock_ticks_per_second, cpu_ticks, fresh, stop};
 
 const BACKLOG: usize = 20_000;
@@ -47,13 +45,13 @@ pub async fn webhooks(server: &RedisServer) {
     ] {
         let ticks = clock_ticks_per_second();
         let bench_before = cpu_ticks(std::process::id());
-        let (seconds, redis_cpu, daemon_cpu) = drain(server, extra.as_deref()).await;
+        let run = drain(server, BACKLOG, extra.as_deref()).await;
         let receiver_cpu = (cpu_ticks(std::process::id()) - bench_before) as f64 / ticks;
         println!(
             "| {name} | {:.0} | {:.1} | {:.1} | {:.1} |",
-            BACKLOG as f64 / seconds,
-            redis_cpu * 1e6 / BACKLOG as f64,
-            daemon_cpu * 1e6 / BACKLOG as f64,
+            BACKLOG as f64 / run.seconds,
+            run.redis_cpu * 1e6 / BACKLOG as f64,
+            run.daemon_cpu * 1e6 / BACKLOG as f64,
             receiver_cpu * 1e6 / BACKLOG as f64,
         );
     }
@@ -93,49 +91,6 @@ pub async fn webhooks(server: &RedisServer) {
     }
 }
 
-/// Drains [`BACKLOG`] due jobs through a daemon with webhook lines `hook` (`None`: the ready
-/// lists, and a client reserving and acking), until Redis holds none: the seconds, and Redis's
-/// and the daemon's CPU seconds.
-async fn drain(server: &RedisServer, hook: Option<&str>) -> (f64, f64, f64) {
-    let mut redis = fresh(server).await;
-    fill_backlog(&mut redis, BACKLOG, &TOPICS).await;
-    let ticks = clock_ticks_per_second();
-    let redis_before = cpu_ticks(server.pid());
-    let (config, _) = server.daemon_config("bench-webhook", hook.unwrap_or("timer_interval = 100"));
-    let started = Instant::now();
-    let mut daemon = Daemon::start(&config);
-    let consuming = async {
-        if hook.is_some() {
-            return;
-        }
-        let client = Client::connect(server.info()).await.unwrap();
-        let topics: Vec<Topic> = TOPICS.iter().map(|topic| Topic::from(*topic)).collect();
-        while left(&mut redis.clone()).await > 0 {
-            let jobs = client
-                .reserve_many(
-                    &topics,
-                    Duration::from_secs(30),
-                    500,
-                    Duration::from_millis(100),
-                )
-                .await
-                .unwrap();
-            client.ack_many(&jobs).await;
-        }
-    };
-    let waiting = async {
-        while left(&mut redis.clone()).await > 0 {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    };
-    tokio::join!(consuming, waiting);
-    let seconds = started.elapsed().as_secs_f64();
-    let redis_cpu = (cpu_ticks(server.pid()) - redis_before) as f64 / ticks;
-    let daemon_cpu = cpu_ticks(daemon.pid()) as f64 / ticks;
-    stop(&mut daemon);
-    (seconds, redis_cpu, daemon_cpu)
-}
-
 /// Pushes [`RATE`] jobs a second for [`SECONDS`], falling due from 2 s on, to a daemon with
 /// `hook` (`None`: a client reserves and acks them), and waits until Redis holds none: each job's
 /// due time, unix ms, and without a hook when each was reserved.
@@ -168,7 +123,7 @@ async fn falling_due(
     }
     let mut reserved = Vec::new();
     let topics: Vec<Topic> = TOPICS.iter().map(|topic| Topic::from(*topic)).collect();
-    while left(&mut redis).await > 0 {
+    while left(&redis).await > 0 {
         if hook.is_some() {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
@@ -195,14 +150,4 @@ fn unix_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
-}
-
-/// The jobs Redis still holds: waiting, ready, reserved.
-async fn left(redis: &mut MultiplexedConnection) -> usize {
-    let mut left: usize = redis.zcard(JOB_POOL).await.unwrap();
-    left += redis.zcard::<_, usize>(RESERVED).await.unwrap();
-    for topic in TOPICS {
-        left += redis.llen::<_, usize>(ready_queue(topic)).await.unwrap();
-    }
-    left
 }

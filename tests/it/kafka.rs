@@ -7,8 +7,7 @@
 use crate::support;
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use delayer_client::redis::AsyncCommands;
@@ -19,8 +18,8 @@ use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
 use serde_json::Value;
 use support::http_client::{request, samples, serving, serving_with};
 use support::{
-    Daemon, DaemonSetup, RedisServer, delayer_fails, delayer_succeeds, read, redis_ms, wait_for,
-    wait_until_sync,
+    Daemon, DaemonSetup, RedisServer, delayer_fails, delayer_succeeds, left_in_redis, python, read,
+    redis_ms, wait_for, wait_until_sync,
 };
 
 /// One message as kafka-python read it.
@@ -36,22 +35,15 @@ struct Record {
 
 /// Every message of `topics` (from the beginning), read until `count` came or `seconds` passed.
 fn read_kafka(broker: &KafkaBroker, topics: &[&str], count: usize, seconds: u32) -> Vec<Record> {
-    let output = Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/it/support/kafka_client.py"
-        ))
-        .args(["read", &broker.address(), &topics.join(",")])
-        .args([count.to_string(), seconds.to_string()])
-        .output()
-        .expect("python3 (scripts/test installs it, and kafka-python)");
-    assert!(
-        output.status.success(),
-        "kafka_client.py read: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
+    let (count, seconds) = (count.to_string(), seconds.to_string());
+    let args = [
+        "read",
+        &broker.address(),
+        &topics.join(","),
+        &count,
+        &seconds,
+    ];
+    python("kafka_client.py", &args, b"")
         .lines()
         .map(|line| {
             let json: Value = serde_json::from_str(line).unwrap();
@@ -68,26 +60,14 @@ fn read_kafka(broker: &KafkaBroker, topics: &[&str], count: usize, seconds: u32)
 
 /// Produces `messages` (JSON objects: key, value, headers) to `topic` with kafka-python.
 fn produce_kafka(broker: &KafkaBroker, topic: &str, messages: &[Value]) {
-    let mut child = Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/it/support/kafka_client.py"
-        ))
-        .args(["produce", &broker.address(), topic])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut stdin = child.stdin.take().unwrap();
-    for message in messages {
-        writeln!(stdin, "{message}").unwrap();
-    }
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "kafka_client.py produce: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let lines: String = messages
+        .iter()
+        .map(|message| format!("{message}\n"))
+        .collect();
+    python(
+        "kafka_client.py",
+        &["produce", &broker.address(), topic],
+        lines.as_bytes(),
     );
 }
 
@@ -122,16 +102,6 @@ async fn push_jobs(
         client.push_many(jobs).await.unwrap();
     }
     due
-}
-
-/// What Redis still holds of the jobs: waiting, ready on `topics`, reserved.
-async fn left_in_redis(redis: &mut MultiplexedConnection, topics: &[&str]) -> usize {
-    let mut left: usize = redis.zcard(JOB_POOL).await.unwrap();
-    left += redis.zcard::<_, usize>(RESERVED).await.unwrap();
-    for topic in topics {
-        left += redis.llen::<_, usize>(ready_queue(topic)).await.unwrap();
-    }
-    left
 }
 
 /// Each key's count among `records`.

@@ -11,35 +11,19 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use support::http_client::serving_with;
 use support::receiver::{Received, Receiver, Reply, refused_signatures};
-use support::{DaemonSetup, RedisServer, delayer_succeeds};
+use support::{DaemonSetup, RedisServer, delayer_succeeds, python};
 
 const TOKEN: &str = "qstash-token";
 
 /// What the SDK returned for `command` with `arguments`, against the daemon at `address`.
 fn sdk(address: &str, token: &str, command: &str, arguments: Value) -> Value {
-    use std::io::Write;
-    let mut child = std::process::Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/it/support/qstash_client.py"
-        ))
-        .args([&format!("http://{address}"), token, command])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 (scripts/test installs it, and QStash's SDK)");
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(arguments.to_string().as_bytes()).unwrap();
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "qstash_client.py {command}: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let base = format!("http://{address}");
+    let printed = python(
+        "qstash_client.py",
+        &[&base, token, command],
+        arguments.to_string().as_bytes(),
     );
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|_| panic!("{command}: {}", String::from_utf8_lossy(&output.stdout)))
+    serde_json::from_str(&printed).unwrap_or_else(|_| panic!("{command}: {printed}"))
 }
 
 fn unix_ms() -> i64 {

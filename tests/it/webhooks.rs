@@ -16,17 +16,9 @@ use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
 use support::http_client::{request, samples, serving_with};
 use support::legacy_client::{self, Message};
 use support::receiver::{Received, Receiver, Reply, refused_signatures};
-use support::{Daemon, DaemonSetup, RedisServer, delayer_succeeds, redis_ms, wait_for};
-
-/// What Redis still holds of jobs of `topics`: waiting, ready, reserved.
-async fn left_in_redis(redis: &mut MultiplexedConnection, topics: &[&str]) -> usize {
-    let mut left: usize = redis.zcard(JOB_POOL).await.unwrap();
-    left += redis.zcard::<_, usize>(RESERVED).await.unwrap();
-    for topic in topics {
-        left += redis.llen::<_, usize>(ready_queue(topic)).await.unwrap();
-    }
-    left
-}
+use support::{
+    Daemon, DaemonSetup, RedisServer, delayer_succeeds, left_in_redis, redis_ms, wait_for,
+};
 
 /// Waits until Redis holds nothing of `topics` any more.
 async fn wait_until_delivered(redis: &MultiplexedConnection, topics: &[&str]) {

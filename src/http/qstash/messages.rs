@@ -166,16 +166,10 @@ pub(super) async fn cancel_many(
 
 /// Removes message `id`: whether it was one, waiting, due or in flight.
 async fn remove(state: &AppState, id: &str) -> Result<bool, Response> {
-    let info = state
-        .client
-        .get(id)
-        .await
-        .map_err(|why| error(StatusCode::SERVICE_UNAVAILABLE, why))?;
-    let ours = info
-        .topic
-        .as_ref()
-        .is_some_and(|topic| topic.as_bytes() == qstash::TOPIC.as_bytes());
-    if !ours || matches!(info.state, JobState::Unknown | JobState::Delivered) {
+    let Some((info, _)) = found(state, id).await? else {
+        return Ok(false);
+    };
+    if info.state == JobState::Delivered {
         return Ok(false);
     }
     let removed = state

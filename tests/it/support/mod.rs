@@ -219,6 +219,46 @@ pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// What Redis still holds of jobs of `topics` in the legacy layout: waiting, ready, reserved.
+pub async fn left_in_redis(
+    redis: &mut delayer_client::redis::aio::MultiplexedConnection,
+    topics: &[&str],
+) -> usize {
+    use delayer_client::redis::AsyncCommands;
+    use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
+    let mut left: usize = redis.zcard(JOB_POOL).await.unwrap();
+    left += redis.zcard::<_, usize>(RESERVED).await.unwrap();
+    for topic in topics {
+        left += redis.llen::<_, usize>(ready_queue(topic)).await.unwrap();
+    }
+    left
+}
+
+/// Runs the tests' Python program `script` (in `tests/it/support/`, with the packages
+/// `scripts/test` installs) with `args` and `input` on its standard input; what it printed.
+pub fn python(script: &str, args: &[&str], input: &[u8]) -> String {
+    use std::io::Write;
+    let path = format!("{}/tests/it/support/{script}", env!("CARGO_MANIFEST_DIR"));
+    let mut child = Command::new("python3")
+        .arg(path)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (scripts/test installs it)");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input).unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{script} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
 /// The service running in this test's runtime until the returned token is cancelled.
 pub fn spawn_service(
     config: Config,

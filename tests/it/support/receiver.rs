@@ -233,36 +233,18 @@ pub fn refused_signatures(
     next: &str,
     url_of: impl Fn(&Received) -> String,
 ) -> Vec<String> {
-    use std::io::Write;
-    let mut child = std::process::Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/it/support/qstash_verify.py"
-        ))
-        .args([current, next])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 (scripts/test installs it, and QStash's SDK)");
-    let mut stdin = child.stdin.take().unwrap();
-    for request in requests {
-        let line = serde_json::json!({
-            "signature": request.header("upstash-signature"),
-            "body": String::from_utf8_lossy(&request.body),
-            "url": url_of(request),
-        });
-        writeln!(stdin, "{line}").unwrap();
-    }
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "qstash_verify.py: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
+    let lines: String = requests
+        .iter()
+        .map(|request| {
+            let line = serde_json::json!({
+                "signature": request.header("upstash-signature"),
+                "body": String::from_utf8_lossy(&request.body),
+                "url": url_of(request),
+            });
+            format!("{line}\n")
+        })
+        .collect();
+    super::python("qstash_verify.py", &[current, next], lines.as_bytes())
         .lines()
         .filter(|line| *line != "ok")
         .map(str::to_string)
