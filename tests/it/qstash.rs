@@ -284,18 +284,13 @@ async fn flow_control_keys_hold_parallelism_and_rate_over_two_daemons() {
         json!({"key": "payments", "parallelism": 2, "rate": null, "period": 1}),
         "{shown}"
     );
-    let received = receiver.wait_for(22, Duration::from_secs(60)).await;
+    receiver.wait_for(22, Duration::from_secs(60)).await;
     let most = receiver.most_in_flight("/parallel");
     assert!(
         (1..=2).contains(&most),
         "{most} in flight at once over parallelism 2"
     );
-    let mut starts: Vec<i64> = received
-        .iter()
-        .filter(|r| r.path == "/rated")
-        .map(|r| r.at_ms)
-        .collect();
-    starts.sort_unstable();
+    let starts = receiver.arrivals("/rated");
     // 10 starts, 200 ms apart (5 a second): 9 gaps, less a few ms of the way.
     let span = starts[9] - starts[0];
     assert!(span >= 1_800 - 50, "10 messages at 5/s took {span} ms");

@@ -457,7 +457,7 @@ async fn parallelism_and_rate_hold_over_every_daemon() {
         .push_many(jobs("parallel").chain(jobs("rated")))
         .await
         .unwrap();
-    let received = receiver.wait_for(80, Duration::from_secs(60)).await;
+    receiver.wait_for(80, Duration::from_secs(60)).await;
     wait_until_delivered(&redis, &["parallel", "rated"]).await;
     assert_eq!(receiver.received().len(), 80, "each once");
     let most = receiver.most_in_flight("/parallel");
@@ -469,12 +469,7 @@ async fn parallelism_and_rate_hold_over_every_daemon() {
         most >= 2,
         "parallel all the same: at most {most} in flight at once"
     );
-    let mut starts: Vec<i64> = received
-        .iter()
-        .filter(|r| r.path == "/rated")
-        .map(|r| r.at_ms)
-        .collect();
-    starts.sort_unstable();
+    let starts = receiver.arrivals("/rated");
     let span = starts[39] - starts[0];
     // Starts are spaced 50 ms apart by Redis's clock; each reaches the receiver a little after
     // its start, by a few ms more or less (a daemon's wake-up, the connection): the figures as the

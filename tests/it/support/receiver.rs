@@ -110,6 +110,18 @@ impl Receiver {
         self.shared.received.lock().unwrap().clone()
     }
 
+    /// When each request to `path` came, unix ms, earliest first.
+    pub fn arrivals(&self, path: &str) -> Vec<i64> {
+        let received = self.shared.received.lock().unwrap();
+        let mut at: Vec<i64> = received
+            .iter()
+            .filter(|request| request.path == path)
+            .map(|request| request.at_ms)
+            .collect();
+        at.sort_unstable();
+        at
+    }
+
     /// The most requests to `path` that were in flight at once.
     pub fn most_in_flight(&self, path: &str) -> usize {
         let paths = self.shared.paths.lock().unwrap();
