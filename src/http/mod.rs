@@ -112,7 +112,7 @@ impl Http {
                 timer_interval,
                 redis_address,
                 stopping: CancellationToken::new(),
-                qstash: qstash.map(|settings| qstash::QstashApi {
+                qstash: qstash.map(|settings| crate::qstash::Api {
                     settings,
                     listen: settings_listen,
                 }),

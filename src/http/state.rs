@@ -12,7 +12,6 @@ use super::console::state::Console;
 use super::cross_site::HostName;
 use super::figures::Figures;
 use super::jobs::heartbeats::HttpConsumers;
-use super::qstash::QstashApi;
 use crate::metrics::Metrics;
 
 /// What every handler may use; shared, not cloned, by each request.
@@ -39,7 +38,7 @@ pub(super) struct AppState {
     /// 99th percentile; one at a time, no later than without them).
     pub(super) large_reads: Semaphore,
     /// QStash's API, with `[qstash] token`.
-    pub(super) qstash: Option<QstashApi>,
+    pub(super) qstash: Option<crate::qstash::Api>,
     /// Cancelled when a stop begins: waits for jobs end early, so that a stop never waits them out.
     pub(super) stopping: CancellationToken,
 }

@@ -12,3 +12,11 @@ pub use settings::{QstashSettings, SigningKeys};
 
 /// The delayer topic of the messages published through QStash's API.
 pub const TOPIC: &str = "qstash";
+
+/// What the API needs to serve: `[qstash]`, and the daemon's own address, which it refuses as a
+/// destination.
+pub struct Api {
+    pub settings: QstashSettings,
+    /// `[http] listen`.
+    pub listen: std::net::SocketAddr,
+}

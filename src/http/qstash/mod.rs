@@ -9,7 +9,6 @@ mod messages;
 mod publish;
 mod schedules;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Json;
@@ -24,14 +23,7 @@ use serde_json::json;
 
 use super::auth::same;
 use super::state::AppState;
-use crate::qstash::QstashSettings;
-
-/// What the API needs beyond the daemon's state.
-pub(in crate::http) struct QstashApi {
-    pub settings: QstashSettings,
-    /// `[http] listen`: a destination the API refuses.
-    pub listen: SocketAddr,
-}
+use crate::qstash::Api;
 
 /// The API's routes, under `/v2`.
 pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
@@ -61,7 +53,7 @@ pub(super) fn error(status: StatusCode, why: impl std::fmt::Display) -> Response
 }
 
 /// The API's settings (the routes exist only when they do).
-fn api(state: &AppState) -> &QstashApi {
+fn api(state: &AppState) -> &Api {
     state
         .qstash
         .as_ref()
