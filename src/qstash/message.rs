@@ -41,6 +41,9 @@ pub struct Message {
     /// The schedule whose tick this message is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_id: Option<String>,
+    /// The queue it was enqueued into: sent in its order, within its parallelism.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
 }
 
 /// A flow-control key and its limits, over every daemon: the newest message's limits are the

@@ -4,6 +4,7 @@
 
 mod destination;
 mod message;
+pub mod queues;
 mod settings;
 
 pub use destination::{Allowed, Destination, percent_decoded};

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{self, header};
 use super::gate::{self, Gate};
+use super::lines::Lines;
 use super::retry_delay::RetryDelay;
 use super::signature;
 use crate::deliver::{Outcome, Sink};
@@ -47,6 +48,8 @@ pub struct Messages {
     redis: Arc<SharedConnection>,
     /// The gate of each flow-control key seen, made at its first message.
     gates: Mutex<HashMap<String, Arc<Gate>>>,
+    /// The queues' lines: whose turn it is.
+    lines: Arc<Lines>,
     /// The daemon's stop: a message not started yet is not sent.
     pub stop: CancellationToken,
     /// Cancelled once the delivery loop ended: the gates give back their leases and end.
@@ -65,6 +68,7 @@ impl Messages {
             signing_key,
             figures,
             topics: vec![qstash::TOPIC.to_string()],
+            lines: Arc::new(Lines::new(redis.clone())),
             redis,
             gates: Mutex::default(),
             stop: CancellationToken::new(),
@@ -150,6 +154,15 @@ impl Sink for Messages {
         let timeout = message
             .timeout_ms
             .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+        // A queue's message waits for its turn in the queue's line.
+        if let Some(queue) = &message.queue
+            && !self
+                .lines
+                .wait_turn(queue, &job.id.to_string(), &self.stop)
+                .await
+        {
+            return Outcome::NotSent;
+        }
         // Within its flow-control key's limits, over every daemon.
         let _pass = match &message.flow {
             Some(flow) => match self.gate(flow, timeout).enter(&self.stop).await {
@@ -185,13 +198,23 @@ impl Sink for Messages {
             .headers(headers)
             .timeout(timeout)
             .body(body);
-        call::send(
+        let outcome = call::send(
             request,
             (&message.method, &message.url),
             timeout,
             "QStash's messages follow none",
             &self.figures,
         )
-        .await
+        .await;
+        // Done for good (delivered, or dead): the queue's next message may go.
+        let done = match &outcome {
+            Outcome::Delivered | Outcome::Refused(_) => true,
+            Outcome::Failed { .. } => job.attempts > message.retries,
+            Outcome::Unreachable(_) | Outcome::NotSent => false,
+        };
+        if let Some(queue) = message.queue.as_ref().filter(|_| done) {
+            self.lines.leave(queue, &job.id.to_string()).await;
+        }
+        outcome
     }
 }

@@ -6,6 +6,7 @@
 mod call;
 mod failure;
 mod gate;
+mod lines;
 mod messages;
 mod retry_delay;
 mod settings;

@@ -393,6 +393,85 @@ async fn schedules_made_with_qstash_s_sdk_tick_once_each_and_pause_list_and_dele
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_queue_delivers_in_order_within_its_parallelism_over_two_daemons_and_pauses() {
+    let receiver = Receiver::start(|_, _| Reply::After(Duration::from_millis(50))).await;
+    let server = RedisServer::start();
+    let qstash = format!("\n[qstash]\ntoken = {TOKEN}\nallow = 127.0.0.1\n");
+    let (_a, _, address) = serving_with(&server, "a", "", &qstash);
+    let (_b, _, _) = serving_with(&server, "b", "", &qstash);
+    let call = |command: &str, arguments: Value| sdk(&address, TOKEN, command, arguments);
+    assert_eq!(
+        call("queue_upsert", json!({"queue": "orders", "parallelism": 1})),
+        Value::Null
+    );
+    let enqueue = |n: usize| {
+        call(
+            "enqueue_json",
+            json!({"queue": "orders", "url": format!("{}/orders", receiver.url), "body": n}),
+        )
+    };
+    let first = enqueue(0);
+    for n in 1..12 {
+        enqueue(n);
+    }
+    let id = first["message_id"].as_str().unwrap();
+    let received = receiver.wait_for(12, Duration::from_secs(60)).await;
+    let order: Vec<String> = received
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    let expected: Vec<String> = (0..12).map(|n| n.to_string()).collect();
+    assert_eq!(order, expected, "in the order enqueued");
+    assert_eq!(receiver.most_in_flight("/orders"), 1, "one at a time");
+    assert_eq!(call("get", json!({ "id": id }))["queue"], "orders");
+    let queue = support::wait_for(
+        Duration::from_secs(10),
+        "the queue's lag to be 0",
+        || async {
+            let queue = call("queue_get", json!({"queue": "orders"}));
+            (queue["lag"] == 0).then_some(queue)
+        },
+    )
+    .await;
+    assert_eq!(
+        (&queue["parallelism"], &queue["paused"]),
+        (&json!(1), &json!(false))
+    );
+
+    // Paused, it keeps what comes; resumed, it sends it.
+    assert_eq!(call("queue_pause", json!({"queue": "orders"})), Value::Null);
+    enqueue(12);
+    enqueue(13);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(receiver.received().len(), 12, "nothing goes while paused");
+    assert_eq!(call("queue_get", json!({"queue": "orders"}))["lag"], 2);
+    assert_eq!(
+        call("queue_resume", json!({"queue": "orders"})),
+        Value::Null
+    );
+    let received = receiver.wait_for(14, Duration::from_secs(30)).await;
+    assert_eq!(received[12].body, b"12");
+    assert_eq!(received[13].body, b"13");
+
+    // A new queue is made with parallelism 1; the list shows both; a delete takes one away.
+    call(
+        "enqueue_json",
+        json!({"queue": "mails", "url": format!("{}/mails", receiver.url), "body": "m"}),
+    );
+    let names: Vec<Value> = call("queue_list", json!({}))
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|queue| queue["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("mails"), json!("orders")]);
+    assert_eq!(call("queue_delete", json!({"queue": "mails"})), Value::Null);
+    let left = call("queue_list", json!({}));
+    assert_eq!(left.as_array().unwrap().len(), 1, "{left}");
+    receiver.wait_for(15, Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bad_input_to_qstash_s_api_is_refused_naming_what_is_wrong() {
     let server = RedisServer::start();
     let qstash = format!("\n[qstash]\ntoken = {TOKEN}\n");
@@ -453,15 +532,14 @@ async fn bad_input_to_qstash_s_api_is_refused_naming_what_is_wrong() {
         big.contains("status: 413") && big.contains("max_body_bytes"),
         "{big}"
     );
-    let queues = error(
+    let queue = error(
         TOKEN,
         "enqueue_json",
-        json!({"queue": "q", "url": "http://192.0.2.1/", "body": 1}),
+        json!({"queue": "a/b", "url": "http://192.0.2.1/", "body": 1}),
     );
-    assert!(
-        queues.contains("status: 404") && queues.contains("queues of QStash's API are not served"),
-        "{queues}"
-    );
+    assert!(queue.contains("status: 400"), "{queue}");
+    let groups = error(TOKEN, "publish_json", json!({"url_group": "g", "body": 1}));
+    assert!(groups.contains("URL groups are not served"), "{groups}");
     let cron = error(
         TOKEN,
         "schedule_create_json",

@@ -128,6 +128,20 @@ pub(super) async fn retry(
     };
     let mut responses = Vec::new();
     for id in ids {
+        // A queue's message takes its place at the end of its queue's line again.
+        let queue = match found(&state, &id).await {
+            Ok(found) => found.and_then(|(_, message)| message.queue),
+            Err(refusal) => return refusal,
+        };
+        if let Some(queue) = &queue {
+            let lined = match state.redis.get().await {
+                Ok(mut redis) => qstash::queues::enqueue(&mut redis, queue, &id).await,
+                Err(why) => Err(why),
+            };
+            if let Err(why) = lined {
+                return error(StatusCode::SERVICE_UNAVAILABLE, why);
+            }
+        }
         match state.inspector.requeue_dead_job(qstash::TOPIC, &id).await {
             Ok(_) => responses.push(json!({ "messageId": id })),
             Err(delayer_client::Error::NotDead { .. }) => {

@@ -172,6 +172,7 @@ pub(super) fn message(
         not_before,
         flow,
         schedule_id: None,
+        queue: None,
     };
     message.set_body(body);
     Ok((message, due))

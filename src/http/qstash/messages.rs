@@ -95,6 +95,9 @@ pub(super) fn described(id: &str, info: &JobInfo, message: &Message) -> Value {
     if let Some(schedule) = &message.schedule_id {
         reply["scheduleId"] = json!(schedule);
     }
+    if let Some(queue) = &message.queue {
+        reply["queueName"] = json!(queue);
+    }
     if let Some(flow) = &message.flow {
         reply["flowControlKey"] = json!(flow.key);
         reply["parallelism"] = json!(flow.parallelism);
@@ -166,11 +169,21 @@ pub(super) async fn cancel_many(
 
 /// Removes message `id`: whether it was one, waiting, due or in flight.
 async fn remove(state: &AppState, id: &str) -> Result<bool, Response> {
-    let Some((info, _)) = found(state, id).await? else {
+    let Some((info, message)) = found(state, id).await? else {
         return Ok(false);
     };
     if info.state == JobState::Delivered {
         return Ok(false);
+    }
+    if let Some(queue) = &message.queue {
+        let mut redis = state
+            .redis
+            .get()
+            .await
+            .map_err(|why| error(StatusCode::SERVICE_UNAVAILABLE, why))?;
+        crate::qstash::queues::leave(&mut redis, queue, id)
+            .await
+            .map_err(|why| error(StatusCode::SERVICE_UNAVAILABLE, why))?;
     }
     let removed = state
         .client

@@ -1,5 +1,5 @@
 //! QStash's API (v2), with `[qstash] token`: publish (and its batch), messages (get, cancel one,
-//! many or all), schedules, the DLQ (list, get, delete, retry) and the signing keys, answered as QStash answers, so that its SDKs work with their
+//! many or all), queues, schedules, the DLQ (list, get, delete, retry) and the signing keys, answered as QStash answers, so that its SDKs work with their
 //! base URL set to this server. Errors are `{"error": "..."}`. What is not served yet (queues,
 //! URL groups, events, the flow-control endpoints) answers 404 naming it.
 
@@ -7,6 +7,7 @@ mod dlq;
 mod headers;
 mod messages;
 mod publish;
+mod queues;
 mod schedules;
 
 use std::sync::Arc;
@@ -29,7 +30,12 @@ use crate::qstash::Api;
 pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
     Router::new()
         .route("/publish/{*destination}", post(publish::publish))
+        .route("/enqueue/{*rest}", post(queues::enqueue))
         .route("/batch", post(publish::batch))
+        .route("/queues", get(queues::list).post(queues::upsert))
+        .route("/queues/{name}", get(queues::get).delete(queues::delete))
+        .route("/queues/{name}/pause", post(queues::pause))
+        .route("/queues/{name}/resume", post(queues::resume))
         .route("/messages", axum::routing::delete(messages::cancel_many))
         .route(
             "/messages/{id}",
@@ -111,7 +117,6 @@ async fn not_served(OriginalUri(uri): OriginalUri) -> Response {
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_default();
     let what = match part {
-        "enqueue" | "queues" => "queues",
         "topics" | "topic" => "URL groups",
         "events" | "logs" => "the events log",
         "flowControl" | "globalParallelism" => "the flow-control endpoints",

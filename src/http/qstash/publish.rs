@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use super::headers::{self, Due};
 use super::{api, error};
 use crate::http::state::AppState;
+use crate::qstash::queues::{self, Queue};
 use crate::qstash::{self, Destination, Message, new_id};
 
 /// How long a deduplication id is remembered, as QStash does.
@@ -43,11 +44,22 @@ pub(super) async fn publish(
         Some(query) => format!("{raw}?{query}"),
         None => raw.to_string(),
     };
-    let ready = match prepare(&state, &raw, &headers, &body).await {
+    publish_into(&state, None, &raw, &headers, &body).await
+}
+
+/// Publishes a message to the destination `raw` (into `queue`, if one is named): the reply.
+pub(super) async fn publish_into(
+    state: &AppState,
+    queue: Option<&str>,
+    raw: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let ready = match prepare(state, queue, raw, headers, body).await {
         Ok(ready) => ready,
         Err(refusal) => return refusal,
     };
-    match push(&state, ready).await {
+    match push(state, ready).await {
         Ok(reply) => reply,
         Err(refusal) => refusal,
     }
@@ -78,10 +90,16 @@ pub(super) async fn batch(State(state): State<Arc<AppState>>, body: Bytes) -> Re
     // The whole batch is checked before any message is pushed.
     let mut batch = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
-        if item.queue.is_some() {
+        if let Some(queue) = item
+            .queue
+            .as_deref()
+            .filter(|queue| !queues::valid_name(queue))
+        {
             return error(
-                StatusCode::NOT_FOUND,
-                format!("item {index}: queues of QStash's API are not served by delayer"),
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "item {index}: the queue's name {queue:?}: letters, digits, '.', '_' and '-'"
+                ),
             );
         }
         let mut headers = HeaderMap::new();
@@ -98,7 +116,8 @@ pub(super) async fn batch(State(state): State<Arc<AppState>>, body: Bytes) -> Re
             headers.append(name, value);
         }
         let body = item.body.clone().unwrap_or_default();
-        match prepare(&state, &item.destination, &headers, body.as_bytes()).await {
+        let queue = item.queue.as_deref();
+        match prepare(&state, queue, &item.destination, &headers, body.as_bytes()).await {
             Ok(ready) => batch.push(ready),
             Err(refusal) => return refusal,
         }
@@ -120,9 +139,11 @@ pub(super) async fn batch(State(state): State<Arc<AppState>>, body: Bytes) -> Re
     Json(answers).into_response()
 }
 
-/// A message of `headers` and `body` to the destination `raw`, checked; or the refusal.
+/// A message of `headers` and `body` to the destination `raw` (into `queue`), checked; or the
+/// refusal.
 async fn prepare(
     state: &AppState,
+    queue: Option<&str>,
     raw: &str,
     headers: &HeaderMap,
     body: &[u8],
@@ -131,8 +152,9 @@ async fn prepare(
     let destination = Destination::checked(raw, &api.settings.allow, api.listen)
         .await
         .map_err(|refused| error(StatusCode::BAD_REQUEST, refused.0))?;
-    let (message, due) = message_of(state, destination.url, headers, body)
+    let (mut message, due) = message_of(state, destination.url, headers, body)
         .map_err(|(status, why)| error(status, why))?;
+    message.queue = queue.map(str::to_string);
     let dedup = match headers.get("upstash-deduplication-id") {
         Some(id) => Some(format!("id:{}", String::from_utf8_lossy(id.as_bytes()))),
         None => content_based(headers)
@@ -246,6 +268,32 @@ async fn push(state: &AppState, ready: Ready) -> Result<Response, Response> {
                 json!({ "messageId": first, "url": ready.message.url, "deduplicated": true });
             return Ok((StatusCode::ACCEPTED, Json(reply)).into_response());
         }
+    }
+    if let Some(queue) = &ready.message.queue {
+        // In its line first: a message sent before it joined would go out of order.
+        let mut redis = state
+            .redis
+            .get()
+            .await
+            .map_err(|e| unavailable(e.to_string()))?;
+        let made = queues::get(&mut redis, queue)
+            .await
+            .map_err(|e| unavailable(e.to_string()))?;
+        if made.is_none() {
+            let now = unix_ms();
+            let new = Queue {
+                parallelism: 1,
+                paused: false,
+                created_at: now,
+                updated_at: now,
+            };
+            queues::save(&mut redis, queue, &new)
+                .await
+                .map_err(|e| unavailable(e.to_string()))?;
+        }
+        queues::enqueue(&mut redis, queue, &ready.id)
+            .await
+            .map_err(|e| unavailable(e.to_string()))?;
     }
     let push = state
         .client

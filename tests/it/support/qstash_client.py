@@ -53,6 +53,18 @@ def main():
             result = client.dlq.delete(arguments["id"])
         elif command == "dlq_delete_many":
             result = client.dlq.delete_many(arguments["ids"])
+        elif command == "queue_upsert":
+            result = client.queue.upsert(**arguments)
+        elif command == "queue_get":
+            result = client.queue.get(arguments["queue"])
+        elif command == "queue_list":
+            result = client.queue.list()
+        elif command == "queue_pause":
+            result = client.queue.pause(arguments["queue"])
+        elif command == "queue_resume":
+            result = client.queue.resume(arguments["queue"])
+        elif command == "queue_delete":
+            result = client.queue.delete(arguments["queue"])
         elif command == "keys":
             result = client.signing_key.get()
         elif command == "schedule_create_json":
