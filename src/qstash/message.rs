@@ -44,6 +44,30 @@ pub struct Message {
     /// The queue it was enqueued into: sent in its order, within its parallelism.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
+    /// Told of each try, but the last that fails (`Upstash-Callback`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback: Option<Callback>,
+    /// Told once its tries ran out (`Upstash-Failure-Callback`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_callback: Option<Callback>,
+}
+
+/// Where a message's callback goes, and how: a message of its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Callback {
+    pub url: String,
+    pub method: String,
+    /// Sent with it (`Upstash-Callback-Forward-*`).
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    /// None: the message's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_delay: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// A flow-control key and its limits, over every daemon: the newest message's limits are the

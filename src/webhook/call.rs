@@ -21,24 +21,35 @@ const REASON_REPLY_BYTES: usize = 300;
 /// A `Retry-After` longer than this is ignored, as QStash does: the retry delay applies.
 const MOST_RETRY_AFTER: Duration = Duration::from_secs(86_400);
 
-/// Sends `request` (made for `method` and `url`, within `timeout`) and says what became of it;
-/// a failed try is counted in `figures` by its status. `follow` says why a redirect is not
-/// followed, for the reason.
+/// A reply: its status, headers, and its body's start (at most [`MOST_REPLY_BYTES`]).
+#[derive(Debug, Clone, Default)]
+pub struct Replied {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Sends `request` (made for `method` and `url`, within `timeout`) and says what became of it,
+/// with the reply if one came; a failed try is counted in `figures` by its status. `follow`
+/// says why a redirect is not followed, for the reason.
 pub async fn send(
     request: RequestBuilder,
     (method, url): (&str, &str),
     timeout: Duration,
     follow: &str,
     figures: &Figures,
-) -> Outcome {
-    let outcome = match request.send().await {
-        Ok(reply) => outcome(reply, follow).await,
+) -> (Outcome, Option<Replied>) {
+    let (outcome, replied) = match request.send().await {
+        Ok(reply) => {
+            let (outcome, replied) = outcome(reply, follow).await;
+            (outcome, Some(replied))
+        }
         Err(error) => {
             let (status, why) = failure::of_request(&error, timeout);
-            Err((status, why, None))
+            (Err((status, why, None)), None)
         }
     };
-    match outcome {
+    let outcome = match outcome {
         Ok(Outcome::Refused(why)) => {
             figures.failed("489");
             Outcome::Refused(format!("{why} ({method} {url})"))
@@ -51,14 +62,41 @@ pub async fn send(
                 after,
             }
         }
-    }
+    };
+    (outcome, replied)
 }
 
 /// A failed try: its status for the metrics, why for the dead list, and the receiver's wait.
 type Failure = (String, String, Option<Duration>);
 
-/// What `reply` means.
-async fn outcome(reply: Response, follow: &str) -> Result<Outcome, Failure> {
+/// What `reply` means, and the reply.
+async fn outcome(reply: Response, follow: &str) -> (Result<Outcome, Failure>, Replied) {
+    let status = reply.status();
+    let headers = reply
+        .headers()
+        .iter()
+        .map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (name.as_str().to_string(), value)
+        })
+        .collect();
+    // Read, up to the limit, so that the connection is kept for the next request.
+    let meaning = meaning(&reply, follow);
+    let body = read_start(reply).await;
+    let outcome = meaning(&body);
+    let replied = Replied {
+        status: status.as_u16(),
+        headers,
+        body,
+    };
+    (outcome, replied)
+}
+
+/// What a reply with `reply`'s status and headers means, given its body's start.
+fn meaning(
+    reply: &Response,
+    follow: &str,
+) -> impl FnOnce(&[u8]) -> Result<Outcome, Failure> + use<> {
     let status = reply.status();
     let after = retry_after(reply.headers());
     let location = reply.headers().get(LOCATION).cloned();
@@ -66,12 +104,22 @@ async fn outcome(reply: Response, follow: &str) -> Result<Outcome, Failure> {
         .headers()
         .get("upstash-nonretryable-error")
         .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"true"));
-    // Read, up to the limit, so that the connection is kept for the next request.
-    let start = read_start(reply).await;
+    let follow = follow.to_string();
+    move |start| judged(status, after, location, non_retryable, &follow, start)
+}
+
+fn judged(
+    status: StatusCode,
+    after: Option<Duration>,
+    location: Option<HeaderValue>,
+    non_retryable: bool,
+    follow: &str,
+    start: &[u8],
+) -> Result<Outcome, Failure> {
     if status.is_success() {
         return Ok(Outcome::Delivered);
     }
-    let said = reason_of(status, &start);
+    let said = reason_of(status, start);
     if status.as_u16() == 489 && non_retryable {
         return Ok(Outcome::Refused(format!(
             "{said}, with Upstash-NonRetryable-Error: not tried again"

@@ -7,22 +7,26 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayer_client::Job;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use delayer_client::{Client, Job};
 use reqwest::Method;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use serde_json::json;
+use tracing::warn;
 
 use delayer_wire::scripts::webhook_gate::Limits;
 use delayer_wire::shared_connection::SharedConnection;
 use tokio_util::sync::CancellationToken;
 
-use super::call::{self, header};
+use super::call::{self, Replied, header};
 use super::gate::{self, Gate};
 use super::lines::Lines;
 use super::retry_delay::RetryDelay;
 use super::signature;
 use crate::deliver::{Outcome, Sink};
 use crate::metrics::Webhook as Figures;
-use crate::qstash::{self, Flow, Message};
+use crate::qstash::{self, Callback, Flow, Message, new_id};
 
 /// How long a message is reserved while it is sent; the loop touches it meanwhile, so this only
 /// bounds a daemon killed mid-request: its message is sent again this long after.
@@ -50,6 +54,8 @@ pub struct Messages {
     gates: Mutex<HashMap<String, Arc<Gate>>>,
     /// The queues' lines: whose turn it is.
     lines: Arc<Lines>,
+    /// For the callbacks, published as messages of their own.
+    client: Client,
     /// The daemon's stop: a message not started yet is not sent.
     pub stop: CancellationToken,
     /// Cancelled once the delivery loop ended: the gates give back their leases and end.
@@ -62,8 +68,10 @@ impl Messages {
         signing_key: Option<String>,
         figures: Arc<Figures>,
         redis: Arc<SharedConnection>,
+        client: Client,
     ) -> Self {
         Messages {
+            client,
             http,
             signing_key,
             figures,
@@ -97,6 +105,86 @@ impl Messages {
         gates.insert(flow.key.clone(), gate.clone());
         gate
     }
+}
+
+impl Messages {
+    /// Publishes, to `callback`, what became of this try of `job` (QStash's callback body): the
+    /// reply if one came; with `dead`, the DLQ id too.
+    async fn tell(
+        &self,
+        job: &Job,
+        message: &Message,
+        callback: &Callback,
+        replied: Option<&Replied>,
+        dead: bool,
+    ) {
+        let replied = replied.cloned().unwrap_or_default();
+        let mut said = json!({
+            "status": replied.status,
+            "header": headers_json(&replied.headers),
+            "body": STANDARD.encode(&replied.body),
+            "retried": job.attempts.saturating_sub(1),
+            "maxRetries": message.retries,
+            "sourceMessageId": job.id.to_string(),
+            "url": message.url,
+            "method": message.method,
+            "sourceHeader": headers_json(&message.headers),
+            "sourceBody": message.body,
+            "notBefore": message.not_before,
+            "createdAt": message.created_at,
+        });
+        if let Some(schedule) = &message.schedule_id {
+            said["scheduleId"] = json!(schedule);
+        }
+        if dead {
+            said["dlqId"] = json!(job.id.to_string());
+        }
+        let now = delayer_wire::time::unix_now();
+        let now = (now * 1e3) as i64;
+        let mut headers = callback.headers.clone();
+        headers.push(("Content-Type".into(), "application/json".into()));
+        let mut told = Message {
+            url: callback.url.clone(),
+            method: callback.method.clone(),
+            headers,
+            body: String::new(),
+            retries: callback.retries.unwrap_or(message.retries),
+            retry_delay: callback
+                .retry_delay
+                .clone()
+                .or_else(|| message.retry_delay.clone()),
+            timeout_ms: callback.timeout_ms,
+            labels: Vec::new(),
+            created_at: now,
+            not_before: now,
+            flow: None,
+            schedule_id: None,
+            queue: None,
+            callback: None,
+            failure_callback: None,
+        };
+        told.set_body(said.to_string().as_bytes());
+        let pushed = self
+            .client
+            .push(qstash::TOPIC, told.to_job())
+            .id(new_id())
+            .await;
+        if let Err(error) = pushed {
+            warn!(id = %job.id, "qstash: cannot publish the callback to {} ({error})", callback.url);
+        }
+    }
+}
+
+/// Headers as QStash shows them: each name with its values.
+fn headers_json(headers: &[(String, String)]) -> serde_json::Value {
+    let mut shown = serde_json::Map::new();
+    for (name, value) in headers {
+        let values = shown.entry(name.clone()).or_insert_with(|| json!([]));
+        if let serde_json::Value::Array(values) = values {
+            values.push(json!(value));
+        }
+    }
+    serde_json::Value::Object(shown)
 }
 
 impl Sink for Messages {
@@ -198,7 +286,7 @@ impl Sink for Messages {
             .headers(headers)
             .timeout(timeout)
             .body(body);
-        let outcome = call::send(
+        let (outcome, replied) = call::send(
             request,
             (&message.method, &message.url),
             timeout,
@@ -207,13 +295,23 @@ impl Sink for Messages {
         )
         .await;
         // Done for good (delivered, or dead): the queue's next message may go.
-        let done = match &outcome {
-            Outcome::Delivered | Outcome::Refused(_) => true,
+        let dead = match &outcome {
+            Outcome::Refused(_) => true,
             Outcome::Failed { .. } => job.attempts > message.retries,
-            Outcome::Unreachable(_) | Outcome::NotSent => false,
+            _ => false,
         };
+        let done = dead || outcome == Outcome::Delivered;
         if let Some(queue) = message.queue.as_ref().filter(|_| done) {
             self.lines.leave(queue, &job.id.to_string()).await;
+        }
+        // Callbacks: of each try but a last one that fails, and of the tries running out.
+        if let Some(callback) = message.callback.as_ref().filter(|_| !dead) {
+            self.tell(job, &message, callback, replied.as_ref(), false)
+                .await;
+        }
+        if let Some(callback) = message.failure_callback.as_ref().filter(|_| dead) {
+            self.tell(job, &message, callback, replied.as_ref(), true)
+                .await;
         }
         outcome
     }

@@ -67,7 +67,7 @@ impl Webhooks {
             http.map(|http| {
                 let figures = metrics.webhooks.add(qstash::TOPIC);
                 let key = signing_key.map(str::to_string);
-                Messages::new(http, key, figures, redis.clone())
+                Messages::new(http, key, figures, redis.clone(), client.clone())
             })
         });
         let messages = messages

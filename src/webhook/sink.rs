@@ -92,14 +92,15 @@ impl Sink for Webhook {
         };
         let follow = format!("[webhook.{}] follow_redirects = no", self.settings.name);
         let settings = &self.settings;
-        call::send(
+        let (outcome, _) = call::send(
             request,
             (&settings.method, &url),
             settings.timeout,
             &follow,
             &self.figures,
         )
-        .await
+        .await;
+        outcome
     }
 }
 

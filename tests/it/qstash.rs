@@ -472,6 +472,100 @@ async fn a_queue_delivers_in_order_within_its_parallelism_over_two_daemons_and_p
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn callbacks_tell_of_each_try_and_failure_callbacks_of_the_tries_running_out() {
+    let receiver = Receiver::start(|request, _| match request.path.as_str() {
+        "/bad" => Reply::Status(500, Vec::new(), "broken".into()),
+        _ => Reply::Status(200, vec![("x-answer", "yes".into())], "fine".into()),
+    })
+    .await;
+    let server = RedisServer::start();
+    let qstash = format!("\n[qstash]\ntoken = {TOKEN}\nallow = 127.0.0.1\n");
+    let (_daemon, _, address) = serving_with(&server, "a", "", &qstash);
+    let call = |command: &str, arguments: Value| sdk(&address, TOKEN, command, arguments);
+    let url = &receiver.url;
+    let good = call(
+        "publish_json",
+        json!({
+            "url": format!("{url}/ok"),
+            "body": {"n": 1},
+            "callback": format!("{url}/cb"),
+            "failure_callback": format!("{url}/fcb"),
+            "callback_headers": {"X-Token": "t1"},
+        }),
+    )["message_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shown = call("get", json!({ "id": good }));
+    assert_eq!(shown["callback"], format!("{url}/cb"), "{shown}");
+    let bad = call(
+        "publish_json",
+        json!({
+            "url": format!("{url}/bad"),
+            "body": {"n": 2},
+            "retries": 1,
+            "retry_delay": "0",
+            "callback": format!("{url}/cb"),
+            "failure_callback": format!("{url}/fcb"),
+        }),
+    )["message_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // /ok and its callback; /bad twice, a callback of its first try, and its failure callback.
+    let received = receiver.wait_for(6, Duration::from_secs(30)).await;
+    let at = |path: &str| -> Vec<Value> {
+        received
+            .iter()
+            .filter(|request| request.path == path)
+            .map(|request| serde_json::from_slice(&request.body).unwrap())
+            .collect()
+    };
+    let callbacks = at("/cb");
+    assert_eq!(callbacks.len(), 2, "{callbacks:?}");
+    let of_good = callbacks
+        .iter()
+        .find(|told| told["sourceMessageId"] == good.as_str())
+        .unwrap();
+    assert_eq!(of_good["status"], 200);
+    assert_eq!(of_good["body"], "ZmluZQ==", "base64 of fine");
+    assert_eq!(of_good["header"]["x-answer"], json!(["yes"]));
+    assert_eq!(
+        of_good["sourceBody"], "eyJuIjogMX0=",
+        "base64 of the message's body"
+    );
+    assert_eq!(of_good["url"], format!("{url}/ok"));
+    let told = received
+        .iter()
+        .find(|request| {
+            request.path == "/cb" && request.body == serde_json::to_vec(of_good).unwrap()
+        })
+        .or_else(|| received.iter().find(|request| request.path == "/cb"))
+        .unwrap();
+    assert_eq!(told.header("content-type"), "application/json");
+    let of_bad = callbacks
+        .iter()
+        .find(|told| told["sourceMessageId"] == bad.as_str())
+        .unwrap();
+    assert_eq!(
+        (&of_bad["status"], &of_bad["retried"]),
+        (&json!(500), &json!(0))
+    );
+    let failures = at("/fcb");
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0]["sourceMessageId"], bad.as_str());
+    assert_eq!(failures[0]["dlqId"], bad.as_str());
+    assert_eq!(failures[0]["status"], 500);
+    assert_eq!(failures[0]["body"], "YnJva2Vu", "base64 of broken");
+    assert_eq!(failures[0]["retried"], 1);
+    let forwarded = received
+        .iter()
+        .filter(|request| request.path == "/cb")
+        .any(|request| request.header("x-token") == "t1");
+    assert!(forwarded, "the callback's header is sent with it");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bad_input_to_qstash_s_api_is_refused_naming_what_is_wrong() {
     let server = RedisServer::start();
     let qstash = format!("\n[qstash]\ntoken = {TOKEN}\n");

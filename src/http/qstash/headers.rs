@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::HeaderMap;
 
-use crate::qstash::{Flow, Message};
+use crate::qstash::{Callback, Flow, Message};
 use crate::webhook::{METHODS, RetryDelay};
 
 /// The longest `Upstash-Timeout`: a day.
@@ -39,14 +39,6 @@ pub(super) fn message(
         }
     };
     let wrong = |name: &str, value: &str, why: &str| format!("{name}: {value:?}: {why}");
-    for unserved in ["upstash-callback", "upstash-failure-callback"] {
-        if headers.contains_key(unserved) {
-            return Err(format!(
-                "{}: not served by delayer yet",
-                canonical(unserved)
-            ));
-        }
-    }
     let method = match text("upstash-method")? {
         Some(method) => {
             let upper = method.to_ascii_uppercase();
@@ -149,6 +141,8 @@ pub(super) fn message(
                 .collect()
         })
         .unwrap_or_default();
+    let failure_callback = callback_of(headers, "upstash-failure-callback", most_retries)?;
+    let callback = callback_of(headers, "upstash-callback", most_retries)?;
     let mut forwarded = Vec::new();
     for (name, value) in headers {
         let name = name.as_str();
@@ -173,9 +167,78 @@ pub(super) fn message(
         flow,
         schedule_id: None,
         queue: None,
+        callback,
+        failure_callback,
     };
     message.set_body(body);
     Ok((message, due))
+}
+
+/// The callback that header `prefix` (`upstash-callback`) and those it starts configure: its
+/// `-Method`, `-Retries`, `-Retry-Delay`, `-Timeout`, and the headers to send it
+/// (`-Forward-<Name>`, or, as QStash's Python SDK writes them, `-<Name>`).
+fn callback_of(
+    headers: &HeaderMap,
+    prefix: &str,
+    most_retries: u32,
+) -> Result<Option<Callback>, String> {
+    let Some(url) = headers.get(prefix) else {
+        return Ok(None);
+    };
+    let url = url
+        .to_str()
+        .map_err(|_| format!("{}: not text", canonical(prefix)))?
+        .trim()
+        .to_string();
+    let mut callback = Callback {
+        url,
+        method: "POST".into(),
+        headers: Vec::new(),
+        retries: None,
+        retry_delay: None,
+        timeout_ms: None,
+    };
+    let start = format!("{prefix}-");
+    for (name, value) in headers {
+        let Some(key) = name.as_str().strip_prefix(&start) else {
+            continue;
+        };
+        let shown = canonical(name.as_str());
+        let value = value
+            .to_str()
+            .map_err(|_| format!("{shown}: not text"))?
+            .trim();
+        let wrong = |why: &str| format!("{shown}: {value:?}: {why}");
+        match key {
+            "method" => {
+                let method = value.to_ascii_uppercase();
+                if !METHODS.contains(&method.as_str()) {
+                    return Err(wrong("expected GET, POST, PUT, PATCH or DELETE"));
+                }
+                callback.method = method;
+            }
+            "retries" => {
+                let retries = value.parse::<u32>().ok().filter(|r| *r <= most_retries);
+                callback.retries = Some(retries.ok_or_else(|| {
+                    wrong(&format!("expected a whole number from 0 to {most_retries}"))
+                })?);
+            }
+            "retry-delay" => {
+                RetryDelay::parse(value).map_err(|why| wrong(&why))?;
+                callback.retry_delay = Some(value.to_string());
+            }
+            "timeout" => {
+                let timeout = delayer_wire::duration::parse(value).map_err(|why| wrong(&why))?;
+                callback.timeout_ms = Some(timeout.as_millis() as u64);
+            }
+            "delay" => return Err(format!("{shown}: not served by delayer yet")),
+            other => {
+                let name = other.strip_prefix("forward-").unwrap_or(other);
+                callback.headers.push((canonical(name), value.to_string()));
+            }
+        }
+    }
+    Ok(Some(callback))
 }
 
 /// A header's name as people write it: `upstash-forward-x-id` is `Upstash-Forward-X-Id`.

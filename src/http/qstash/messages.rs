@@ -51,10 +51,10 @@ pub(super) async fn found(
     })
 }
 
-/// The headers `message` delivers, as QStash shows them: each name with its values.
-pub(super) fn header_map(message: &Message) -> Map<String, Value> {
+/// `headers` as QStash shows them: each name with its values.
+pub(super) fn header_map(headers: &[(String, String)]) -> Map<String, Value> {
     let mut header = Map::new();
-    for (name, value) in &message.headers {
+    for (name, value) in headers {
         let values = header.entry(name.clone()).or_insert_with(|| json!([]));
         if let Value::Array(values) = values {
             values.push(json!(value));
@@ -70,7 +70,7 @@ pub(super) fn described(id: &str, info: &JobInfo, message: &Message) -> Value {
             .unwrap_or_default()
             .as_millis() as i64
     });
-    let header = header_map(message);
+    let header = header_map(&message.headers);
     let mut reply = json!({
         "messageId": id,
         "url": message.url,
@@ -97,6 +97,19 @@ pub(super) fn described(id: &str, info: &JobInfo, message: &Message) -> Value {
     }
     if let Some(queue) = &message.queue {
         reply["queueName"] = json!(queue);
+    }
+    for (url, headers, callback) in [
+        ("callback", "callbackHeader", &message.callback),
+        (
+            "failureCallback",
+            "failureCallbackHeader",
+            &message.failure_callback,
+        ),
+    ] {
+        if let Some(callback) = callback {
+            reply[url] = json!(callback.url);
+            reply[headers] = json!(header_map(&callback.headers));
+        }
     }
     if let Some(flow) = &message.flow {
         reply["flowControlKey"] = json!(flow.key);

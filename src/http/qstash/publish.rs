@@ -155,6 +155,22 @@ async fn prepare(
     let (mut message, due) = message_of(state, destination.url, headers, body)
         .map_err(|(status, why)| error(status, why))?;
     message.queue = queue.map(str::to_string);
+    for (header, callback) in [
+        ("Upstash-Callback", message.callback.as_mut()),
+        (
+            "Upstash-Failure-Callback",
+            message.failure_callback.as_mut(),
+        ),
+    ] {
+        if let Some(callback) = callback {
+            let checked = Destination::checked(&callback.url, &api.settings.allow, api.listen)
+                .await
+                .map_err(|refused| {
+                    error(StatusCode::BAD_REQUEST, format!("{header}: {}", refused.0))
+                })?;
+            callback.url = checked.url;
+        }
+    }
     let dedup = match headers.get("upstash-deduplication-id") {
         Some(id) => Some(format!("id:{}", String::from_utf8_lossy(id.as_bytes()))),
         None => content_based(headers)

@@ -213,7 +213,7 @@ fn shown(stored: &Stored) -> Option<Value> {
         "createdAt": message.created_at,
         "method": message.method,
         "retries": message.retries,
-        "header": header_map(&message),
+        "header": header_map(&message.headers),
         "isPaused": stored.paused_since.is_some(),
     });
     match String::from_utf8(message.body_bytes()) {
