@@ -8,7 +8,8 @@
 //! (delivery to an HTTP receiver: throughput, and lateness at 5,000 due a second), `compact`
 //! (the compact layout's memory, drain, and get/remove with many jobs waiting), `memory`
 //! (bytes per waiting job in the candidate compact layouts) and `upgrade` (the previous release's
-//! daemon beside this one; it builds that release once, see `support::previous_release`),
+//! daemon beside this one, without and with a webhook; it builds that release once, see
+//! `support::previous_release`),
 //! default: all. It
 //! starts its own redis-server and the release `delayer` binary (access log on, to a file), and
 //! prints each figure beside a reference measured in the same run, since this machine is shared
@@ -141,6 +142,7 @@ fn main() {
         }
         if runs("upgrade") {
             upgrade::upgrade().await;
+            upgrade::upgrade_webhooks().await;
         }
     });
 }

@@ -12,8 +12,9 @@ use delayer_wire::keys::job_bucket;
 use delayer_wire::time::{from_unix, unix_now};
 
 use super::support::previous_release::previous_release;
+use super::support::receiver::{Receiver, Reply};
 use super::support::{
-    Daemon, DaemonSetup, Logs, RedisServer, add_jobs, delivered, read, wait_for,
+    Daemon, DaemonSetup, Logs, RedisServer, add_jobs, delivered, left_in_redis, read, wait_for,
     wait_for_empty_pool,
 };
 use super::{TOPICS, stop};
@@ -128,6 +129,76 @@ pub async fn upgrade() {
         (0, 0, 0),
         "every job moved once, none dropped"
     );
+}
+
+/// The same with webhooks: the previous release, which knows none, moves a webhook topic's due
+/// jobs to its ready list; this build delivers what it moved itself and what it finds there.
+/// Every job must reach the receiver once, and none may stay on a ready list.
+pub async fn upgrade_webhooks() {
+    const HOOKED: usize = 10_000;
+    let previous = previous_release();
+    let receiver = Receiver::start(|_, _| Reply::ok()).await;
+    let server = RedisServer::start();
+    let redis = server.connect().await;
+    let hook = format!(
+        "[webhook.upgrade]\ntopics = {}\nurl = {}/{{topic}}\n",
+        TOPICS.join(","),
+        receiver.url
+    );
+    let (old_config, old_logs) = server.daemon_config("previous", "");
+    let (new_config, new_logs) = server.daemon_config("current", &hook);
+    let mut daemons = [
+        Daemon::start_binary(&previous.binary, &old_config),
+        Daemon::start(&new_config),
+    ];
+    for logs in [&old_logs, &new_logs] {
+        logs.wait_for_line("Service started successfully");
+    }
+    let client = Client::connect(server.info()).await.unwrap();
+    let start = unix_now() + 5.0;
+    let jobs = (0..HOOKED).map(|index| {
+        NewPush::new(TOPICS[index % TOPICS.len()], "hooked")
+            .id(format!("wh-{index:06}"))
+            .at(from_unix(start + (index % 2_000) as f64 / 1_000.0).unwrap())
+    });
+    client.push_many(jobs.collect::<Vec<_>>()).await.unwrap();
+    receiver.wait_for(HOOKED, Duration::from_secs(120)).await;
+    wait_for(
+        Duration::from_secs(60),
+        "Redis to hold none of them",
+        || {
+            let mut redis = redis.clone();
+            async move { (left_in_redis(&mut redis, &TOPICS).await == 0).then_some(()) }
+        },
+    )
+    .await;
+    for daemon in &mut daemons {
+        stop(daemon);
+    }
+    let mut counts = std::collections::HashMap::new();
+    for request in receiver.received() {
+        *counts
+            .entry(request.header("delayer-id").to_string())
+            .or_insert(0usize) += 1;
+    }
+    let twice = counts.values().filter(|count| **count > 1).count();
+    let missing = HOOKED - counts.len();
+    println!(
+        "\n## Rolling upgrade with a webhook ({HOOKED} jobs due over 2 s, {} topics, all of them the webhook's; the previous release, {}, beside this build)\n",
+        TOPICS.len(),
+        &previous.commit[..12]
+    );
+    println!(
+        "| moved to ready lists by the previous | by this build | delivered once | twice or more | missing | left in Redis |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {} | {} | {} | {twice} | {missing} | 0 |",
+        moved(&old_logs),
+        moved(&new_logs),
+        counts.len() - twice,
+    );
+    assert_eq!((twice, missing), (0, 0), "every job delivered once");
 }
 
 /// How many ids a daemon's "Job is ready" lines list.

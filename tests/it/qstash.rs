@@ -650,3 +650,84 @@ async fn bad_input_to_qstash_s_api_is_refused_naming_what_is_wrong() {
     );
     assert!(group.contains("URL groups are not served"), "{group}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn qstash_s_api_works_on_a_cluster_of_three_masters_with_two_daemons() {
+    let receiver = Receiver::start(|_, _| Reply::ok()).await;
+    let cluster = delayer_testkit::cluster::RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let sections = format!(
+        "\n[http]\nlisten = 127.0.0.1:0\n[qstash]\ntoken = {TOKEN}\nallow = 127.0.0.1\n\
+         current_signing_key = sig_a\nnext_signing_key = sig_b\n"
+    );
+    let mut addresses = Vec::new();
+    let mut daemons = Vec::new();
+    for name in ["one", "two"] {
+        let (config, logs) = crate::cluster::cluster_config(&dir, name, &cluster.addresses());
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, text + &sections).unwrap();
+        daemons.push(support::Daemon::start(&config));
+        addresses.push(support::http_client::http_address(&logs));
+    }
+    let url = &receiver.url;
+    let on = |daemon: usize, command: &str, arguments: Value| {
+        sdk(&addresses[daemon], TOKEN, command, arguments)
+    };
+    let published = on(
+        0,
+        "publish_json",
+        json!({"url": format!("{url}/one"), "body": 1, "delay": "1s"}),
+    );
+    let batch = on(
+        1,
+        "batch_json",
+        json!([{"url": format!("{url}/two"), "body": 2}, {"url": format!("{url}/three"), "body": 3}]),
+    );
+    on(
+        0,
+        "schedule_create_json",
+        json!({"destination": format!("{url}/tick"), "cron": "every 1s", "body": "t", "schedule_id": "ticks"}),
+    );
+    on(
+        1,
+        "queue_upsert",
+        json!({"queue": "line", "parallelism": 1}),
+    );
+    for n in 0..4 {
+        on(
+            n % 2,
+            "enqueue_json",
+            json!({"queue": "line", "url": format!("{url}/line"), "body": n}),
+        );
+    }
+    support::wait_for(Duration::from_secs(60), "every kind of message", || async {
+        let received = receiver.received();
+        let count = |path: &str| received.iter().filter(|r| r.path == path).count();
+        let all = count("/one") == 1
+            && count("/two") == 1
+            && count("/three") == 1
+            && count("/tick") >= 2
+            && count("/line") == 4;
+        all.then_some(())
+    })
+    .await;
+    let received = receiver.received();
+    let line: Vec<&[u8]> = received
+        .iter()
+        .filter(|r| r.path == "/line")
+        .map(|r| r.body.as_slice())
+        .collect();
+    assert_eq!(line, [b"0", b"1", b"2", b"3"], "the queue's order");
+    let first = published["message_id"].as_str().unwrap();
+    let one = received.iter().find(|r| r.path == "/one").unwrap();
+    assert_eq!(one.header("upstash-message-id"), first);
+    assert_eq!(batch.as_array().unwrap().len(), 2);
+    let url_of = |request: &Received| format!("{}{}", receiver.url, request.path);
+    assert!(refused_signatures(&received, "sig_a", "sig_b", url_of).is_empty());
+    let ids: HashSet<&str> = received
+        .iter()
+        .map(|request| request.header("upstash-message-id"))
+        .collect();
+    assert_eq!(ids.len(), received.len(), "each once");
+    drop(daemons);
+}
