@@ -133,6 +133,7 @@ fn main() {
         }
         if runs("webhooks") {
             webhooks::webhooks(&server).await;
+            webhooks::flow_control(&server).await;
         }
         if runs("compact") {
             compact::compact(&server).await;

@@ -10,7 +10,7 @@ use delayer_client::{Client, NewPush, Topic};
 
 use super::delivery::{drain, left};
 use super::support::receiver::{Receiver, Reply};
-use super::support::{Daemon, DaemonSetup, RedisServer, redis_ms};
+use super::support::{Daemon, DaemonSetup, RedisServer, left_in_redis, redis_ms};
 use super::{TOPICS, clock_ticks_per_second, cpu_ticks, fresh, stop};
 
 const BACKLOG: usize = 20_000;
@@ -89,6 +89,77 @@ pub async fn webhooks(server: &RedisServer) {
             at(1.0)
         );
     }
+}
+
+/// The issue's flow-control figures, measured at the receiver: `rate = 100/s` over 4 daemons
+/// with 1,000 jobs due at once (how long they take, and the most started in any second), and
+/// `parallelism = 10` with a receiver taking 50 ms a request (the most in flight).
+pub async fn flow_control(server: &RedisServer) {
+    let receiver = Receiver::start(|request, _| {
+        if request.path == "/parallel" {
+            Reply::After(Duration::from_millis(50))
+        } else {
+            Reply::ok()
+        }
+    })
+    .await;
+    let sections = format!(
+        "timer_interval = 100\n\
+         [webhook.rated]\ntopics = rated\nurl = {0}/rated\nrate = 100/s\n\
+         [webhook.parallel]\ntopics = parallel\nurl = {0}/parallel\nparallelism = 10\n",
+        receiver.url
+    );
+    let redis = fresh(server).await;
+    let mut daemons: Vec<Daemon> = (0..4)
+        .map(|n| {
+            Daemon::start(
+                &server
+                    .daemon_config(&format!("bench-flow-{n}"), &sections)
+                    .0,
+            )
+        })
+        .collect();
+    let client = Client::connect(server.info()).await.unwrap();
+    let jobs = |topic: &'static str, count: usize| {
+        (0..count).map(move |n| NewPush::new(topic, "x").id(format!("{topic}-{n}")))
+    };
+    client
+        .push_many(
+            jobs("rated", 1_000)
+                .chain(jobs("parallel", 500))
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    receiver.wait_for(1_500, Duration::from_secs(120)).await;
+    while left_in_redis(&mut redis.clone(), &["rated", "parallel"]).await > 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for daemon in &mut daemons {
+        stop(daemon);
+    }
+    let starts = receiver.arrivals("/rated");
+    let span = starts[starts.len() - 1] - starts[0];
+    let most_in_a_second = (0..starts.len())
+        .map(|i| {
+            starts[i..]
+                .iter()
+                .take_while(|at| **at < starts[i] + 1_000)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    println!("\n## Flow control over 4 daemons, at the receiver\n");
+    println!("| webhook | jobs | first to last start | most started in any 1 s | most in flight |");
+    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| rate = 100/s | 1000 | {:.2} s | {most_in_a_second} | |",
+        span as f64 / 1e3
+    );
+    println!(
+        "| parallelism = 10, 50 ms a request | 500 | | | {} |",
+        receiver.most_in_flight("/parallel")
+    );
 }
 
 /// Pushes [`RATE`] jobs a second for [`SECONDS`], falling due from 2 s on, to a daemon with
