@@ -1,9 +1,7 @@
 //! What a job becomes in Kafka: its topic there, key, value and headers, in the configured form.
 
-use std::time::SystemTime;
-
 use delayer_client::Job;
-use delayer_wire::time::to_unix;
+use delayer_wire::time::to_unix_ms;
 
 use super::settings::{KafkaSettings, MessageForm};
 
@@ -36,7 +34,7 @@ pub fn message(job: &Job, settings: &KafkaSettings) -> Result<Message, String> {
         (ATTEMPT_HEADER, job.attempts.to_string().into_bytes()),
     ];
     if let Some(due) = job.due {
-        headers.push((DUE_HEADER, unix_ms(due).to_string().into_bytes()));
+        headers.push((DUE_HEADER, to_unix_ms(due).to_string().into_bytes()));
     }
     Ok(Message {
         topic: settings.kafka_topic(topic),
@@ -44,11 +42,6 @@ pub fn message(job: &Job, settings: &KafkaSettings) -> Result<Message, String> {
         value,
         headers,
     })
-}
-
-/// `time` in whole unix milliseconds.
-pub fn unix_ms(time: SystemTime) -> i64 {
-    (to_unix(time) * 1000.0).round() as i64
 }
 
 #[cfg(test)]

@@ -160,6 +160,20 @@ impl Message {
     }
 }
 
+/// `headers` as QStash shows them: each name with its values.
+pub fn header_map(headers: &[(String, String)]) -> serde_json::Map<String, serde_json::Value> {
+    let mut shown = serde_json::Map::new();
+    for (name, value) in headers {
+        let values = shown
+            .entry(name.clone())
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if let serde_json::Value::Array(values) = values {
+            values.push(value.clone().into());
+        }
+    }
+    shown
+}
+
 /// A new message id: `msg_` and 26 random letters and digits (safe in a URL's path, as the SDKs
 /// paste it there).
 pub fn new_id() -> String {

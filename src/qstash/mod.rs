@@ -8,7 +8,7 @@ pub mod queues;
 mod settings;
 
 pub use destination::{Allowed, Destination, percent_decoded};
-pub use message::{Callback, Flow, Message, new_id};
+pub use message::{Callback, Flow, Message, header_map, new_id};
 pub use settings::{QstashSettings, SigningKeys};
 
 /// The delayer topic of the messages published through QStash's API.

@@ -72,6 +72,12 @@ type Failure = (String, String, Option<Duration>);
 /// What `reply` means, and the reply.
 async fn outcome(reply: Response, follow: &str) -> (Result<Outcome, Failure>, Replied) {
     let status = reply.status();
+    let after = retry_after(reply.headers());
+    let location = reply.headers().get(LOCATION).cloned();
+    let non_retryable = reply
+        .headers()
+        .get("upstash-nonretryable-error")
+        .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"true"));
     let headers = reply
         .headers()
         .iter()
@@ -81,9 +87,8 @@ async fn outcome(reply: Response, follow: &str) -> (Result<Outcome, Failure>, Re
         })
         .collect();
     // Read, up to the limit, so that the connection is kept for the next request.
-    let meaning = meaning(&reply, follow);
     let body = read_start(reply).await;
-    let outcome = meaning(&body);
+    let outcome = judged(status, after, location, non_retryable, follow, &body);
     let replied = Replied {
         status: status.as_u16(),
         headers,
@@ -92,22 +97,7 @@ async fn outcome(reply: Response, follow: &str) -> (Result<Outcome, Failure>, Re
     (outcome, replied)
 }
 
-/// What a reply with `reply`'s status and headers means, given its body's start.
-fn meaning(
-    reply: &Response,
-    follow: &str,
-) -> impl FnOnce(&[u8]) -> Result<Outcome, Failure> + use<> {
-    let status = reply.status();
-    let after = retry_after(reply.headers());
-    let location = reply.headers().get(LOCATION).cloned();
-    let non_retryable = reply
-        .headers()
-        .get("upstash-nonretryable-error")
-        .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"true"));
-    let follow = follow.to_string();
-    move |start| judged(status, after, location, non_retryable, &follow, start)
-}
-
+/// What a reply of `status` means, given its headers' say and its body's start.
 fn judged(
     status: StatusCode,
     after: Option<Duration>,

@@ -26,7 +26,7 @@ use super::retry_delay::RetryDelay;
 use super::signature;
 use crate::deliver::{Outcome, Sink};
 use crate::metrics::Webhook as Figures;
-use crate::qstash::{self, Callback, Flow, Message, new_id};
+use crate::qstash::{self, Callback, Flow, Message, header_map, new_id};
 
 /// How long a message is reserved while it is sent; the loop touches it meanwhile, so this only
 /// bounds a daemon killed mid-request: its message is sent again this long after.
@@ -121,14 +121,14 @@ impl Messages {
         let replied = replied.cloned().unwrap_or_default();
         let mut said = json!({
             "status": replied.status,
-            "header": headers_json(&replied.headers),
+            "header": header_map(&replied.headers),
             "body": STANDARD.encode(&replied.body),
             "retried": job.attempts.saturating_sub(1),
             "maxRetries": message.retries,
             "sourceMessageId": job.id.to_string(),
             "url": message.url,
             "method": message.method,
-            "sourceHeader": headers_json(&message.headers),
+            "sourceHeader": header_map(&message.headers),
             "sourceBody": message.body,
             "notBefore": message.not_before,
             "createdAt": message.created_at,
@@ -139,8 +139,7 @@ impl Messages {
         if dead {
             said["dlqId"] = json!(job.id.to_string());
         }
-        let now = delayer_wire::time::unix_now();
-        let now = (now * 1e3) as i64;
+        let now = delayer_wire::schedule::unix_ms_now();
         let mut headers = callback.headers.clone();
         headers.push(("Content-Type".into(), "application/json".into()));
         let mut told = Message {
@@ -173,18 +172,6 @@ impl Messages {
             warn!(id = %job.id, "qstash: cannot publish the callback to {} ({error})", callback.url);
         }
     }
-}
-
-/// Headers as QStash shows them: each name with its values.
-fn headers_json(headers: &[(String, String)]) -> serde_json::Value {
-    let mut shown = serde_json::Map::new();
-    for (name, value) in headers {
-        let values = shown.entry(name.clone()).or_insert_with(|| json!([]));
-        if let serde_json::Value::Array(values) = values {
-            values.push(json!(value));
-        }
-    }
-    serde_json::Value::Object(shown)
 }
 
 impl Sink for Messages {

@@ -13,6 +13,8 @@ use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::json;
 
+use crate::text::bytes::hex;
+
 /// How long a signature is good for, as QStash's: 5 minutes from its making.
 const LIFETIME_SECONDS: u64 = 300;
 
@@ -43,10 +45,6 @@ pub fn sign(key: &str, url: &str, body: &[u8]) -> String {
     let key = hmac::Key::new(hmac::HMAC_SHA256, key.as_bytes());
     let tag = hmac::sign(&key, signed.as_bytes());
     format!("{signed}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 #[cfg(test)]

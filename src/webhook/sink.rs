@@ -4,10 +4,10 @@
 //! spent, then dead-listed with the status and the start of the reply.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use delayer_client::Job;
-use delayer_wire::time::to_unix;
+use delayer_wire::time::to_unix_ms;
 use reqwest::Method;
 use reqwest::header::{HeaderMap, HeaderValue, USER_AGENT};
 use tokio_util::sync::CancellationToken;
@@ -123,7 +123,7 @@ impl Webhook {
             header(
                 &mut headers,
                 DUE_HEADER,
-                unix_ms(due).to_string().as_bytes(),
+                to_unix_ms(due).to_string().as_bytes(),
             );
         }
         if let Some(key) = &self.signing_key {
@@ -148,8 +148,4 @@ pub fn url_of(template: &str, job: &Job) -> String {
     template
         .replace("{topic}", &percent_encoded(job.topic.as_bytes()))
         .replace("{id}", &percent_encoded(job.id.as_bytes()))
-}
-
-fn unix_ms(time: SystemTime) -> i64 {
-    (to_unix(time) * 1e3).round() as i64
 }

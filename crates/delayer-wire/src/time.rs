@@ -31,6 +31,11 @@ pub fn to_unix(time: SystemTime) -> f64 {
     }
 }
 
+/// `time` in whole unix milliseconds.
+pub fn to_unix_ms(time: SystemTime) -> i64 {
+    (to_unix(time) * 1000.0).round() as i64
+}
+
 /// The time `seconds` after the epoch; `None` for what no `SystemTime` holds (NaN, infinities).
 pub fn from_unix(seconds: f64) -> Option<SystemTime> {
     if !seconds.is_finite() {

@@ -11,6 +11,8 @@ use std::time::Duration;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
+use crate::text::bytes::hex;
+
 /// The cookie's name.
 pub const COOKIE: &str = "delayer_session";
 /// How long a login lasts.
@@ -98,10 +100,6 @@ fn random<const N: usize>() -> [u8; N] {
         .fill(&mut bytes)
         .expect("the system's random numbers");
     bytes
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {

@@ -13,11 +13,11 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use delayer_client::{JobInfo, Removed, State as JobState};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::error;
 use crate::http::state::AppState;
-use crate::qstash::{self, Message};
+use crate::qstash::{self, Message, header_map};
 
 pub(super) async fn get(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
     match found(&state, &id).await {
@@ -49,18 +49,6 @@ pub(super) async fn found(
         Some(Ok(message)) => Some((info, message)),
         _ => None,
     })
-}
-
-/// `headers` as QStash shows them: each name with its values.
-pub(super) fn header_map(headers: &[(String, String)]) -> Map<String, Value> {
-    let mut header = Map::new();
-    for (name, value) in headers {
-        let values = header.entry(name.clone()).or_insert_with(|| json!([]));
-        if let Value::Array(values) = values {
-            values.push(json!(value));
-        }
-    }
-    header
 }
 
 /// Message `id` as QStash's API shows it.

@@ -3,7 +3,6 @@
 //! `Upstash-Content-Based-Deduplication`) within 10 minutes answers the first one's id.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::body::Bytes;
@@ -20,6 +19,8 @@ use super::{api, error};
 use crate::http::state::AppState;
 use crate::qstash::queues::{self, Queue};
 use crate::qstash::{self, Destination, Message, new_id};
+use crate::text::bytes::hex;
+use delayer_wire::schedule::unix_ms_now;
 
 /// How long a deduplication id is remembered, as QStash does.
 const DEDUPLICATION_SECONDS: u64 = 600;
@@ -60,7 +61,7 @@ pub(super) async fn publish_into(
         Err(refusal) => return refusal,
     };
     match push(state, ready).await {
-        Ok(reply) => reply,
+        Ok((status, reply)) => (status, Json(reply)).into_response(),
         Err(refusal) => refusal,
     }
 }
@@ -125,18 +126,11 @@ pub(super) async fn batch(State(state): State<Arc<AppState>>, body: Bytes) -> Re
     let mut replies = Vec::with_capacity(batch.len());
     for ready in batch {
         match push(&state, ready).await {
-            Ok(reply) => replies.push(reply),
+            Ok((_, reply)) => replies.push(reply),
             Err(refusal) => return refusal,
         }
     }
-    let mut answers = Vec::with_capacity(replies.len());
-    for reply in replies {
-        let body = axum::body::to_bytes(reply.into_body(), usize::MAX)
-            .await
-            .unwrap_or_default();
-        answers.push(serde_json::from_slice::<Value>(&body).unwrap_or_default());
-    }
-    Json(answers).into_response()
+    Json(replies).into_response()
 }
 
 /// A message of `headers` and `body` to the destination `raw` (into `queue`), checked; or the
@@ -183,9 +177,7 @@ async fn prepare(
                 content += "\n\n";
                 let mut bytes = content.into_bytes();
                 bytes.extend_from_slice(body);
-                let hash = digest(&SHA256, &bytes);
-                let hex: String = hash.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-                format!("content:{hex}")
+                format!("content:{}", hex(digest(&SHA256, &bytes).as_ref()))
             }),
     };
     Ok(Ready {
@@ -209,7 +201,7 @@ fn message_of(
 ) -> Result<(Message, Due), Refusal> {
     let settings = state.client.settings();
     let most_retries = settings.max_attempts.saturating_sub(1);
-    let (message, due) = headers::message(headers, url, body, unix_ms(), most_retries)
+    let (message, due) = headers::message(headers, url, body, unix_ms_now(), most_retries)
         .map_err(|why| (StatusCode::BAD_REQUEST, why))?;
     // The job holds the body in base64 beside the message's settings.
     let size = message.to_job().len();
@@ -252,8 +244,9 @@ fn content_based(headers: &HeaderMap) -> Result<bool, String> {
     }
 }
 
-/// Pushes `ready` (unless a message of its deduplication key came within 10 minutes): the reply.
-async fn push(state: &AppState, ready: Ready) -> Result<Response, Response> {
+/// Pushes `ready` (unless a message of its deduplication key came within 10 minutes): the
+/// reply's status and body.
+async fn push(state: &AppState, ready: Ready) -> Result<(StatusCode, Value), Response> {
     let unavailable = |why: String| error(StatusCode::SERVICE_UNAVAILABLE, why);
     if let Some(key) = &ready.dedup {
         let key = format!("delayer:qstash:dedup:{key}");
@@ -282,7 +275,7 @@ async fn push(state: &AppState, ready: Ready) -> Result<Response, Response> {
         if let Some(first) = first {
             let reply =
                 json!({ "messageId": first, "url": ready.message.url, "deduplicated": true });
-            return Ok((StatusCode::ACCEPTED, Json(reply)).into_response());
+            return Ok((StatusCode::ACCEPTED, reply));
         }
     }
     if let Some(queue) = &ready.message.queue {
@@ -296,7 +289,7 @@ async fn push(state: &AppState, ready: Ready) -> Result<Response, Response> {
             .await
             .map_err(|e| unavailable(e.to_string()))?;
         if made.is_none() {
-            let now = unix_ms();
+            let now = unix_ms_now();
             let new = Queue {
                 parallelism: 1,
                 paused: false,
@@ -320,12 +313,8 @@ async fn push(state: &AppState, ready: Ready) -> Result<Response, Response> {
         Due::At(at) => push.at(at),
     };
     push.await.map_err(|e| unavailable(e.to_string()))?;
-    Ok(Json(json!({ "messageId": ready.id, "url": ready.message.url })).into_response())
-}
-
-pub(super) fn unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as i64
+    Ok((
+        StatusCode::OK,
+        json!({ "messageId": ready.id, "url": ready.message.url }),
+    ))
 }

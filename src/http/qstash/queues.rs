@@ -13,9 +13,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error;
-use super::publish::{publish_into, unix_ms};
+use super::publish::publish_into;
 use crate::http::state::AppState;
 use crate::qstash::queues::{self, Queue};
+use delayer_wire::schedule::unix_ms_now;
 
 /// The body of an upsert, as the SDKs send it.
 #[derive(Deserialize)]
@@ -65,7 +66,7 @@ pub(super) async fn upsert(State(state): State<Arc<AppState>>, body: Bytes) -> R
     }
     let result = async {
         let mut redis = state.redis.get().await?;
-        let now = unix_ms();
+        let now = unix_ms_now();
         let created_at = queues::get(&mut redis, &upsert.queue_name)
             .await?
             .map_or(now, |queue| queue.created_at);
@@ -150,7 +151,7 @@ async fn set_paused(state: &AppState, name: &str, paused: bool) -> Response {
             return Ok(false);
         };
         queue.paused = paused;
-        queue.updated_at = unix_ms();
+        queue.updated_at = unix_ms_now();
         queues::save(&mut redis, name, &queue).await?;
         Ok::<_, delayer_client::redis::RedisError>(true)
     };

@@ -15,11 +15,11 @@ use delayer_client::inspector::Changed;
 use delayer_wire::schedule::{Definition, Source, Stored};
 use serde_json::{Value, json};
 
-use super::messages::header_map;
-use super::publish::{prepare_message, unix_ms};
+use super::publish::prepare_message;
 use super::{api, error};
 use crate::http::state::AppState;
-use crate::qstash::{self, Destination, Message, new_id, percent_decoded};
+use crate::qstash::{self, Destination, Message, header_map, new_id, percent_decoded};
+use delayer_wire::schedule::unix_ms_now;
 
 /// `/v2/schedules/...`: a create when a destination follows (`POST /v2/schedules/https://...`),
 /// else one schedule's get, delete, pause or resume.
@@ -113,7 +113,7 @@ async fn create(state: &AppState, uri: &Uri, headers: &HeaderMap, body: &[u8]) -
     let mut definition = Definition::new(&id, &cron, qstash::TOPIC);
     definition.zone = zone;
     definition.body = message.to_job();
-    if let Err(invalid) = definition.check(unix_ms()) {
+    if let Err(invalid) = definition.check(unix_ms_now()) {
         let header = match invalid.field {
             "name" => "Upstash-Schedule-Id",
             _ => "Upstash-Cron",
