@@ -14,7 +14,7 @@ use delayer_wire::keys::{RESERVED, dead_queue, field, job_bucket};
 use support::legacy_client::{self, Message};
 use support::{
     DAEMON_ACL, Daemon, DaemonSetup, RedisServer, acl, delayer_succeeds, read, wait_for_ready,
-    wait_for_stager,
+    wait_until_pushers_see_a_stager,
 };
 
 /// What docs/redis-deployments.md adds to the daemon's ACL for schedules.
@@ -174,7 +174,7 @@ async fn the_daemon_stages_compact_jobs_under_the_documented_acl() {
         .delay(Duration::from_secs(3))
         .await
         .unwrap();
-    wait_for_stager(&admin).await;
+    wait_until_pushers_see_a_stager(&admin).await;
     // More than one stage call takes: staged in parts.
     let jobs = (0..500).map(|n| {
         NewPush::new("t", format!("{n}"))

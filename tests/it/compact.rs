@@ -14,6 +14,7 @@ use delayer_client::{Client, NewPush, Settings};
 use support::legacy_client::{self, Message};
 use support::{
     RedisServer, beat_as_stager, redis_now, start_daemons, wait_for_redis_time, wait_for_stager,
+    wait_until_pushers_see_a_stager,
 };
 
 const INDEX: &str = "delayer:compact:index";
@@ -202,7 +203,7 @@ async fn http_adds_wait_compact_and_get_and_remove_find_them() {
     };
     // The first add asks for the layout; the daemon then stages and tells pushers so.
     add("first");
-    wait_for_stager(&redis).await;
+    wait_until_pushers_see_a_stager(&redis).await;
     add("second");
     let compact: Vec<String> = redis.hkeys(INDEX).await.unwrap();
     assert_eq!(
@@ -336,6 +337,7 @@ async fn a_daemon_stages_within_a_moment_of_the_first_push_that_wants_it() {
             waited < Duration::from_millis(400),
             "the daemon staged {waited:?} after the first push that wanted it"
         );
+        wait_until_pushers_see_a_stager(&redis).await;
         let second = client
             .push("t", "b")
             .delay(Duration::from_secs(3_600))

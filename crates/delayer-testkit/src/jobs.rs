@@ -236,6 +236,16 @@ pub async fn wait_for_stager(redis: &MultiplexedConnection) {
     .await;
 }
 
+/// Waits until a daemon stages, then until a pusher that found none has read again: it keeps a
+/// "no" for [`NONE_STAGES_READ_AGAIN`], and the push after must see the stager. No state of the
+/// pusher shows it from outside, so this waits that span out.
+///
+/// [`NONE_STAGES_READ_AGAIN`]: delayer_wire::push::NONE_STAGES_READ_AGAIN
+pub async fn wait_until_pushers_see_a_stager(redis: &MultiplexedConnection) {
+    wait_for_stager(redis).await;
+    tokio::time::sleep(delayer_wire::push::NONE_STAGES_READ_AGAIN).await;
+}
+
 /// Tells pushers that a daemon stages compact jobs, as a daemon's beat does (by Redis's clock):
 /// so that jobs are pushed compact before any daemon runs.
 pub async fn beat_as_stager(redis: &mut impl ConnectionLike) {

@@ -26,7 +26,7 @@ pub const MAX_DELAY: Duration = Duration::from_secs(i32::MAX as u64);
 const PAST_TOLERANCE: Duration = Duration::from_secs(1);
 /// How soon "no daemon stages" is read again: a daemon starts staging within a moment of a push
 /// that wanted it, and the pushes after should see it as soon.
-const NONE_STAGES_READ_AGAIN: Duration = Duration::from_millis(100);
+pub const NONE_STAGES_READ_AGAIN: Duration = Duration::from_millis(100);
 
 /// A job to push, built as `NewPush::new(topic, body).delay(d).id(id)`.
 #[derive(Debug, Clone)]
