@@ -18,8 +18,8 @@ use delayer_wire::keys::{JOB_POOL, RESERVED, ready_queue};
 use serde_json::Value;
 use support::http_client::{request, samples, serving, serving_with};
 use support::{
-    Daemon, DaemonSetup, RedisServer, delayer_fails, delayer_succeeds, left_in_redis, python, read,
-    redis_ms, wait_for, wait_until_sync,
+    Daemon, DaemonSetup, RedisServer, delayer_fails, delayer_succeeds, left_in_redis, read,
+    redis_ms, run_script, wait_for, wait_until_sync,
 };
 
 /// One message as kafka-python read it.
@@ -43,7 +43,7 @@ fn read_kafka(broker: &KafkaBroker, topics: &[&str], count: usize, seconds: u32)
         &count,
         &seconds,
     ];
-    python("kafka_client.py", &args, b"")
+    run_script("kafka_client.py", &args, b"")
         .lines()
         .map(|line| {
             let json: Value = serde_json::from_str(line).unwrap();
@@ -64,7 +64,7 @@ fn produce_kafka(broker: &KafkaBroker, topic: &str, messages: &[Value]) {
         .iter()
         .map(|message| format!("{message}\n"))
         .collect();
-    python(
+    run_script(
         "kafka_client.py",
         &["produce", &broker.address(), topic],
         lines.as_bytes(),

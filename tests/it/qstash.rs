@@ -1,5 +1,6 @@
-//! QStash's API, for real: QStash's own Python SDK (PyPI `qstash`, `support/qstash_client.py`)
-//! with its base URL set to a daemon publishes, batches, gets and cancels messages; each is
+//! QStash's API, for real: QStash's own SDKs, Python's (PyPI `qstash`, `support/qstash_client.py`)
+//! and TypeScript's (npm `@upstash/qstash`, `support/qstash_client.cjs`), with their base URL set
+//! to a daemon, publishes, batches, gets and cancels messages; each is
 //! delivered to a receiver on the loopback when due, with QStash's headers and a signature that
 //! the SDK's `Receiver` accepts. Bad input is refused naming what is wrong.
 
@@ -11,14 +12,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use support::http_client::serving_with;
 use support::receiver::{Received, Receiver, Reply, refused_signatures};
-use support::{DaemonSetup, RedisServer, delayer_succeeds, python};
+use support::{DaemonSetup, RedisServer, delayer_succeeds, run_script};
 
 const TOKEN: &str = "qstash-token";
 
 /// What the SDK returned for `command` with `arguments`, against the daemon at `address`.
 fn sdk(address: &str, token: &str, command: &str, arguments: Value) -> Value {
     let base = format!("http://{address}");
-    let printed = python(
+    let printed = run_script(
         "qstash_client.py",
         &[&base, token, command],
         arguments.to_string().as_bytes(),
@@ -730,4 +731,254 @@ async fn qstash_s_api_works_on_a_cluster_of_three_masters_with_two_daemons() {
         .collect();
     assert_eq!(ids.len(), received.len(), "each once");
     drop(daemons);
+}
+
+/// What QStash's TypeScript SDK (`support/qstash_client.cjs`) returned for `call` (a method from
+/// its client: `publishJSON`, `messages.cancel`, `queue(q).upsert`) with `arguments`, an array.
+fn ts_sdk(address: &str, call: &str, arguments: Value) -> Value {
+    let base = format!("http://{address}");
+    let printed = run_script(
+        "qstash_client.cjs",
+        &[&base, TOKEN, call],
+        arguments.to_string().as_bytes(),
+    );
+    serde_json::from_str(&printed).unwrap_or_else(|_| panic!("{call}: {printed}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn qstash_s_typescript_sdk_publishes_cancels_by_filter_queues_schedules_and_works_the_dlq() {
+    // Paths under /fail answer 500 until the test lets them through.
+    let healed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let open = healed.clone();
+    let receiver = Receiver::start(move |request, _| {
+        if request.path.starts_with("/fail") && !open.load(std::sync::atomic::Ordering::SeqCst) {
+            Reply::Status(500, Vec::new(), "try later".into())
+        } else {
+            Reply::ok()
+        }
+    })
+    .await;
+    let server = RedisServer::start();
+    let qstash = format!(
+        "\n[qstash]\ntoken = {TOKEN}\ncurrent_signing_key = sig_current\n\
+         next_signing_key = sig_next\nallow = 127.0.0.1\n"
+    );
+    let (_daemon, _logs, address) = serving_with(&server, "a", "", &qstash);
+    let call = |call: &str, arguments: Value| ts_sdk(&address, call, arguments);
+    let url = |path: &str| format!("{}{path}", receiver.url);
+    let id_of = |reply: &Value| -> String {
+        reply["messageId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{reply}"))
+            .to_string()
+    };
+
+    // Published, batched, delivered when due and signed as QStash signs.
+    let published_at = unix_ms();
+    let order = id_of(&call(
+        "publishJSON",
+        json!([{
+            "url": url("/hook"),
+            "body": {"order": 42},
+            "headers": {"X-Order": "42"},
+            "delay": 1,
+            "retries": 2,
+            "label": "orders",
+            "flowControl": {"key": "orders", "parallelism": 2},
+        }]),
+    ));
+    let message = call("messages.get", json!([order]));
+    assert_eq!(message["url"], url("/hook"), "{message}");
+    assert_eq!(message["maxRetries"], 2);
+    assert_eq!(message["label"], "orders");
+    assert_eq!(message["flowControlKey"], "orders");
+    assert_eq!(message["parallelism"], 2);
+    assert!(message["notBefore"].as_i64().unwrap() >= published_at + 1_000);
+    let batch = call(
+        "batchJSON",
+        json!([[
+            {"url": url("/batch/1"), "body": {"n": 1}},
+            {"url": url("/batch/2"), "body": {"n": 2}},
+        ]]),
+    );
+    assert_eq!(batch.as_array().map(Vec::len), Some(2), "{batch}");
+    let received = receiver.wait_for(3, Duration::from_secs(30)).await;
+    for request in &received {
+        let verified = call(
+            "verify",
+            json!([
+                {"currentSigningKey": "sig_current", "nextSigningKey": "sig_next"},
+                {
+                    "signature": request.header("upstash-signature"),
+                    "body": String::from_utf8_lossy(&request.body),
+                    "url": url(&request.path),
+                },
+            ]),
+        );
+        assert_eq!(verified, true, "{request:?}");
+    }
+    let hook = received
+        .iter()
+        .find(|request| request.path == "/hook")
+        .unwrap();
+    assert_eq!(hook.header("upstash-message-id"), order);
+    assert_eq!(hook.body, br#"{"order":42}"#);
+    assert_eq!(hook.header("x-order"), "42");
+    assert!(hook.at_ms >= message["notBefore"].as_i64().unwrap());
+
+    // Cancelled by id, by ids, by a filter (only what it matches), then all.
+    let later = |label: &str| {
+        id_of(&call(
+            "publishJSON",
+            json!([{"url": url("/never"), "body": label, "delay": 3600, "label": label}]),
+        ))
+    };
+    let pending: Vec<String> = ["x", "x", "b", "b", "c"].map(later).into();
+    assert_eq!(
+        call("messages.cancel", json!([pending[0]])),
+        json!({"cancelled": 1})
+    );
+    assert_eq!(
+        call("messages.cancel", json!([[pending[1]]])),
+        json!({"cancelled": 1})
+    );
+    assert_eq!(
+        call("messages.cancel", json!([{"filter": {"label": "b"}}])),
+        json!({"cancelled": 2})
+    );
+    assert_eq!(call("messages.get", json!([pending[4]]))["label"], "c");
+    assert_eq!(
+        call("messages.cancel", json!([{"all": true}])),
+        json!({"cancelled": 1})
+    );
+    let gone = call("messages.get", json!([pending[4]]));
+    assert!(gone["error"].as_str().is_some(), "{gone}");
+
+    // A queue of parallelism 1 delivers in order.
+    assert_eq!(
+        call("queue(mail).upsert", json!([{"parallelism": 1}])),
+        Value::Null
+    );
+    let queue = call("queue(mail).get", json!([]));
+    assert_eq!(
+        (&queue["name"], &queue["parallelism"]),
+        (&json!("mail"), &json!(1))
+    );
+    for n in 0..3 {
+        id_of(&call(
+            "queue(mail).enqueueJSON",
+            json!([{"url": url(&format!("/mail/{n}")), "body": n}]),
+        ));
+    }
+    let received = receiver.wait_for(6, Duration::from_secs(30)).await;
+    let mailed: Vec<&str> = received
+        .iter()
+        .map(|request| request.path.as_str())
+        .filter(|path| path.starts_with("/mail"))
+        .collect();
+    assert_eq!(mailed, ["/mail/0", "/mail/1", "/mail/2"]);
+    let queues = call("queue().list", json!([]));
+    assert_eq!(queues[0]["name"], "mail", "{queues}");
+    call("queue(mail).delete", json!([]));
+    assert_eq!(call("queue().list", json!([])), json!([]));
+
+    // A schedule ticks, pauses, resumes and goes.
+    let created = call(
+        "schedules.create",
+        json!([{"destination": url("/tick"), "cron": "every 1s", "body": "tick", "scheduleId": "ts-tick"}]),
+    );
+    assert_eq!(created, json!({"scheduleId": "ts-tick"}));
+    receiver.wait_for(7, Duration::from_secs(30)).await;
+    call("schedules.pause", json!([{"schedule": "ts-tick"}]));
+    assert_eq!(call("schedules.get", json!(["ts-tick"]))["isPaused"], true);
+    call("schedules.resume", json!([{"schedule": "ts-tick"}]));
+    let listed = call("schedules.list", json!([]));
+    assert_eq!(listed[0]["isPaused"], false, "{listed}");
+    call("schedules.delete", json!(["ts-tick"]));
+    assert_eq!(call("schedules.list", json!([])), json!([]));
+
+    // Out of tries: the DLQ, listed by filter, retried by filter, deleted all.
+    let failing: Vec<String> = ["bad", "bad", "other"]
+        .iter()
+        .enumerate()
+        .map(|(n, label)| {
+            id_of(&call(
+                "publishJSON",
+                json!([{"url": url(&format!("/fail/{n}")), "body": n, "retries": 0, "label": label}]),
+            ))
+        })
+        .collect();
+    support::wait_for(Duration::from_secs(30), "3 messages in the DLQ", || async {
+        let listed = call("dlq.listMessages", json!([]));
+        (listed["messages"].as_array().map(Vec::len) == Some(3)).then_some(())
+    })
+    .await;
+    let bad = call("dlq.listMessages", json!([{"filter": {"label": "bad"}}]));
+    let bad: Vec<&str> = bad["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["dlqId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        bad,
+        [failing[1].as_str(), failing[0].as_str()],
+        "newest first"
+    );
+    let by_status = call(
+        "dlq.listMessages",
+        json!([{"filter": {"responseStatus": 500}}]),
+    );
+    assert_eq!(by_status["messages"].as_array().unwrap().len(), 3);
+    let by_id = call("dlq.listMessages", json!([{"dlqIds": [failing[2]]}]));
+    assert_eq!(by_id["messages"][0]["responseBody"], "try later", "{by_id}");
+    healed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let retried = call("dlq.retry", json!([{"filter": {"label": "bad"}}]));
+    assert_eq!(
+        retried["responses"].as_array().unwrap().len(),
+        2,
+        "{retried}"
+    );
+    let received = support::wait_for(Duration::from_secs(30), "the retried delivered", || {
+        let received = receiver.received();
+        let done = received
+            .iter()
+            .filter(|request| {
+                request.path.starts_with("/fail") && request.header("upstash-retried") == "0"
+            })
+            .count();
+        async move { (done >= 5).then_some(received) }
+    })
+    .await;
+    let again: HashSet<&str> = received
+        .iter()
+        .filter(|request| request.path.starts_with("/fail"))
+        .map(|request| request.header("upstash-message-id"))
+        .collect();
+    assert_eq!(again.len(), 3);
+    assert_eq!(
+        call("dlq.delete", json!([{"all": true}])),
+        json!({"deleted": 1})
+    );
+    assert_eq!(call("dlq.listMessages", json!([]))["messages"], json!([]));
+
+    // What is not served says so, and a filter delayer cannot apply is refused, not ignored.
+    let flow = call("flowControl.get", json!(["orders"]));
+    assert!(
+        flow["error"].as_str().unwrap().contains("not served"),
+        "{flow}"
+    );
+    let groups = call("urlGroups.list", json!([]));
+    assert!(
+        groups["error"].as_str().unwrap().contains("URL groups"),
+        "{groups}"
+    );
+    let refused = call(
+        "messages.cancel",
+        json!([{"filter": {"callerIp": "10.0.0.1"}}]),
+    );
+    assert!(
+        refused["error"].as_str().unwrap().contains("callerIp"),
+        "{refused}"
+    );
 }

@@ -13,60 +13,38 @@ use delayer_client::State as JobState;
 use serde_json::{Value, json};
 
 use super::error;
+use super::filter::Selection;
 use super::messages::{described, found};
 use crate::http::state::AppState;
-use crate::qstash;
+use crate::qstash::{self, Message};
 
 /// The most dead messages listed in one page, as QStash's.
 const PAGE: usize = 100;
 /// The most dead messages read to list them newest first.
 const MOST_READ: usize = 10_000;
 
+/// `GET /v2/dlq`: a page of the dead messages a [`Selection`] chooses, newest first.
 pub(super) async fn list(
     State(state): State<Arc<AppState>>,
     OriginalUri(uri): OriginalUri,
 ) -> Response {
-    let query: Vec<(String, String)> =
-        form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
-            .into_owned()
-            .collect();
-    let value = |name: &str| {
-        query
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
+    let selection = match Selection::of(&uri, b"", "dlqIds") {
+        Ok(selection) => selection,
+        Err(why) => return error(StatusCode::BAD_REQUEST, why),
     };
-    let skip: usize = value("cursor")
+    let skip = selection
+        .cursor
+        .as_deref()
         .and_then(|cursor| cursor.parse().ok())
         .unwrap_or(0);
-    let count = value("count")
-        .and_then(|count| count.parse().ok())
-        .unwrap_or(PAGE)
-        .clamp(1, PAGE);
-    let mut ids = match state.inspector.dead(qstash::TOPIC, MOST_READ).await {
-        Ok(ids) => ids,
-        Err(why) => return error(StatusCode::SERVICE_UNAVAILABLE, why),
+    let count = selection.count.unwrap_or(PAGE).min(PAGE);
+    let (messages, next) = match chosen(&state, &selection, skip, count).await {
+        Ok(chosen) => chosen,
+        Err(refusal) => return refusal,
     };
-    ids.reverse();
-    let mut messages = Vec::new();
-    let mut next = skip;
-    for id in ids.iter().skip(skip) {
-        if messages.len() == count {
-            break;
-        }
-        next += 1;
-        let id = String::from_utf8_lossy(id.as_bytes()).into_owned();
-        if value("messageId").is_some_and(|wanted| wanted != id) {
-            continue;
-        }
-        match dead(&state, &id).await {
-            Ok(Some(message)) => messages.push(message),
-            Ok(None) => {}
-            Err(refusal) => return refusal,
-        }
-    }
+    let messages: Vec<Value> = messages.into_iter().map(|(_, shown)| shown).collect();
     let mut reply = json!({ "messages": messages });
-    if next < ids.len() {
+    if let Some(next) = next {
         reply["cursor"] = json!(next.to_string());
     }
     Json(reply).into_response()
@@ -74,7 +52,7 @@ pub(super) async fn list(
 
 pub(super) async fn get(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
     match dead(&state, &id).await {
-        Ok(Some(message)) => Json(message).into_response(),
+        Ok(Some((_, shown))) => Json(shown).into_response(),
         Ok(None) => error(StatusCode::NOT_FOUND, "dead message not found"),
         Err(refusal) => refusal,
     }
@@ -90,15 +68,16 @@ pub(super) async fn delete(State(state): State<Arc<AppState>>, Path(id): Path<St
     }
 }
 
-/// Deletes the ids of `{"dlqIds": [...]}` or of `?dlqIds=...`.
+/// `DELETE /v2/dlq`: deletes the dead messages a [`Selection`] chooses (by filter or all: `count`
+/// at a time, with a cursor while more are left).
 pub(super) async fn delete_many(
     State(state): State<Arc<AppState>>,
     OriginalUri(uri): OriginalUri,
     body: Bytes,
 ) -> Response {
-    let ids = match named(&uri, &body) {
-        Ok(ids) => ids,
-        Err(why) => return error(StatusCode::BAD_REQUEST, why),
+    let (ids, more) = match bulk(&state, &uri, &body).await {
+        Ok(bulk) => bulk,
+        Err(refusal) => return refusal,
     };
     let mut deleted = 0;
     for id in ids {
@@ -108,22 +87,26 @@ pub(super) async fn delete_many(
             Err(why) => return error(StatusCode::SERVICE_UNAVAILABLE, why),
         }
     }
-    Json(json!({ "deleted": deleted })).into_response()
+    let mut reply = json!({ "deleted": deleted });
+    if more {
+        reply["cursor"] = json!("more");
+    }
+    Json(reply).into_response()
 }
 
-/// Sends dead messages again (`/v2/dlq/retry/{id}`, or `?dlqIds=`): each due now, its tries
-/// counted afresh, under its own id.
+/// Sends dead messages again (`/v2/dlq/retry/{id}`, or those a [`Selection`] chooses): each due
+/// now, its tries counted afresh, under its own id.
 pub(super) async fn retry(
     State(state): State<Arc<AppState>>,
     OriginalUri(uri): OriginalUri,
     id: Option<Path<String>>,
     body: Bytes,
 ) -> Response {
-    let ids = match id {
-        Some(Path(id)) => vec![id],
-        None => match named(&uri, &body) {
-            Ok(ids) => ids,
-            Err(why) => return error(StatusCode::BAD_REQUEST, why),
+    let (ids, more) = match id {
+        Some(Path(id)) => (vec![id], false),
+        None => match bulk(&state, &uri, &body).await {
+            Ok(bulk) => bulk,
+            Err(refusal) => return refusal,
         },
     };
     let mut responses = Vec::new();
@@ -153,26 +136,74 @@ pub(super) async fn retry(
             Err(why) => return error(StatusCode::SERVICE_UNAVAILABLE, why),
         }
     }
-    (StatusCode::CREATED, Json(json!({ "responses": responses }))).into_response()
-}
-
-/// The DLQ ids a request names: `{"dlqIds": [...]}` in its body, or `?dlqIds=` in its query.
-fn named(uri: &axum::http::Uri, body: &[u8]) -> Result<Vec<String>, String> {
-    let mut ids: Vec<String> = form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
-        .filter(|(name, _)| name == "dlqIds")
-        .map(|(_, id)| id.into_owned())
-        .collect();
-    if !body.is_empty() {
-        let json: Value = serde_json::from_slice(body)
-            .map_err(|why| format!("the body is not {{\"dlqIds\": [...]}}: {why}"))?;
-        let listed = json["dlqIds"].as_array().into_iter().flatten();
-        ids.extend(listed.filter_map(|id| id.as_str().map(str::to_string)));
+    let mut reply = json!({ "responses": responses });
+    if more {
+        reply["cursor"] = json!("more");
     }
-    Ok(ids)
+    (StatusCode::CREATED, Json(reply)).into_response()
 }
 
-/// Dead message `id` as the DLQ shows it, if it is one.
-async fn dead(state: &AppState, id: &str) -> Result<Option<Value>, Response> {
+/// The ids a bulk delete or retry acts on, and whether more are left for another call: those
+/// named, or `count` (100 by default) of those the filters choose. What it acts on leaves the
+/// DLQ, so the next call starts from the newest again, whatever its cursor.
+async fn bulk(
+    state: &AppState,
+    uri: &axum::http::Uri,
+    body: &[u8],
+) -> Result<(Vec<String>, bool), Response> {
+    let selection =
+        Selection::of(uri, body, "dlqIds").map_err(|why| error(StatusCode::BAD_REQUEST, why))?;
+    let most = match selection.ids {
+        Some(_) => usize::MAX,
+        None => selection.count.unwrap_or(PAGE),
+    };
+    let (chosen, next) = chosen(state, &selection, 0, most).await?;
+    Ok((
+        chosen.into_iter().map(|(id, _)| id).collect(),
+        next.is_some(),
+    ))
+}
+
+/// The dead messages `selection` chooses (id and as shown), newest first, from the `skip`th dead
+/// message on, at most `most`; and where the next page starts, while any are left.
+async fn chosen(
+    state: &AppState,
+    selection: &Selection,
+    skip: usize,
+    most: usize,
+) -> Result<(Vec<(String, Value)>, Option<usize>), Response> {
+    let ids = match &selection.ids {
+        Some(ids) => ids.clone(),
+        None => {
+            let mut ids = state
+                .inspector
+                .dead(qstash::TOPIC, MOST_READ)
+                .await
+                .map_err(|why| error(StatusCode::SERVICE_UNAVAILABLE, why))?;
+            ids.reverse();
+            ids.iter()
+                .map(|id| String::from_utf8_lossy(id.as_bytes()).into_owned())
+                .collect()
+        }
+    };
+    let mut chosen = Vec::new();
+    for (at, id) in ids.into_iter().enumerate().skip(skip) {
+        if chosen.len() == most {
+            return Ok((chosen, Some(at)));
+        }
+        let Some((message, shown)) = dead(state, &id).await? else {
+            continue;
+        };
+        let status = shown["responseStatus"].as_u64().map(|status| status as u16);
+        if selection.matches(&id, &message, status) {
+            chosen.push((id, shown));
+        }
+    }
+    Ok((chosen, None))
+}
+
+/// Dead message `id`, and as the DLQ shows it, if it is one.
+async fn dead(state: &AppState, id: &str) -> Result<Option<(Message, Value)>, Response> {
     let Some((info, message)) = found(state, id).await? else {
         return Ok(None);
     };
@@ -186,7 +217,7 @@ async fn dead(state: &AppState, id: &str) -> Result<Option<Value>, Response> {
     shown["responseStatus"] = json!(status);
     shown["responseBody"] = json!(body);
     shown["diedWhy"] = json!(why);
-    Ok(Some(shown))
+    Ok(Some((message, shown)))
 }
 
 /// The status and the start of the last reply, from the reason a message died with.

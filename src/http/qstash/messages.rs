@@ -1,5 +1,5 @@
-//! `GET /v2/messages/{id}`, `DELETE /v2/messages/{id}` and `DELETE /v2/messages` (the ids in a
-//! JSON body or the query, or every message): a message is its job, so whatever state the job is
+//! `GET /v2/messages/{id}`, `DELETE /v2/messages/{id}` and `DELETE /v2/messages` (by ids, by
+//! QStash's filters, or every message): a message is its job, so whatever state the job is
 //! in (waiting, due, in flight, between tries, delivered a while ago) tells the message's.
 
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use delayer_client::{JobInfo, Removed, State as JobState};
 use serde_json::{Value, json};
 
 use super::error;
+use super::filter::Selection;
 use crate::http::state::AppState;
 use crate::qstash::{self, Message, header_map};
 
@@ -109,49 +110,26 @@ pub(super) fn described(id: &str, info: &JobInfo, message: &Message) -> Value {
 }
 
 pub(super) async fn cancel(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
-    match remove(&state, &id).await {
+    match remove(&state, &id, &Selection::default()).await {
         Ok(true) => Json(json!({ "cancelled": 1 })).into_response(),
         Ok(false) => error(StatusCode::NOT_FOUND, "message not found"),
         Err(refusal) => refusal,
     }
 }
 
-/// Cancels the ids of `{"messageIds": [...]}` or of `?messageIds=...`, or every message when
-/// neither names any.
+/// Cancels the messages a [`Selection`] chooses: ids (`messageIds`, in the query or a JSON body),
+/// QStash's filters, or every message.
 pub(super) async fn cancel_many(
     State(state): State<Arc<AppState>>,
     OriginalUri(uri): OriginalUri,
     body: Bytes,
 ) -> Response {
-    let mut ids: Option<Vec<String>> = None;
-    if !body.is_empty() {
-        match serde_json::from_slice::<Value>(&body) {
-            Ok(json) => {
-                let listed = json["messageIds"].as_array().map(|ids| {
-                    ids.iter()
-                        .filter_map(|id| id.as_str().map(str::to_string))
-                        .collect()
-                });
-                ids = listed;
-            }
-            Err(why) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    format!("the body is not {{\"messageIds\": [...]}}: {why}"),
-                );
-            }
-        }
-    }
-    let query = uri.query().unwrap_or_default();
-    let queried: Vec<String> = form_urlencoded::parse(query.as_bytes())
-        .filter(|(name, _)| name == "messageIds")
-        .map(|(_, id)| id.into_owned())
-        .collect();
-    if !queried.is_empty() {
-        ids.get_or_insert_with(Vec::new).extend(queried);
-    }
-    let ids = match ids {
-        Some(ids) => ids,
+    let selection = match Selection::of(&uri, &body, "messageIds") {
+        Ok(selection) => selection,
+        Err(why) => return error(StatusCode::BAD_REQUEST, why),
+    };
+    let ids = match &selection.ids {
+        Some(ids) => ids.clone(),
         None => match every_message(&state).await {
             Ok(ids) => ids,
             Err(refusal) => return refusal,
@@ -159,7 +137,7 @@ pub(super) async fn cancel_many(
     };
     let mut cancelled = 0;
     for id in ids {
-        match remove(&state, &id).await {
+        match remove(&state, &id, &selection).await {
             Ok(true) => cancelled += 1,
             Ok(false) => {}
             Err(refusal) => return refusal,
@@ -168,12 +146,12 @@ pub(super) async fn cancel_many(
     Json(json!({ "cancelled": cancelled })).into_response()
 }
 
-/// Removes message `id`: whether it was one, waiting, due or in flight.
-async fn remove(state: &AppState, id: &str) -> Result<bool, Response> {
+/// Removes message `id` if `selection` chooses it: whether it was one, waiting, due or in flight.
+async fn remove(state: &AppState, id: &str, selection: &Selection) -> Result<bool, Response> {
     let Some((info, message)) = found(state, id).await? else {
         return Ok(false);
     };
-    if info.state == JobState::Delivered {
+    if info.state == JobState::Delivered || !selection.matches(id, &message, None) {
         return Ok(false);
     }
     if let Some(queue) = &message.queue {

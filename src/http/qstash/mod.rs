@@ -1,9 +1,11 @@
 //! QStash's API (v2), with `[qstash] token`: publish (and its batch), messages (get, cancel one,
-//! many or all), queues, schedules, the DLQ (list, get, delete, retry) and the signing keys, answered as QStash answers, so that its SDKs work with their
-//! base URL set to this server. Errors are `{"error": "..."}`. What is not served yet (queues,
-//! URL groups, events, the flow-control endpoints) answers 404 naming it.
+//! by ids, by filters or all), queues, schedules, the DLQ (list, get, delete, retry) and the
+//! signing keys, answered as QStash answers, so that its SDKs work with their base URL set to this
+//! server. Errors are `{"error": "..."}`. What is not served (URL groups, events, the
+//! flow-control endpoints, the LLM helpers) answers 404 naming it.
 
 mod dlq;
+mod filter;
 mod headers;
 mod messages;
 mod publish;

@@ -234,19 +234,30 @@ pub async fn left_in_redis(
     left
 }
 
-/// Runs the tests' Python program `script` (in `tests/it/support/`, with the packages
-/// `scripts/test` installs) with `args` and `input` on its standard input; what it printed.
-pub fn python(script: &str, args: &[&str], input: &[u8]) -> String {
+/// Where `scripts/ensure-node-packages` installs the npm packages the tests use.
+pub const NODE_MODULES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/target/npm/node_modules");
+
+/// Runs the tests' program `script` (in `tests/it/support/`: Python for `.py`, Node.js for `.cjs`,
+/// with the packages `scripts/test` installs) with `args` and `input` on its standard input; what
+/// it printed.
+pub fn run_script(script: &str, args: &[&str], input: &[u8]) -> String {
     use std::io::Write;
     let path = format!("{}/tests/it/support/{script}", env!("CARGO_MANIFEST_DIR"));
-    let mut child = Command::new("python3")
+    let mut command = if script.ends_with(".cjs") {
+        let mut node = Command::new("node");
+        node.env("NODE_PATH", NODE_MODULES);
+        node
+    } else {
+        Command::new("python3")
+    };
+    let mut child = command
         .arg(path)
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("python3 (scripts/test installs it)");
+        .expect("python3 and node (scripts/test installs them)");
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(input).unwrap();
     drop(stdin);

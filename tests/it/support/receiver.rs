@@ -256,7 +256,7 @@ pub fn refused_signatures(
             format!("{line}\n")
         })
         .collect();
-    super::python("qstash_verify.py", &[current, next], lines.as_bytes())
+    super::run_script("qstash_verify.py", &[current, next], lines.as_bytes())
         .lines()
         .filter(|line| *line != "ok")
         .map(str::to_string)
