@@ -202,9 +202,12 @@ impl Service {
                 .keys
                 .as_ref()
                 .map(|keys| keys.current.as_str());
+            let resolver = config.serves_qstash().then(|| qstash::Resolver {
+                allow: config.qstash.allow.clone(),
+            });
             Some(webhook::Webhooks::new(
                 &config.webhooks,
-                config.serves_qstash(),
+                resolver,
                 kafka_topics,
                 signing_key,
                 client,

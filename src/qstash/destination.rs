@@ -173,8 +173,59 @@ pub fn percent_decoded(text: &str) -> Vec<u8> {
     decoded
 }
 
+/// Resolves a destination's host for a delivery, leaving out the addresses a publish would
+/// refuse (but the daemon's own, whose port it cannot see): the name may point elsewhere now than
+/// when the publish checked it (DNS rebinding). With none left, the delivery fails naming why.
+#[derive(Debug, Clone)]
+pub struct Resolver {
+    pub allow: Vec<Allowed>,
+}
+
+impl reqwest::dns::Resolve for Resolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let allow = self.allow.clone();
+        let host = name.as_str().to_ascii_lowercase();
+        Box::pin(async move {
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if allow.contains(&Allowed::Name(host.clone())) {
+                return Ok(Box::new(found.into_iter()) as reqwest::dns::Addrs);
+            }
+            let (kept, refused): (Vec<SocketAddr>, Vec<SocketAddr>) =
+                found.into_iter().partition(|address| {
+                    let address = address.ip();
+                    allow.iter().any(|allowed| allowed.covers(address)) || inner(address).is_none()
+                });
+            match (kept.is_empty(), refused.first()) {
+                (true, Some(address)) => {
+                    let why = inner(address.ip()).unwrap_or_default();
+                    Err(format!(
+                        "{host} now resolves to {}, {why}: refused; list it in [qstash] allow \
+                         to deliver to it",
+                        address.ip()
+                    )
+                    .into())
+                }
+                _ => Ok(Box::new(kept.into_iter()) as reqwest::dns::Addrs),
+            }
+        })
+    }
+}
+
 /// Why `address` is refused by default, if it is.
 fn refused(address: IpAddr, port: u16, listen: SocketAddr) -> Option<&'static str> {
+    if let Some(why) = inner(address) {
+        return Some(why);
+    }
+    if address == listen.ip() && port == listen.port() {
+        return Some("this daemon's own address");
+    }
+    None
+}
+
+/// Why `address` is inside this host or its network's edge (loopback, unspecified, link-local),
+/// if it is.
+fn inner(address: IpAddr) -> Option<&'static str> {
     let address = match address {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(address, IpAddr::V4),
         v4 => v4,
@@ -191,9 +242,6 @@ fn refused(address: IpAddr, port: u16, listen: SocketAddr) -> Option<&'static st
     };
     if link_local {
         return Some("a link-local address (the cloud metadata address is one)");
-    }
-    if address == listen.ip() && port == listen.port() {
-        return Some("this daemon's own address");
     }
     None
 }
@@ -271,6 +319,24 @@ mod tests {
             unknown.contains("host \"no-such-host.invalid\" is not found"),
             "{unknown}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_delivery_resolves_only_to_addresses_a_publish_takes() {
+        use reqwest::dns::Resolve;
+        let resolve = |allow: &[&str]| {
+            let allow = allow.iter().map(|a| Allowed::parse(a).unwrap()).collect();
+            Resolver { allow }.resolve("localhost".parse().unwrap())
+        };
+        let refused = resolve(&[]).await.err().unwrap().to_string();
+        assert!(
+            refused.starts_with("localhost now resolves to ") && refused.contains("loopback"),
+            "{refused}"
+        );
+        let by_name: Vec<SocketAddr> = resolve(&["localhost"]).await.unwrap().collect();
+        assert!(by_name.iter().any(|address| address.ip().is_loopback()));
+        let by_range: Vec<SocketAddr> = resolve(&["127.0.0.0/8", "::1"]).await.unwrap().collect();
+        assert!(!by_range.is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@ mod message;
 pub mod queues;
 mod settings;
 
-pub use destination::{Allowed, Destination, percent_decoded};
+pub use destination::{Allowed, Destination, Resolver, percent_decoded};
 pub use message::{Callback, Flow, Message, header_map, new_id};
 pub use settings::{QstashSettings, SigningKeys};
 

@@ -41,13 +41,14 @@ pub struct Webhooks {
 }
 
 impl Webhooks {
-    /// The webhooks of `settings`, and with `messages` QStash's messages, for the jobs `client`
+    /// The webhooks of `settings`, and with `messages` QStash's messages (resolving their hosts
+    /// with `messages`' resolver, which leaves out refused addresses), for the jobs `client`
     /// reaches (and `redis`, for their flow control), signed with `signing_key` if set, counted
     /// in `metrics`. A topic goes to one sink only: a webhook leaves out QStash's topic, and the
     /// topics that `taken` (Kafka's) or an earlier webhook matches.
     pub fn new(
         settings: &[WebhookSettings],
-        messages: bool,
+        messages: Option<qstash::Resolver>,
         taken: &[String],
         signing_key: Option<&str>,
         client: Client,
@@ -58,10 +59,11 @@ impl Webhooks {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut hooks = Vec::with_capacity(settings.len());
         let mut earlier = taken.to_vec();
-        let messages = messages.then(|| {
+        let messages = messages.map(|resolver| {
             earlier.insert(0, qstash::TOPIC.to_string());
             let http = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
+                .dns_resolver(resolver)
                 .tcp_nodelay(true)
                 .build();
             http.map(|http| {

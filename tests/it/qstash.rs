@@ -653,6 +653,55 @@ async fn bad_input_to_qstash_s_api_is_refused_naming_what_is_wrong() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_host_that_points_inside_by_delivery_time_is_not_called() {
+    let receiver = Receiver::start(|_, _| Reply::ok()).await;
+    let server = RedisServer::start();
+    let qstash = format!("\n[qstash]\ntoken = {TOKEN}\n");
+    let (_daemon, _logs, address) = serving_with(&server, "a", "", &qstash);
+    let port = receiver.url.rsplit(':').next().unwrap();
+    let rebound = format!("http://localhost:{port}/rebound");
+    let published = sdk(
+        &address,
+        TOKEN,
+        "publish_json",
+        json!({"url": rebound, "body": 1}),
+    );
+    assert!(
+        published["error"].as_str().unwrap().contains("loopback"),
+        "{published}"
+    );
+    // As if published while the name pointed elsewhere (DNS rebinding): the message as the
+    // API writes it, straight into Redis.
+    let client = delayer_client::Client::connect(server.info())
+        .await
+        .unwrap();
+    let now = unix_ms();
+    let message = json!({
+        "url": rebound, "method": "POST", "body": "MQ==", "retries": 0,
+        "createdAt": now, "notBefore": now,
+    });
+    client
+        .push("qstash", message.to_string())
+        .id("msg_rebound")
+        .await
+        .unwrap();
+    let died = support::wait_for(Duration::from_secs(30), "the message dead", || {
+        let client = client.clone();
+        async move {
+            let info = client.get("msg_rebound").await.unwrap();
+            (info.state == delayer_client::State::Dead).then_some(info.died_why)
+        }
+    })
+    .await
+    .unwrap_or_default();
+    assert!(
+        died.contains("localhost now resolves to") && died.contains("loopback"),
+        "{died}"
+    );
+    assert!(receiver.received().is_empty(), "{:?}", receiver.received());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn qstash_s_api_works_on_a_cluster_of_three_masters_with_two_daemons() {
     let receiver = Receiver::start(|_, _| Reply::ok()).await;
     let cluster = delayer_testkit::cluster::RedisCluster::start(3);
