@@ -16,11 +16,22 @@ use support::{DaemonSetup, RedisServer, delayer_succeeds, run_script};
 
 const TOKEN: &str = "qstash-token";
 
-/// What the SDK returned for `command` with `arguments`, against the daemon at `address`.
+/// What Python's SDK returned for `command` with `arguments`, against the daemon at `address`.
 fn sdk(address: &str, token: &str, command: &str, arguments: Value) -> Value {
+    driven("qstash_client.py", address, token, command, arguments)
+}
+
+/// What QStash's TypeScript SDK returned for `call` (a method from its client: `publishJSON`,
+/// `messages.cancel`, `queue(q).upsert`) with `arguments`, an array.
+fn ts_sdk(address: &str, call: &str, arguments: Value) -> Value {
+    driven("qstash_client.cjs", address, TOKEN, call, arguments)
+}
+
+/// What the SDK that `script` drives returned for `command` with `arguments`.
+fn driven(script: &str, address: &str, token: &str, command: &str, arguments: Value) -> Value {
     let base = format!("http://{address}");
     let printed = run_script(
-        "qstash_client.py",
+        script,
         &[&base, token, command],
         arguments.to_string().as_bytes(),
     );
@@ -780,18 +791,6 @@ async fn qstash_s_api_works_on_a_cluster_of_three_masters_with_two_daemons() {
         .collect();
     assert_eq!(ids.len(), received.len(), "each once");
     drop(daemons);
-}
-
-/// What QStash's TypeScript SDK (`support/qstash_client.cjs`) returned for `call` (a method from
-/// its client: `publishJSON`, `messages.cancel`, `queue(q).upsert`) with `arguments`, an array.
-fn ts_sdk(address: &str, call: &str, arguments: Value) -> Value {
-    let base = format!("http://{address}");
-    let printed = run_script(
-        "qstash_client.cjs",
-        &[&base, TOKEN, call],
-        arguments.to_string().as_bytes(),
-    );
-    serde_json::from_str(&printed).unwrap_or_else(|_| panic!("{call}: {printed}"))
 }
 
 #[tokio::test(flavor = "multi_thread")]
