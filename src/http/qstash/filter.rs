@@ -90,13 +90,12 @@ impl Selection {
         if !body.is_empty() {
             let json: Value = serde_json::from_slice(body)
                 .map_err(|why| format!("the body is not {{\"{ids_name}\": [...]}}: {why}"))?;
-            if let Some(listed) = json[ids_name].as_array() {
+            // Named, even as null (Go's SDK sends a nil list so), the ids are the choice: never
+            // every message.
+            if let Some(listed) = json.get(ids_name) {
                 let ids = selection.ids.get_or_insert_with(Vec::new);
-                ids.extend(
-                    listed
-                        .iter()
-                        .filter_map(|id| id.as_str().map(str::to_string)),
-                );
+                let listed = listed.as_array().into_iter().flatten();
+                ids.extend(listed.filter_map(|id| id.as_str().map(str::to_string)));
             }
         }
         Ok(selection)

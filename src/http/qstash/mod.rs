@@ -49,8 +49,12 @@ pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/dlq/{id}", get(dlq::get).delete(dlq::delete))
         .route("/schedules", get(schedules::list))
         .route("/schedules/{*rest}", axum::routing::any(schedules::at))
+        // Go's SDK creates and gets schedules under this spelling.
+        .route("/Schedules/{*rest}", axum::routing::any(schedules::at))
         .route("/keys", get(keys))
         .route("/keys/rotate", post(rotate))
+        // Go's SDK rotates here.
+        .route("/rotate", post(rotate))
         .fallback(not_served)
         .layer(from_fn_with_state(state.clone(), authorize))
 }

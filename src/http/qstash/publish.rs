@@ -79,7 +79,7 @@ pub(super) struct Item {
 }
 
 pub(super) async fn batch(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
-    let items: Vec<Item> = match serde_json::from_slice(&body) {
+    let mut items: Vec<Item> = match serde_json::from_slice(&body) {
         Ok(items) => items,
         Err(why) => {
             return error(
@@ -90,7 +90,9 @@ pub(super) async fn batch(State(state): State<Arc<AppState>>, body: Bytes) -> Re
     };
     // The whole batch is checked before any message is pushed.
     let mut batch = Vec::with_capacity(items.len());
-    for (index, item) in items.iter().enumerate() {
+    for (index, item) in items.iter_mut().enumerate() {
+        // Go's SDK sends `"queue": ""` for none.
+        item.queue.take_if(|queue| queue.is_empty());
         if let Some(queue) = item
             .queue
             .as_deref()

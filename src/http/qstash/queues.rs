@@ -37,7 +37,7 @@ fn one() -> u32 {
 const MOST_PARALLELISM: u32 = 1_000;
 
 pub(super) async fn upsert(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
-    let upsert: Upsert = match serde_json::from_slice(&body) {
+    let mut upsert: Upsert = match serde_json::from_slice(&body) {
         Ok(upsert) => upsert,
         Err(why) => {
             return error(
@@ -54,6 +54,10 @@ pub(super) async fn upsert(State(state): State<Arc<AppState>>, body: Bytes) -> R
                 upsert.queue_name
             ),
         );
+    }
+    // Go's SDK sends 0 when none is given: QStash's default then.
+    if upsert.parallelism == 0 {
+        upsert.parallelism = 1;
     }
     if !(1..=MOST_PARALLELISM).contains(&upsert.parallelism) {
         return error(

@@ -30,11 +30,7 @@ pub(super) async fn at(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let rest = uri
-        .path()
-        .strip_prefix("/v2/schedules/")
-        .unwrap_or_default();
-    let rest = String::from_utf8_lossy(&percent_decoded(rest)).into_owned();
+    let rest = String::from_utf8_lossy(&percent_decoded(after_prefix(&uri))).into_owned();
     let lower = rest.to_ascii_lowercase();
     if method == Method::POST && (lower.starts_with("http:") || lower.starts_with("https:")) {
         return create(&state, &uri, &headers, &body).await;
@@ -55,11 +51,16 @@ pub(super) async fn at(
     }
 }
 
+/// The path after `/v2/schedules/` (or `/v2/Schedules/`, as Go's SDK spells it).
+fn after_prefix(uri: &Uri) -> &str {
+    let path = uri.path();
+    path.strip_prefix("/v2/schedules/")
+        .or_else(|| path.strip_prefix("/v2/Schedules/"))
+        .unwrap_or_default()
+}
+
 async fn create(state: &AppState, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Response {
-    let raw = uri
-        .path()
-        .strip_prefix("/v2/schedules/")
-        .unwrap_or_default();
+    let raw = after_prefix(uri);
     let raw = match uri.query() {
         Some(query) => format!("{raw}?{query}"),
         None => raw.to_string(),
