@@ -5,7 +5,7 @@
 use delayer_testkit::KafkaBroker;
 
 use super::TOPICS;
-use super::delivery::drain;
+use super::delivery::{Backlog, drain};
 use super::support::RedisServer;
 
 const JOBS: usize = 20_000;
@@ -27,7 +27,13 @@ pub async fn kafka(server: &RedisServer) {
         ("ready lists, a client reserving and acking", ""),
         ("Kafka", kafka.as_str()),
     ] {
-        let run = drain(server, JOBS, (!extra.is_empty()).then_some(extra)).await;
+        let run = drain(
+            server,
+            JOBS,
+            (!extra.is_empty()).then_some(extra),
+            Backlog::Jobs,
+        )
+        .await;
         println!(
             "| {name} | {:.0} | {:.1} | {:.1} |",
             JOBS as f64 / run.seconds,

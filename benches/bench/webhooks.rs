@@ -1,6 +1,6 @@
 //! Delivery to a webhook by one daemon, to a receiver on the loopback that answers at once:
 //! a backlog of due jobs drained (jobs/s, Redis's and the daemon's CPU per job, beside the
-//! ready-list path doing the same Redis work), then 5,000 jobs falling due a second (due to
+//! ready-list path doing the same Redis work; QStash's messages too), then 5,000 jobs falling due a second (due to
 //! received, by this host's clock, which is Redis's), without and with flow control.
 
 use std::collections::HashMap;
@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use delayer_client::{Client, NewPush, Topic};
 
-use super::delivery::{drain, left};
+use super::delivery::{Backlog, drain, left};
 use super::support::receiver::{Receiver, Reply};
-use super::support::{Daemon, DaemonSetup, RedisServer, left_in_redis, redis_ms};
+use super::support::{Daemon, DaemonSetup, RedisServer, free_port, left_in_redis, redis_ms};
 use super::{TOPICS, clock_ticks_per_second, cpu_ticks, fresh, stop};
 
 const BACKLOG: usize = 20_000;
@@ -33,19 +33,35 @@ pub async fn webhooks(server: &RedisServer) {
     );
     println!("| path | jobs/s | Redis CPU µs/job | daemon CPU µs/job | receiver CPU µs/job |");
     println!("|---|---:|---:|---:|---:|");
-    for (name, extra) in [
-        ("ready lists, a client reserving and acking", None),
-        ("webhook", Some(hook(""))),
+    let messages_to = format!("{}/qstash", receiver.url);
+    let api = format!(
+        "timer_interval = 100\n[http]\nlisten = 127.0.0.1:{}\n\
+         [qstash]\ntoken = t\nallow = 127.0.0.1\ncurrent_signing_key = k\n",
+        free_port()
+    );
+    for (name, extra, backlog) in [
+        (
+            "ready lists, a client reserving and acking",
+            None,
+            Backlog::Jobs,
+        ),
+        ("webhook", Some(hook("")), Backlog::Jobs),
         (
             "webhook, signed, parallelism 100",
             Some(hook(
                 "parallelism = 100\n[qstash]\ncurrent_signing_key = k\n",
             )),
+            Backlog::Jobs,
+        ),
+        (
+            "QStash messages, signed",
+            Some(api.clone()),
+            Backlog::Messages(&messages_to),
         ),
     ] {
         let ticks = clock_ticks_per_second();
         let bench_before = cpu_ticks(std::process::id());
-        let run = drain(server, BACKLOG, extra.as_deref()).await;
+        let run = drain(server, BACKLOG, extra.as_deref(), backlog).await;
         let receiver_cpu = (cpu_ticks(std::process::id()) - bench_before) as f64 / ticks;
         println!(
             "| {name} | {:.0} | {:.1} | {:.1} | {:.1} |",
@@ -194,7 +210,7 @@ async fn falling_due(
     }
     let mut reserved = Vec::new();
     let topics: Vec<Topic> = TOPICS.iter().map(|topic| Topic::from(*topic)).collect();
-    while left(&redis).await > 0 {
+    while left(&redis, &TOPICS).await > 0 {
         if hook.is_some() {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
