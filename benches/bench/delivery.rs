@@ -57,11 +57,11 @@ pub async fn drain(
             return;
         }
         let client = Client::connect(server.info()).await.unwrap();
-        let topics: Vec<Topic> = topics.iter().map(|topic| Topic::from(*topic)).collect();
-        while left(&redis, &TOPICS).await > 0 {
+        let reserved_from: Vec<Topic> = topics.iter().map(|topic| Topic::from(*topic)).collect();
+        while left(&redis, topics).await > 0 {
             let jobs = client
                 .reserve_many(
-                    &topics,
+                    &reserved_from,
                     Duration::from_secs(30),
                     500,
                     Duration::from_millis(100),

@@ -232,9 +232,7 @@ async fn falling_due(
     (due, reserved)
 }
 
+/// This host's clock, unix ms.
 fn unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+    delayer_wire::time::to_unix_ms(SystemTime::now())
 }

@@ -7,7 +7,7 @@
 use crate::support;
 
 use std::collections::HashSet;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 use support::http_client::serving_with;
@@ -38,11 +38,9 @@ fn driven(script: &str, address: &str, token: &str, command: &str, arguments: Va
     serde_json::from_str(&printed).unwrap_or_else(|_| panic!("{command}: {printed}"))
 }
 
+/// This host's clock, unix ms.
 fn unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+    delayer_wire::time::to_unix_ms(SystemTime::now())
 }
 
 #[tokio::test(flavor = "multi_thread")]
